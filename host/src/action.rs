@@ -1,0 +1,608 @@
+//! From what a plugin desires to what the host sends.
+//!
+//! A plugin returns [`Desired`] actions. [`plan`] checks each against the
+//! plugin's [`Grants`] and turns it into an [`Action`]: a complete object
+//! with the plugin's field manager, the controller owner reference to the
+//! primary, the namespace filled in. [`Action::request`] gives the exact API
+//! request the applier sends, which is also what `kubewasm replay` prints.
+//!
+//! # Guarantees
+//! - Nothing a plugin was not granted leaves this module: the whole outcome
+//!   is refused if a single action is denied, so no partial write happens.
+//! - Server-side apply bodies never carry `resourceVersion`, `uid`,
+//!   `managedFields` or other server-owned metadata, so an object copied from
+//!   the (possibly stale) cache cannot cause a conflict.
+//! - Children are never pruned implicitly: only a `Delete` deletes.
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::declaration::{Declaration, Verb};
+use crate::grants::{Denied, Grants};
+use crate::resource::{ObjectKey, ResourceType, split_api_version};
+
+/// Severity of an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    /// Normal.
+    Normal,
+    /// Warning.
+    Warning,
+}
+
+/// An event a plugin wants recorded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DesiredEvent {
+    /// The object it is about; `None` for the primary.
+    pub regarding: Option<(ResourceType, ObjectKey)>,
+    /// Normal or Warning.
+    pub event_type: EventType,
+    /// CamelCase reason.
+    pub reason: String,
+    /// What was done.
+    pub action: String,
+    /// Human-readable note.
+    pub note: String,
+}
+
+/// An action as a plugin returned it, unchecked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Desired {
+    /// Server-side apply of an object (JSON text).
+    Apply {
+        /// The object.
+        object: String,
+        /// Whether the primary becomes its controller owner.
+        owned: bool,
+    },
+    /// Server-side apply of a status (JSON text of the object with `status`).
+    ApplyStatus(String),
+    /// Delete an object.
+    Delete(ResourceType, ObjectKey),
+    /// Record an event.
+    Event(DesiredEvent),
+}
+
+/// A checked action, ready to send.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Server-side apply of `object`.
+    Apply {
+        /// Its type.
+        resource: ResourceType,
+        /// Its identity.
+        key: ObjectKey,
+        /// The field manager.
+        field_manager: String,
+        /// The complete apply body.
+        object: Value,
+    },
+    /// Server-side apply of the status subresource.
+    ApplyStatus {
+        /// Its type.
+        resource: ResourceType,
+        /// Its identity.
+        key: ObjectKey,
+        /// The field manager.
+        field_manager: String,
+        /// The apply body: identity and `status` only.
+        object: Value,
+    },
+    /// Deletion with background propagation.
+    Delete {
+        /// Its type.
+        resource: ResourceType,
+        /// Its identity.
+        key: ObjectKey,
+    },
+    /// Creation of an `events.k8s.io/v1` Event.
+    Event {
+        /// The Event object.
+        object: Value,
+    },
+}
+
+/// One API request, as the applier sends it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiRequest {
+    /// `apply`, `applyStatus`, `delete` or `event`.
+    pub action: &'static str,
+    /// HTTP method.
+    pub method: &'static str,
+    /// Path and query.
+    pub path: String,
+    /// Content type of the body.
+    pub content_type: &'static str,
+    /// The body.
+    pub body: Value,
+}
+
+/// Why a plugin's outcome was refused.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ActionError {
+    /// The plugin holds no grant for the action.
+    #[error("action #{index} denied: {denied}")]
+    Denied {
+        /// Position of the action, from 1.
+        index: usize,
+        /// The denial.
+        #[source]
+        denied: Denied,
+    },
+    /// The action is malformed.
+    #[error("action #{index} is invalid: {reason}")]
+    Invalid {
+        /// Position of the action, from 1.
+        index: usize,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// What planning needs to know about the reconcile in progress.
+#[derive(Clone, Copy, Debug)]
+pub struct PlanContext<'a> {
+    /// The plugin's declaration.
+    pub declaration: &'a Declaration,
+    /// The plugin's grants.
+    pub grants: &'a Grants,
+    /// The primary's key.
+    pub key: &'a ObjectKey,
+    /// The primary object as cached, if it exists.
+    pub primary: Option<&'a Value>,
+}
+
+/// Metadata fields the server owns; stripped from apply bodies.
+const SERVER_OWNED_METADATA: [&str; 6] = [
+    "resourceVersion",
+    "uid",
+    "managedFields",
+    "creationTimestamp",
+    "generation",
+    "selfLink",
+];
+
+/// Checks and completes a plugin's desired actions.
+///
+/// # Errors
+/// The first [`ActionError`]; nothing is planned then.
+pub fn plan(ctx: PlanContext<'_>, desired: Vec<Desired>) -> Result<Vec<Action>, ActionError> {
+    desired
+        .into_iter()
+        .enumerate()
+        .map(|(i, d)| plan_one(ctx, d).map_err(|e| e.at(i + 1)))
+        .collect()
+}
+
+/// An [`ActionError`] before its position is known.
+enum Refusal {
+    Denied(Denied),
+    Invalid(String),
+}
+
+impl Refusal {
+    fn at(self, index: usize) -> ActionError {
+        match self {
+            Self::Denied(denied) => ActionError::Denied { index, denied },
+            Self::Invalid(reason) => ActionError::Invalid { index, reason },
+        }
+    }
+}
+
+impl From<Denied> for Refusal {
+    fn from(denied: Denied) -> Self {
+        Self::Denied(denied)
+    }
+}
+
+fn invalid(reason: impl Into<String>) -> Refusal {
+    Refusal::Invalid(reason.into())
+}
+
+fn plan_one(ctx: PlanContext<'_>, desired: Desired) -> Result<Action, Refusal> {
+    let field_manager = ctx.declaration.field_manager();
+    match desired {
+        Desired::Apply { object, owned } => {
+            let (resource, key, mut object) = parse_object(ctx, &object, Verb::Apply)?;
+            let metadata = metadata_mut(&mut object)?;
+            for field in SERVER_OWNED_METADATA {
+                metadata.remove(field);
+            }
+            if owned {
+                set_controller(ctx, &resource, &key, metadata)?;
+            }
+            Ok(Action::Apply { resource, key, field_manager, object })
+        }
+        Desired::ApplyStatus(object) => {
+            let (resource, key, object) = parse_object(ctx, &object, Verb::ApplyStatus)?;
+            let status = object
+                .get("status")
+                .cloned()
+                .ok_or_else(|| invalid("a status apply needs a `status`"))?;
+            let mut metadata = Map::new();
+            metadata.insert("name".into(), key.name.clone().into());
+            if let Some(namespace) = &key.namespace {
+                metadata.insert("namespace".into(), namespace.clone().into());
+            }
+            let object = json!({
+                "apiVersion": resource.api_version(),
+                "kind": resource.kind,
+                "metadata": metadata,
+                "status": status,
+            });
+            Ok(Action::ApplyStatus { resource, key, field_manager, object })
+        }
+        Desired::Delete(resource, key) => {
+            let resource = declared(ctx, &resource.api_version(), &resource.kind, Verb::Delete)?;
+            check_scope(&resource, &key)?;
+            Ok(Action::Delete { resource, key })
+        }
+        Desired::Event(event) => plan_event(ctx, event),
+    }
+}
+
+/// The declared type for `apiVersion`/`kind`, if `verb` is granted on it.
+fn declared(ctx: PlanContext<'_>, api_version: &str, kind: &str, verb: Verb) -> Result<ResourceType, Refusal> {
+    let Some(resource) = ctx.declaration.resource_type(api_version, kind) else {
+        let (group, version) = split_api_version(api_version);
+        let undeclared = ResourceType {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+            plural: String::new(),
+            namespaced: false,
+        };
+        return Err(ctx.grants.check(verb, &undeclared).err().map_or_else(
+            || invalid(format!("{api_version} {kind} is not declared")),
+            Refusal::Denied,
+        ));
+    };
+    ctx.grants.check(verb, resource)?;
+    Ok(resource.clone())
+}
+
+fn check_scope(resource: &ResourceType, key: &ObjectKey) -> Result<(), Refusal> {
+    match (resource.namespaced, &key.namespace) {
+        (true, None) => Err(invalid(format!("{resource} `{}` needs a namespace", key.name))),
+        (false, Some(ns)) => Err(invalid(format!(
+            "{resource} is cluster-scoped but `{}` names namespace `{ns}`",
+            key.name
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Parses an object, resolves its declared type, fills in its namespace.
+fn parse_object(ctx: PlanContext<'_>, text: &str, verb: Verb) -> Result<(ResourceType, ObjectKey, Value), Refusal> {
+    let mut object: Value =
+        serde_json::from_str(text).map_err(|e| invalid(format!("object is not valid JSON: {e}")))?;
+    let field = |name: &str| object.get(name).and_then(Value::as_str).map(str::to_owned);
+    let api_version = field("apiVersion").ok_or_else(|| invalid("object lacks `apiVersion`"))?;
+    let kind = field("kind").ok_or_else(|| invalid("object lacks `kind`"))?;
+    let resource = declared(ctx, &api_version, &kind, verb)?;
+    let mut key = ObjectKey::of(&object).ok_or_else(|| invalid("object lacks `metadata.name`"))?;
+    if resource.namespaced && key.namespace.is_none() {
+        key.namespace.clone_from(&ctx.key.namespace);
+        if let Some(namespace) = &key.namespace {
+            metadata_mut(&mut object)?.insert("namespace".into(), namespace.clone().into());
+        }
+    }
+    check_scope(&resource, &key)?;
+    Ok((resource, key, object))
+}
+
+fn metadata_mut(object: &mut Value) -> Result<&mut Map<String, Value>, Refusal> {
+    object
+        .get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .ok_or_else(|| invalid("`metadata` is not an object"))
+}
+
+/// Makes the primary the controller owner of a child.
+fn set_controller(
+    ctx: PlanContext<'_>,
+    child_type: &ResourceType,
+    child: &ObjectKey,
+    metadata: &mut Map<String, Value>,
+) -> Result<(), Refusal> {
+    let owner_type = &ctx.declaration.primary;
+    let primary = ctx
+        .primary
+        .ok_or_else(|| invalid(format!("cannot own {child_type} `{child}`: the primary `{}` is not in the cache", ctx.key)))?;
+    let uid = primary
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .ok_or_else(|| invalid(format!("cannot own {child_type} `{child}`: the primary has no uid")))?;
+    if owner_type.namespaced && ctx.key.namespace != child.namespace {
+        return Err(invalid(format!(
+            "cannot own {child_type} `{child}`: an owner reference cannot cross namespaces (primary `{}`)",
+            ctx.key
+        )));
+    }
+    let owner_ref = json!({
+        "apiVersion": owner_type.api_version(),
+        "kind": owner_type.kind,
+        "name": ctx.key.name,
+        "uid": uid,
+        "controller": true,
+        "blockOwnerDeletion": true,
+    });
+    let refs = metadata
+        .entry("ownerReferences")
+        .or_insert_with(|| Value::Array(Vec::new()))
+        .as_array_mut()
+        .ok_or_else(|| invalid("`metadata.ownerReferences` is not a list"))?;
+    refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(uid));
+    if let Some(other) = refs.iter().find(|r| r.get("controller") == Some(&Value::Bool(true))) {
+        return Err(invalid(format!(
+            "{child_type} `{child}` already has a controller: {}",
+            other.get("name").and_then(Value::as_str).unwrap_or("?")
+        )));
+    }
+    refs.push(owner_ref);
+    Ok(())
+}
+
+fn plan_event(ctx: PlanContext<'_>, event: DesiredEvent) -> Result<Action, Refusal> {
+    let (resource, key) = match event.regarding {
+        Some((resource, key)) => {
+            let resource = declared(ctx, &resource.api_version(), &resource.kind, Verb::Get)?;
+            check_scope(&resource, &key)?;
+            (resource, key)
+        }
+        None => (ctx.declaration.primary.clone(), ctx.key.clone()),
+    };
+    if event.reason.is_empty() || event.reason.len() > 128 || event.action.is_empty() || event.action.len() > 128 {
+        return Err(invalid("an event needs a reason and an action of 1 to 128 characters"));
+    }
+    let mut note = event.note;
+    if note.len() > 1024 {
+        let mut end = 1024;
+        while !note.is_char_boundary(end) {
+            end -= 1;
+        }
+        note.truncate(end);
+    }
+    let mut regarding = json!({
+        "apiVersion": resource.api_version(),
+        "kind": resource.kind,
+        "name": key.name,
+    });
+    if let Some(namespace) = &key.namespace {
+        regarding["namespace"] = namespace.clone().into();
+    }
+    let is_primary = resource == ctx.declaration.primary && &key == ctx.key;
+    if let Some(uid) = ctx.primary.filter(|_| is_primary).and_then(|p| p.pointer("/metadata/uid")) {
+        regarding["uid"] = uid.clone();
+    }
+    let object = json!({
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {
+            "generateName": format!("{}.", key.name),
+            "namespace": key.namespace.as_deref().unwrap_or("default"),
+        },
+        "eventTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
+        "reportingController": format!("kubewasm.dev/{}", ctx.declaration.name),
+        "reportingInstance": "kubewasm",
+        "type": match event.event_type {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        },
+        "reason": event.reason,
+        "action": event.action,
+        "note": note,
+        "regarding": regarding,
+    });
+    Ok(Action::Event { object })
+}
+
+/// The URL path of a collection (`name` is `None`) or an object.
+pub fn resource_path(resource: &ResourceType, namespace: Option<&str>, name: Option<&str>) -> String {
+    let mut path = if resource.group.is_empty() {
+        format!("/api/{}", resource.version)
+    } else {
+        format!("/apis/{}/{}", resource.group, resource.version)
+    };
+    if let Some(namespace) = namespace.filter(|_| resource.namespaced) {
+        path.push_str("/namespaces/");
+        path.push_str(namespace);
+    }
+    path.push('/');
+    path.push_str(&resource.plural);
+    if let Some(name) = name {
+        path.push('/');
+        path.push_str(name);
+    }
+    path
+}
+
+const APPLY_PATCH: &str = "application/apply-patch+yaml";
+
+impl Action {
+    /// The API request that performs this action.
+    pub fn request(&self) -> ApiRequest {
+        match self {
+            Self::Apply { resource, key, field_manager, object } => ApiRequest {
+                action: "apply",
+                method: "PATCH",
+                path: format!(
+                    "{}?fieldManager={field_manager}&force=true",
+                    resource_path(resource, key.namespace.as_deref(), Some(&key.name))
+                ),
+                content_type: APPLY_PATCH,
+                body: object.clone(),
+            },
+            Self::ApplyStatus { resource, key, field_manager, object } => ApiRequest {
+                action: "applyStatus",
+                method: "PATCH",
+                path: format!(
+                    "{}/status?fieldManager={field_manager}&force=true",
+                    resource_path(resource, key.namespace.as_deref(), Some(&key.name))
+                ),
+                content_type: APPLY_PATCH,
+                body: object.clone(),
+            },
+            Self::Delete { resource, key } => ApiRequest {
+                action: "delete",
+                method: "DELETE",
+                path: resource_path(resource, key.namespace.as_deref(), Some(&key.name)),
+                content_type: "application/json",
+                body: json!({"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}),
+            },
+            Self::Event { object } => ApiRequest {
+                action: "event",
+                method: "POST",
+                path: format!(
+                    "/apis/events.k8s.io/v1/namespaces/{}/events",
+                    object.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default")
+                ),
+                content_type: "application/json",
+                body: object.clone(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::declaration::tests::{sample, ty};
+
+    struct Fixture {
+        declaration: Declaration,
+        grants: Grants,
+        key: ObjectKey,
+        primary: Value,
+    }
+
+    impl Fixture {
+        fn new() -> Self {
+            let declaration = sample().validate().expect("valid");
+            let grants = Grants::from_declaration(&declaration);
+            Self {
+                declaration,
+                grants,
+                key: ObjectKey::namespaced("default", "demo"),
+                primary: json!({"apiVersion": "example.com/v1", "kind": "MyApp",
+                    "metadata": {"name": "demo", "namespace": "default", "uid": "u-1"}}),
+            }
+        }
+
+        fn plan(&self, desired: Vec<Desired>) -> Result<Vec<Action>, ActionError> {
+            plan(
+                PlanContext {
+                    declaration: &self.declaration,
+                    grants: &self.grants,
+                    key: &self.key,
+                    primary: Some(&self.primary),
+                },
+                desired,
+            )
+        }
+    }
+
+    fn deployment(extra_metadata: Value) -> String {
+        let mut metadata = json!({"name": "demo", "resourceVersion": "7", "managedFields": []});
+        if let (Some(m), Some(extra)) = (metadata.as_object_mut(), extra_metadata.as_object()) {
+            m.extend(extra.clone());
+        }
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata, "spec": {"replicas": 2}})
+            .to_string()
+    }
+
+    #[test]
+    fn plan_should_complete_an_owned_apply() {
+        let fx = Fixture::new();
+        let actions = fx
+            .plan(vec![Desired::Apply { object: deployment(json!({})), owned: true }])
+            .expect("granted");
+        let request = actions[0].request();
+        assert_eq!(request.method, "PATCH");
+        assert_eq!(
+            request.path,
+            "/apis/apps/v1/namespaces/default/deployments/demo?fieldManager=kubewasm-myapp&force=true"
+        );
+        let meta = &request.body["metadata"];
+        assert_eq!(meta["namespace"], "default");
+        assert!(meta.get("resourceVersion").is_none() && meta.get("managedFields").is_none());
+        assert_eq!(
+            meta["ownerReferences"],
+            json!([{"apiVersion": "example.com/v1", "kind": "MyApp", "name": "demo", "uid": "u-1",
+                    "controller": true, "blockOwnerDeletion": true}])
+        );
+    }
+
+    #[test]
+    fn plan_should_deny_undeclared_types_and_verbs() {
+        let fx = Fixture::new();
+        let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}).to_string();
+        let err = fx
+            .plan(vec![Desired::Apply { object: deployment(json!({})), owned: false }, Desired::Apply { object: secret, owned: false }])
+            .expect_err("secret undeclared");
+        assert!(matches!(err, ActionError::Denied { index: 2, .. }), "{err}");
+        assert!(err.to_string().contains("may not apply v1 Secret"), "{err}");
+
+        let err = fx
+            .plan(vec![Desired::Delete(fx.declaration.secondaries[0].resource.clone(), fx.key.clone())])
+            .expect_err("delete undeclared");
+        assert!(err.to_string().contains("may not delete apps/v1 Deployment"), "{err}");
+    }
+
+    #[test]
+    fn plan_should_refuse_cross_namespace_owners_and_foreign_controllers() {
+        let fx = Fixture::new();
+        let elsewhere = deployment(json!({"namespace": "other"}));
+        let err = fx.plan(vec![Desired::Apply { object: elsewhere, owned: true }]).expect_err("cross ns");
+        assert!(err.to_string().contains("cannot cross namespaces"), "{err}");
+
+        let foreign = deployment(json!({"ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "x", "uid": "u-2", "controller": true}]}));
+        let err = fx.plan(vec![Desired::Apply { object: foreign, owned: true }]).expect_err("foreign");
+        assert!(err.to_string().contains("already has a controller: x"), "{err}");
+    }
+
+    #[test]
+    fn plan_should_reduce_status_to_identity_and_status() {
+        let fx = Fixture::new();
+        let obj = json!({"apiVersion": "example.com/v1", "kind": "MyApp", "metadata": {"name": "demo", "labels": {"a": "b"}},
+                          "spec": {"replicas": 3}, "status": {"availableReplicas": 2}});
+        let actions = fx.plan(vec![Desired::ApplyStatus(obj.to_string())]).expect("granted");
+        let request = actions[0].request();
+        assert!(request.path.starts_with("/apis/example.com/v1/namespaces/default/myapps/demo/status?"));
+        assert_eq!(
+            request.body,
+            json!({"apiVersion": "example.com/v1", "kind": "MyApp",
+                   "metadata": {"name": "demo", "namespace": "default"}, "status": {"availableReplicas": 2}})
+        );
+    }
+
+    #[test]
+    fn plan_should_build_events_about_the_primary() {
+        let fx = Fixture::new();
+        let event = DesiredEvent {
+            regarding: None,
+            event_type: EventType::Warning,
+            reason: "Failed".into(),
+            action: "Apply".into(),
+            note: "x".repeat(2000),
+        };
+        let actions = fx.plan(vec![Desired::Event(event.clone())]).expect("granted");
+        let request = actions[0].request();
+        assert_eq!(request.path, "/apis/events.k8s.io/v1/namespaces/default/events");
+        assert_eq!(request.body["regarding"]["uid"], "u-1");
+        assert_eq!(request.body["type"], "Warning");
+        assert_eq!(request.body["note"].as_str().map(str::len), Some(1024));
+
+        let bad = DesiredEvent { reason: String::new(), ..event };
+        assert!(fx.plan(vec![Desired::Event(bad)]).is_err());
+    }
+
+    #[test]
+    fn resource_path_should_follow_api_conventions() {
+        let ns = ty("v1", "Namespace", "namespaces", false);
+        assert_eq!(resource_path(&ns, Some("ignored"), Some("a")), "/api/v1/namespaces/a");
+        let deploy = ty("apps/v1", "Deployment", "deployments", true);
+        assert_eq!(resource_path(&deploy, Some("x"), None), "/apis/apps/v1/namespaces/x/deployments");
+    }
+}

@@ -1,0 +1,171 @@
+//! The `kubewasm` command line.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::replay::{self, ReplayError};
+use crate::resource::{InvalidKey, ObjectKey};
+use crate::runtime::{InstanceReuse, LoadError, Runtime, RuntimeConfig, RuntimeError};
+
+/// kubewasm: Kubernetes controllers whose reconcile logic runs in sandboxed
+/// WebAssembly components.
+#[derive(Debug, Parser)]
+#[command(name = "kubewasm", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    /// Directory of precompiled plugins [default: $XDG_CACHE_HOME/kubewasm or ~/.cache/kubewasm].
+    #[arg(long, global = true, env = "KUBEWASM_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    /// CPU deadline of one plugin call, in milliseconds.
+    #[arg(long, global = true, default_value_t = 1000)]
+    deadline_ms: u64,
+    /// Memory limit of one plugin instance, in MiB.
+    #[arg(long, global = true, default_value_t = 256)]
+    memory_limit_mib: usize,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print a plugin's declaration as JSON.
+    Inspect {
+        /// The plugin component.
+        plugin: PathBuf,
+    },
+    /// Run one reconcile against objects from a file and print the requests
+    /// the host would send.
+    Replay {
+        /// The plugin component.
+        plugin: PathBuf,
+        /// Objects to fill the cache with (multi-document YAML or JSON).
+        #[arg(long)]
+        objects: PathBuf,
+        /// The plugin's configuration (YAML or JSON).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The primary to reconcile: NAMESPACE/NAME, or NAME when cluster-scoped.
+        #[arg(long)]
+        key: String,
+        /// Output format.
+        #[arg(short = 'o', long, value_enum, default_value_t = Format::Yaml)]
+        output: Format,
+    },
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Format {
+    Yaml,
+    Json,
+}
+
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The runtime did not start.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// The plugin was refused.
+    #[error("failed to load {path}: {source}")]
+    Load {
+        /// The plugin file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: LoadError,
+    },
+    /// An input file could not be read.
+    #[error("failed to read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The key did not parse.
+    #[error(transparent)]
+    Key(#[from] InvalidKey),
+    /// The replay failed.
+    #[error(transparent)]
+    Replay(#[from] ReplayError),
+    /// The output could not be encoded.
+    #[error("failed to encode the output: {0}")]
+    Encode(String),
+}
+
+/// Parses the command line, runs it, and reports errors on stderr.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("KUBEWASM_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,kubewasm::plugin=info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn default_cache_dir() -> Option<PathBuf> {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
+        .map(|dir| dir.join("kubewasm"))
+}
+
+/// Runs a parsed command line.
+///
+/// # Errors
+/// [`CliError`] says what failed.
+pub fn run(cli: Cli) -> Result<(), CliError> {
+    let mut config = RuntimeConfig::default()
+        .deadline(Duration::from_millis(cli.deadline_ms))
+        .memory_limit(cli.memory_limit_mib << 20)
+        .instance_reuse(InstanceReuse::Fresh)
+        .max_instances(8);
+    if let Some(dir) = cli.cache_dir.or_else(default_cache_dir) {
+        config = config.cache_dir(dir);
+    }
+    let runtime = Runtime::new(config)?;
+    let load = |path: PathBuf| {
+        runtime
+            .load_file(&path)
+            .map_err(|source| CliError::Load { path, source })
+    };
+    let read = |path: PathBuf| std::fs::read_to_string(&path).map_err(|source| CliError::Read { path, source });
+    match cli.command {
+        Command::Inspect { plugin } => {
+            let plugin = load(plugin)?;
+            let json = serde_json::to_string_pretty(plugin.declaration()).map_err(|e| CliError::Encode(e.to_string()))?;
+            println!("{json}");
+        }
+        Command::Replay { plugin, objects, config, key, output } => {
+            let key: ObjectKey = key.parse()?;
+            let plugin = load(plugin)?;
+            let objects = replay::parse_objects(&read(objects)?)?;
+            let config = match config {
+                Some(path) => replay::parse_config(&read(path)?)?,
+                None => "{}".to_owned(),
+            };
+            let report = replay::replay(&plugin, objects, config, key)?;
+            let text = match output {
+                Format::Yaml => serde_yaml::to_string(&report).map_err(|e| CliError::Encode(e.to_string()))?,
+                Format::Json => serde_json::to_string_pretty(&report).map_err(|e| CliError::Encode(e.to_string()))? + "\n",
+            };
+            print!("{text}");
+        }
+    }
+    Ok(())
+}

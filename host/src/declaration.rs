@@ -1,0 +1,248 @@
+//! What a plugin declares at load: its identity, the resource types it
+//! reconciles, reads and writes, and how the host should run it.
+//!
+//! These are the host's own types, converted from the WIT bindings once at
+//! load and validated there, so the rest of the host never sees generated
+//! code. They serialize to the JSON that `kubewasm inspect` prints.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use crate::resource::ResourceType;
+use crate::selector::{Selector, SelectorError};
+
+/// A verb a plugin may need on a resource type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Verb {
+    /// Read one object from the cache.
+    Get,
+    /// List objects from the cache.
+    List,
+    /// Be notified of changes.
+    Watch,
+    /// Create or update through server-side apply.
+    Apply,
+    /// Write the status subresource through server-side apply.
+    ApplyStatus,
+    /// Delete objects.
+    Delete,
+}
+
+impl Verb {
+    /// The verb's name as the WIT spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Get => "get",
+            Self::List => "list",
+            Self::Watch => "watch",
+            Self::Apply => "apply",
+            Self::ApplyStatus => "apply-status",
+            Self::Delete => "delete",
+        }
+    }
+}
+
+/// How changes of a secondary resource map to primary keys.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "kind", content = "labelKey")]
+pub enum Mapping {
+    /// Read only: changes trigger nothing.
+    None,
+    /// Owners of the primary's type in `metadata.ownerReferences`.
+    OwnerReferences,
+    /// The value of this label names the primary (`name` or `namespace/name`).
+    Label(String),
+    /// The plugin's `map-keys` export computes the keys.
+    Custom,
+}
+
+/// A resource type other than the primary.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Secondary {
+    /// The type.
+    #[serde(rename = "type")]
+    pub resource: ResourceType,
+    /// The verbs needed on it.
+    pub verbs: BTreeSet<Verb>,
+    /// Only objects matching this selector are cached and mapped.
+    pub label_selector: String,
+    /// How its changes map to primary keys.
+    pub mapping: Mapping,
+}
+
+/// A plugin's declaration, validated.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Declaration {
+    /// Plugin name (a DNS label).
+    pub name: String,
+    /// Plugin version.
+    pub version: String,
+    /// The primary resource type.
+    pub primary: ResourceType,
+    /// Verbs on the primary; always includes `get`, `list` and `watch`.
+    pub primary_verbs: BTreeSet<Verb>,
+    /// Other resource types.
+    pub secondaries: Vec<Secondary>,
+    /// Whether the host manages the finalizer [`Declaration::finalizer`].
+    pub managed_finalizer: bool,
+    /// Resync period in seconds, if the plugin set one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resync_seconds: Option<u32>,
+    /// Wanted concurrency, if the plugin set one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u32>,
+    /// JSON Schema of the configuration, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_schema: Option<serde_json::Value>,
+}
+
+/// Why a declaration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum DeclarationError {
+    /// The name is not a DNS label.
+    #[error("invalid plugin name `{0}`: it must be a DNS label (lowercase alphanumerics and `-`, at most 63 characters)")]
+    InvalidName(String),
+    /// A resource type lacks a version, kind or plural.
+    #[error("invalid resource type `{0}`: version, kind and plural must be set")]
+    InvalidResourceType(String),
+    /// A secondary repeats the primary or another secondary.
+    #[error("resource type `{0}` is declared twice")]
+    Duplicate(String),
+    /// A secondary's label selector does not parse.
+    #[error("invalid label selector for `{resource}`")]
+    Selector {
+        /// The secondary.
+        resource: String,
+        /// The parse error.
+        #[source]
+        source: SelectorError,
+    },
+    /// The configuration schema is not JSON.
+    #[error("config schema is not valid JSON: {0}")]
+    ConfigSchema(#[source] serde_json::Error),
+}
+
+impl Declaration {
+    /// The field manager the host uses for this plugin's writes.
+    pub fn field_manager(&self) -> String {
+        format!("kubewasm-{}", self.name)
+    }
+
+    /// The finalizer the host manages for this plugin.
+    pub fn finalizer(&self) -> String {
+        format!("kubewasm.dev/{}", self.name)
+    }
+
+    /// Every declared resource type, the primary first.
+    pub fn resource_types(&self) -> impl Iterator<Item = &ResourceType> {
+        std::iter::once(&self.primary).chain(self.secondaries.iter().map(|s| &s.resource))
+    }
+
+    /// The declared type with this `apiVersion` and `kind`, if any.
+    pub fn resource_type(&self, api_version: &str, kind: &str) -> Option<&ResourceType> {
+        self.resource_types().find(|ty| ty.is(api_version, kind))
+    }
+
+    /// Checks the declaration and normalizes it: implied verbs are added.
+    ///
+    /// # Errors
+    /// [`DeclarationError`] says which part is invalid.
+    pub fn validate(mut self) -> Result<Self, DeclarationError> {
+        if !is_dns_label(&self.name) {
+            return Err(DeclarationError::InvalidName(self.name));
+        }
+        let mut seen = BTreeSet::new();
+        for ty in self.resource_types() {
+            if ty.version.is_empty() || ty.kind.is_empty() || ty.plural.is_empty() {
+                return Err(DeclarationError::InvalidResourceType(ty.to_string()));
+            }
+            if !seen.insert((&ty.group, &ty.kind)) {
+                return Err(DeclarationError::Duplicate(ty.to_string()));
+            }
+        }
+        for secondary in &self.secondaries {
+            Selector::parse(&secondary.label_selector).map_err(|source| {
+                DeclarationError::Selector {
+                    resource: secondary.resource.to_string(),
+                    source,
+                }
+            })?;
+        }
+        self.primary_verbs
+            .extend([Verb::Get, Verb::List, Verb::Watch]);
+        Ok(self)
+    }
+}
+
+fn is_dns_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn ty(api_version: &str, kind: &str, plural: &str, namespaced: bool) -> ResourceType {
+        let (group, version) = crate::resource::split_api_version(api_version);
+        ResourceType {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+            plural: plural.into(),
+            namespaced,
+        }
+    }
+
+    pub(crate) fn sample() -> Declaration {
+        Declaration {
+            name: "myapp".into(),
+            version: "0.1.0".into(),
+            primary: ty("example.com/v1", "MyApp", "myapps", true),
+            primary_verbs: [Verb::ApplyStatus].into(),
+            secondaries: vec![Secondary {
+                resource: ty("apps/v1", "Deployment", "deployments", true),
+                verbs: [Verb::Get, Verb::Watch, Verb::Apply].into(),
+                label_selector: String::new(),
+                mapping: Mapping::OwnerReferences,
+            }],
+            managed_finalizer: false,
+            resync_seconds: None,
+            max_concurrency: None,
+            config_schema: None,
+        }
+    }
+
+    #[test]
+    fn validate_should_add_implied_primary_verbs() {
+        let decl = sample().validate().expect("valid");
+        assert!(decl.primary_verbs.contains(&Verb::Get));
+        assert!(decl.primary_verbs.contains(&Verb::Watch));
+        assert_eq!(decl.field_manager(), "kubewasm-myapp");
+        assert_eq!(decl.finalizer(), "kubewasm.dev/myapp");
+    }
+
+    #[test]
+    fn validate_should_refuse_bad_names_duplicates_and_selectors() {
+        let mut bad_name = sample();
+        bad_name.name = "My_App".into();
+        assert!(matches!(bad_name.validate(), Err(DeclarationError::InvalidName(_))));
+
+        let mut dup = sample();
+        dup.secondaries.push(dup.secondaries[0].clone());
+        assert!(matches!(dup.validate(), Err(DeclarationError::Duplicate(_))));
+
+        let mut selector = sample();
+        selector.secondaries[0].label_selector = "a in (".into();
+        assert!(matches!(selector.validate(), Err(DeclarationError::Selector { .. })));
+    }
+}

@@ -1,0 +1,148 @@
+//! One reconcile with no cluster: fixtures in, the host's requests out.
+//!
+//! `kubewasm replay` loads objects (multi-document YAML, `kind: List`
+//! flattened) into a [`MemoryCache`], runs one call of a plugin for a key
+//! and returns the [`ApiRequest`]s the host would send. A primary that is
+//! being deleted (it has a `deletionTimestamp`) of a plugin with a managed
+//! finalizer gets `finalize`, as in the host; every other key gets
+//! `reconcile`. Plugin authors use it in their tests; bug reports attach
+//! its inputs.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::action::ApiRequest;
+use crate::cache::{Cache, MemoryCache, MemoryCacheError};
+use crate::resource::ObjectKey;
+use crate::runtime::{Outcome, Plugin, ReconcileError, Request};
+
+/// Why a replay failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// A YAML document did not parse.
+    #[error("failed to parse document #{index} of the objects: {source}")]
+    Yaml {
+        /// Position of the document, from 1.
+        index: usize,
+        /// The parse error.
+        #[source]
+        source: serde_yaml::Error,
+    },
+    /// An object lacks its identity.
+    #[error(transparent)]
+    Object(#[from] MemoryCacheError),
+    /// The configuration is not YAML or JSON.
+    #[error("failed to parse the configuration: {0}")]
+    Config(#[source] serde_yaml::Error),
+    /// The plugin's call failed.
+    #[error("{call} of {key} failed: {source}")]
+    Reconcile {
+        /// `reconcile` or `finalize`.
+        call: &'static str,
+        /// The key.
+        key: ObjectKey,
+        /// Why.
+        #[source]
+        source: ReconcileError,
+    },
+}
+
+/// What a replay prints.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// `reconcile` or `finalize`.
+    pub call: &'static str,
+    /// The key reconciled.
+    pub key: String,
+    /// The requests the host would send, in order.
+    pub actions: Vec<ApiRequest>,
+    /// The requeue the plugin asked for, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requeue_after_ms: Option<u128>,
+}
+
+/// Parses multi-document YAML (or JSON) into objects; `kind: List`
+/// documents are flattened and empty documents skipped.
+///
+/// # Errors
+/// [`ReplayError::Yaml`] names the document that did not parse.
+pub fn parse_objects(text: &str) -> Result<Vec<Value>, ReplayError> {
+    let mut objects = Vec::new();
+    for (i, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let value = Value::deserialize(document).map_err(|source| ReplayError::Yaml { index: i + 1, source })?;
+        match value {
+            Value::Null => {}
+            Value::Object(ref map) if map.get("kind").and_then(Value::as_str) == Some("List") => {
+                if let Some(Value::Array(items)) = map.get("items") {
+                    objects.extend(items.iter().cloned());
+                }
+            }
+            other => objects.push(other),
+        }
+    }
+    Ok(objects)
+}
+
+/// Parses a configuration (YAML or JSON) into JSON text.
+///
+/// # Errors
+/// [`ReplayError::Config`] if it does not parse.
+pub fn parse_config(text: &str) -> Result<String, ReplayError> {
+    let value: Value = serde_yaml::from_str(text).map_err(ReplayError::Config)?;
+    Ok(if value.is_null() { "{}".to_owned() } else { value.to_string() })
+}
+
+/// Runs one call of `plugin` for `key` against `objects`.
+///
+/// # Errors
+/// [`ReplayError`] if an object lacks its identity or the call fails.
+pub fn replay(plugin: &Plugin, objects: Vec<Value>, config: String, key: ObjectKey) -> Result<Report, ReplayError> {
+    let cache: Arc<dyn Cache> = Arc::new(MemoryCache::from_objects(objects)?);
+    let declaration = plugin.declaration();
+    let deleting = cache
+        .get(&declaration.primary, &key)
+        .is_some_and(|p| p.value().pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()));
+    let request = Request { config, ..Request::new(key.clone()) };
+    let (call, result) = if deleting && declaration.managed_finalizer {
+        ("finalize", plugin.finalize(cache, &request))
+    } else {
+        ("reconcile", plugin.reconcile(cache, &request))
+    };
+    let Outcome { actions, requeue_after } = result.map_err(|source| ReplayError::Reconcile { call, key: key.clone(), source })?;
+    Ok(Report {
+        call,
+        key: key.to_string(),
+        actions: actions.iter().map(|a| a.request()).collect(),
+        requeue_after_ms: requeue_after.map(|d| d.as_millis()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_objects_should_flatten_lists_and_skip_empty_documents() {
+        let text = "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n---\n\
+                    apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Secret, metadata: {name: b}}\n";
+        let objects = parse_objects(text).expect("valid yaml");
+        let kinds: Vec<_> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
+        assert_eq!(kinds, ["ConfigMap", "Secret"]);
+    }
+
+    #[test]
+    fn parse_objects_should_name_the_bad_document() {
+        let err = parse_objects("a: 1\n---\n: : :\n").expect_err("bad yaml");
+        assert!(err.to_string().contains("document #2"), "{err}");
+    }
+
+    #[test]
+    fn parse_config_should_accept_yaml_json_and_nothing() {
+        assert_eq!(parse_config("replicas: 2").expect("yaml"), r#"{"replicas":2}"#);
+        assert_eq!(parse_config(r#"{"a": true}"#).expect("json"), r#"{"a":true}"#);
+        assert_eq!(parse_config("").expect("empty"), "{}");
+    }
+}

@@ -1,0 +1,750 @@
+//! The sandboxed Wasm runtime: one engine, plugins loaded once, every call
+//! under a CPU deadline and a memory limit.
+//!
+//! # Expected flow
+//! [`Runtime::new`] builds the one [`wasmtime::Engine`] (component model,
+//! epoch interruption, pooling allocator) and starts the epoch ticker.
+//! [`Runtime::load`] checks that the bytes are a component of the
+//! `kubewasm:controller` world, compiles it (or loads the precompiled
+//! artifact from the on-disk cache), links it into an `InstancePre`, calls
+//! `declare` and validates the declaration. [`Plugin::reconcile`],
+//! [`Plugin::finalize`] and [`Plugin::map`] then run calls against it.
+//!
+//! # Guarantees
+//! - A trap, a panic, a deadline overrun or a memory limit hit becomes a
+//!   [`CallError`] for that call; the host and every other plugin go on.
+//! - An instance that trapped is dropped, never entered again.
+//! - A plugin reads only through the [`Cache`] it is handed, only the types
+//!   it declared, and its actions pass [`action::plan`] before they leave.
+//!
+//! # Instances: fresh or reused
+//! A fresh instance per call costs a few microseconds for a Rust plugin
+//! (pooling allocator, `InstancePre`) and gives perfect isolation between
+//! calls, so it is the choice for cheap components. Interpreter-based
+//! components (Python, JavaScript) take milliseconds to instantiate, so
+//! they keep warm instances and reuse them. [`InstanceReuse::Auto`] (the
+//! default) decides per plugin at load by timing its first instantiation
+//! against [`AUTO_REUSE_THRESHOLD`]; BENCHMARKS.md has the figures behind it.
+
+mod bindings;
+mod compiled;
+mod host;
+mod state;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
+
+use crate::action::{self, Action, ActionError, Desired, PlanContext};
+use crate::cache::{Cache, MemoryCache};
+use crate::declaration::{Declaration, DeclarationError};
+use crate::grants::Grants;
+use crate::resource::{ObjectKey, ResourceType};
+
+use bindings::{Controller, ControllerPre, exports};
+use compiled::CompiledCache;
+use state::{Limiter, PluginState};
+
+/// The export every plugin must provide.
+pub const PLUGIN_EXPORT: &str = "kubewasm:controller/plugin@0.1.0";
+
+/// Interfaces a plugin may import: the contract's own, and the WASI ones
+/// toolchains link by default (all given no capability). Anything else,
+/// `wasi:http` for one, is refused at load.
+const PROVIDED_IMPORTS: [&str; 7] = [
+    "kubewasm:controller/",
+    "wasi:cli/",
+    "wasi:io/",
+    "wasi:clocks/",
+    "wasi:random/",
+    "wasi:filesystem/",
+    "wasi:sockets/",
+];
+
+/// Instantiation slower than this makes [`InstanceReuse::Auto`] keep warm
+/// instances.
+pub const AUTO_REUSE_THRESHOLD: Duration = Duration::from_micros(500);
+
+/// Idle warm instances kept per plugin.
+const MAX_IDLE_INSTANCES: usize = 8;
+
+/// A warm instance is retired after this many calls, bounding what a leaky
+/// plugin can accumulate.
+const MAX_CALLS_PER_INSTANCE: u32 = 10_000;
+
+/// How often the epoch ticks; deadlines are rounded up to it.
+const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// Whether calls get a fresh instance or reuse warm ones.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum InstanceReuse {
+    /// Decide per plugin at load by timing instantiation.
+    #[default]
+    Auto,
+    /// A fresh instance per call.
+    Fresh,
+    /// Reuse warm instances; a trapped one is dropped.
+    Reuse,
+}
+
+/// Settings of the [`Runtime`].
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    deadline: Duration,
+    memory_limit: usize,
+    cache_dir: Option<PathBuf>,
+    instance_reuse: InstanceReuse,
+    max_instances: u32,
+    pooling: bool,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            deadline: Duration::from_secs(1),
+            memory_limit: 256 << 20,
+            cache_dir: None,
+            instance_reuse: InstanceReuse::Auto,
+            max_instances: 256,
+            pooling: true,
+        }
+    }
+}
+
+impl RuntimeConfig {
+    /// CPU deadline of one call (default 1 s).
+    #[must_use]
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// Largest linear memory a plugin instance may grow to (default 256 MiB).
+    #[must_use]
+    pub fn memory_limit(mut self, bytes: usize) -> Self {
+        self.memory_limit = bytes;
+        self
+    }
+
+    /// Directory of precompiled components (default: none, compile at load).
+    #[must_use]
+    pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cache_dir = Some(dir.into());
+        self
+    }
+
+    /// Instance reuse policy (default [`InstanceReuse::Auto`]).
+    #[must_use]
+    pub fn instance_reuse(mut self, reuse: InstanceReuse) -> Self {
+        self.instance_reuse = reuse;
+        self
+    }
+
+    /// Most component instances alive at once across plugins (default 256).
+    #[must_use]
+    pub fn max_instances(mut self, count: u32) -> Self {
+        self.max_instances = count;
+        self
+    }
+
+    /// Whether to use the pooling allocator (default true).
+    #[must_use]
+    pub fn pooling(mut self, enabled: bool) -> Self {
+        self.pooling = enabled;
+        self
+    }
+}
+
+/// Why the runtime could not start.
+#[derive(Debug, thiserror::Error)]
+#[error("failed to configure the wasm engine: {0}")]
+pub struct RuntimeError(#[source] wasmtime::Error);
+
+/// Why a plugin was refused at load.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("failed to read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The bytes are not WebAssembly at all.
+    #[error("not a WebAssembly file (no `\\0asm` header)")]
+    NotWasm,
+    /// A core module, not a component.
+    #[error("a core WebAssembly module, not a component: build for wasm32-wasip2 or wrap it with `wasm-tools component new`")]
+    CoreModule,
+    /// Compilation failed.
+    #[error("failed to compile the component: {0:#}")]
+    Compile(#[source] wasmtime::Error),
+    /// The component targets another world.
+    #[error("the component targets another world: it exports [{}], not `{PLUGIN_EXPORT}`", exports.join(", "))]
+    WrongWorld {
+        /// What it exports.
+        exports: Vec<String>,
+    },
+    /// The component imports an interface the host does not provide.
+    #[error("the component imports `{import}`, which kubewasm does not provide to plugins")]
+    UnsupportedImport {
+        /// The import.
+        import: String,
+    },
+    /// Linking failed for another reason (e.g. a type mismatch).
+    #[error("failed to link the component: {0:#}")]
+    Link(#[source] wasmtime::Error),
+    /// The `declare` call failed.
+    #[error("the plugin's declare call failed: {0}")]
+    Declare(#[source] CallError),
+    /// The declaration is invalid.
+    #[error("invalid declaration: {0}")]
+    Declaration(#[source] DeclarationError),
+}
+
+/// Why one call into a plugin failed. The instance is dropped in every case.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// Instantiation failed (e.g. the instance pool is exhausted).
+    #[error("failed to instantiate: {0:#}")]
+    Instantiate(#[source] wasmtime::Error),
+    /// The call ran past its CPU deadline and was interrupted.
+    #[error("deadline of {deadline:?} exceeded")]
+    DeadlineExceeded {
+        /// The deadline.
+        deadline: Duration,
+    },
+    /// The plugin grew its memory past the limit.
+    #[error("memory limit exceeded: {detail}")]
+    MemoryExhausted {
+        /// What was asked for.
+        detail: String,
+    },
+    /// The plugin panicked.
+    #[error("plugin panicked: {message}")]
+    Panicked {
+        /// The panic message, from the plugin's stderr.
+        message: String,
+    },
+    /// Any other trap (including an uncaught exception in an interpreter).
+    #[error("plugin trapped: {trap}{}", if stderr.is_empty() { String::new() } else { format!("\nplugin stderr:\n{stderr}") })]
+    Trapped {
+        /// The trap.
+        trap: String,
+        /// What the plugin wrote to stderr during the call.
+        stderr: String,
+    },
+}
+
+/// Why a reconcile or finalize failed; the host retries the key with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The call itself failed.
+    #[error(transparent)]
+    Call(#[from] CallError),
+    /// The plugin returned a failure.
+    #[error("plugin reported failure: {message}")]
+    Failed {
+        /// The plugin's message.
+        message: String,
+    },
+    /// An action was denied or malformed; nothing was performed.
+    #[error(transparent)]
+    Action(#[from] ActionError),
+}
+
+/// One reconcile or finalize request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// The primary's key.
+    pub key: ObjectKey,
+    /// The plugin's configuration, JSON text.
+    pub config: String,
+    /// Consecutive failures of this key before this call.
+    pub retries: u32,
+    /// Why the previous attempt failed.
+    pub last_failure: Option<String>,
+}
+
+impl Request {
+    /// A first attempt with no configuration.
+    pub fn new(key: ObjectKey) -> Self {
+        Self {
+            key,
+            config: "{}".into(),
+            retries: 0,
+            last_failure: None,
+        }
+    }
+}
+
+/// A successful reconcile: checked actions and an optional requeue.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    /// The actions, in order.
+    pub actions: Vec<Action>,
+    /// Reconcile again after this long.
+    pub requeue_after: Option<Duration>,
+}
+
+/// The wasm runtime shared by every plugin.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: Engine,
+    linker: Linker<PluginState>,
+    config: RuntimeConfig,
+    compiled: Option<CompiledCache>,
+}
+
+impl Runtime {
+    /// Builds the engine and starts its epoch ticker.
+    ///
+    /// # Errors
+    /// [`RuntimeError`] if wasmtime refuses the configuration.
+    pub fn new(config: RuntimeConfig) -> Result<Self, RuntimeError> {
+        let mut wasm = wasmtime::Config::new();
+        wasm.wasm_component_model(true).epoch_interruption(true);
+        if config.pooling {
+            let n = config.max_instances;
+            let mut pool = PoolingAllocationConfig::default();
+            pool.total_component_instances(n)
+                .total_core_instances(n.saturating_mul(8))
+                .total_memories(n.saturating_mul(2))
+                .total_tables(n.saturating_mul(4))
+                .total_stacks(n)
+                .max_core_instances_per_component(64)
+                .max_memories_per_component(16)
+                .max_tables_per_component(32)
+                .max_memory_size(config.memory_limit);
+            wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        }
+        let engine = Engine::new(&wasm).map_err(RuntimeError)?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(RuntimeError)?;
+        host::add_to_linker(&mut linker).map_err(RuntimeError)?;
+        start_epoch_ticker(&engine);
+        let compiled = config.cache_dir.as_ref().map(CompiledCache::new);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                engine,
+                linker,
+                config,
+                compiled,
+            }),
+        })
+    }
+
+    /// Loads a plugin from a file.
+    ///
+    /// # Errors
+    /// [`LoadError`] says why the file was refused.
+    pub fn load_file(&self, path: impl AsRef<Path>) -> Result<Plugin, LoadError> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        self.load(&bytes)
+    }
+
+    /// Loads a plugin: checks, compiles (or loads precompiled), links, declares.
+    ///
+    /// # Errors
+    /// [`LoadError`] says why the component was refused.
+    #[tracing::instrument(name = "kubewasm.runtime.load", skip_all, fields(size = bytes.len()))]
+    pub fn load(&self, bytes: &[u8]) -> Result<Plugin, LoadError> {
+        check_header(bytes)?;
+        let digest = hex::encode(Sha256::digest(bytes));
+        let engine = &self.inner.engine;
+        let started = Instant::now();
+        let (component, cached) = match &self.inner.compiled {
+            Some(cache) => cache.load_or_compile(engine, bytes, &digest)?,
+            None => (Component::new(engine, bytes).map_err(LoadError::Compile)?, false),
+        };
+        let compile_time = started.elapsed();
+        check_world(engine, &component)?;
+        let instance_pre = self.inner.linker.instantiate_pre(&component).map_err(LoadError::Link)?;
+        let pre = ControllerPre::new(instance_pre).map_err(LoadError::Link)?;
+
+        let bootstrap = Plugin {
+            runtime: self.clone(),
+            pre,
+            declaration: Arc::new(placeholder_declaration()),
+            name: Arc::from("(loading)"),
+            grants: Arc::new(Grants::none("(loading)")),
+            digest,
+            reuse: false,
+            warm: Mutex::new(Vec::new()),
+        };
+        let started = Instant::now();
+        let instance = bootstrap.instantiate().map_err(LoadError::Declare)?;
+        let instantiate_time = started.elapsed();
+        let declaration = bootstrap
+            .with_instance(instance, |controller, store| controller.kubewasm_controller_plugin().call_declare(store))
+            .map_err(LoadError::Declare)?;
+        let declaration = Declaration::try_from(declaration).map_err(LoadError::Declaration)?;
+        let reuse = match self.inner.config.instance_reuse {
+            InstanceReuse::Fresh => false,
+            InstanceReuse::Reuse => true,
+            InstanceReuse::Auto => instantiate_time >= AUTO_REUSE_THRESHOLD,
+        };
+        tracing::info!(
+            plugin = %declaration.name,
+            version = %declaration.version,
+            digest = %bootstrap.digest,
+            cached,
+            ?compile_time,
+            ?instantiate_time,
+            reuse,
+            "plugin loaded"
+        );
+        Ok(Plugin {
+            name: Arc::from(declaration.name.as_str()),
+            grants: Arc::new(Grants::from_declaration(&declaration)),
+            declaration: Arc::new(declaration),
+            reuse,
+            ..bootstrap
+        })
+    }
+}
+
+/// Refuses what is not a component before wasmtime sees it, with a message
+/// that says what it is instead.
+fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
+    match bytes.get(..8) {
+        Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => Err(LoadError::CoreModule),
+        Some([0, b'a', b's', b'm', ..]) => Ok(()),
+        _ => Err(LoadError::NotWasm),
+    }
+}
+
+/// Checks the component's imports and exports against the world.
+fn check_world(engine: &Engine, component: &Component) -> Result<(), LoadError> {
+    let ty = component.component_type();
+    if let Some((import, _)) = ty
+        .imports(engine)
+        .find(|(name, _)| !PROVIDED_IMPORTS.iter().any(|p| name.starts_with(p)))
+    {
+        return Err(LoadError::UnsupportedImport {
+            import: import.to_owned(),
+        });
+    }
+    let exports: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_owned()).collect();
+    if !exports.iter().any(|e| e == PLUGIN_EXPORT) {
+        return Err(LoadError::WrongWorld { exports });
+    }
+    Ok(())
+}
+
+/// Declaration used only while `declare` runs (it grants nothing).
+fn placeholder_declaration() -> Declaration {
+    Declaration {
+        name: String::new(),
+        version: String::new(),
+        primary: ResourceType {
+            group: String::new(),
+            version: String::new(),
+            kind: String::new(),
+            plural: String::new(),
+            namespaced: false,
+        },
+        primary_verbs: Default::default(),
+        secondaries: Vec::new(),
+        managed_finalizer: false,
+        resync_seconds: None,
+        max_concurrency: None,
+        config_schema: None,
+    }
+}
+
+/// Increments the engine's epoch every [`EPOCH_TICK`] until the engine is
+/// dropped.
+fn start_epoch_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    let spawned = std::thread::Builder::new()
+        .name("kubewasm-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        });
+    if let Err(error) = spawned {
+        // Without a ticker no deadline fires; refuse to pretend otherwise.
+        tracing::error!(%error, "failed to start the epoch ticker: plugin deadlines are not enforced");
+    }
+}
+
+/// A live instance and its store.
+struct Instance {
+    store: Store<PluginState>,
+    controller: Controller,
+    calls: u32,
+}
+
+/// A loaded plugin. Cheap to share behind an `Arc`; calls may run
+/// concurrently from several threads.
+pub struct Plugin {
+    runtime: Runtime,
+    pre: ControllerPre<PluginState>,
+    declaration: Arc<Declaration>,
+    name: Arc<str>,
+    grants: Arc<Grants>,
+    digest: String,
+    reuse: bool,
+    warm: Mutex<Vec<Instance>>,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("name", &self.name)
+            .field("digest", &self.digest)
+            .field("reuse", &self.reuse)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Plugin {
+    /// The validated declaration.
+    pub fn declaration(&self) -> &Declaration {
+        &self.declaration
+    }
+
+    /// The component's sha256, hex.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// Whether calls reuse warm instances.
+    pub fn reuses_instances(&self) -> bool {
+        self.reuse
+    }
+
+    /// Reconciles one key against `cache`, returning checked actions.
+    ///
+    /// # Errors
+    /// [`ReconcileError`]: the call failed, the plugin reported a failure, or
+    /// an action was refused.
+    #[tracing::instrument(name = "kubewasm.plugin.reconcile", skip_all, fields(plugin = %self.name, key = %request.key))]
+    pub fn reconcile(&self, cache: Arc<dyn Cache>, request: &Request) -> Result<Outcome, ReconcileError> {
+        self.run(cache, request, |c, store, req| c.kubewasm_controller_plugin().call_reconcile(store, req))
+    }
+
+    /// Runs the plugin's cleanup for a primary being deleted.
+    ///
+    /// # Errors
+    /// As [`Plugin::reconcile`].
+    #[tracing::instrument(name = "kubewasm.plugin.finalize", skip_all, fields(plugin = %self.name, key = %request.key))]
+    pub fn finalize(&self, cache: Arc<dyn Cache>, request: &Request) -> Result<Outcome, ReconcileError> {
+        self.run(cache, request, |c, store, req| c.kubewasm_controller_plugin().call_finalize(store, req))
+    }
+
+    /// Maps a changed secondary object to primary keys (the `custom` mapping).
+    ///
+    /// # Errors
+    /// [`CallError`] if the call fails.
+    pub fn map(&self, cache: Arc<dyn Cache>, resource: &ResourceType, object: &str) -> Result<Vec<ObjectKey>, CallError> {
+        let instance = self.checkout(cache, None)?;
+        let keys = self.with_instance(instance, |c, store| {
+            c.kubewasm_controller_plugin().call_map_keys(store, &resource.into(), object)
+        })?;
+        Ok(keys.into_iter().map(ObjectKey::from).collect())
+    }
+
+    fn run(
+        &self,
+        cache: Arc<dyn Cache>,
+        request: &Request,
+        call: impl FnOnce(
+            &Controller,
+            &mut Store<PluginState>,
+            &exports::Request,
+        ) -> wasmtime::Result<Result<exports::Outcome, exports::Failure>>,
+    ) -> Result<Outcome, ReconcileError> {
+        let wit_request = exports::Request {
+            key: (&request.key).into(),
+            type_: (&self.declaration.primary).into(),
+            config: request.config.clone(),
+            retries: request.retries,
+            last_failure: request.last_failure.clone(),
+        };
+        let instance = self.checkout(Arc::clone(&cache), Some(&request.key))?;
+        let outcome = self
+            .with_instance(instance, |c, store| call(c, store, &wit_request))?
+            .map_err(|failure| ReconcileError::Failed {
+                message: failure.message,
+            })?;
+        let primary = cache.get(&self.declaration.primary, &request.key);
+        let desired = outcome.actions.into_iter().map(Desired::from).collect();
+        let actions = action::plan(
+            PlanContext {
+                declaration: &self.declaration,
+                grants: &self.grants,
+                key: &request.key,
+                primary: primary.as_ref().map(|p| p.value()),
+            },
+            desired,
+        )?;
+        Ok(Outcome {
+            actions,
+            requeue_after: outcome.requeue_after_ms.map(Duration::from_millis),
+        })
+    }
+
+    fn instantiate(&self) -> Result<Instance, CallError> {
+        let config = &self.runtime.inner.config;
+        let state = PluginState::new(
+            Arc::clone(&self.name),
+            Arc::clone(&self.grants),
+            Limiter::new(config.memory_limit, 100_000),
+        );
+        let mut store = Store::new(&self.runtime.inner.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        store.set_epoch_deadline(deadline_ticks(config.deadline));
+        let controller = self.pre.instantiate(&mut store).map_err(|error| {
+            if error.downcast_ref::<Trap>().is_some() || store.data().limiter.exhausted {
+                classify(&mut store, error, config.deadline)
+            } else {
+                CallError::Instantiate(error)
+            }
+        })?;
+        Ok(Instance {
+            store,
+            controller,
+            calls: 0,
+        })
+    }
+
+    /// A warm instance when reusing, else a fresh one, primed for one call.
+    fn checkout(&self, cache: Arc<dyn Cache>, key: Option<&ObjectKey>) -> Result<Instance, CallError> {
+        let warm = if self.reuse {
+            self.warm.lock().unwrap_or_else(PoisonError::into_inner).pop()
+        } else {
+            None
+        };
+        let mut instance = match warm {
+            Some(instance) => instance,
+            None => self.instantiate()?,
+        };
+        let data = instance.store.data_mut();
+        data.cache = cache;
+        data.key = key.cloned();
+        Ok(instance)
+    }
+
+    /// Runs one call on `instance`, then forwards its output to the log and
+    /// either returns the instance to the warm pool or drops it.
+    fn with_instance<R>(
+        &self,
+        mut instance: Instance,
+        call: impl FnOnce(&Controller, &mut Store<PluginState>) -> wasmtime::Result<R>,
+    ) -> Result<R, CallError> {
+        let deadline = self.runtime.inner.config.deadline;
+        instance.store.set_epoch_deadline(deadline_ticks(deadline));
+        instance.store.data_mut().limiter.exhausted = false;
+        let result = call(&instance.controller, &mut instance.store);
+        forward_output(instance.store.data());
+        instance.calls += 1;
+        match result {
+            Ok(value) => {
+                let data = instance.store.data_mut();
+                data.cache = Arc::new(MemoryCache::default());
+                data.key = None;
+                if self.reuse && instance.calls < MAX_CALLS_PER_INSTANCE {
+                    let mut warm = self.warm.lock().unwrap_or_else(PoisonError::into_inner);
+                    if warm.len() < MAX_IDLE_INSTANCES {
+                        warm.push(instance);
+                    }
+                }
+                Ok(value)
+            }
+            Err(error) => Err(classify(&mut instance.store, error, deadline)),
+        }
+    }
+}
+
+fn deadline_ticks(deadline: Duration) -> u64 {
+    let ticks = deadline.as_micros().div_ceil(EPOCH_TICK.as_micros());
+    u64::try_from(ticks).unwrap_or(u64::MAX).max(1)
+}
+
+/// Turns a wasmtime error into the [`CallError`] that says what happened.
+fn classify(store: &mut Store<PluginState>, error: wasmtime::Error, deadline: Duration) -> CallError {
+    let stderr = String::from_utf8_lossy(&store.data().stderr.drain()).trim().to_owned();
+    if store.data().limiter.exhausted {
+        return CallError::MemoryExhausted {
+            detail: format!("{error:#}"),
+        };
+    }
+    match error.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => return CallError::DeadlineExceeded { deadline },
+        Some(Trap::AllocationTooLarge) => {
+            return CallError::MemoryExhausted {
+                detail: format!("{error:#}"),
+            };
+        }
+        _ => {}
+    }
+    if let Some(at) = stderr.find("panicked at") {
+        return CallError::Panicked {
+            message: stderr[at..].to_owned(),
+        };
+    }
+    CallError::Trapped {
+        trap: format!("{error:#}"),
+        stderr,
+    }
+}
+
+/// Forwards what the plugin printed during a call to `tracing`, line by line.
+fn forward_output(state: &PluginState) {
+    let key = state.key.as_ref().map(ToString::to_string).unwrap_or_default();
+    for line in String::from_utf8_lossy(&state.stdout.drain()).lines() {
+        tracing::info!(target: "kubewasm::plugin", plugin = %state.plugin, key = %key, stream = "stdout", "{line}");
+    }
+    for line in String::from_utf8_lossy(&state.stderr.drain()).lines() {
+        tracing::warn!(target: "kubewasm::plugin", plugin = %state.plugin, key = %key, stream = "stderr", "{line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_header_should_name_what_the_bytes_are() {
+        assert!(matches!(check_header(b"hello world"), Err(LoadError::NotWasm)));
+        assert!(matches!(check_header(b"\0asm\x01\0\0\0rest"), Err(LoadError::CoreModule)));
+        assert!(check_header(b"\0asm\x0d\0\x01\0rest").is_ok());
+    }
+
+    #[test]
+    fn deadline_ticks_should_round_up_and_never_be_zero() {
+        assert_eq!(deadline_ticks(Duration::from_millis(1)), 1);
+        assert_eq!(deadline_ticks(Duration::from_millis(12)), 3);
+        assert_eq!(deadline_ticks(Duration::ZERO), 1);
+    }
+
+    #[test]
+    fn load_should_refuse_garbage_and_core_modules() {
+        let runtime = Runtime::new(RuntimeConfig::default().pooling(false)).expect("engine");
+        let err = runtime.load(b"not wasm").expect_err("garbage");
+        assert!(err.to_string().contains("not a WebAssembly file"), "{err}");
+        // The smallest core module: header only.
+        let err = runtime.load(b"\0asm\x01\0\0\0").expect_err("core module");
+        assert!(err.to_string().contains("not a component"), "{err}");
+    }
+}

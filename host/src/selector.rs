@@ -1,0 +1,218 @@
+//! Kubernetes label selectors: parsing and matching.
+//!
+//! The grammar is the API server's: a comma-separated list of requirements,
+//! each `key=value`, `key==value`, `key!=value`, `key in (a,b)`,
+//! `key notin (a,b)`, `key` (exists) or `!key` (does not exist). An empty
+//! selector matches everything.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+/// Why a selector did not parse.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("invalid label selector `{selector}`: {reason}")]
+pub struct SelectorError {
+    selector: String,
+    reason: String,
+}
+
+/// One requirement of a selector.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Requirement {
+    Equals(String, String),
+    NotEquals(String, String),
+    In(String, BTreeSet<String>),
+    NotIn(String, BTreeSet<String>),
+    Exists(String),
+    DoesNotExist(String),
+}
+
+/// A parsed label selector.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Selector {
+    requirements: Vec<Requirement>,
+}
+
+impl Selector {
+    /// Parses a selector in the API server's string form.
+    ///
+    /// # Errors
+    /// [`SelectorError`] names the selector and what is wrong with it.
+    pub fn parse(selector: &str) -> Result<Self, SelectorError> {
+        let fail = |reason: &str| SelectorError {
+            selector: selector.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let mut requirements = Vec::new();
+        for clause in split_clauses(selector).map_err(|r| fail(r))? {
+            let clause = clause.trim();
+            if clause.is_empty() {
+                if selector.trim().is_empty() {
+                    continue;
+                }
+                return Err(fail("empty requirement"));
+            }
+            requirements.push(parse_requirement(clause).map_err(|r| fail(&r))?);
+        }
+        Ok(Self { requirements })
+    }
+
+    /// Whether the selector selects everything.
+    pub fn is_empty(&self) -> bool {
+        self.requirements.is_empty()
+    }
+
+    /// Whether an object's `metadata.labels` satisfy every requirement.
+    pub fn matches(&self, object: &Value) -> bool {
+        let labels = object.pointer("/metadata/labels");
+        let label = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
+        self.requirements.iter().all(|req| match req {
+            Requirement::Equals(k, v) => label(k) == Some(v.as_str()),
+            Requirement::NotEquals(k, v) => label(k) != Some(v.as_str()),
+            Requirement::In(k, vs) => label(k).is_some_and(|l| vs.contains(l)),
+            Requirement::NotIn(k, vs) => label(k).is_none_or(|l| !vs.contains(l)),
+            Requirement::Exists(k) => label(k).is_some(),
+            Requirement::DoesNotExist(k) => label(k).is_none(),
+        })
+    }
+}
+
+/// Splits on commas outside parentheses.
+fn split_clauses(selector: &str) -> Result<Vec<&str>, &'static str> {
+    let mut clauses = Vec::new();
+    let mut depth = 0usize;
+    let mut start = 0;
+    for (i, c) in selector.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.checked_sub(1).ok_or("unbalanced `)`")?,
+            ',' if depth == 0 => {
+                clauses.push(&selector[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if depth != 0 {
+        return Err("unbalanced `(`");
+    }
+    clauses.push(&selector[start..]);
+    Ok(clauses)
+}
+
+fn parse_requirement(clause: &str) -> Result<Requirement, String> {
+    if let Some(key) = clause.strip_prefix('!') {
+        return Ok(Requirement::DoesNotExist(valid_key(key.trim())?));
+    }
+    if let Some((key, value)) = clause.split_once("!=") {
+        return Ok(Requirement::NotEquals(valid_key(key.trim())?, valid_value(value.trim())?));
+    }
+    if let Some((key, value)) = clause.split_once("==").or_else(|| clause.split_once('=')) {
+        return Ok(Requirement::Equals(valid_key(key.trim())?, valid_value(value.trim())?));
+    }
+    let mut words = clause.splitn(2, char::is_whitespace);
+    let key = valid_key(words.next().unwrap_or_default())?;
+    let Some(rest) = words.next().map(str::trim) else {
+        return Ok(Requirement::Exists(key));
+    };
+    let (negated, set) = if let Some(set) = rest.strip_prefix("notin") {
+        (true, set)
+    } else if let Some(set) = rest.strip_prefix("in") {
+        (false, set)
+    } else {
+        return Err(format!("unknown operator in `{clause}`"));
+    };
+    let inner = set
+        .trim()
+        .strip_prefix('(')
+        .and_then(|s| s.strip_suffix(')'))
+        .ok_or_else(|| format!("expected a parenthesised set of values in `{clause}`"))?;
+    let values = inner
+        .split(',')
+        .map(|v| valid_value(v.trim()))
+        .collect::<Result<BTreeSet<_>, _>>()?;
+    Ok(if negated {
+        Requirement::NotIn(key, values)
+    } else {
+        Requirement::In(key, values)
+    })
+}
+
+/// A label key: an optional DNS-subdomain prefix and `/`, then a name of at
+/// most 63 characters of alphanumerics, `-`, `_` and `.`.
+fn valid_key(key: &str) -> Result<String, String> {
+    let name = key.rsplit_once('/').map_or(key, |(prefix, name)| {
+        if prefix.is_empty() { "" } else { name }
+    });
+    if name.is_empty() || name.len() > 63 || !is_label_text(name) {
+        return Err(format!("invalid label key `{key}`"));
+    }
+    Ok(key.to_owned())
+}
+
+/// A label value: empty, or at most 63 characters of alphanumerics, `-`,
+/// `_` and `.`, starting and ending with an alphanumeric.
+fn valid_value(value: &str) -> Result<String, String> {
+    if value.is_empty() || (value.len() <= 63 && is_label_text(value)) {
+        Ok(value.to_owned())
+    } else {
+        Err(format!("invalid label value `{value}`"))
+    }
+}
+
+fn is_label_text(s: &str) -> bool {
+    let edges_ok = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    edges_ok(s.chars().next())
+        && edges_ok(s.chars().last())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn labelled(labels: Value) -> Value {
+        json!({"metadata": {"labels": labels}})
+    }
+
+    #[test]
+    fn selector_should_support_every_operator() {
+        let obj = labelled(json!({"app": "web", "tier": "front", "canary": "true"}));
+        for (selector, expected) in [
+            ("", true),
+            ("app=web", true),
+            ("app==web", true),
+            ("app!=web", false),
+            ("app!=db", true),
+            ("tier in (front, back)", true),
+            ("tier notin (front)", false),
+            ("missing notin (x)", true),
+            ("canary", true),
+            ("!canary", false),
+            ("!legacy", true),
+            ("app=web,tier in (back)", false),
+            ("app=web,tier in (back,front),!legacy", true),
+        ] {
+            let parsed = Selector::parse(selector).expect(selector);
+            assert_eq!(parsed.matches(&obj), expected, "{selector}");
+        }
+    }
+
+    #[test]
+    fn selector_should_match_objects_without_labels() {
+        let obj = json!({"metadata": {"name": "x"}});
+        assert!(Selector::parse("!a").expect("parses").matches(&obj));
+        assert!(!Selector::parse("a").expect("parses").matches(&obj));
+    }
+
+    #[test]
+    fn selector_should_reject_malformed_input_with_its_text() {
+        for bad in ["a in (b", "a)", "a,,b", "a foo (b)", "a in b", "-a=b", "a=b c"] {
+            let err = Selector::parse(bad).expect_err(bad);
+            assert!(err.to_string().contains(bad), "{err}");
+        }
+    }
+}
