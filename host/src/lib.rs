@@ -33,4 +33,4 @@ pub mod grants;
 pub mod replay;
 pub mod resource;
 pub mod runtime;
-pub mod selector;
+pub use kubewasm_selector as selector;

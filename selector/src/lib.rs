@@ -1,4 +1,5 @@
-//! Kubernetes label selectors: parsing and matching.
+//! Kubernetes label selectors: parsing and matching, shared by the kubewasm
+//! host (cache reads, declarations) and the guest SDK (native tests).
 //!
 //! The grammar is the API server's: a comma-separated list of requirements,
 //! each `key=value`, `key==value`, `key!=value`, `key in (a,b)`,

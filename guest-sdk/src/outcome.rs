@@ -1,0 +1,202 @@
+//! What a reconcile returns: desired actions and an optional requeue.
+
+use std::time::Duration;
+
+use k8s_openapi::Resource;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::Error;
+use crate::types::{ObjectKey, ResourceType};
+
+/// Severity of an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    /// Normal.
+    Normal,
+    /// Warning.
+    Warning,
+}
+
+/// A Kubernetes event to record, about the primary unless
+/// [`Event::regarding`] says otherwise.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// The object it is about; `None` for the primary.
+    pub regarding: Option<(ResourceType, ObjectKey)>,
+    /// Normal or Warning.
+    pub event_type: EventType,
+    /// CamelCase reason, e.g. `Created`.
+    pub reason: String,
+    /// What was done, e.g. `Apply`.
+    pub action: String,
+    /// Human-readable note.
+    pub note: String,
+}
+
+impl Event {
+    /// A Normal event about the primary.
+    pub fn normal(reason: impl Into<String>, action: impl Into<String>, note: impl Into<String>) -> Self {
+        Self {
+            regarding: None,
+            event_type: EventType::Normal,
+            reason: reason.into(),
+            action: action.into(),
+            note: note.into(),
+        }
+    }
+
+    /// A Warning event about the primary.
+    pub fn warning(reason: impl Into<String>, action: impl Into<String>, note: impl Into<String>) -> Self {
+        Self {
+            event_type: EventType::Warning,
+            ..Self::normal(reason, action, note)
+        }
+    }
+
+    /// About another object.
+    #[must_use]
+    pub fn regarding(mut self, resource: ResourceType, key: ObjectKey) -> Self {
+        self.regarding = Some((resource, key));
+        self
+    }
+}
+
+/// A desired action.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Server-side apply of an object.
+    Apply {
+        /// The object.
+        object: Value,
+        /// Whether the primary becomes its controller owner.
+        owned: bool,
+    },
+    /// Server-side apply of an object's status.
+    ApplyStatus(Value),
+    /// Delete an object.
+    Delete(ResourceType, ObjectKey),
+    /// Record an event.
+    Event(Event),
+}
+
+/// A successful reconcile. Build it with the chained methods; a value that
+/// cannot be serialized turns the whole outcome into an error.
+///
+/// Children are never pruned implicitly: an object you stop returning stays.
+/// Return [`Outcome::delete`] to remove it. Owned children are removed by
+/// the garbage collector with their primary.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Outcome {
+    pub(crate) actions: Vec<Action>,
+    pub(crate) requeue_after: Option<Duration>,
+    pub(crate) error: Option<String>,
+}
+
+/// `value` as JSON with `apiVersion` and `kind` set from `K`.
+fn to_object<K: Resource + Serialize>(value: &K) -> Result<Value, Error> {
+    let mut object = serde_json::to_value(value)?;
+    let map = object
+        .as_object_mut()
+        .ok_or_else(|| Error::msg(format!("{} did not serialize to an object", K::KIND)))?;
+    map.entry("apiVersion").or_insert_with(|| K::API_VERSION.into());
+    map.entry("kind").or_insert_with(|| K::KIND.into());
+    Ok(object)
+}
+
+impl Outcome {
+    /// An outcome with no action.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn push(mut self, action: Result<Action, Error>) -> Self {
+        match action {
+            Ok(action) => self.actions.push(action),
+            Err(error) => {
+                self.error.get_or_insert(error.to_string());
+            }
+        }
+        self
+    }
+
+    /// Applies `object`, owned by the primary (the usual child).
+    #[must_use]
+    pub fn apply<K: Resource + Serialize>(self, object: &K) -> Self {
+        self.push(to_object(object).map(|object| Action::Apply { object, owned: true }))
+    }
+
+    /// Applies `object` without making the primary its owner.
+    #[must_use]
+    pub fn apply_unowned<K: Resource + Serialize>(self, object: &K) -> Self {
+        self.push(to_object(object).map(|object| Action::Apply { object, owned: false }))
+    }
+
+    /// Applies an untyped object (with `apiVersion`, `kind`, `metadata.name`).
+    #[must_use]
+    pub fn apply_json(self, object: Value, owned: bool) -> Self {
+        self.push(Ok(Action::Apply { object, owned }))
+    }
+
+    /// Applies the status of `object` (its identity and `status` are sent).
+    #[must_use]
+    pub fn apply_status<K: Resource + Serialize>(self, object: &K) -> Self {
+        self.push(to_object(object).map(Action::ApplyStatus))
+    }
+
+    /// Deletes the object of type `K` with this key.
+    #[must_use]
+    pub fn delete<K: Resource>(self, key: ObjectKey) -> Self
+    where
+        K::Scope: 'static,
+    {
+        self.push(Ok(Action::Delete(ResourceType::of::<K>(), key)))
+    }
+
+    /// Records an event.
+    #[must_use]
+    pub fn event(self, event: Event) -> Self {
+        self.push(Ok(Action::Event(event)))
+    }
+
+    /// Reconcile again after `after`, even with no change.
+    #[must_use]
+    pub fn requeue_after(mut self, after: Duration) -> Self {
+        self.requeue_after = Some(after);
+        self
+    }
+
+    /// The actions, in order.
+    pub fn actions(&self) -> &[Action] {
+        &self.actions
+    }
+
+    /// The requeue asked for.
+    pub fn requeue(&self) -> Option<Duration> {
+        self.requeue_after
+    }
+
+    /// The objects applied, in order.
+    pub fn applied(&self) -> impl Iterator<Item = &Value> {
+        self.actions.iter().filter_map(|a| match a {
+            Action::Apply { object, .. } => Some(object),
+            _ => None,
+        })
+    }
+
+    /// The statuses applied, in order.
+    pub fn statuses(&self) -> impl Iterator<Item = &Value> {
+        self.actions.iter().filter_map(|a| match a {
+            Action::ApplyStatus(object) => Some(object),
+            _ => None,
+        })
+    }
+
+    /// Turns a recorded serialization failure into an error.
+    pub(crate) fn into_result(self) -> Result<Self, Error> {
+        match self.error {
+            Some(message) => Err(Error::msg(message)),
+            None => Ok(self),
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! Resource types, keys and the declaration builder.
+
+use std::any::TypeId;
+use std::fmt;
+use std::time::Duration;
+
+use k8s_openapi::{NamespaceResourceScope, Resource};
+
+/// A Kubernetes resource type. Build it from any k8s-openapi type (or your
+/// own CRD type implementing [`k8s_openapi::Resource`]) with
+/// [`ResourceType::of`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ResourceType {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// Version.
+    pub version: String,
+    /// Kind.
+    pub kind: String,
+    /// Plural name.
+    pub plural: String,
+    /// Whether objects live in namespaces.
+    pub namespaced: bool,
+}
+
+impl ResourceType {
+    /// The resource type of `K`.
+    ///
+    /// ```
+    /// use kubewasm_guest::ResourceType;
+    /// use kubewasm_guest::k8s_openapi::api::apps::v1::Deployment;
+    /// let ty = ResourceType::of::<Deployment>();
+    /// assert_eq!((ty.group.as_str(), ty.plural.as_str(), ty.namespaced), ("apps", "deployments", true));
+    /// ```
+    pub fn of<K: Resource>() -> Self
+    where
+        K::Scope: 'static,
+    {
+        Self {
+            group: K::GROUP.to_owned(),
+            version: K::VERSION.to_owned(),
+            kind: K::KIND.to_owned(),
+            plural: K::URL_PATH_SEGMENT.to_owned(),
+            namespaced: TypeId::of::<K::Scope>() == TypeId::of::<NamespaceResourceScope>(),
+        }
+    }
+
+    /// The `apiVersion` of its objects.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+}
+
+impl fmt::Display for ResourceType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.api_version(), self.kind)
+    }
+}
+
+/// The identity of an object: namespace (none when cluster-scoped) and name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    /// Namespace.
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// A key in a namespace.
+    pub fn namespaced(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            namespace: Some(namespace.into()),
+            name: name.into(),
+        }
+    }
+
+    /// A key of a cluster-scoped object.
+    pub fn cluster(name: impl Into<String>) -> Self {
+        Self {
+            namespace: None,
+            name: name.into(),
+        }
+    }
+
+    /// Another name in the same namespace.
+    pub fn with_name(&self, name: impl Into<String>) -> Self {
+        Self {
+            namespace: self.namespace.clone(),
+            name: name.into(),
+        }
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{ns}/{}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
+/// A verb a plugin needs on a resource type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Verb {
+    /// Read one object.
+    Get,
+    /// List objects.
+    List,
+    /// Be notified of changes.
+    Watch,
+    /// Server-side apply.
+    Apply,
+    /// Server-side apply of the status subresource.
+    ApplyStatus,
+    /// Delete.
+    Delete,
+}
+
+/// How changes of a secondary map to primary keys.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mapping {
+    /// Read only; changes trigger nothing.
+    None,
+    /// The owners of the primary's type.
+    OwnerReferences,
+    /// The value of this label names the primary (`name` or `namespace/name`).
+    Label(String),
+    /// [`Reconciler::map_keys`](crate::Reconciler::map_keys) computes them.
+    Custom,
+}
+
+/// A resource type other than the primary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Secondary {
+    pub(crate) resource: ResourceType,
+    pub(crate) verbs: Vec<Verb>,
+    pub(crate) label_selector: String,
+    pub(crate) mapping: Mapping,
+}
+
+impl Secondary {
+    /// A secondary of type `K` with no verbs, no selector and no mapping.
+    pub fn of<K: Resource>() -> Self
+    where
+        K::Scope: 'static,
+    {
+        Self {
+            resource: ResourceType::of::<K>(),
+            verbs: Vec::new(),
+            label_selector: String::new(),
+            mapping: Mapping::None,
+        }
+    }
+
+    /// Adds verbs.
+    #[must_use]
+    pub fn verbs(mut self, verbs: impl IntoIterator<Item = Verb>) -> Self {
+        self.verbs.extend(verbs);
+        self
+    }
+
+    /// Caches and maps only objects matching this label selector.
+    #[must_use]
+    pub fn label_selector(mut self, selector: impl Into<String>) -> Self {
+        self.label_selector = selector.into();
+        self
+    }
+
+    /// Sets how changes map to primary keys (and adds `watch` unless `None`).
+    #[must_use]
+    pub fn mapping(mut self, mapping: Mapping) -> Self {
+        if mapping != Mapping::None && !self.verbs.contains(&Verb::Watch) {
+            self.verbs.push(Verb::Watch);
+        }
+        self.mapping = mapping;
+        self
+    }
+}
+
+/// What a plugin declares at load. Start with [`Declaration::new`].
+///
+/// ```
+/// use kubewasm_guest::{Declaration, Verb};
+/// use kubewasm_guest::k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
+/// let declaration = Declaration::new::<ConfigMap>("example", "0.1.0")
+///     .primary_verbs([Verb::ApplyStatus])
+///     .owns::<Deployment>()
+///     .resync(std::time::Duration::from_secs(600));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Declaration {
+    pub(crate) name: String,
+    pub(crate) version: String,
+    pub(crate) primary: ResourceType,
+    pub(crate) primary_verbs: Vec<Verb>,
+    pub(crate) secondaries: Vec<Secondary>,
+    pub(crate) managed_finalizer: bool,
+    pub(crate) resync_seconds: Option<u32>,
+    pub(crate) max_concurrency: Option<u32>,
+    pub(crate) config_schema: Option<String>,
+}
+
+impl Declaration {
+    /// A plugin named `name` (a DNS label) reconciling objects of type `K`.
+    pub fn new<K: Resource>(name: impl Into<String>, version: impl Into<String>) -> Self
+    where
+        K::Scope: 'static,
+    {
+        Self {
+            name: name.into(),
+            version: version.into(),
+            primary: ResourceType::of::<K>(),
+            primary_verbs: Vec::new(),
+            secondaries: Vec::new(),
+            managed_finalizer: false,
+            resync_seconds: None,
+            max_concurrency: None,
+            config_schema: None,
+        }
+    }
+
+    /// Verbs on the primary beyond the implied get, list and watch.
+    #[must_use]
+    pub fn primary_verbs(mut self, verbs: impl IntoIterator<Item = Verb>) -> Self {
+        self.primary_verbs.extend(verbs);
+        self
+    }
+
+    /// Adds a secondary resource type.
+    #[must_use]
+    pub fn secondary(mut self, secondary: Secondary) -> Self {
+        self.secondaries.push(secondary);
+        self
+    }
+
+    /// Children of type `K` this plugin creates and owns: get, list, watch,
+    /// apply and delete, mapped back through owner references.
+    #[must_use]
+    pub fn owns<K: Resource>(self) -> Self
+    where
+        K::Scope: 'static,
+    {
+        self.secondary(
+            Secondary::of::<K>()
+                .verbs([Verb::Get, Verb::List, Verb::Apply, Verb::Delete])
+                .mapping(Mapping::OwnerReferences),
+        )
+    }
+
+    /// Objects of type `K` this plugin only reads (get and list).
+    #[must_use]
+    pub fn reads<K: Resource>(self) -> Self
+    where
+        K::Scope: 'static,
+    {
+        self.secondary(Secondary::of::<K>().verbs([Verb::Get, Verb::List]))
+    }
+
+    /// Asks the host to manage the finalizer `kubewasm.dev/<name>` and call
+    /// [`Reconciler::finalize`](crate::Reconciler::finalize) on deletion.
+    #[must_use]
+    pub fn managed_finalizer(mut self) -> Self {
+        self.managed_finalizer = true;
+        self
+    }
+
+    /// Reconcile every primary again after this period.
+    #[must_use]
+    pub fn resync(mut self, period: Duration) -> Self {
+        self.resync_seconds = Some(u32::try_from(period.as_secs()).unwrap_or(u32::MAX));
+        self
+    }
+
+    /// The most concurrent reconciles wanted.
+    #[must_use]
+    pub fn max_concurrency(mut self, n: u32) -> Self {
+        self.max_concurrency = Some(n);
+        self
+    }
+
+    /// A JSON Schema the configuration must match.
+    #[must_use]
+    pub fn config_schema(mut self, schema: serde_json::Value) -> Self {
+        self.config_schema = Some(schema.to_string());
+        self
+    }
+}
