@@ -616,7 +616,8 @@ impl Plugin {
         store.set_epoch_deadline(deadline_ticks(config.deadline));
         let controller = self.pre.instantiate(&mut store).map_err(|error| {
             if error.downcast_ref::<Trap>().is_some() || store.data().limiter.exhausted {
-                classify(&mut store, error, config.deadline)
+                let stderr = forward_output(store.data());
+                classify(store.data(), error, config.deadline, &stderr)
             } else {
                 CallError::Instantiate(error)
             }
@@ -656,7 +657,7 @@ impl Plugin {
         instance.store.set_epoch_deadline(deadline_ticks(deadline));
         instance.store.data_mut().limiter.exhausted = false;
         let result = call(&instance.controller, &mut instance.store);
-        forward_output(instance.store.data());
+        let stderr = forward_output(instance.store.data());
         instance.calls += 1;
         match result {
             Ok(value) => {
@@ -671,7 +672,7 @@ impl Plugin {
                 }
                 Ok(value)
             }
-            Err(error) => Err(classify(&mut instance.store, error, deadline)),
+            Err(error) => Err(classify(instance.store.data(), error, deadline, &stderr)),
         }
     }
 }
@@ -682,9 +683,9 @@ fn deadline_ticks(deadline: Duration) -> u64 {
 }
 
 /// Turns a wasmtime error into the [`CallError`] that says what happened.
-fn classify(store: &mut Store<PluginState>, error: wasmtime::Error, deadline: Duration) -> CallError {
-    let stderr = String::from_utf8_lossy(&store.data().stderr.drain()).trim().to_owned();
-    if store.data().limiter.exhausted {
+fn classify(state: &PluginState, error: wasmtime::Error, deadline: Duration, stderr: &str) -> CallError {
+    let stderr = stderr.trim().to_owned();
+    if state.limiter.exhausted {
         return CallError::MemoryExhausted {
             detail: format!("{error:#}"),
         };
@@ -709,15 +710,26 @@ fn classify(store: &mut Store<PluginState>, error: wasmtime::Error, deadline: Du
     }
 }
 
-/// Forwards what the plugin printed during a call to `tracing`, line by line.
-fn forward_output(state: &PluginState) {
+/// Forwards what the plugin printed during a call to `tracing`, line by
+/// line, and returns its stderr (which carries panic messages and
+/// interpreter tracebacks).
+fn forward_output(state: &PluginState) -> String {
     let key = state.key.as_ref().map(ToString::to_string).unwrap_or_default();
-    for line in String::from_utf8_lossy(&state.stdout.drain()).lines() {
+    let lines = |bytes: &[u8]| {
+        String::from_utf8_lossy(bytes)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    for line in lines(&state.stdout.drain()) {
         tracing::info!(target: "kubewasm::plugin", plugin = %state.plugin, key = %key, stream = "stdout", "{line}");
     }
-    for line in String::from_utf8_lossy(&state.stderr.drain()).lines() {
+    let stderr = lines(&state.stderr.drain());
+    for line in &stderr {
         tracing::warn!(target: "kubewasm::plugin", plugin = %state.plugin, key = %key, stream = "stderr", "{line}");
     }
+    stderr.join("\n")
 }
 
 #[cfg(test)]

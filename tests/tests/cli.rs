@@ -1,0 +1,127 @@
+//! The `kubewasm` binary as plugin authors use it: inspect and replay.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use kubewasm_tests::{example_file, example_plugin, kubewasm_bin, test_plugin};
+use serde_json::{Value, json};
+
+fn kubewasm(args: &[&str], cache: &Path) -> Output {
+    Command::new(kubewasm_bin())
+        .args(args)
+        .env("KUBEWASM_CACHE_DIR", cache)
+        .output()
+        .expect("kubewasm runs")
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+#[test]
+fn inspect_should_print_the_declaration_as_json() {
+    let cache = tempfile::tempdir().expect("tempdir");
+    let out = kubewasm(&["inspect", path(&example_plugin("myapp"))], cache.path());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let decl: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(decl["name"], "myapp");
+    assert_eq!(decl["primary"]["kind"], "MyApp");
+    assert_eq!(decl["secondaries"][0]["mapping"]["kind"], "ownerReferences");
+}
+
+#[test]
+fn replay_should_print_deployment_service_and_status_applies() {
+    let cache = tempfile::tempdir().expect("tempdir");
+    let plugin = example_plugin("myapp");
+    let objects = example_file("myapp", "example.yaml");
+    let out = kubewasm(
+        &["replay", path(&plugin), "--objects", path(&objects), "--key", "default/demo"],
+        cache.path(),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_yaml::from_slice(&out.stdout).expect("yaml");
+    let actions = report["actions"].as_array().expect("actions");
+    let kinds: Vec<_> = actions
+        .iter()
+        .map(|a| (a["action"].as_str().unwrap_or(""), a["body"]["kind"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(kinds, [("apply", "Deployment"), ("apply", "Service"), ("applyStatus", "MyApp")]);
+    for child in &actions[..2] {
+        assert_eq!(child["body"]["metadata"]["ownerReferences"][0]["name"], "demo");
+        assert!(child["path"].as_str().is_some_and(|p| p.ends_with("fieldManager=kubewasm-myapp&force=true")));
+    }
+    assert_eq!(actions[2]["body"]["status"]["availableReplicas"], 2);
+
+    let json_out = kubewasm(
+        &["replay", path(&plugin), "--objects", path(&objects), "--key", "default/demo", "-o", "json"],
+        cache.path(),
+    );
+    let report: Value = serde_json::from_slice(&json_out.stdout).expect("json");
+    assert_eq!(report["call"], "reconcile");
+    assert_eq!(report["actions"].as_array().map(Vec::len), Some(3));
+}
+
+#[test]
+fn replay_should_pass_config_and_fail_clearly_on_plugin_errors() {
+    let cache = tempfile::tempdir().expect("tempdir");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let objects = dir.path().join("objects.yaml");
+    std::fs::write(
+        &objects,
+        serde_yaml::to_string(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cm", "namespace": "default", "uid": "u"}}))
+        .expect("yaml"),
+    )
+    .expect("write");
+    let config = dir.path().join("config.yaml");
+    let plugin = test_plugin("misbehave");
+
+    std::fs::write(&config, "mode: ok\n").expect("write");
+    let ok = kubewasm(
+        &["replay", path(&plugin), "--objects", path(&objects), "--config", path(&config), "--key", "default/cm"],
+        cache.path(),
+    );
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("name: cm-copy"));
+
+    std::fs::write(&config, "mode: panic\n").expect("write");
+    let panic = kubewasm(
+        &["replay", path(&plugin), "--objects", path(&objects), "--config", path(&config), "--key", "default/cm"],
+        cache.path(),
+    );
+    assert!(!panic.status.success());
+    let stderr = String::from_utf8_lossy(&panic.stderr);
+    assert!(stderr.contains("error: reconcile of default/cm failed: plugin panicked"), "{stderr}");
+    assert!(stderr.contains("boom: misbehave was asked to panic"), "{stderr}");
+    assert!(panic.stdout.is_empty());
+}
+
+#[test]
+fn replay_should_refuse_bad_input_with_a_clear_message() {
+    let cache = tempfile::tempdir().expect("tempdir");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugin = example_plugin("myapp");
+    let bad_yaml = dir.path().join("bad.yaml");
+    std::fs::write(&bad_yaml, "kind: ConfigMap\n---\n: : [\n").expect("write");
+    let nameless = dir.path().join("nameless.yaml");
+    std::fs::write(&nameless, "apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n").expect("write");
+    let good = example_file("myapp", "example.yaml");
+
+    for (args, expected) in [
+        (vec!["--objects", path(&bad_yaml), "--key", "default/demo"], "document #2"),
+        (vec!["--objects", path(&nameless), "--key", "default/demo"], "object #1 lacks metadata.name"),
+        (vec!["--objects", path(&good), "--key", "a/b/c"], "invalid object key `a/b/c`"),
+        (vec!["--objects", "/nonexistent.yaml", "--key", "default/demo"], "failed to read /nonexistent.yaml"),
+    ] {
+        let mut all = vec!["replay", path(&plugin)];
+        all.extend(args);
+        let out = kubewasm(&all, cache.path());
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(expected), "{expected}: {stderr}");
+    }
+
+    let not_plugin = kubewasm(&["inspect", path(&test_plugin("not-a-plugin"))], cache.path());
+    assert!(!not_plugin.status.success());
+    assert!(String::from_utf8_lossy(&not_plugin.stderr).contains("targets another world"));
+}

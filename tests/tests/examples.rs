@@ -1,0 +1,135 @@
+//! The example plugins, compiled from source, loaded by the runtime and
+//! reconciled against cache fixtures: assertions on the exact requests.
+
+use std::sync::Arc;
+
+use kubewasm::cache::MemoryCache;
+use kubewasm::declaration::{Mapping, Verb};
+use kubewasm::replay::parse_objects;
+use kubewasm::resource::ObjectKey;
+use kubewasm::runtime::{InstanceReuse, Request, Runtime, RuntimeConfig};
+use kubewasm_tests::{example_file, example_plugin};
+use serde_json::{Value, json};
+
+fn runtime(config: RuntimeConfig) -> Runtime {
+    Runtime::new(config.max_instances(16)).expect("engine")
+}
+
+fn fixture(plugin: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(example_file(plugin, "example.yaml")).expect("fixture exists");
+    parse_objects(&text).expect("fixture parses")
+}
+
+#[test]
+fn myapp_should_declare_its_types() {
+    let plugin = runtime(RuntimeConfig::default()).load_file(example_plugin("myapp")).expect("loads");
+    let decl = plugin.declaration();
+    assert_eq!((decl.name.as_str(), decl.primary.plural.as_str()), ("myapp", "myapps"));
+    assert!(decl.primary_verbs.contains(&Verb::ApplyStatus));
+    let kinds: Vec<_> = decl.secondaries.iter().map(|s| s.resource.kind.as_str()).collect();
+    assert_eq!(kinds, ["Deployment", "Service"]);
+    assert!(decl.secondaries.iter().all(|s| s.mapping == Mapping::OwnerReferences));
+}
+
+#[test]
+fn myapp_should_desire_owned_deployment_service_and_status() {
+    for reuse in [InstanceReuse::Fresh, InstanceReuse::Reuse] {
+        let plugin = runtime(RuntimeConfig::default().instance_reuse(reuse))
+            .load_file(example_plugin("myapp"))
+            .expect("loads");
+        let cache = Arc::new(MemoryCache::from_objects(fixture("myapp")).expect("valid"));
+        let outcome = plugin
+            .reconcile(cache, &Request::new(ObjectKey::namespaced("default", "demo")))
+            .expect("reconciles");
+        let requests: Vec<_> = outcome.actions.iter().map(|a| a.request()).collect();
+        let paths: Vec<_> = requests.iter().map(|r| r.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "/apis/apps/v1/namespaces/default/deployments/demo?fieldManager=kubewasm-myapp&force=true",
+                "/api/v1/namespaces/default/services/demo?fieldManager=kubewasm-myapp&force=true",
+                "/apis/example.com/v1/namespaces/default/myapps/demo/status?fieldManager=kubewasm-myapp&force=true",
+            ]
+        );
+        let owner = json!([{"apiVersion": "example.com/v1", "kind": "MyApp", "name": "demo",
+            "uid": "5f1d8a52-3b51-4c1e-9c55-2a7f0f4b8e01", "controller": true, "blockOwnerDeletion": true}]);
+        let (deploy, service, status) = (&requests[0].body, &requests[1].body, &requests[2].body);
+        assert_eq!(deploy["metadata"]["ownerReferences"], owner);
+        assert_eq!(service["metadata"]["ownerReferences"], owner);
+        assert_eq!(deploy["spec"]["replicas"], 3);
+        let container = &deploy["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!((&container["image"], &container["ports"][0]["containerPort"]), (&json!("nginx:1.27"), &json!(8080)));
+        assert_eq!(service["spec"]["ports"][0]["port"], 8080);
+        assert_eq!(status["status"]["availableReplicas"], 2);
+        assert_eq!(status["status"]["conditions"][0]["reason"], "ReplicasUnavailable");
+        // Field order as the API server writes it.
+        let keys: Vec<_> = deploy.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default();
+        assert_eq!(keys[..3], ["apiVersion", "kind", "metadata"]);
+        assert_eq!(outcome.requeue_after, None);
+    }
+}
+
+#[test]
+fn myapp_should_do_nothing_for_a_deleted_primary() {
+    let plugin = runtime(RuntimeConfig::default()).load_file(example_plugin("myapp")).expect("loads");
+    let cache = Arc::new(MemoryCache::from_objects([]).expect("empty"));
+    let outcome = plugin
+        .reconcile(cache, &Request::new(ObjectKey::namespaced("default", "gone")))
+        .expect("reconciles");
+    assert!(outcome.actions.is_empty());
+}
+
+#[test]
+fn config_rollout_should_annotate_by_label_mapping() {
+    let plugin = runtime(RuntimeConfig::default()).load_file(example_plugin("config-rollout")).expect("loads");
+    let decl = plugin.declaration();
+    assert_eq!(decl.secondaries[0].mapping, Mapping::Label("kubewasm.dev/rollout".into()));
+    assert_eq!(decl.secondaries[0].label_selector, "kubewasm.dev/rollout");
+    assert!(decl.config_schema.is_some());
+
+    let key = ObjectKey::namespaced("default", "web");
+    let cache = Arc::new(MemoryCache::from_objects(fixture("config-rollout")).expect("valid"));
+    let request = Request {
+        config: json!({"annotation": "example.com/hash"}).to_string(),
+        ..Request::new(key.clone())
+    };
+    let outcome = plugin.reconcile(cache, &request).expect("reconciles");
+    let patch = outcome.actions[0].request();
+    assert_eq!(
+        patch.path,
+        "/apis/apps/v1/namespaces/default/deployments/web?fieldManager=kubewasm-config-rollout&force=true"
+    );
+    assert!(patch.body["metadata"].get("ownerReferences").is_none(), "unowned");
+    let hash = patch.body["spec"]["template"]["metadata"]["annotations"]["example.com/hash"].clone();
+    assert_eq!(hash.as_str().map(str::len), Some(16), "{hash}");
+    let event = outcome.actions[1].request();
+    assert_eq!((event.method, event.body["reason"].as_str()), ("POST", Some("ConfigChanged")));
+    assert_eq!(event.body["regarding"]["uid"], "8d3e4c1a-1111-4a2b-9c3d-000000000001");
+
+    // With the hash in place, the next reconcile settles.
+    let mut objects = fixture("config-rollout");
+    objects[0]["spec"]["template"]["metadata"]["annotations"] = json!({"example.com/hash": hash});
+    let cache = Arc::new(MemoryCache::from_objects(objects).expect("valid"));
+    let outcome = plugin.reconcile(cache, &request).expect("reconciles");
+    assert!(outcome.actions.is_empty());
+}
+
+#[test]
+fn precompiled_cache_should_serve_the_second_load() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = RuntimeConfig::default().cache_dir(dir.path());
+    let first = runtime(config.clone()).load_file(example_plugin("myapp")).expect("compiles");
+    let artifacts: Vec<_> = std::fs::read_dir(dir.path()).expect("cache dir").flatten().collect();
+    assert_eq!(artifacts.len(), 1);
+    let name = artifacts[0].file_name().to_string_lossy().into_owned();
+    assert!(name.starts_with(first.digest()) && name.ends_with(".cwasm"), "{name}");
+
+    // A new engine with the same configuration loads the artifact.
+    let second = runtime(config.clone()).load_file(example_plugin("myapp")).expect("loads cached");
+    assert_eq!(second.declaration(), first.declaration());
+
+    // A corrupt artifact is discarded and recompiled, not trusted.
+    std::fs::write(artifacts[0].path(), b"garbage").expect("corrupt");
+    let third = runtime(config).load_file(example_plugin("myapp")).expect("recompiles");
+    assert_eq!(third.declaration(), first.declaration());
+}

@@ -1,0 +1,234 @@
+//! The sandbox holds: misbehaving plugins are stopped, typed errors come
+//! back, and the same plugin and others keep reconciling correctly.
+
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use kubewasm::action::Action;
+use kubewasm::cache::{Cache, MemoryCache};
+use kubewasm::resource::ObjectKey;
+use kubewasm::runtime::{CallError, InstanceReuse, LoadError, Plugin, ReconcileError, Request, Runtime, RuntimeConfig};
+use kubewasm_tests::{example_plugin, test_plugin};
+use serde_json::{Value, json};
+
+const DEADLINE: Duration = Duration::from_millis(200);
+const MEMORY_LIMIT: usize = 32 << 20;
+
+fn runtime(reuse: InstanceReuse) -> Runtime {
+    let config = RuntimeConfig::default()
+        .deadline(DEADLINE)
+        .memory_limit(MEMORY_LIMIT)
+        .max_instances(32)
+        .instance_reuse(reuse);
+    Runtime::new(config).expect("engine")
+}
+
+/// One runtime per reuse policy, shared by the tests of this file.
+fn shared(reuse: InstanceReuse) -> &'static Runtime {
+    static FRESH: OnceLock<Runtime> = OnceLock::new();
+    static REUSE: OnceLock<Runtime> = OnceLock::new();
+    let cell = if reuse == InstanceReuse::Reuse { &REUSE } else { &FRESH };
+    cell.get_or_init(|| runtime(reuse))
+}
+
+fn misbehave(reuse: InstanceReuse) -> Plugin {
+    shared(reuse).load_file(test_plugin("misbehave")).expect("misbehave loads")
+}
+
+fn myapp() -> Plugin {
+    shared(InstanceReuse::Fresh).load_file(example_plugin("myapp")).expect("myapp loads")
+}
+
+fn configmap_cache() -> Arc<dyn Cache> {
+    Arc::new(
+        MemoryCache::from_objects([json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cm", "namespace": "default", "uid": "u-cm"},
+            "data": {"k": "v"}
+        })])
+        .expect("valid fixture"),
+    )
+}
+
+fn myapp_cache() -> Arc<dyn Cache> {
+    Arc::new(
+        MemoryCache::from_objects([
+            json!({"apiVersion": "example.com/v1", "kind": "MyApp",
+                   "metadata": {"name": "demo", "namespace": "default", "uid": "u-demo", "generation": 1},
+                   "spec": {"replicas": 2, "image": "nginx", "port": 80}}),
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                   "metadata": {"name": "demo", "namespace": "default"},
+                   "spec": {"selector": {}, "template": {}}, "status": {"availableReplicas": 2}}),
+        ])
+        .expect("valid fixture"),
+    )
+}
+
+fn request(mode: &str) -> Request {
+    Request {
+        config: json!({"mode": mode}).to_string(),
+        ..Request::new(ObjectKey::namespaced("default", "cm"))
+    }
+}
+
+fn body(action: &Action) -> Value {
+    action.request().body
+}
+
+/// The misbehaving plugin still works in `ok` mode, and so does myapp.
+fn assert_everything_still_reconciles(plugin: &Plugin) {
+    let outcome = plugin.reconcile(configmap_cache(), &request("ok")).expect("ok mode reconciles");
+    let copy = body(&outcome.actions[0]);
+    assert_eq!(copy["metadata"]["name"], "cm-copy");
+    assert_eq!(copy["data"], json!({"k": "v"}));
+    assert_eq!(copy["metadata"]["ownerReferences"][0]["uid"], "u-cm");
+
+    let outcome = myapp()
+        .reconcile(myapp_cache(), &Request::new(ObjectKey::namespaced("default", "demo")))
+        .expect("myapp reconciles");
+    let status = body(&outcome.actions[2]);
+    assert_eq!(status["status"]["availableReplicas"], 2);
+}
+
+#[test]
+fn infinite_loop_should_be_stopped_at_the_deadline() {
+    for reuse in [InstanceReuse::Fresh, InstanceReuse::Reuse] {
+        let plugin = misbehave(reuse);
+        let started = Instant::now();
+        let err = plugin.reconcile(configmap_cache(), &request("loop")).expect_err("loops");
+        let elapsed = started.elapsed();
+        assert!(
+            matches!(err, ReconcileError::Call(CallError::DeadlineExceeded { deadline }) if deadline == DEADLINE),
+            "{err}"
+        );
+        assert!(elapsed >= DEADLINE, "stopped after {elapsed:?}, before the deadline");
+        assert_everything_still_reconciles(&plugin);
+    }
+}
+
+#[test]
+fn allocation_past_the_memory_limit_should_trap() {
+    for reuse in [InstanceReuse::Fresh, InstanceReuse::Reuse] {
+        let plugin = misbehave(reuse);
+        let err = plugin.reconcile(configmap_cache(), &request("oom")).expect_err("exhausts memory");
+        assert!(matches!(err, ReconcileError::Call(CallError::MemoryExhausted { .. })), "{err}");
+        assert!(err.to_string().contains(&format!("memory limit of {MEMORY_LIMIT} bytes exceeded")), "{err}");
+        assert_everything_still_reconciles(&plugin);
+    }
+}
+
+#[test]
+fn panic_should_return_an_error_with_its_message() {
+    for reuse in [InstanceReuse::Fresh, InstanceReuse::Reuse] {
+        let plugin = misbehave(reuse);
+        let err = plugin.reconcile(configmap_cache(), &request("panic")).expect_err("panics");
+        assert!(matches!(err, ReconcileError::Call(CallError::Panicked { .. })), "{err}");
+        assert!(err.to_string().contains("boom: misbehave was asked to panic"), "{err}");
+        assert_everything_still_reconciles(&plugin);
+    }
+}
+
+#[test]
+fn undeclared_read_should_be_denied_to_the_plugin() {
+    let plugin = misbehave(InstanceReuse::Fresh);
+    let err = plugin
+        .reconcile(configmap_cache(), &request("read-undeclared"))
+        .expect_err("denied");
+    // The plugin failed with the error its read returned: it saw the denial.
+    let ReconcileError::Failed { message } = &err else {
+        panic!("expected the plugin's own failure, got {err}");
+    };
+    assert!(
+        message.contains("read denied: plugin `misbehave` may not get v1 Secret: the type was not declared"),
+        "{message}"
+    );
+    assert_everything_still_reconciles(&plugin);
+}
+
+#[test]
+fn undeclared_write_should_be_denied_and_reported_to_the_plugin() {
+    let plugin = misbehave(InstanceReuse::Fresh);
+    let err = plugin
+        .reconcile(configmap_cache(), &request("write-undeclared"))
+        .expect_err("denied");
+    assert!(matches!(err, ReconcileError::Action(_)), "{err}");
+    assert!(err.to_string().contains("may not apply v1 Secret"), "{err}");
+
+    // The host's retry carries the denial; the plugin sees it.
+    let retry = Request {
+        retries: 1,
+        last_failure: Some(err.to_string()),
+        ..request("write-undeclared")
+    };
+    let outcome = plugin.reconcile(configmap_cache(), &retry).expect("reports the denial");
+    let event = body(&outcome.actions[0]);
+    assert_eq!(event["reason"], "Denied");
+    assert!(event["note"].as_str().is_some_and(|n| n.contains("may not apply v1 Secret")), "{event}");
+    assert_everything_still_reconciles(&plugin);
+}
+
+fn count(plugin: &Plugin) -> String {
+    let outcome = plugin.reconcile(configmap_cache(), &request("count")).expect("counts");
+    body(&outcome.actions[0])["note"].as_str().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn fresh_instances_should_share_no_state() {
+    let plugin = misbehave(InstanceReuse::Fresh);
+    assert!(!plugin.reuses_instances());
+    assert_eq!([count(&plugin), count(&plugin), count(&plugin)], ["1", "1", "1"]);
+}
+
+#[test]
+fn reused_instances_should_be_dropped_after_a_trap() {
+    // A runtime of its own: the warm pool must hold this test's instances only.
+    let plugin = runtime(InstanceReuse::Reuse)
+        .load_file(test_plugin("misbehave"))
+        .expect("loads");
+    assert!(plugin.reuses_instances());
+    assert_eq!([count(&plugin), count(&plugin)], ["1", "2"], "the warm instance is reused");
+    plugin.reconcile(configmap_cache(), &request("panic")).expect_err("panics");
+    // The warm instance was checked out for the panic and dropped with it.
+    assert_eq!(count(&plugin), "1", "a trapped instance is never entered again");
+}
+
+#[test]
+fn non_components_and_other_worlds_should_be_refused_at_load() {
+    let runtime = shared(InstanceReuse::Fresh);
+    let err = runtime.load(b"{\"not\": \"wasm\"}").expect_err("not wasm");
+    assert!(matches!(err, LoadError::NotWasm), "{err}");
+
+    // A core module: the smallest valid one.
+    let err = runtime.load(b"\0asm\x01\0\0\0").expect_err("core module");
+    assert!(err.to_string().contains("a core WebAssembly module, not a component"), "{err}");
+
+    let err = runtime.load_file(test_plugin("not-a-plugin")).expect_err("another world");
+    let message = err.to_string();
+    assert!(matches!(err, LoadError::WrongWorld { .. }), "{message}");
+    assert!(message.contains("wasi:cli/run@"), "{message}");
+    assert!(message.contains("not `kubewasm:controller/plugin@0.1.0`"), "{message}");
+
+    let err = runtime.load_file("/nonexistent/plugin.wasm").expect_err("missing file");
+    assert!(err.to_string().contains("/nonexistent/plugin.wasm"), "{err}");
+
+    // After all that, plugins load and reconcile.
+    assert_everything_still_reconciles(&misbehave(InstanceReuse::Fresh));
+}
+
+#[test]
+fn concurrent_reconciles_should_not_interfere() {
+    let plugin = Arc::new(misbehave(InstanceReuse::Reuse));
+    let threads: Vec<_> = (0..4)
+        .map(|i| {
+            let plugin = Arc::clone(&plugin);
+            std::thread::spawn(move || {
+                let mode = if i % 2 == 0 { "ok" } else { "panic" };
+                (mode, plugin.reconcile(configmap_cache(), &request(mode)).is_ok())
+            })
+        })
+        .collect();
+    for thread in threads {
+        let (mode, ok) = thread.join().expect("no host panic");
+        assert_eq!(ok, mode == "ok", "{mode}");
+    }
+}
