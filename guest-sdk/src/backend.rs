@@ -19,7 +19,11 @@ mod imports {
         cache::get(&resource.into(), &key.into()).map_err(cache_error)
     }
 
-    pub(crate) fn list(resource: &ResourceType, namespace: Option<&str>, selector: &str) -> Result<Vec<String>> {
+    pub(crate) fn list(
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        selector: &str,
+    ) -> Result<Vec<String>> {
         cache::list(&resource.into(), namespace, selector).map_err(cache_error)
     }
 
@@ -31,7 +35,10 @@ mod imports {
             Level::Warn => log::Level::Warn,
             Level::Error => log::Level::Error,
         };
-        let fields: Vec<(String, String)> = fields.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let fields: Vec<(String, String)> = fields
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
         log::log(level, message, &fields);
     }
 }

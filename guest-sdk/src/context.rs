@@ -67,7 +67,8 @@ impl Context {
     /// # Errors
     /// If the configuration does not match `T`.
     pub fn config<T: DeserializeOwned>(&self) -> Result<T> {
-        serde_json::from_str(&self.config).map_err(|e| Error::msg(format!("invalid configuration: {e}")))
+        serde_json::from_str(&self.config)
+            .map_err(|e| Error::msg(format!("invalid configuration: {e}")))
     }
 
     /// The primary object, or `None` if it is gone from the cache.
@@ -100,7 +101,11 @@ impl Context {
     /// # Errors
     /// If the read is denied, the selector is invalid, or an object does not
     /// deserialize as `K`.
-    pub fn list<K: Resource + DeserializeOwned>(&self, namespace: Option<&str>, label_selector: &str) -> Result<Vec<K>>
+    pub fn list<K: Resource + DeserializeOwned>(
+        &self,
+        namespace: Option<&str>,
+        label_selector: &str,
+    ) -> Result<Vec<K>>
     where
         K::Scope: 'static,
     {
@@ -124,7 +129,12 @@ impl Context {
     ///
     /// # Errors
     /// If the read is denied or the selector is invalid.
-    pub fn list_raw(&self, resource: &ResourceType, namespace: Option<&str>, label_selector: &str) -> Result<Vec<Value>> {
+    pub fn list_raw(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        label_selector: &str,
+    ) -> Result<Vec<Value>> {
         backend::list(resource, namespace, label_selector)?
             .iter()
             .map(|text| serde_json::from_str(text).map_err(Error::from))
@@ -133,5 +143,6 @@ impl Context {
 }
 
 fn decode<K: Resource + DeserializeOwned>(object: Value) -> Result<K> {
-    serde_json::from_value(object).map_err(|e| Error::msg(format!("failed to decode {}: {e}", K::KIND)))
+    serde_json::from_value(object)
+        .map_err(|e| Error::msg(format!("failed to decode {}: {e}", K::KIND)))
 }

@@ -67,7 +67,8 @@ pub fn now() -> k8s_openapi::jiff::Timestamp {
         .unwrap_or_default();
     let seconds = i64::try_from(since_epoch.as_secs()).unwrap_or(i64::MAX);
     let nanos = i32::try_from(since_epoch.subsec_nanos()).unwrap_or(0);
-    k8s_openapi::jiff::Timestamp::new(seconds, nanos).unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
+    k8s_openapi::jiff::Timestamp::new(seconds, nanos)
+        .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
 }
 
 /// A controller plugin.
@@ -116,12 +117,18 @@ macro_rules! export {
                 }
                 fn reconcile(
                     request: $crate::__private::WitRequest,
-                ) -> ::core::result::Result<$crate::__private::WitOutcome, $crate::__private::WitFailure> {
+                ) -> ::core::result::Result<
+                    $crate::__private::WitOutcome,
+                    $crate::__private::WitFailure,
+                > {
                     $crate::__private::run(request, <$reconciler as $crate::Reconciler>::reconcile)
                 }
                 fn finalize(
                     request: $crate::__private::WitRequest,
-                ) -> ::core::result::Result<$crate::__private::WitOutcome, $crate::__private::WitFailure> {
+                ) -> ::core::result::Result<
+                    $crate::__private::WitOutcome,
+                    $crate::__private::WitFailure,
+                > {
                     $crate::__private::run(request, <$reconciler as $crate::Reconciler>::finalize)
                 }
                 fn map_keys(
@@ -131,7 +138,7 @@ macro_rules! export {
                     $crate::__private::map_keys::<$reconciler>(resource, object)
                 }
             }
-            $crate::wit::__export_plugin!(KubewasmExport with_types_in $crate::wit);
+    $crate::wit::__export_plugin!(KubewasmExport with_types_in $crate::wit);
         };
     };
 }
@@ -141,9 +148,15 @@ macro_rules! export {
 pub mod __private {
     use crate::wit::exports::kubewasm::controller::plugin as p;
     use crate::wit::kubewasm::controller::types as t;
-    use crate::{Action, Context, Declaration, EventType, Mapping, ObjectKey, Outcome, Reconciler, ResourceType, Result, Verb};
+    use crate::{
+        Action, Context, Declaration, EventType, Mapping, ObjectKey, Outcome, Reconciler,
+        ResourceType, Result, Verb,
+    };
 
-    pub use p::{Declaration as WitDeclaration, Failure as WitFailure, Guest, Outcome as WitOutcome, Request as WitRequest};
+    pub use p::{
+        Declaration as WitDeclaration, Failure as WitFailure, Guest, Outcome as WitOutcome,
+        Request as WitRequest,
+    };
     pub use t::{ObjectKey as WitObjectKey, ResourceType as WitResourceType};
 
     impl From<&ResourceType> for t::ResourceType {
@@ -245,7 +258,10 @@ pub mod __private {
     }
 
     /// Runs a reconcile or finalize and converts its result.
-    pub fn run(request: p::Request, f: fn(&Context) -> Result<Outcome>) -> Result<p::Outcome, p::Failure> {
+    pub fn run(
+        request: p::Request,
+        f: fn(&Context) -> Result<Outcome>,
+    ) -> Result<p::Outcome, p::Failure> {
         let ctx = Context {
             key: ObjectKey {
                 namespace: request.key.namespace,

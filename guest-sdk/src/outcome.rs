@@ -36,7 +36,11 @@ pub struct Event {
 
 impl Event {
     /// A Normal event about the primary.
-    pub fn normal(reason: impl Into<String>, action: impl Into<String>, note: impl Into<String>) -> Self {
+    pub fn normal(
+        reason: impl Into<String>,
+        action: impl Into<String>,
+        note: impl Into<String>,
+    ) -> Self {
         Self {
             regarding: None,
             event_type: EventType::Normal,
@@ -47,7 +51,11 @@ impl Event {
     }
 
     /// A Warning event about the primary.
-    pub fn warning(reason: impl Into<String>, action: impl Into<String>, note: impl Into<String>) -> Self {
+    pub fn warning(
+        reason: impl Into<String>,
+        action: impl Into<String>,
+        note: impl Into<String>,
+    ) -> Self {
         Self {
             event_type: EventType::Warning,
             ..Self::normal(reason, action, note)
@@ -99,7 +107,8 @@ fn to_object<K: Resource + Serialize>(value: &K) -> Result<Value, Error> {
     let map = object
         .as_object_mut()
         .ok_or_else(|| Error::msg(format!("{} did not serialize to an object", K::KIND)))?;
-    map.entry("apiVersion").or_insert_with(|| K::API_VERSION.into());
+    map.entry("apiVersion")
+        .or_insert_with(|| K::API_VERSION.into());
     map.entry("kind").or_insert_with(|| K::KIND.into());
     Ok(object)
 }
@@ -123,13 +132,19 @@ impl Outcome {
     /// Applies `object`, owned by the primary (the usual child).
     #[must_use]
     pub fn apply<K: Resource + Serialize>(self, object: &K) -> Self {
-        self.push(to_object(object).map(|object| Action::Apply { object, owned: true }))
+        self.push(to_object(object).map(|object| Action::Apply {
+            object,
+            owned: true,
+        }))
     }
 
     /// Applies `object` without making the primary its owner.
     #[must_use]
     pub fn apply_unowned<K: Resource + Serialize>(self, object: &K) -> Self {
-        self.push(to_object(object).map(|object| Action::Apply { object, owned: false }))
+        self.push(to_object(object).map(|object| Action::Apply {
+            object,
+            owned: false,
+        }))
     }
 
     /// Applies an untyped object (with `apiVersion`, `kind`, `metadata.name`).

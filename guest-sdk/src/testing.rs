@@ -28,11 +28,11 @@
 
 use serde_json::Value;
 
+use crate::Reconciler;
 use crate::context::Context;
 use crate::error::Result;
 use crate::outcome::Outcome;
 use crate::types::{Declaration, ObjectKey, Verb};
-use crate::Reconciler;
 
 /// Fixtures and a configuration to run reconciles against.
 #[derive(Clone, Debug, Default)]
@@ -76,7 +76,9 @@ impl Harness {
     /// What the plugin returns, or a denied read.
     pub fn reconcile<R: Reconciler>(&self, key: ObjectKey) -> Result<Outcome> {
         let (declaration, ctx) = self.context::<R>(key);
-        backend::with(&self.objects, declaration, || R::reconcile(&ctx).and_then(Outcome::into_result))
+        backend::with(&self.objects, declaration, || {
+            R::reconcile(&ctx).and_then(Outcome::into_result)
+        })
     }
 
     /// Runs [`Reconciler::finalize`] for `key`.
@@ -85,13 +87,16 @@ impl Harness {
     /// What the plugin returns, or a denied read.
     pub fn finalize<R: Reconciler>(&self, key: ObjectKey) -> Result<Outcome> {
         let (declaration, ctx) = self.context::<R>(key);
-        backend::with(&self.objects, declaration, || R::finalize(&ctx).and_then(Outcome::into_result))
+        backend::with(&self.objects, declaration, || {
+            R::finalize(&ctx).and_then(Outcome::into_result)
+        })
     }
 }
 
 fn allows(declaration: &Declaration, resource: &crate::ResourceType, verb: Verb) -> bool {
     if &declaration.primary == resource {
-        return matches!(verb, Verb::Get | Verb::List | Verb::Watch) || declaration.primary_verbs.contains(&verb);
+        return matches!(verb, Verb::Get | Verb::List | Verb::Watch)
+            || declaration.primary_verbs.contains(&verb);
     }
     declaration
         .secondaries
@@ -121,12 +126,16 @@ pub(crate) mod backend {
         result
     }
 
-    fn read<T>(resource: &ResourceType, verb: Verb, f: impl FnOnce(&[Value]) -> Result<T>) -> Result<T> {
+    fn read<T>(
+        resource: &ResourceType,
+        verb: Verb,
+        f: impl FnOnce(&[Value]) -> Result<T>,
+    ) -> Result<T> {
         FIXTURE.with(|cell| {
             let fixture = cell.borrow();
-            let (objects, declaration) = fixture
-                .as_ref()
-                .ok_or_else(|| Error::msg("cache read outside a reconcile: use kubewasm_guest::testing::Harness"))?;
+            let (objects, declaration) = fixture.as_ref().ok_or_else(|| {
+                Error::msg("cache read outside a reconcile: use kubewasm_guest::testing::Harness")
+            })?;
             if !allows(declaration, resource, verb) {
                 return Err(Error::msg(format!(
                     "read denied: plugin `{}` may not {} {resource}",
@@ -151,17 +160,27 @@ pub(crate) mod backend {
         read(resource, Verb::Get, |objects| {
             Ok(objects
                 .iter()
-                .find(|o| is(o, resource) && meta(o, "name") == Some(&key.name) && meta(o, "namespace") == key.namespace.as_deref())
+                .find(|o| {
+                    is(o, resource)
+                        && meta(o, "name") == Some(&key.name)
+                        && meta(o, "namespace") == key.namespace.as_deref()
+                })
                 .map(Value::to_string))
         })
     }
 
-    pub(crate) fn list(resource: &ResourceType, namespace: Option<&str>, selector: &str) -> Result<Vec<String>> {
+    pub(crate) fn list(
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        selector: &str,
+    ) -> Result<Vec<String>> {
         let selector = kubewasm_selector::Selector::parse(selector)?;
         read(resource, Verb::List, |objects| {
             let mut found: Vec<&Value> = objects
                 .iter()
-                .filter(|o| is(o, resource) && (namespace.is_none() || meta(o, "namespace") == namespace))
+                .filter(|o| {
+                    is(o, resource) && (namespace.is_none() || meta(o, "namespace") == namespace)
+                })
                 .filter(|o| selector.matches(o))
                 .collect();
             found.sort_by_key(|o| (meta(o, "namespace"), meta(o, "name")));

@@ -212,7 +212,12 @@ fn plan_one(ctx: PlanContext<'_>, desired: Desired) -> Result<Action, Refusal> {
             if owned {
                 set_controller(ctx, &resource, &key, metadata)?;
             }
-            Ok(Action::Apply { resource, key, field_manager, object })
+            Ok(Action::Apply {
+                resource,
+                key,
+                field_manager,
+                object,
+            })
         }
         Desired::ApplyStatus(object) => {
             let (resource, key, object) = parse_object(ctx, &object, Verb::ApplyStatus)?;
@@ -231,7 +236,12 @@ fn plan_one(ctx: PlanContext<'_>, desired: Desired) -> Result<Action, Refusal> {
                 "metadata": metadata,
                 "status": status,
             });
-            Ok(Action::ApplyStatus { resource, key, field_manager, object })
+            Ok(Action::ApplyStatus {
+                resource,
+                key,
+                field_manager,
+                object,
+            })
         }
         Desired::Delete(resource, key) => {
             let resource = declared(ctx, &resource.api_version(), &resource.kind, Verb::Delete)?;
@@ -243,7 +253,12 @@ fn plan_one(ctx: PlanContext<'_>, desired: Desired) -> Result<Action, Refusal> {
 }
 
 /// The declared type for `apiVersion`/`kind`, if `verb` is granted on it.
-fn declared(ctx: PlanContext<'_>, api_version: &str, kind: &str, verb: Verb) -> Result<ResourceType, Refusal> {
+fn declared(
+    ctx: PlanContext<'_>,
+    api_version: &str,
+    kind: &str,
+    verb: Verb,
+) -> Result<ResourceType, Refusal> {
     let Some(resource) = ctx.declaration.resource_type(api_version, kind) else {
         let (group, version) = split_api_version(api_version);
         let undeclared = ResourceType {
@@ -264,7 +279,10 @@ fn declared(ctx: PlanContext<'_>, api_version: &str, kind: &str, verb: Verb) -> 
 
 fn check_scope(resource: &ResourceType, key: &ObjectKey) -> Result<(), Refusal> {
     match (resource.namespaced, &key.namespace) {
-        (true, None) => Err(invalid(format!("{resource} `{}` needs a namespace", key.name))),
+        (true, None) => Err(invalid(format!(
+            "{resource} `{}` needs a namespace",
+            key.name
+        ))),
         (false, Some(ns)) => Err(invalid(format!(
             "{resource} is cluster-scoped but `{}` names namespace `{ns}`",
             key.name
@@ -274,9 +292,13 @@ fn check_scope(resource: &ResourceType, key: &ObjectKey) -> Result<(), Refusal> 
 }
 
 /// Parses an object, resolves its declared type, fills in its namespace.
-fn parse_object(ctx: PlanContext<'_>, text: &str, verb: Verb) -> Result<(ResourceType, ObjectKey, Value), Refusal> {
-    let mut object: Value =
-        serde_json::from_str(text).map_err(|e| invalid(format!("object is not valid JSON: {e}")))?;
+fn parse_object(
+    ctx: PlanContext<'_>,
+    text: &str,
+    verb: Verb,
+) -> Result<(ResourceType, ObjectKey, Value), Refusal> {
+    let mut object: Value = serde_json::from_str(text)
+        .map_err(|e| invalid(format!("object is not valid JSON: {e}")))?;
     let field = |name: &str| object.get(name).and_then(Value::as_str).map(str::to_owned);
     let api_version = field("apiVersion").ok_or_else(|| invalid("object lacks `apiVersion`"))?;
     let kind = field("kind").ok_or_else(|| invalid("object lacks `kind`"))?;
@@ -307,13 +329,20 @@ fn set_controller(
     metadata: &mut Map<String, Value>,
 ) -> Result<(), Refusal> {
     let owner_type = &ctx.declaration.primary;
-    let primary = ctx
-        .primary
-        .ok_or_else(|| invalid(format!("cannot own {child_type} `{child}`: the primary `{}` is not in the cache", ctx.key)))?;
+    let primary = ctx.primary.ok_or_else(|| {
+        invalid(format!(
+            "cannot own {child_type} `{child}`: the primary `{}` is not in the cache",
+            ctx.key
+        ))
+    })?;
     let uid = primary
         .pointer("/metadata/uid")
         .and_then(Value::as_str)
-        .ok_or_else(|| invalid(format!("cannot own {child_type} `{child}`: the primary has no uid")))?;
+        .ok_or_else(|| {
+            invalid(format!(
+                "cannot own {child_type} `{child}`: the primary has no uid"
+            ))
+        })?;
     if owner_type.namespaced && ctx.key.namespace != child.namespace {
         return Err(invalid(format!(
             "cannot own {child_type} `{child}`: an owner reference cannot cross namespaces (primary `{}`)",
@@ -334,7 +363,10 @@ fn set_controller(
         .as_array_mut()
         .ok_or_else(|| invalid("`metadata.ownerReferences` is not a list"))?;
     refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(uid));
-    if let Some(other) = refs.iter().find(|r| r.get("controller") == Some(&Value::Bool(true))) {
+    if let Some(other) = refs
+        .iter()
+        .find(|r| r.get("controller") == Some(&Value::Bool(true)))
+    {
         return Err(invalid(format!(
             "{child_type} `{child}` already has a controller: {}",
             other.get("name").and_then(Value::as_str).unwrap_or("?")
@@ -353,8 +385,14 @@ fn plan_event(ctx: PlanContext<'_>, event: DesiredEvent) -> Result<Action, Refus
         }
         None => (ctx.declaration.primary.clone(), ctx.key.clone()),
     };
-    if event.reason.is_empty() || event.reason.len() > 128 || event.action.is_empty() || event.action.len() > 128 {
-        return Err(invalid("an event needs a reason and an action of 1 to 128 characters"));
+    if event.reason.is_empty()
+        || event.reason.len() > 128
+        || event.action.is_empty()
+        || event.action.len() > 128
+    {
+        return Err(invalid(
+            "an event needs a reason and an action of 1 to 128 characters",
+        ));
     }
     let mut note = event.note;
     if note.len() > 1024 {
@@ -373,7 +411,11 @@ fn plan_event(ctx: PlanContext<'_>, event: DesiredEvent) -> Result<Action, Refus
         regarding["namespace"] = namespace.clone().into();
     }
     let is_primary = resource == ctx.declaration.primary && &key == ctx.key;
-    if let Some(uid) = ctx.primary.filter(|_| is_primary).and_then(|p| p.pointer("/metadata/uid")) {
+    if let Some(uid) = ctx
+        .primary
+        .filter(|_| is_primary)
+        .and_then(|p| p.pointer("/metadata/uid"))
+    {
         regarding["uid"] = uid.clone();
     }
     let object = json!({
@@ -399,7 +441,11 @@ fn plan_event(ctx: PlanContext<'_>, event: DesiredEvent) -> Result<Action, Refus
 }
 
 /// The URL path of a collection (`name` is `None`) or an object.
-pub fn resource_path(resource: &ResourceType, namespace: Option<&str>, name: Option<&str>) -> String {
+pub fn resource_path(
+    resource: &ResourceType,
+    namespace: Option<&str>,
+    name: Option<&str>,
+) -> String {
     let mut path = if resource.group.is_empty() {
         format!("/api/{}", resource.version)
     } else {
@@ -424,7 +470,12 @@ impl Action {
     /// The API request that performs this action.
     pub fn request(&self) -> ApiRequest {
         match self {
-            Self::Apply { resource, key, field_manager, object } => ApiRequest {
+            Self::Apply {
+                resource,
+                key,
+                field_manager,
+                object,
+            } => ApiRequest {
                 action: "apply",
                 method: "PATCH",
                 path: format!(
@@ -434,7 +485,12 @@ impl Action {
                 content_type: APPLY_PATCH,
                 body: object.clone(),
             },
-            Self::ApplyStatus { resource, key, field_manager, object } => ApiRequest {
+            Self::ApplyStatus {
+                resource,
+                key,
+                field_manager,
+                object,
+            } => ApiRequest {
                 action: "applyStatus",
                 method: "PATCH",
                 path: format!(
@@ -456,7 +512,10 @@ impl Action {
                 method: "POST",
                 path: format!(
                     "/apis/events.k8s.io/v1/namespaces/{}/events",
-                    object.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default")
+                    object
+                        .pointer("/metadata/namespace")
+                        .and_then(Value::as_str)
+                        .unwrap_or("default")
                 ),
                 content_type: "application/json",
                 body: object.clone(),
@@ -516,7 +575,10 @@ mod tests {
     fn plan_should_complete_an_owned_apply() {
         let fx = Fixture::new();
         let actions = fx
-            .plan(vec![Desired::Apply { object: deployment(json!({})), owned: true }])
+            .plan(vec![Desired::Apply {
+                object: deployment(json!({})),
+                owned: true,
+            }])
             .expect("granted");
         let request = actions[0].request();
         assert_eq!(request.method, "PATCH");
@@ -537,29 +599,61 @@ mod tests {
     #[test]
     fn plan_should_deny_undeclared_types_and_verbs() {
         let fx = Fixture::new();
-        let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}).to_string();
+        let secret =
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}).to_string();
         let err = fx
-            .plan(vec![Desired::Apply { object: deployment(json!({})), owned: false }, Desired::Apply { object: secret, owned: false }])
+            .plan(vec![
+                Desired::Apply {
+                    object: deployment(json!({})),
+                    owned: false,
+                },
+                Desired::Apply {
+                    object: secret,
+                    owned: false,
+                },
+            ])
             .expect_err("secret undeclared");
         assert!(matches!(err, ActionError::Denied { index: 2, .. }), "{err}");
         assert!(err.to_string().contains("may not apply v1 Secret"), "{err}");
 
         let err = fx
-            .plan(vec![Desired::Delete(fx.declaration.secondaries[0].resource.clone(), fx.key.clone())])
+            .plan(vec![Desired::Delete(
+                fx.declaration.secondaries[0].resource.clone(),
+                fx.key.clone(),
+            )])
             .expect_err("delete undeclared");
-        assert!(err.to_string().contains("may not delete apps/v1 Deployment"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("may not delete apps/v1 Deployment"),
+            "{err}"
+        );
     }
 
     #[test]
     fn plan_should_refuse_cross_namespace_owners_and_foreign_controllers() {
         let fx = Fixture::new();
         let elsewhere = deployment(json!({"namespace": "other"}));
-        let err = fx.plan(vec![Desired::Apply { object: elsewhere, owned: true }]).expect_err("cross ns");
+        let err = fx
+            .plan(vec![Desired::Apply {
+                object: elsewhere,
+                owned: true,
+            }])
+            .expect_err("cross ns");
         assert!(err.to_string().contains("cannot cross namespaces"), "{err}");
 
-        let foreign = deployment(json!({"ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "x", "uid": "u-2", "controller": true}]}));
-        let err = fx.plan(vec![Desired::Apply { object: foreign, owned: true }]).expect_err("foreign");
-        assert!(err.to_string().contains("already has a controller: x"), "{err}");
+        let foreign = deployment(
+            json!({"ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "x", "uid": "u-2", "controller": true}]}),
+        );
+        let err = fx
+            .plan(vec![Desired::Apply {
+                object: foreign,
+                owned: true,
+            }])
+            .expect_err("foreign");
+        assert!(
+            err.to_string().contains("already has a controller: x"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -567,9 +661,15 @@ mod tests {
         let fx = Fixture::new();
         let obj = json!({"apiVersion": "example.com/v1", "kind": "MyApp", "metadata": {"name": "demo", "labels": {"a": "b"}},
                           "spec": {"replicas": 3}, "status": {"availableReplicas": 2}});
-        let actions = fx.plan(vec![Desired::ApplyStatus(obj.to_string())]).expect("granted");
+        let actions = fx
+            .plan(vec![Desired::ApplyStatus(obj.to_string())])
+            .expect("granted");
         let request = actions[0].request();
-        assert!(request.path.starts_with("/apis/example.com/v1/namespaces/default/myapps/demo/status?"));
+        assert!(
+            request
+                .path
+                .starts_with("/apis/example.com/v1/namespaces/default/myapps/demo/status?")
+        );
         assert_eq!(
             request.body,
             json!({"apiVersion": "example.com/v1", "kind": "MyApp",
@@ -587,22 +687,36 @@ mod tests {
             action: "Apply".into(),
             note: "x".repeat(2000),
         };
-        let actions = fx.plan(vec![Desired::Event(event.clone())]).expect("granted");
+        let actions = fx
+            .plan(vec![Desired::Event(event.clone())])
+            .expect("granted");
         let request = actions[0].request();
-        assert_eq!(request.path, "/apis/events.k8s.io/v1/namespaces/default/events");
+        assert_eq!(
+            request.path,
+            "/apis/events.k8s.io/v1/namespaces/default/events"
+        );
         assert_eq!(request.body["regarding"]["uid"], "u-1");
         assert_eq!(request.body["type"], "Warning");
         assert_eq!(request.body["note"].as_str().map(str::len), Some(1024));
 
-        let bad = DesiredEvent { reason: String::new(), ..event };
+        let bad = DesiredEvent {
+            reason: String::new(),
+            ..event
+        };
         assert!(fx.plan(vec![Desired::Event(bad)]).is_err());
     }
 
     #[test]
     fn resource_path_should_follow_api_conventions() {
         let ns = ty("v1", "Namespace", "namespaces", false);
-        assert_eq!(resource_path(&ns, Some("ignored"), Some("a")), "/api/v1/namespaces/a");
+        assert_eq!(
+            resource_path(&ns, Some("ignored"), Some("a")),
+            "/api/v1/namespaces/a"
+        );
         let deploy = ty("apps/v1", "Deployment", "deployments", true);
-        assert_eq!(resource_path(&deploy, Some("x"), None), "/apis/apps/v1/namespaces/x/deployments");
+        assert_eq!(
+            resource_path(&deploy, Some("x"), None),
+            "/apis/apps/v1/namespaces/x/deployments"
+        );
     }
 }

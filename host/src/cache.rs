@@ -84,13 +84,21 @@ impl MemoryCache {
     ///
     /// # Errors
     /// [`MemoryCacheError`] names the object and the missing field.
-    pub fn from_objects(objects: impl IntoIterator<Item = Value>) -> Result<Self, MemoryCacheError> {
+    pub fn from_objects(
+        objects: impl IntoIterator<Item = Value>,
+    ) -> Result<Self, MemoryCacheError> {
         let mut cache = Self::default();
         for (i, object) in objects.into_iter().enumerate() {
             let index = i + 1;
             let missing = |field| MemoryCacheError::MissingField { index, field };
-            let api_version = object.get("apiVersion").and_then(Value::as_str).ok_or(missing("apiVersion"))?;
-            let kind = object.get("kind").and_then(Value::as_str).ok_or(missing("kind"))?;
+            let api_version = object
+                .get("apiVersion")
+                .and_then(Value::as_str)
+                .ok_or(missing("apiVersion"))?;
+            let kind = object
+                .get("kind")
+                .and_then(Value::as_str)
+                .ok_or(missing("kind"))?;
             let key = ObjectKey::of(&object).ok_or(missing("metadata.name"))?;
             let (group, version) = split_api_version(api_version);
             let gvk = (group.to_owned(), version.to_owned(), kind.to_owned());
@@ -158,8 +166,12 @@ mod tests {
 
     #[test]
     fn memory_cache_should_get_and_list_by_namespace_and_selector() {
-        let cache = MemoryCache::from_objects([cm("b", "x", "web"), cm("a", "y", "db"), cm("a", "x", "web")])
-            .expect("valid objects");
+        let cache = MemoryCache::from_objects([
+            cm("b", "x", "web"),
+            cm("a", "y", "db"),
+            cm("a", "x", "web"),
+        ])
+        .expect("valid objects");
         let cms = ty("v1", "ConfigMap", "configmaps", true);
         assert_eq!(cache.len(), 3);
         assert!(cache.get(&cms, &ObjectKey::namespaced("a", "y")).is_some());
@@ -180,8 +192,17 @@ mod tests {
 
     #[test]
     fn memory_cache_should_refuse_objects_without_identity() {
-        let err = MemoryCache::from_objects([cm("a", "x", "web"), json!({"apiVersion": "v1", "metadata": {}})])
-            .expect_err("second lacks kind");
-        assert_eq!(err, MemoryCacheError::MissingField { index: 2, field: "kind" });
+        let err = MemoryCache::from_objects([
+            cm("a", "x", "web"),
+            json!({"apiVersion": "v1", "metadata": {}}),
+        ])
+        .expect_err("second lacks kind");
+        assert_eq!(
+            err,
+            MemoryCacheError::MissingField {
+                index: 2,
+                field: "kind"
+            }
+        );
     }
 }

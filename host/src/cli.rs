@@ -144,14 +144,23 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             .load_file(&path)
             .map_err(|source| CliError::Load { path, source })
     };
-    let read = |path: PathBuf| std::fs::read_to_string(&path).map_err(|source| CliError::Read { path, source });
+    let read = |path: PathBuf| {
+        std::fs::read_to_string(&path).map_err(|source| CliError::Read { path, source })
+    };
     match cli.command {
         Command::Inspect { plugin } => {
             let plugin = load(plugin)?;
-            let json = serde_json::to_string_pretty(plugin.declaration()).map_err(|e| CliError::Encode(e.to_string()))?;
+            let json = serde_json::to_string_pretty(plugin.declaration())
+                .map_err(|e| CliError::Encode(e.to_string()))?;
             println!("{json}");
         }
-        Command::Replay { plugin, objects, config, key, output } => {
+        Command::Replay {
+            plugin,
+            objects,
+            config,
+            key,
+            output,
+        } => {
             let key: ObjectKey = key.parse()?;
             let plugin = load(plugin)?;
             let objects = replay::parse_objects(&read(objects)?)?;
@@ -161,8 +170,14 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             };
             let report = replay::replay(&plugin, objects, config, key)?;
             let text = match output {
-                Format::Yaml => serde_yaml::to_string(&report).map_err(|e| CliError::Encode(e.to_string()))?,
-                Format::Json => serde_json::to_string_pretty(&report).map_err(|e| CliError::Encode(e.to_string()))? + "\n",
+                Format::Yaml => {
+                    serde_yaml::to_string(&report).map_err(|e| CliError::Encode(e.to_string()))?
+                }
+                Format::Json => {
+                    serde_json::to_string_pretty(&report)
+                        .map_err(|e| CliError::Encode(e.to_string()))?
+                        + "\n"
+                }
             };
             print!("{text}");
         }

@@ -104,7 +104,9 @@ pub struct Declaration {
 #[derive(Debug, thiserror::Error)]
 pub enum DeclarationError {
     /// The name is not a DNS label.
-    #[error("invalid plugin name `{0}`: it must be a DNS label (lowercase alphanumerics and `-`, at most 63 characters)")]
+    #[error(
+        "invalid plugin name `{0}`: it must be a DNS label (lowercase alphanumerics and `-`, at most 63 characters)"
+    )]
     InvalidName(String),
     /// A resource type lacks a version, kind or plural.
     #[error("invalid resource type `{0}`: version, kind and plural must be set")]
@@ -192,7 +194,12 @@ fn is_dns_label(name: &str) -> bool {
 pub(crate) mod tests {
     use super::*;
 
-    pub(crate) fn ty(api_version: &str, kind: &str, plural: &str, namespaced: bool) -> ResourceType {
+    pub(crate) fn ty(
+        api_version: &str,
+        kind: &str,
+        plural: &str,
+        namespaced: bool,
+    ) -> ResourceType {
         let (group, version) = crate::resource::split_api_version(api_version);
         ResourceType {
             group: group.into(),
@@ -235,14 +242,23 @@ pub(crate) mod tests {
     fn validate_should_refuse_bad_names_duplicates_and_selectors() {
         let mut bad_name = sample();
         bad_name.name = "My_App".into();
-        assert!(matches!(bad_name.validate(), Err(DeclarationError::InvalidName(_))));
+        assert!(matches!(
+            bad_name.validate(),
+            Err(DeclarationError::InvalidName(_))
+        ));
 
         let mut dup = sample();
         dup.secondaries.push(dup.secondaries[0].clone());
-        assert!(matches!(dup.validate(), Err(DeclarationError::Duplicate(_))));
+        assert!(matches!(
+            dup.validate(),
+            Err(DeclarationError::Duplicate(_))
+        ));
 
         let mut selector = sample();
         selector.secondaries[0].label_selector = "a in (".into();
-        assert!(matches!(selector.validate(), Err(DeclarationError::Selector { .. })));
+        assert!(matches!(
+            selector.validate(),
+            Err(DeclarationError::Selector { .. })
+        ));
     }
 }

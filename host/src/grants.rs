@@ -93,14 +93,19 @@ mod tests {
         assert!(grants.check(Verb::Apply, &deployments).is_ok());
         assert!(grants.check(Verb::Get, &decl.primary).is_ok());
 
-        let err = grants.check(Verb::Delete, &deployments).expect_err("not declared");
+        let err = grants
+            .check(Verb::Delete, &deployments)
+            .expect_err("not declared");
         assert_eq!(
             err.to_string(),
             "plugin `myapp` may not delete apps/v1 Deployment: the verb was not declared for this type"
         );
         let secrets = ty("v1", "Secret", "secrets", true);
         let err = grants.check(Verb::Get, &secrets).expect_err("not declared");
-        assert!(err.to_string().contains("the type was not declared"), "{err}");
+        assert!(
+            err.to_string().contains("the type was not declared"),
+            "{err}"
+        );
         assert!(Grants::none("x").check(Verb::Get, &decl.primary).is_err());
     }
 }

@@ -45,7 +45,7 @@ pub enum ReplayError {
         key: ObjectKey,
         /// Why.
         #[source]
-        source: ReconcileError,
+        source: Box<ReconcileError>,
     },
 }
 
@@ -72,7 +72,10 @@ pub struct Report {
 pub fn parse_objects(text: &str) -> Result<Vec<Value>, ReplayError> {
     let mut objects = Vec::new();
     for (i, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let value = Value::deserialize(document).map_err(|source| ReplayError::Yaml { index: i + 1, source })?;
+        let value = Value::deserialize(document).map_err(|source| ReplayError::Yaml {
+            index: i + 1,
+            source,
+        })?;
         match value {
             Value::Null => {}
             Value::Object(ref map) if map.get("kind").and_then(Value::as_str) == Some("List") => {
@@ -92,26 +95,47 @@ pub fn parse_objects(text: &str) -> Result<Vec<Value>, ReplayError> {
 /// [`ReplayError::Config`] if it does not parse.
 pub fn parse_config(text: &str) -> Result<String, ReplayError> {
     let value: Value = serde_yaml::from_str(text).map_err(ReplayError::Config)?;
-    Ok(if value.is_null() { "{}".to_owned() } else { value.to_string() })
+    Ok(if value.is_null() {
+        "{}".to_owned()
+    } else {
+        value.to_string()
+    })
 }
 
 /// Runs one call of `plugin` for `key` against `objects`.
 ///
 /// # Errors
 /// [`ReplayError`] if an object lacks its identity or the call fails.
-pub fn replay(plugin: &Plugin, objects: Vec<Value>, config: String, key: ObjectKey) -> Result<Report, ReplayError> {
+pub fn replay(
+    plugin: &Plugin,
+    objects: Vec<Value>,
+    config: String,
+    key: ObjectKey,
+) -> Result<Report, ReplayError> {
     let cache: Arc<dyn Cache> = Arc::new(MemoryCache::from_objects(objects)?);
     let declaration = plugin.declaration();
-    let deleting = cache
-        .get(&declaration.primary, &key)
-        .is_some_and(|p| p.value().pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()));
-    let request = Request { config, ..Request::new(key.clone()) };
+    let deleting = cache.get(&declaration.primary, &key).is_some_and(|p| {
+        p.value()
+            .pointer("/metadata/deletionTimestamp")
+            .is_some_and(|t| !t.is_null())
+    });
+    let request = Request {
+        config,
+        ..Request::new(key.clone())
+    };
     let (call, result) = if deleting && declaration.managed_finalizer {
         ("finalize", plugin.finalize(cache, &request))
     } else {
         ("reconcile", plugin.reconcile(cache, &request))
     };
-    let Outcome { actions, requeue_after } = result.map_err(|source| ReplayError::Reconcile { call, key: key.clone(), source })?;
+    let Outcome {
+        actions,
+        requeue_after,
+    } = result.map_err(|source| ReplayError::Reconcile {
+        call,
+        key: key.clone(),
+        source: Box::new(source),
+    })?;
     Ok(Report {
         call,
         key: key.to_string(),
@@ -141,8 +165,14 @@ mod tests {
 
     #[test]
     fn parse_config_should_accept_yaml_json_and_nothing() {
-        assert_eq!(parse_config("replicas: 2").expect("yaml"), r#"{"replicas":2}"#);
-        assert_eq!(parse_config(r#"{"a": true}"#).expect("json"), r#"{"a":true}"#);
+        assert_eq!(
+            parse_config("replicas: 2").expect("yaml"),
+            r#"{"replicas":2}"#
+        );
+        assert_eq!(
+            parse_config(r#"{"a": true}"#).expect("json"),
+            r#"{"a":true}"#
+        );
         assert_eq!(parse_config("").expect("empty"), "{}");
     }
 }

@@ -149,7 +149,10 @@ mod tests {
             "default/demo".parse::<ObjectKey>(),
             Ok(ObjectKey::namespaced("default", "demo"))
         );
-        assert_eq!("node-1".parse::<ObjectKey>(), Ok(ObjectKey::cluster("node-1")));
+        assert_eq!(
+            "node-1".parse::<ObjectKey>(),
+            Ok(ObjectKey::cluster("node-1"))
+        );
         for bad in ["", "/x", "x/", "a/b/c"] {
             assert!(bad.parse::<ObjectKey>().is_err(), "{bad}");
         }

@@ -46,7 +46,7 @@ impl Selector {
             reason: reason.to_owned(),
         };
         let mut requirements = Vec::new();
-        for clause in split_clauses(selector).map_err(|r| fail(r))? {
+        for clause in split_clauses(selector).map_err(fail)? {
             let clause = clause.trim();
             if clause.is_empty() {
                 if selector.trim().is_empty() {
@@ -107,10 +107,16 @@ fn parse_requirement(clause: &str) -> Result<Requirement, String> {
         return Ok(Requirement::DoesNotExist(valid_key(key.trim())?));
     }
     if let Some((key, value)) = clause.split_once("!=") {
-        return Ok(Requirement::NotEquals(valid_key(key.trim())?, valid_value(value.trim())?));
+        return Ok(Requirement::NotEquals(
+            valid_key(key.trim())?,
+            valid_value(value.trim())?,
+        ));
     }
     if let Some((key, value)) = clause.split_once("==").or_else(|| clause.split_once('=')) {
-        return Ok(Requirement::Equals(valid_key(key.trim())?, valid_value(value.trim())?));
+        return Ok(Requirement::Equals(
+            valid_key(key.trim())?,
+            valid_value(value.trim())?,
+        ));
     }
     let mut words = clause.splitn(2, char::is_whitespace);
     let key = valid_key(words.next().unwrap_or_default())?;
@@ -143,9 +149,12 @@ fn parse_requirement(clause: &str) -> Result<Requirement, String> {
 /// A label key: an optional DNS-subdomain prefix and `/`, then a name of at
 /// most 63 characters of alphanumerics, `-`, `_` and `.`.
 fn valid_key(key: &str) -> Result<String, String> {
-    let name = key.rsplit_once('/').map_or(key, |(prefix, name)| {
-        if prefix.is_empty() { "" } else { name }
-    });
+    let name = key.rsplit_once('/').map_or(
+        key,
+        |(prefix, name)| {
+            if prefix.is_empty() { "" } else { name }
+        },
+    );
     if name.is_empty() || name.len() > 63 || !is_label_text(name) {
         return Err(format!("invalid label key `{key}`"));
     }
@@ -211,7 +220,15 @@ mod tests {
 
     #[test]
     fn selector_should_reject_malformed_input_with_its_text() {
-        for bad in ["a in (b", "a)", "a,,b", "a foo (b)", "a in b", "-a=b", "a=b c"] {
+        for bad in [
+            "a in (b",
+            "a)",
+            "a,,b",
+            "a foo (b)",
+            "a in b",
+            "-a=b",
+            "a=b c",
+        ] {
             let err = Selector::parse(bad).expect_err(bad);
             assert!(err.to_string().contains(bad), "{err}");
         }

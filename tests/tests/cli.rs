@@ -22,7 +22,11 @@ fn path(p: &Path) -> &str {
 fn inspect_should_print_the_declaration_as_json() {
     let cache = tempfile::tempdir().expect("tempdir");
     let out = kubewasm(&["inspect", path(&example_plugin("myapp"))], cache.path());
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let decl: Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(decl["name"], "myapp");
     assert_eq!(decl["primary"]["kind"], "MyApp");
@@ -35,25 +39,64 @@ fn replay_should_print_deployment_service_and_status_applies() {
     let plugin = example_plugin("myapp");
     let objects = example_file("myapp", "example.yaml");
     let out = kubewasm(
-        &["replay", path(&plugin), "--objects", path(&objects), "--key", "default/demo"],
+        &[
+            "replay",
+            path(&plugin),
+            "--objects",
+            path(&objects),
+            "--key",
+            "default/demo",
+        ],
         cache.path(),
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report: Value = serde_yaml::from_slice(&out.stdout).expect("yaml");
     let actions = report["actions"].as_array().expect("actions");
     let kinds: Vec<_> = actions
         .iter()
-        .map(|a| (a["action"].as_str().unwrap_or(""), a["body"]["kind"].as_str().unwrap_or("")))
+        .map(|a| {
+            (
+                a["action"].as_str().unwrap_or(""),
+                a["body"]["kind"].as_str().unwrap_or(""),
+            )
+        })
         .collect();
-    assert_eq!(kinds, [("apply", "Deployment"), ("apply", "Service"), ("applyStatus", "MyApp")]);
+    assert_eq!(
+        kinds,
+        [
+            ("apply", "Deployment"),
+            ("apply", "Service"),
+            ("applyStatus", "MyApp")
+        ]
+    );
     for child in &actions[..2] {
-        assert_eq!(child["body"]["metadata"]["ownerReferences"][0]["name"], "demo");
-        assert!(child["path"].as_str().is_some_and(|p| p.ends_with("fieldManager=kubewasm-myapp&force=true")));
+        assert_eq!(
+            child["body"]["metadata"]["ownerReferences"][0]["name"],
+            "demo"
+        );
+        assert!(
+            child["path"]
+                .as_str()
+                .is_some_and(|p| p.ends_with("fieldManager=kubewasm-myapp&force=true"))
+        );
     }
     assert_eq!(actions[2]["body"]["status"]["availableReplicas"], 2);
 
     let json_out = kubewasm(
-        &["replay", path(&plugin), "--objects", path(&objects), "--key", "default/demo", "-o", "json"],
+        &[
+            "replay",
+            path(&plugin),
+            "--objects",
+            path(&objects),
+            "--key",
+            "default/demo",
+            "-o",
+            "json",
+        ],
         cache.path(),
     );
     let report: Value = serde_json::from_slice(&json_out.stdout).expect("json");
@@ -78,21 +121,49 @@ fn replay_should_pass_config_and_fail_clearly_on_plugin_errors() {
 
     std::fs::write(&config, "mode: ok\n").expect("write");
     let ok = kubewasm(
-        &["replay", path(&plugin), "--objects", path(&objects), "--config", path(&config), "--key", "default/cm"],
+        &[
+            "replay",
+            path(&plugin),
+            "--objects",
+            path(&objects),
+            "--config",
+            path(&config),
+            "--key",
+            "default/cm",
+        ],
         cache.path(),
     );
-    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
     assert!(String::from_utf8_lossy(&ok.stdout).contains("name: cm-copy"));
 
     std::fs::write(&config, "mode: panic\n").expect("write");
     let panic = kubewasm(
-        &["replay", path(&plugin), "--objects", path(&objects), "--config", path(&config), "--key", "default/cm"],
+        &[
+            "replay",
+            path(&plugin),
+            "--objects",
+            path(&objects),
+            "--config",
+            path(&config),
+            "--key",
+            "default/cm",
+        ],
         cache.path(),
     );
     assert!(!panic.status.success());
     let stderr = String::from_utf8_lossy(&panic.stderr);
-    assert!(stderr.contains("error: reconcile of default/cm failed: plugin panicked"), "{stderr}");
-    assert!(stderr.contains("boom: misbehave was asked to panic"), "{stderr}");
+    assert!(
+        stderr.contains("error: reconcile of default/cm failed: plugin panicked"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("boom: misbehave was asked to panic"),
+        "{stderr}"
+    );
     assert!(panic.stdout.is_empty());
 }
 
@@ -108,10 +179,22 @@ fn replay_should_refuse_bad_input_with_a_clear_message() {
     let good = example_file("myapp", "example.yaml");
 
     for (args, expected) in [
-        (vec!["--objects", path(&bad_yaml), "--key", "default/demo"], "document #2"),
-        (vec!["--objects", path(&nameless), "--key", "default/demo"], "object #1 lacks metadata.name"),
-        (vec!["--objects", path(&good), "--key", "a/b/c"], "invalid object key `a/b/c`"),
-        (vec!["--objects", "/nonexistent.yaml", "--key", "default/demo"], "failed to read /nonexistent.yaml"),
+        (
+            vec!["--objects", path(&bad_yaml), "--key", "default/demo"],
+            "document #2",
+        ),
+        (
+            vec!["--objects", path(&nameless), "--key", "default/demo"],
+            "object #1 lacks metadata.name",
+        ),
+        (
+            vec!["--objects", path(&good), "--key", "a/b/c"],
+            "invalid object key `a/b/c`",
+        ),
+        (
+            vec!["--objects", "/nonexistent.yaml", "--key", "default/demo"],
+            "failed to read /nonexistent.yaml",
+        ),
     ] {
         let mut all = vec!["replay", path(&plugin)];
         all.extend(args);
@@ -121,7 +204,10 @@ fn replay_should_refuse_bad_input_with_a_clear_message() {
         assert!(stderr.contains(expected), "{expected}: {stderr}");
     }
 
-    let not_plugin = kubewasm(&["inspect", path(&test_plugin("not-a-plugin"))], cache.path());
+    let not_plugin = kubewasm(
+        &["inspect", path(&test_plugin("not-a-plugin"))],
+        cache.path(),
+    );
     assert!(!not_plugin.status.success());
     assert!(String::from_utf8_lossy(&not_plugin.stderr).contains("targets another world"));
 }

@@ -16,19 +16,33 @@ fn runtime(config: RuntimeConfig) -> Runtime {
 }
 
 fn fixture(plugin: &str) -> Vec<Value> {
-    let text = std::fs::read_to_string(example_file(plugin, "example.yaml")).expect("fixture exists");
+    let text =
+        std::fs::read_to_string(example_file(plugin, "example.yaml")).expect("fixture exists");
     parse_objects(&text).expect("fixture parses")
 }
 
 #[test]
 fn myapp_should_declare_its_types() {
-    let plugin = runtime(RuntimeConfig::default()).load_file(example_plugin("myapp")).expect("loads");
+    let plugin = runtime(RuntimeConfig::default())
+        .load_file(example_plugin("myapp"))
+        .expect("loads");
     let decl = plugin.declaration();
-    assert_eq!((decl.name.as_str(), decl.primary.plural.as_str()), ("myapp", "myapps"));
+    assert_eq!(
+        (decl.name.as_str(), decl.primary.plural.as_str()),
+        ("myapp", "myapps")
+    );
     assert!(decl.primary_verbs.contains(&Verb::ApplyStatus));
-    let kinds: Vec<_> = decl.secondaries.iter().map(|s| s.resource.kind.as_str()).collect();
+    let kinds: Vec<_> = decl
+        .secondaries
+        .iter()
+        .map(|s| s.resource.kind.as_str())
+        .collect();
     assert_eq!(kinds, ["Deployment", "Service"]);
-    assert!(decl.secondaries.iter().all(|s| s.mapping == Mapping::OwnerReferences));
+    assert!(
+        decl.secondaries
+            .iter()
+            .all(|s| s.mapping == Mapping::OwnerReferences)
+    );
 }
 
 #[test]
@@ -39,7 +53,10 @@ fn myapp_should_desire_owned_deployment_service_and_status() {
             .expect("loads");
         let cache = Arc::new(MemoryCache::from_objects(fixture("myapp")).expect("valid"));
         let outcome = plugin
-            .reconcile(cache, &Request::new(ObjectKey::namespaced("default", "demo")))
+            .reconcile(
+                cache,
+                &Request::new(ObjectKey::namespaced("default", "demo")),
+            )
             .expect("reconciles");
         let requests: Vec<_> = outcome.actions.iter().map(|a| a.request()).collect();
         let paths: Vec<_> = requests.iter().map(|r| r.path.as_str()).collect();
@@ -58,12 +75,21 @@ fn myapp_should_desire_owned_deployment_service_and_status() {
         assert_eq!(service["metadata"]["ownerReferences"], owner);
         assert_eq!(deploy["spec"]["replicas"], 3);
         let container = &deploy["spec"]["template"]["spec"]["containers"][0];
-        assert_eq!((&container["image"], &container["ports"][0]["containerPort"]), (&json!("nginx:1.27"), &json!(8080)));
+        assert_eq!(
+            (&container["image"], &container["ports"][0]["containerPort"]),
+            (&json!("nginx:1.27"), &json!(8080))
+        );
         assert_eq!(service["spec"]["ports"][0]["port"], 8080);
         assert_eq!(status["status"]["availableReplicas"], 2);
-        assert_eq!(status["status"]["conditions"][0]["reason"], "ReplicasUnavailable");
+        assert_eq!(
+            status["status"]["conditions"][0]["reason"],
+            "ReplicasUnavailable"
+        );
         // Field order as the API server writes it.
-        let keys: Vec<_> = deploy.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default();
+        let keys: Vec<_> = deploy
+            .as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default();
         assert_eq!(keys[..3], ["apiVersion", "kind", "metadata"]);
         assert_eq!(outcome.requeue_after, None);
     }
@@ -71,19 +97,29 @@ fn myapp_should_desire_owned_deployment_service_and_status() {
 
 #[test]
 fn myapp_should_do_nothing_for_a_deleted_primary() {
-    let plugin = runtime(RuntimeConfig::default()).load_file(example_plugin("myapp")).expect("loads");
+    let plugin = runtime(RuntimeConfig::default())
+        .load_file(example_plugin("myapp"))
+        .expect("loads");
     let cache = Arc::new(MemoryCache::from_objects([]).expect("empty"));
     let outcome = plugin
-        .reconcile(cache, &Request::new(ObjectKey::namespaced("default", "gone")))
+        .reconcile(
+            cache,
+            &Request::new(ObjectKey::namespaced("default", "gone")),
+        )
         .expect("reconciles");
     assert!(outcome.actions.is_empty());
 }
 
 #[test]
 fn config_rollout_should_annotate_by_label_mapping() {
-    let plugin = runtime(RuntimeConfig::default()).load_file(example_plugin("config-rollout")).expect("loads");
+    let plugin = runtime(RuntimeConfig::default())
+        .load_file(example_plugin("config-rollout"))
+        .expect("loads");
     let decl = plugin.declaration();
-    assert_eq!(decl.secondaries[0].mapping, Mapping::Label("kubewasm.dev/rollout".into()));
+    assert_eq!(
+        decl.secondaries[0].mapping,
+        Mapping::Label("kubewasm.dev/rollout".into())
+    );
     assert_eq!(decl.secondaries[0].label_selector, "kubewasm.dev/rollout");
     assert!(decl.config_schema.is_some());
 
@@ -99,12 +135,22 @@ fn config_rollout_should_annotate_by_label_mapping() {
         patch.path,
         "/apis/apps/v1/namespaces/default/deployments/web?fieldManager=kubewasm-config-rollout&force=true"
     );
-    assert!(patch.body["metadata"].get("ownerReferences").is_none(), "unowned");
-    let hash = patch.body["spec"]["template"]["metadata"]["annotations"]["example.com/hash"].clone();
+    assert!(
+        patch.body["metadata"].get("ownerReferences").is_none(),
+        "unowned"
+    );
+    let hash =
+        patch.body["spec"]["template"]["metadata"]["annotations"]["example.com/hash"].clone();
     assert_eq!(hash.as_str().map(str::len), Some(16), "{hash}");
     let event = outcome.actions[1].request();
-    assert_eq!((event.method, event.body["reason"].as_str()), ("POST", Some("ConfigChanged")));
-    assert_eq!(event.body["regarding"]["uid"], "8d3e4c1a-1111-4a2b-9c3d-000000000001");
+    assert_eq!(
+        (event.method, event.body["reason"].as_str()),
+        ("POST", Some("ConfigChanged"))
+    );
+    assert_eq!(
+        event.body["regarding"]["uid"],
+        "8d3e4c1a-1111-4a2b-9c3d-000000000001"
+    );
 
     // With the hash in place, the next reconcile settles.
     let mut objects = fixture("config-rollout");
@@ -118,18 +164,30 @@ fn config_rollout_should_annotate_by_label_mapping() {
 fn precompiled_cache_should_serve_the_second_load() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = RuntimeConfig::default().cache_dir(dir.path());
-    let first = runtime(config.clone()).load_file(example_plugin("myapp")).expect("compiles");
-    let artifacts: Vec<_> = std::fs::read_dir(dir.path()).expect("cache dir").flatten().collect();
+    let first = runtime(config.clone())
+        .load_file(example_plugin("myapp"))
+        .expect("compiles");
+    let artifacts: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("cache dir")
+        .flatten()
+        .collect();
     assert_eq!(artifacts.len(), 1);
     let name = artifacts[0].file_name().to_string_lossy().into_owned();
-    assert!(name.starts_with(first.digest()) && name.ends_with(".cwasm"), "{name}");
+    assert!(
+        name.starts_with(first.digest()) && name.ends_with(".cwasm"),
+        "{name}"
+    );
 
     // A new engine with the same configuration loads the artifact.
-    let second = runtime(config.clone()).load_file(example_plugin("myapp")).expect("loads cached");
+    let second = runtime(config.clone())
+        .load_file(example_plugin("myapp"))
+        .expect("loads cached");
     assert_eq!(second.declaration(), first.declaration());
 
     // A corrupt artifact is discarded and recompiled, not trusted.
     std::fs::write(artifacts[0].path(), b"garbage").expect("corrupt");
-    let third = runtime(config).load_file(example_plugin("myapp")).expect("recompiles");
+    let third = runtime(config)
+        .load_file(example_plugin("myapp"))
+        .expect("recompiles");
     assert_eq!(third.declaration(), first.declaration());
 }

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use kubewasm::action::Action;
 use kubewasm::cache::{Cache, MemoryCache};
 use kubewasm::resource::ObjectKey;
-use kubewasm::runtime::{CallError, InstanceReuse, LoadError, Plugin, ReconcileError, Request, Runtime, RuntimeConfig};
+use kubewasm::runtime::{
+    CallError, InstanceReuse, LoadError, Plugin, ReconcileError, Request, Runtime, RuntimeConfig,
+};
 use kubewasm_tests::{example_plugin, test_plugin};
 use serde_json::{Value, json};
 
@@ -27,16 +29,24 @@ fn runtime(reuse: InstanceReuse) -> Runtime {
 fn shared(reuse: InstanceReuse) -> &'static Runtime {
     static FRESH: OnceLock<Runtime> = OnceLock::new();
     static REUSE: OnceLock<Runtime> = OnceLock::new();
-    let cell = if reuse == InstanceReuse::Reuse { &REUSE } else { &FRESH };
+    let cell = if reuse == InstanceReuse::Reuse {
+        &REUSE
+    } else {
+        &FRESH
+    };
     cell.get_or_init(|| runtime(reuse))
 }
 
 fn misbehave(reuse: InstanceReuse) -> Plugin {
-    shared(reuse).load_file(test_plugin("misbehave")).expect("misbehave loads")
+    shared(reuse)
+        .load_file(test_plugin("misbehave"))
+        .expect("misbehave loads")
 }
 
 fn myapp() -> Plugin {
-    shared(InstanceReuse::Fresh).load_file(example_plugin("myapp")).expect("myapp loads")
+    shared(InstanceReuse::Fresh)
+        .load_file(example_plugin("myapp"))
+        .expect("myapp loads")
 }
 
 fn configmap_cache() -> Arc<dyn Cache> {
@@ -77,14 +87,19 @@ fn body(action: &Action) -> Value {
 
 /// The misbehaving plugin still works in `ok` mode, and so does myapp.
 fn assert_everything_still_reconciles(plugin: &Plugin) {
-    let outcome = plugin.reconcile(configmap_cache(), &request("ok")).expect("ok mode reconciles");
+    let outcome = plugin
+        .reconcile(configmap_cache(), &request("ok"))
+        .expect("ok mode reconciles");
     let copy = body(&outcome.actions[0]);
     assert_eq!(copy["metadata"]["name"], "cm-copy");
     assert_eq!(copy["data"], json!({"k": "v"}));
     assert_eq!(copy["metadata"]["ownerReferences"][0]["uid"], "u-cm");
 
     let outcome = myapp()
-        .reconcile(myapp_cache(), &Request::new(ObjectKey::namespaced("default", "demo")))
+        .reconcile(
+            myapp_cache(),
+            &Request::new(ObjectKey::namespaced("default", "demo")),
+        )
         .expect("myapp reconciles");
     let status = body(&outcome.actions[2]);
     assert_eq!(status["status"]["availableReplicas"], 2);
@@ -95,13 +110,18 @@ fn infinite_loop_should_be_stopped_at_the_deadline() {
     for reuse in [InstanceReuse::Fresh, InstanceReuse::Reuse] {
         let plugin = misbehave(reuse);
         let started = Instant::now();
-        let err = plugin.reconcile(configmap_cache(), &request("loop")).expect_err("loops");
+        let err = plugin
+            .reconcile(configmap_cache(), &request("loop"))
+            .expect_err("loops");
         let elapsed = started.elapsed();
         assert!(
             matches!(err, ReconcileError::Call(CallError::DeadlineExceeded { deadline }) if deadline == DEADLINE),
             "{err}"
         );
-        assert!(elapsed >= DEADLINE, "stopped after {elapsed:?}, before the deadline");
+        assert!(
+            elapsed >= DEADLINE,
+            "stopped after {elapsed:?}, before the deadline"
+        );
         assert_everything_still_reconciles(&plugin);
     }
 }
@@ -110,9 +130,18 @@ fn infinite_loop_should_be_stopped_at_the_deadline() {
 fn allocation_past_the_memory_limit_should_trap() {
     for reuse in [InstanceReuse::Fresh, InstanceReuse::Reuse] {
         let plugin = misbehave(reuse);
-        let err = plugin.reconcile(configmap_cache(), &request("oom")).expect_err("exhausts memory");
-        assert!(matches!(err, ReconcileError::Call(CallError::MemoryExhausted { .. })), "{err}");
-        assert!(err.to_string().contains(&format!("memory limit of {MEMORY_LIMIT} bytes exceeded")), "{err}");
+        let err = plugin
+            .reconcile(configmap_cache(), &request("oom"))
+            .expect_err("exhausts memory");
+        assert!(
+            matches!(err, ReconcileError::Call(CallError::MemoryExhausted { .. })),
+            "{err}"
+        );
+        assert!(
+            err.to_string()
+                .contains(&format!("memory limit of {MEMORY_LIMIT} bytes exceeded")),
+            "{err}"
+        );
         assert_everything_still_reconciles(&plugin);
     }
 }
@@ -121,9 +150,18 @@ fn allocation_past_the_memory_limit_should_trap() {
 fn panic_should_return_an_error_with_its_message() {
     for reuse in [InstanceReuse::Fresh, InstanceReuse::Reuse] {
         let plugin = misbehave(reuse);
-        let err = plugin.reconcile(configmap_cache(), &request("panic")).expect_err("panics");
-        assert!(matches!(err, ReconcileError::Call(CallError::Panicked { .. })), "{err}");
-        assert!(err.to_string().contains("boom: misbehave was asked to panic"), "{err}");
+        let err = plugin
+            .reconcile(configmap_cache(), &request("panic"))
+            .expect_err("panics");
+        assert!(
+            matches!(err, ReconcileError::Call(CallError::Panicked { .. })),
+            "{err}"
+        );
+        assert!(
+            err.to_string()
+                .contains("boom: misbehave was asked to panic"),
+            "{err}"
+        );
         assert_everything_still_reconciles(&plugin);
     }
 }
@@ -139,7 +177,9 @@ fn undeclared_read_should_be_denied_to_the_plugin() {
         panic!("expected the plugin's own failure, got {err}");
     };
     assert!(
-        message.contains("read denied: plugin `misbehave` may not get v1 Secret: the type was not declared"),
+        message.contains(
+            "read denied: plugin `misbehave` may not get v1 Secret: the type was not declared"
+        ),
         "{message}"
     );
     assert_everything_still_reconciles(&plugin);
@@ -160,23 +200,38 @@ fn undeclared_write_should_be_denied_and_reported_to_the_plugin() {
         last_failure: Some(err.to_string()),
         ..request("write-undeclared")
     };
-    let outcome = plugin.reconcile(configmap_cache(), &retry).expect("reports the denial");
+    let outcome = plugin
+        .reconcile(configmap_cache(), &retry)
+        .expect("reports the denial");
     let event = body(&outcome.actions[0]);
     assert_eq!(event["reason"], "Denied");
-    assert!(event["note"].as_str().is_some_and(|n| n.contains("may not apply v1 Secret")), "{event}");
+    assert!(
+        event["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("may not apply v1 Secret")),
+        "{event}"
+    );
     assert_everything_still_reconciles(&plugin);
 }
 
 fn count(plugin: &Plugin) -> String {
-    let outcome = plugin.reconcile(configmap_cache(), &request("count")).expect("counts");
-    body(&outcome.actions[0])["note"].as_str().unwrap_or_default().to_owned()
+    let outcome = plugin
+        .reconcile(configmap_cache(), &request("count"))
+        .expect("counts");
+    body(&outcome.actions[0])["note"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 #[test]
 fn fresh_instances_should_share_no_state() {
     let plugin = misbehave(InstanceReuse::Fresh);
     assert!(!plugin.reuses_instances());
-    assert_eq!([count(&plugin), count(&plugin), count(&plugin)], ["1", "1", "1"]);
+    assert_eq!(
+        [count(&plugin), count(&plugin), count(&plugin)],
+        ["1", "1", "1"]
+    );
 }
 
 #[test]
@@ -186,10 +241,20 @@ fn reused_instances_should_be_dropped_after_a_trap() {
         .load_file(test_plugin("misbehave"))
         .expect("loads");
     assert!(plugin.reuses_instances());
-    assert_eq!([count(&plugin), count(&plugin)], ["1", "2"], "the warm instance is reused");
-    plugin.reconcile(configmap_cache(), &request("panic")).expect_err("panics");
+    assert_eq!(
+        [count(&plugin), count(&plugin)],
+        ["1", "2"],
+        "the warm instance is reused"
+    );
+    plugin
+        .reconcile(configmap_cache(), &request("panic"))
+        .expect_err("panics");
     // The warm instance was checked out for the panic and dropped with it.
-    assert_eq!(count(&plugin), "1", "a trapped instance is never entered again");
+    assert_eq!(
+        count(&plugin),
+        "1",
+        "a trapped instance is never entered again"
+    );
 }
 
 #[test]
@@ -200,16 +265,30 @@ fn non_components_and_other_worlds_should_be_refused_at_load() {
 
     // A core module: the smallest valid one.
     let err = runtime.load(b"\0asm\x01\0\0\0").expect_err("core module");
-    assert!(err.to_string().contains("a core WebAssembly module, not a component"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("a core WebAssembly module, not a component"),
+        "{err}"
+    );
 
-    let err = runtime.load_file(test_plugin("not-a-plugin")).expect_err("another world");
+    let err = runtime
+        .load_file(test_plugin("not-a-plugin"))
+        .expect_err("another world");
     let message = err.to_string();
     assert!(matches!(err, LoadError::WrongWorld { .. }), "{message}");
     assert!(message.contains("wasi:cli/run@"), "{message}");
-    assert!(message.contains("not `kubewasm:controller/plugin@0.1.0`"), "{message}");
+    assert!(
+        message.contains("not `kubewasm:controller/plugin@0.1.0`"),
+        "{message}"
+    );
 
-    let err = runtime.load_file("/nonexistent/plugin.wasm").expect_err("missing file");
-    assert!(err.to_string().contains("/nonexistent/plugin.wasm"), "{err}");
+    let err = runtime
+        .load_file("/nonexistent/plugin.wasm")
+        .expect_err("missing file");
+    assert!(
+        err.to_string().contains("/nonexistent/plugin.wasm"),
+        "{err}"
+    );
 
     // After all that, plugins load and reconcile.
     assert_everything_still_reconciles(&misbehave(InstanceReuse::Fresh));
@@ -223,7 +302,10 @@ fn concurrent_reconciles_should_not_interfere() {
             let plugin = Arc::clone(&plugin);
             std::thread::spawn(move || {
                 let mode = if i % 2 == 0 { "ok" } else { "panic" };
-                (mode, plugin.reconcile(configmap_cache(), &request(mode)).is_ok())
+                (
+                    mode,
+                    plugin.reconcile(configmap_cache(), &request(mode)).is_ok(),
+                )
             })
         })
         .collect();

@@ -29,7 +29,8 @@ impl CompiledCache {
     fn path(&self, engine: &Engine, digest: &str) -> PathBuf {
         let mut hasher = DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
-        self.dir.join(format!("{digest}-{:016x}.cwasm", hasher.finish()))
+        self.dir
+            .join(format!("{digest}-{:016x}.cwasm", hasher.finish()))
     }
 
     /// Loads the artifact for `digest`, or compiles `bytes` and stores it.
@@ -47,7 +48,9 @@ impl CompiledCache {
         if path.is_file() {
             match deserialize(engine, &path) {
                 Ok(component) => return Ok((component, true)),
-                Err(error) => tracing::warn!(path = %path.display(), %error, "discarding unusable precompiled component"),
+                Err(error) => {
+                    tracing::warn!(path = %path.display(), %error, "discarding unusable precompiled component")
+                }
             }
         }
         let component = Component::new(engine, bytes).map_err(LoadError::Compile)?;
@@ -70,7 +73,10 @@ impl CompiledCache {
 /// mapping the file, as `deserialize_file` does) costs ~100 µs more per
 /// load but means a cache file truncated or rewritten under a running host
 /// cannot fault it.
-#[expect(unsafe_code, reason = "wasmtime's deserialization of precompiled code is unsafe")]
+#[expect(
+    unsafe_code,
+    reason = "wasmtime's deserialization of precompiled code is unsafe"
+)]
 fn deserialize(engine: &Engine, path: &Path) -> wasmtime::Result<Component> {
     let bytes = std::fs::read(path)?;
     // SAFETY: the file was written by `CompiledCache::store` for an engine

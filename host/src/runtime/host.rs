@@ -22,7 +22,11 @@ impl types::Host for PluginState {}
 
 impl PluginState {
     /// The declared form of a type the plugin names, after a grant check.
-    fn granted(&self, verb: Verb, resource: types::ResourceType) -> Result<ResourceType, cache::CacheError> {
+    fn granted(
+        &self,
+        verb: Verb,
+        resource: types::ResourceType,
+    ) -> Result<ResourceType, cache::CacheError> {
         let resource = ResourceType::from(resource);
         self.grants
             .check(verb, &resource)
@@ -64,7 +68,11 @@ impl cache::Host for PluginState {
 
 impl log::Host for PluginState {
     fn log(&mut self, level: log::Level, message: String, fields: Vec<(String, String)>) {
-        let key = self.key.as_ref().map(ToString::to_string).unwrap_or_default();
+        let key = self
+            .key
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default();
         let fields = FieldList(&fields);
         macro_rules! emit {
             ($level:expr) => {

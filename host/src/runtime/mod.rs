@@ -181,7 +181,9 @@ pub enum LoadError {
     #[error("not a WebAssembly file (no `\\0asm` header)")]
     NotWasm,
     /// A core module, not a component.
-    #[error("a core WebAssembly module, not a component: build for wasm32-wasip2 or wrap it with `wasm-tools component new`")]
+    #[error(
+        "a core WebAssembly module, not a component: build for wasm32-wasip2 or wrap it with `wasm-tools component new`"
+    )]
     CoreModule,
     /// Compilation failed.
     #[error("failed to compile the component: {0:#}")]
@@ -370,11 +372,18 @@ impl Runtime {
         let started = Instant::now();
         let (component, cached) = match &self.inner.compiled {
             Some(cache) => cache.load_or_compile(engine, bytes, &digest)?,
-            None => (Component::new(engine, bytes).map_err(LoadError::Compile)?, false),
+            None => (
+                Component::new(engine, bytes).map_err(LoadError::Compile)?,
+                false,
+            ),
         };
         let compile_time = started.elapsed();
         check_world(engine, &component)?;
-        let instance_pre = self.inner.linker.instantiate_pre(&component).map_err(LoadError::Link)?;
+        let instance_pre = self
+            .inner
+            .linker
+            .instantiate_pre(&component)
+            .map_err(LoadError::Link)?;
         let pre = ControllerPre::new(instance_pre).map_err(LoadError::Link)?;
 
         let bootstrap = Plugin {
@@ -391,7 +400,9 @@ impl Runtime {
         let instance = bootstrap.instantiate().map_err(LoadError::Declare)?;
         let instantiate_time = started.elapsed();
         let declaration = bootstrap
-            .with_instance(instance, |controller, store| controller.kubewasm_controller_plugin().call_declare(store))
+            .with_instance(instance, |controller, store| {
+                controller.kubewasm_controller_plugin().call_declare(store)
+            })
             .map_err(LoadError::Declare)?;
         let declaration = Declaration::try_from(declaration).map_err(LoadError::Declaration)?;
         let reuse = match self.inner.config.instance_reuse {
@@ -440,7 +451,10 @@ fn check_world(engine: &Engine, component: &Component) -> Result<(), LoadError> 
             import: import.to_owned(),
         });
     }
-    let exports: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_owned()).collect();
+    let exports: Vec<String> = ty
+        .exports(engine)
+        .map(|(name, _)| name.to_owned())
+        .collect();
     if !exports.iter().any(|e| e == PLUGIN_EXPORT) {
         return Err(LoadError::WrongWorld { exports });
     }
@@ -539,8 +553,14 @@ impl Plugin {
     /// [`ReconcileError`]: the call failed, the plugin reported a failure, or
     /// an action was refused.
     #[tracing::instrument(name = "kubewasm.plugin.reconcile", skip_all, fields(plugin = %self.name, key = %request.key))]
-    pub fn reconcile(&self, cache: Arc<dyn Cache>, request: &Request) -> Result<Outcome, ReconcileError> {
-        self.run(cache, request, |c, store, req| c.kubewasm_controller_plugin().call_reconcile(store, req))
+    pub fn reconcile(
+        &self,
+        cache: Arc<dyn Cache>,
+        request: &Request,
+    ) -> Result<Outcome, ReconcileError> {
+        self.run(cache, request, |c, store, req| {
+            c.kubewasm_controller_plugin().call_reconcile(store, req)
+        })
     }
 
     /// Runs the plugin's cleanup for a primary being deleted.
@@ -548,18 +568,30 @@ impl Plugin {
     /// # Errors
     /// As [`Plugin::reconcile`].
     #[tracing::instrument(name = "kubewasm.plugin.finalize", skip_all, fields(plugin = %self.name, key = %request.key))]
-    pub fn finalize(&self, cache: Arc<dyn Cache>, request: &Request) -> Result<Outcome, ReconcileError> {
-        self.run(cache, request, |c, store, req| c.kubewasm_controller_plugin().call_finalize(store, req))
+    pub fn finalize(
+        &self,
+        cache: Arc<dyn Cache>,
+        request: &Request,
+    ) -> Result<Outcome, ReconcileError> {
+        self.run(cache, request, |c, store, req| {
+            c.kubewasm_controller_plugin().call_finalize(store, req)
+        })
     }
 
     /// Maps a changed secondary object to primary keys (the `custom` mapping).
     ///
     /// # Errors
     /// [`CallError`] if the call fails.
-    pub fn map(&self, cache: Arc<dyn Cache>, resource: &ResourceType, object: &str) -> Result<Vec<ObjectKey>, CallError> {
+    pub fn map(
+        &self,
+        cache: Arc<dyn Cache>,
+        resource: &ResourceType,
+        object: &str,
+    ) -> Result<Vec<ObjectKey>, CallError> {
         let instance = self.checkout(cache, None)?;
         let keys = self.with_instance(instance, |c, store| {
-            c.kubewasm_controller_plugin().call_map_keys(store, &resource.into(), object)
+            c.kubewasm_controller_plugin()
+                .call_map_keys(store, &resource.into(), object)
         })?;
         Ok(keys.into_iter().map(ObjectKey::from).collect())
     }
@@ -630,9 +662,16 @@ impl Plugin {
     }
 
     /// A warm instance when reusing, else a fresh one, primed for one call.
-    fn checkout(&self, cache: Arc<dyn Cache>, key: Option<&ObjectKey>) -> Result<Instance, CallError> {
+    fn checkout(
+        &self,
+        cache: Arc<dyn Cache>,
+        key: Option<&ObjectKey>,
+    ) -> Result<Instance, CallError> {
         let warm = if self.reuse {
-            self.warm.lock().unwrap_or_else(PoisonError::into_inner).pop()
+            self.warm
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop()
         } else {
             None
         };
@@ -683,7 +722,12 @@ fn deadline_ticks(deadline: Duration) -> u64 {
 }
 
 /// Turns a wasmtime error into the [`CallError`] that says what happened.
-fn classify(state: &PluginState, error: wasmtime::Error, deadline: Duration, stderr: &str) -> CallError {
+fn classify(
+    state: &PluginState,
+    error: wasmtime::Error,
+    deadline: Duration,
+    stderr: &str,
+) -> CallError {
     let stderr = stderr.trim().to_owned();
     if state.limiter.exhausted {
         return CallError::MemoryExhausted {
@@ -714,7 +758,11 @@ fn classify(state: &PluginState, error: wasmtime::Error, deadline: Duration, std
 /// line, and returns its stderr (which carries panic messages and
 /// interpreter tracebacks).
 fn forward_output(state: &PluginState) -> String {
-    let key = state.key.as_ref().map(ToString::to_string).unwrap_or_default();
+    let key = state
+        .key
+        .as_ref()
+        .map(ToString::to_string)
+        .unwrap_or_default();
     let lines = |bytes: &[u8]| {
         String::from_utf8_lossy(bytes)
             .lines()
@@ -738,8 +786,14 @@ mod tests {
 
     #[test]
     fn check_header_should_name_what_the_bytes_are() {
-        assert!(matches!(check_header(b"hello world"), Err(LoadError::NotWasm)));
-        assert!(matches!(check_header(b"\0asm\x01\0\0\0rest"), Err(LoadError::CoreModule)));
+        assert!(matches!(
+            check_header(b"hello world"),
+            Err(LoadError::NotWasm)
+        ));
+        assert!(matches!(
+            check_header(b"\0asm\x01\0\0\0rest"),
+            Err(LoadError::CoreModule)
+        ));
         assert!(check_header(b"\0asm\x0d\0\x01\0rest").is_ok());
     }
 

@@ -17,7 +17,9 @@ use std::collections::BTreeMap;
 use kubewasm_guest::k8s_openapi::api::apps::v1::Deployment;
 use kubewasm_guest::k8s_openapi::api::core::v1::ConfigMap;
 use kubewasm_guest::serde_json::json;
-use kubewasm_guest::{Context, Declaration, Event, Mapping, Outcome, Reconciler, Result, Secondary, Verb};
+use kubewasm_guest::{
+    Context, Declaration, Event, Mapping, Outcome, Reconciler, Result, Secondary, Verb,
+};
 use serde::Deserialize;
 
 /// The label that ties a ConfigMap to a Deployment.
@@ -82,14 +84,24 @@ impl Reconciler for ConfigRollout {
         let note = match &desired {
             Some(hash) => {
                 patch["spec"] = json!({"template": {"metadata": {"annotations": {config.annotation.as_str(): hash}}}});
-                format!("configuration hash is now {hash} ({} ConfigMaps): rolling pods", configmaps.len())
+                format!(
+                    "configuration hash is now {hash} ({} ConfigMaps): rolling pods",
+                    configmaps.len()
+                )
             }
-            None => "no ConfigMap is labelled for this Deployment any more: hash removed".to_owned(),
+            None => {
+                "no ConfigMap is labelled for this Deployment any more: hash removed".to_owned()
+            }
         };
-        kubewasm_guest::log::info("configuration changed", &[("hash", desired.as_deref().unwrap_or("none"))]);
-        Ok(Outcome::new()
-            .apply_json(patch, false)
-            .event(Event::normal("ConfigChanged", "Rollout", note)))
+        kubewasm_guest::log::info(
+            "configuration changed",
+            &[("hash", desired.as_deref().unwrap_or("none"))],
+        );
+        Ok(Outcome::new().apply_json(patch, false).event(Event::normal(
+            "ConfigChanged",
+            "Rollout",
+            note,
+        )))
     }
 }
 
@@ -133,7 +145,8 @@ mod tests {
             "metadata": {"name": "web", "namespace": "default"},
             "spec": {"selector": {}, "template": {"metadata": {}}}});
         if let Some(hash) = annotation {
-            d["spec"]["template"]["metadata"]["annotations"] = json!({"kubewasm.dev/config-hash": hash});
+            d["spec"]["template"]["metadata"]["annotations"] =
+                json!({"kubewasm.dev/config-hash": hash});
         }
         d
     }
@@ -149,10 +162,9 @@ mod tests {
     }
 
     fn hash_of(outcome: &Outcome) -> Option<Value> {
-        outcome
-            .applied()
-            .next()
-            .map(|p| p["spec"]["template"]["metadata"]["annotations"]["kubewasm.dev/config-hash"].clone())
+        outcome.applied().next().map(|p| {
+            p["spec"]["template"]["metadata"]["annotations"]["kubewasm.dev/config-hash"].clone()
+        })
     }
 
     #[test]
@@ -164,7 +176,10 @@ mod tests {
             .reconcile::<ConfigRollout>(key())
             .expect("reconciles");
         let hash = hash_of(&first).expect("an apply");
-        assert!(matches!(first.actions()[0], Action::Apply { owned: false, .. }));
+        assert!(matches!(
+            first.actions()[0],
+            Action::Apply { owned: false, .. }
+        ));
         assert!(matches!(first.actions()[1], Action::Event(_)));
 
         let settled = Harness::new()

@@ -50,7 +50,10 @@ fn labels(app: &MyApp) -> BTreeMap<String, String> {
     BTreeMap::from([
         ("app.kubernetes.io/name".to_owned(), "myapp".to_owned()),
         ("app.kubernetes.io/instance".to_owned(), name(app)),
-        ("app.kubernetes.io/managed-by".to_owned(), "kubewasm-myapp".to_owned()),
+        (
+            "app.kubernetes.io/managed-by".to_owned(),
+            "kubewasm-myapp".to_owned(),
+        ),
     ])
 }
 
@@ -136,11 +139,23 @@ pub fn with_status(app: &MyApp, observed: Option<&Deployment>, now: Timestamp) -
         .unwrap_or(0);
     let wanted = app.spec.replicas;
     let (status, reason, message) = if observed.is_none() {
-        ("False", "DeploymentPending", "the Deployment does not exist yet".to_owned())
+        (
+            "False",
+            "DeploymentPending",
+            "the Deployment does not exist yet".to_owned(),
+        )
     } else if available >= wanted {
-        ("True", "ReplicasAvailable", format!("{available} of {wanted} replicas available"))
+        (
+            "True",
+            "ReplicasAvailable",
+            format!("{available} of {wanted} replicas available"),
+        )
     } else {
-        ("False", "ReplicasUnavailable", format!("{available} of {wanted} replicas available"))
+        (
+            "False",
+            "ReplicasUnavailable",
+            format!("{available} of {wanted} replicas available"),
+        )
     };
     let previous = app
         .status
@@ -174,9 +189,9 @@ pub fn with_status(app: &MyApp, observed: Option<&Deployment>, now: Timestamp) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kubewasm_guest::ObjectKey;
     use kubewasm_guest::serde_json::{Value, json};
     use kubewasm_guest::testing::Harness;
-    use kubewasm_guest::ObjectKey;
 
     fn myapp() -> Value {
         json!({"apiVersion": "example.com/v1", "kind": "MyApp",
@@ -206,8 +221,14 @@ mod tests {
         assert_eq!(applied.len(), 2);
         assert_eq!(applied[0]["kind"], "Deployment");
         assert_eq!(applied[0]["spec"]["replicas"], 3);
-        assert_eq!(applied[0]["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.27");
-        assert_eq!(applied[0]["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"], 8080);
+        assert_eq!(
+            applied[0]["spec"]["template"]["spec"]["containers"][0]["image"],
+            "nginx:1.27"
+        );
+        assert_eq!(
+            applied[0]["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"],
+            8080
+        );
         assert_eq!(applied[1]["kind"], "Service");
         assert_eq!(applied[1]["spec"]["ports"][0]["port"], 8080);
         let status = outcome.statuses().next().expect("a status");
@@ -218,21 +239,30 @@ mod tests {
 
     #[test]
     fn reconcile_of_a_deleted_myapp_should_do_nothing() {
-        let outcome = Harness::new().reconcile::<MyAppOperator>(key()).expect("reconciles");
+        let outcome = Harness::new()
+            .reconcile::<MyAppOperator>(key())
+            .expect("reconciles");
         assert!(outcome.actions().is_empty());
     }
 
     #[test]
     fn status_should_keep_transition_time_while_unchanged() {
         let mut app: MyApp = kubewasm_guest::serde_json::from_value(myapp()).expect("valid");
-        let deploy: Deployment = kubewasm_guest::serde_json::from_value(deployment(3)).expect("valid");
+        let deploy: Deployment =
+            kubewasm_guest::serde_json::from_value(deployment(3)).expect("valid");
         let first = with_status(&app, Some(&deploy), Timestamp::UNIX_EPOCH);
         app.status = first.status.clone();
         let later = Timestamp::from_second(1_000).expect("valid time");
         let second = with_status(&app, Some(&deploy), later);
-        assert_eq!(first.status, second.status, "steady state writes the same status");
+        assert_eq!(
+            first.status, second.status,
+            "steady state writes the same status"
+        );
         let none = with_status(&app, None, later);
         let cond = &none.status.expect("status").conditions[0];
-        assert_eq!((cond.status.as_str(), cond.last_transition_time.0), ("False", later));
+        assert_eq!(
+            (cond.status.as_str(), cond.last_transition_time.0),
+            ("False", later)
+        );
     }
 }

@@ -16,7 +16,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use kubewasm_guest::k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kubewasm_guest::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kubewasm_guest::{Context, Declaration, Error, Event, ObjectKey, Outcome, Reconciler, Result, Verb};
+use kubewasm_guest::{
+    Context, Declaration, Error, Event, ObjectKey, Outcome, Reconciler, Result, Verb,
+};
 use serde::Deserialize;
 
 /// The plugin.
@@ -52,7 +54,9 @@ impl Reconciler for Misbehave {
                 };
                 Ok(Outcome::new().apply(&copy))
             }
-            "count" => Ok(Outcome::new().event(Event::normal("Counted", "Count", calls.to_string()))),
+            "count" => {
+                Ok(Outcome::new().event(Event::normal("Counted", "Count", calls.to_string())))
+            }
             "loop" => {
                 let mut x: u64 = 0;
                 loop {
@@ -68,10 +72,18 @@ impl Reconciler for Misbehave {
             "panic" => panic!("boom: misbehave was asked to panic"),
             "read-undeclared" => {
                 let secret = ctx.get::<Secret>(&ObjectKey::namespaced("default", "token"))?;
-                Ok(Outcome::new().event(Event::normal("Read", "Read", format!("{}", secret.is_some()))))
+                Ok(Outcome::new().event(Event::normal(
+                    "Read",
+                    "Read",
+                    format!("{}", secret.is_some()),
+                )))
             }
             "write-undeclared" => match ctx.last_failure() {
-                Some(why) => Ok(Outcome::new().event(Event::warning("Denied", "Apply", format!("host said: {why}")))),
+                Some(why) => Ok(Outcome::new().event(Event::warning(
+                    "Denied",
+                    "Apply",
+                    format!("host said: {why}"),
+                ))),
                 None => {
                     let secret = Secret {
                         metadata: ObjectMeta {
