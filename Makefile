@@ -47,8 +47,8 @@ dev: plugins build
 	$(TARGET_DIR)/debug/kubewasm inspect $(TARGET_DIR)/plugins/myapp.wasm
 	$(TARGET_DIR)/debug/kubewasm replay $(TARGET_DIR)/plugins/myapp.wasm --objects plugins/myapp/example.yaml --key default/demo
 
-bench: plugins
-	$(CARGO) bench -p kubewasm-tests --bench contract
+bench: plugins test-plugins
+	$(CARGO) bench -p kubewasm-tests --bench contract -- --write BENCHMARKS.md
 
 clean:
 	$(CARGO) clean

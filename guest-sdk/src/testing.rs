@@ -26,6 +26,8 @@
 //! assert!(outcome.actions().is_empty());
 //! ```
 
+use std::rc::Rc;
+
 use serde_json::Value;
 
 use crate::Reconciler;
@@ -37,7 +39,9 @@ use crate::types::{Declaration, ObjectKey, Verb};
 /// Fixtures and a configuration to run reconciles against.
 #[derive(Clone, Debug, Default)]
 pub struct Harness {
-    objects: Vec<Value>,
+    /// Each object parsed and as the JSON text a read returns, as the
+    /// host's cache keeps them.
+    objects: Rc<Vec<(Value, String)>>,
     config: Option<Value>,
 }
 
@@ -50,7 +54,8 @@ impl Harness {
     /// Adds an object to the cache.
     #[must_use]
     pub fn object(mut self, object: Value) -> Self {
-        self.objects.push(object);
+        let text = object.to_string();
+        Rc::make_mut(&mut self.objects).push((object, text));
         self
     }
 
@@ -76,7 +81,7 @@ impl Harness {
     /// What the plugin returns, or a denied read.
     pub fn reconcile<R: Reconciler>(&self, key: ObjectKey) -> Result<Outcome> {
         let (declaration, ctx) = self.context::<R>(key);
-        backend::with(&self.objects, declaration, || {
+        backend::with(Rc::clone(&self.objects), declaration, || {
             R::reconcile(&ctx).and_then(Outcome::into_result)
         })
     }
@@ -87,7 +92,7 @@ impl Harness {
     /// What the plugin returns, or a denied read.
     pub fn finalize<R: Reconciler>(&self, key: ObjectKey) -> Result<Outcome> {
         let (declaration, ctx) = self.context::<R>(key);
-        backend::with(&self.objects, declaration, || {
+        backend::with(Rc::clone(&self.objects), declaration, || {
             R::finalize(&ctx).and_then(Outcome::into_result)
         })
     }
@@ -107,6 +112,7 @@ fn allows(declaration: &Declaration, resource: &crate::ResourceType, verb: Verb)
 /// The native backend: a thread-local fixture set.
 pub(crate) mod backend {
     use std::cell::RefCell;
+    use std::rc::Rc;
 
     use serde_json::Value;
 
@@ -116,11 +122,15 @@ pub(crate) mod backend {
     use crate::types::{Declaration, ObjectKey, ResourceType, Verb};
 
     thread_local! {
-        static FIXTURE: RefCell<Option<(Vec<Value>, Declaration)>> = const { RefCell::new(None) };
+        static FIXTURE: RefCell<Option<(Rc<Vec<(Value, String)>>, Declaration)>> = const { RefCell::new(None) };
     }
 
-    pub(super) fn with<T>(objects: &[Value], declaration: Declaration, f: impl FnOnce() -> T) -> T {
-        FIXTURE.with(|cell| *cell.borrow_mut() = Some((objects.to_vec(), declaration)));
+    pub(super) fn with<T>(
+        objects: Rc<Vec<(Value, String)>>,
+        declaration: Declaration,
+        f: impl FnOnce() -> T,
+    ) -> T {
+        FIXTURE.with(|cell| *cell.borrow_mut() = Some((objects, declaration)));
         let result = f();
         FIXTURE.with(|cell| *cell.borrow_mut() = None);
         result
@@ -129,7 +139,7 @@ pub(crate) mod backend {
     fn read<T>(
         resource: &ResourceType,
         verb: Verb,
-        f: impl FnOnce(&[Value]) -> Result<T>,
+        f: impl FnOnce(&[(Value, String)]) -> Result<T>,
     ) -> Result<T> {
         FIXTURE.with(|cell| {
             let fixture = cell.borrow();
@@ -160,12 +170,12 @@ pub(crate) mod backend {
         read(resource, Verb::Get, |objects| {
             Ok(objects
                 .iter()
-                .find(|o| {
+                .find(|(o, _)| {
                     is(o, resource)
                         && meta(o, "name") == Some(&key.name)
                         && meta(o, "namespace") == key.namespace.as_deref()
                 })
-                .map(Value::to_string))
+                .map(|(_, text)| text.clone()))
         })
     }
 
@@ -176,15 +186,15 @@ pub(crate) mod backend {
     ) -> Result<Vec<String>> {
         let selector = kubewasm_selector::Selector::parse(selector)?;
         read(resource, Verb::List, |objects| {
-            let mut found: Vec<&Value> = objects
+            let mut found: Vec<&(Value, String)> = objects
                 .iter()
-                .filter(|o| {
+                .filter(|(o, _)| {
                     is(o, resource) && (namespace.is_none() || meta(o, "namespace") == namespace)
                 })
-                .filter(|o| selector.matches(o))
+                .filter(|(o, _)| selector.matches(o))
                 .collect();
-            found.sort_by_key(|o| (meta(o, "namespace"), meta(o, "name")));
-            Ok(found.into_iter().map(Value::to_string).collect())
+            found.sort_by_key(|(o, _)| (meta(o, "namespace"), meta(o, "name")));
+            Ok(found.into_iter().map(|(_, text)| text.clone()).collect())
         })
     }
 

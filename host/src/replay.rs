@@ -131,6 +131,7 @@ pub fn replay(
     let Outcome {
         actions,
         requeue_after,
+        ..
     } = result.map_err(|source| ReplayError::Reconcile {
         call,
         key: key.clone(),

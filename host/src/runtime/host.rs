@@ -1,6 +1,8 @@
 //! The host side of the plugin's imports: `cache` and `log`. Only `Host`
 //! impls and `add_to_linker` live here.
 
+use std::time::Instant;
+
 use tracing::{Level, event};
 use wasmtime::component::{HasSelf, Linker};
 
@@ -42,9 +44,12 @@ impl cache::Host for PluginState {
         resource: types::ResourceType,
         key: types::ObjectKey,
     ) -> Result<Option<String>, cache::CacheError> {
+        let started = Instant::now();
         let resource = self.granted(Verb::Get, resource)?;
         let key = ObjectKey::from(key);
-        Ok(self.cache.get(&resource, &key).map(|o| o.json().to_owned()))
+        let found = self.cache.get(&resource, &key).map(|o| o.json().to_owned());
+        self.imports += started.elapsed();
+        Ok(found)
     }
 
     #[tracing::instrument(name = "kubewasm.cache.list", level = "trace", skip_all, fields(plugin = %self.plugin))]
@@ -54,15 +59,18 @@ impl cache::Host for PluginState {
         namespace: Option<String>,
         label_selector: String,
     ) -> Result<Vec<String>, cache::CacheError> {
+        let started = Instant::now();
         let resource = self.granted(Verb::List, resource)?;
         let selector = Selector::parse(&label_selector)
             .map_err(|e| cache::CacheError::InvalidSelector(e.to_string()))?;
-        Ok(self
+        let found = self
             .cache
             .list(&resource, namespace.as_deref(), &selector)
             .iter()
             .map(|o| o.json().to_owned())
-            .collect())
+            .collect();
+        self.imports += started.elapsed();
+        Ok(found)
     }
 }
 

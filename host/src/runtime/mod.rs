@@ -294,6 +294,22 @@ pub struct Outcome {
     pub actions: Vec<Action>,
     /// Reconcile again after this long.
     pub requeue_after: Option<Duration>,
+    /// Where the time went.
+    pub stats: CallStats,
+}
+
+/// Where the time of one reconcile went: the figures behind the plugin
+/// latency metrics and BENCHMARKS.md.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallStats {
+    /// Creating the instance; zero when a warm one was reused.
+    pub instantiate: Duration,
+    /// The guest call, host imports included.
+    pub call: Duration,
+    /// Time inside host imports (cache reads, logging) during the call.
+    pub imports: Duration,
+    /// Checking and completing the returned actions.
+    pub plan: Duration,
 }
 
 /// The wasm runtime shared by every plugin.
@@ -399,7 +415,7 @@ impl Runtime {
         let started = Instant::now();
         let instance = bootstrap.instantiate().map_err(LoadError::Declare)?;
         let instantiate_time = started.elapsed();
-        let declaration = bootstrap
+        let (declaration, _) = bootstrap
             .with_instance(instance, |controller, store| {
                 controller.kubewasm_controller_plugin().call_declare(store)
             })
@@ -588,8 +604,8 @@ impl Plugin {
         resource: &ResourceType,
         object: &str,
     ) -> Result<Vec<ObjectKey>, CallError> {
-        let instance = self.checkout(cache, None)?;
-        let keys = self.with_instance(instance, |c, store| {
+        let (instance, _) = self.checkout(cache, None)?;
+        let (keys, _) = self.with_instance(instance, |c, store| {
             c.kubewasm_controller_plugin()
                 .call_map_keys(store, &resource.into(), object)
         })?;
@@ -613,12 +629,13 @@ impl Plugin {
             retries: request.retries,
             last_failure: request.last_failure.clone(),
         };
-        let instance = self.checkout(Arc::clone(&cache), Some(&request.key))?;
-        let outcome = self
-            .with_instance(instance, |c, store| call(c, store, &wit_request))?
-            .map_err(|failure| ReconcileError::Failed {
-                message: failure.message,
-            })?;
+        let (instance, instantiate) = self.checkout(Arc::clone(&cache), Some(&request.key))?;
+        let (outcome, (call_time, imports)) =
+            self.with_instance(instance, |c, store| call(c, store, &wit_request))?;
+        let outcome = outcome.map_err(|failure| ReconcileError::Failed {
+            message: failure.message,
+        })?;
+        let planning = Instant::now();
         let primary = cache.get(&self.declaration.primary, &request.key);
         let desired = outcome.actions.into_iter().map(Desired::from).collect();
         let actions = action::plan(
@@ -633,6 +650,12 @@ impl Plugin {
         Ok(Outcome {
             actions,
             requeue_after: outcome.requeue_after_ms.map(Duration::from_millis),
+            stats: CallStats {
+                instantiate,
+                call: call_time,
+                imports,
+                plan: planning.elapsed(),
+            },
         })
     }
 
@@ -661,12 +684,13 @@ impl Plugin {
         })
     }
 
-    /// A warm instance when reusing, else a fresh one, primed for one call.
+    /// A warm instance when reusing, else a fresh one, primed for one call;
+    /// with the time instantiation took (zero for a warm one).
     fn checkout(
         &self,
         cache: Arc<dyn Cache>,
         key: Option<&ObjectKey>,
-    ) -> Result<Instance, CallError> {
+    ) -> Result<(Instance, Duration), CallError> {
         let warm = if self.reuse {
             self.warm
                 .lock()
@@ -675,27 +699,33 @@ impl Plugin {
         } else {
             None
         };
-        let mut instance = match warm {
-            Some(instance) => instance,
-            None => self.instantiate()?,
+        let started = Instant::now();
+        let (mut instance, instantiate) = match warm {
+            Some(instance) => (instance, Duration::ZERO),
+            None => (self.instantiate()?, started.elapsed()),
         };
         let data = instance.store.data_mut();
         data.cache = cache;
         data.key = key.cloned();
-        Ok(instance)
+        Ok((instance, instantiate))
     }
 
     /// Runs one call on `instance`, then forwards its output to the log and
-    /// either returns the instance to the warm pool or drops it.
+    /// either returns the instance to the warm pool or drops it. Returns the
+    /// result with the call's duration and the time spent in host imports.
     fn with_instance<R>(
         &self,
         mut instance: Instance,
         call: impl FnOnce(&Controller, &mut Store<PluginState>) -> wasmtime::Result<R>,
-    ) -> Result<R, CallError> {
+    ) -> Result<(R, (Duration, Duration)), CallError> {
         let deadline = self.runtime.inner.config.deadline;
         instance.store.set_epoch_deadline(deadline_ticks(deadline));
-        instance.store.data_mut().limiter.exhausted = false;
+        let data = instance.store.data_mut();
+        data.limiter.exhausted = false;
+        data.imports = Duration::ZERO;
+        let started = Instant::now();
         let result = call(&instance.controller, &mut instance.store);
+        let times = (started.elapsed(), instance.store.data().imports);
         let stderr = forward_output(instance.store.data());
         instance.calls += 1;
         match result {
@@ -709,7 +739,7 @@ impl Plugin {
                         warm.push(instance);
                     }
                 }
-                Ok(value)
+                Ok((value, times))
             }
             Err(error) => Err(classify(instance.store.data(), error, deadline, &stderr)),
         }

@@ -173,6 +173,8 @@ pub(crate) struct PluginState {
     pub(crate) cache: Arc<dyn Cache>,
     /// The key of the call in progress, for log records.
     pub(crate) key: Option<ObjectKey>,
+    /// Time spent in host imports during the call in progress.
+    pub(crate) imports: std::time::Duration,
     pub(crate) stdout: CapturedOutput,
     pub(crate) stderr: CapturedOutput,
 }
@@ -196,6 +198,7 @@ impl PluginState {
             grants,
             cache: Arc::new(MemoryCache::default()),
             key: None,
+            imports: std::time::Duration::ZERO,
             stdout,
             stderr,
         }

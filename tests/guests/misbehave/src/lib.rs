@@ -2,6 +2,8 @@
 //! its configuration's `mode` picks the behaviour:
 //!
 //! - `ok`: applies a copy of the primary named `<name>-copy`;
+//! - `noop`: returns at once (measures a bare call);
+//! - `read`: reads the primary and returns nothing (measures one read);
 //! - `count`: returns an event whose note is how many calls this instance
 //!   has served (shows whether instances are reused);
 //! - `loop`: never returns;
@@ -53,6 +55,11 @@ impl Reconciler for Misbehave {
                     ..ConfigMap::default()
                 };
                 Ok(Outcome::new().apply(&copy))
+            }
+            "noop" => Ok(Outcome::new()),
+            "read" => {
+                ctx.primary::<ConfigMap>()?;
+                Ok(Outcome::new())
             }
             "count" => {
                 Ok(Outcome::new().event(Event::normal("Counted", "Count", calls.to_string())))

@@ -1,0 +1,397 @@
+//! The plugin contract's cost: the `myapp` reconcile through Wasm against
+//! the same logic compiled natively into the host, side by side in one run.
+//!
+//! Run with `make bench` (builds the plugins, runs this, rewrites
+//! BENCHMARKS.md). Every figure is the median of interleaved batches, so
+//! the machine's drift hits every scenario alike; ratios are what to read.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kubewasm::action::{self, Desired, DesiredEvent, EventType, PlanContext};
+use kubewasm::cache::{Cache, MemoryCache};
+use kubewasm::grants::Grants;
+use kubewasm::resource::{ObjectKey, ResourceType};
+use kubewasm::runtime::{CallStats, InstanceReuse, Plugin, Request, Runtime, RuntimeConfig};
+use kubewasm_guest::testing::Harness;
+use kubewasm_tests::{example_plugin, test_plugin};
+use myapp::MyAppOperator;
+use serde_json::{Value, json};
+
+const ROUNDS: usize = 25;
+const BATCH: usize = 200;
+
+fn myapp_object() -> Value {
+    json!({"apiVersion": "example.com/v1", "kind": "MyApp",
+        "metadata": {"name": "demo", "namespace": "default", "uid": "5f1d8a52-3b51-4c1e-9c55-2a7f0f4b8e01",
+                     "generation": 3, "resourceVersion": "48121", "creationTimestamp": "2026-11-30T04:00:00Z",
+                     "labels": {"team": "payments", "tier": "web"}},
+        "spec": {"replicas": 3, "image": "registry.example.com/payments/web:1.27.3", "port": 8080},
+        "status": {"availableReplicas": 3, "conditions": [{"type": "Available", "status": "True",
+            "lastTransitionTime": "2026-11-30T04:01:00Z", "reason": "ReplicasAvailable",
+            "message": "3 of 3 replicas available", "observedGeneration": 3}]}})
+}
+
+/// A Deployment of about 4 KB, as a cache holds a real one.
+fn deployment_object() -> Value {
+    let env: Vec<Value> = (0..40)
+        .map(|i| json!({"name": format!("SETTING_{i:02}"), "value": format!("value-{i:02}-0123456789abcdef")}))
+        .collect();
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "demo", "namespace": "default", "uid": "0b7a3c36-8f0f-4d7e-a3f2-6e2b3f5c9d10",
+                     "generation": 3, "resourceVersion": "48190", "creationTimestamp": "2026-11-30T04:00:01Z",
+                     "labels": {"app.kubernetes.io/instance": "demo", "app.kubernetes.io/name": "myapp"},
+                     "annotations": {"deployment.kubernetes.io/revision": "3"},
+                     "ownerReferences": [{"apiVersion": "example.com/v1", "kind": "MyApp", "name": "demo",
+                         "uid": "5f1d8a52-3b51-4c1e-9c55-2a7f0f4b8e01", "controller": true, "blockOwnerDeletion": true}]},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app.kubernetes.io/instance": "demo"}},
+                 "template": {"metadata": {"labels": {"app.kubernetes.io/instance": "demo"}},
+                              "spec": {"containers": [{"name": "app", "image": "registry.example.com/payments/web:1.27.3",
+                                  "ports": [{"name": "http", "containerPort": 8080}], "env": env,
+                                  "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}}},
+        "status": {"replicas": 3, "readyReplicas": 3, "availableReplicas": 3, "updatedReplicas": 3, "observedGeneration": 3,
+                   "conditions": [
+                       {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+                        "message": "Deployment has minimum availability.", "lastUpdateTime": "2026-11-30T04:01:00Z",
+                        "lastTransitionTime": "2026-11-30T04:01:00Z"},
+                       {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable",
+                        "message": "ReplicaSet \"demo-6d4cf56db6\" has successfully progressed.",
+                        "lastUpdateTime": "2026-11-30T04:01:00Z", "lastTransitionTime": "2026-11-30T04:00:01Z"}]}})
+}
+
+/// A ConfigMap of about 4 KB for the boundary probe.
+fn configmap_object() -> Value {
+    let data: serde_json::Map<String, Value> = (0..64)
+        .map(|i| (format!("key-{i:02}"), Value::from("x".repeat(48))))
+        .collect();
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": "cm", "namespace": "default", "uid": "u-cm"}, "data": data})
+}
+
+fn size(v: &Value) -> usize {
+    v.to_string().len()
+}
+
+/// The native reconcile: the same `myapp` code through the SDK's native
+/// backend (reads return the cached JSON text, as the host does), then the
+/// host's planning, as for Wasm.
+fn native_reconcile(harness: &Harness, ctx: &NativeCtx) -> usize {
+    let outcome = harness
+        .reconcile::<MyAppOperator>(kubewasm_guest::ObjectKey::namespaced("default", "demo"))
+        .expect("native reconcile");
+    let desired = outcome
+        .actions()
+        .iter()
+        .map(|a| match a {
+            kubewasm_guest::Action::Apply { object, owned } => Desired::Apply {
+                object: object.to_string(),
+                owned: *owned,
+            },
+            kubewasm_guest::Action::ApplyStatus(object) => Desired::ApplyStatus(object.to_string()),
+            kubewasm_guest::Action::Delete(r, k) => Desired::Delete(
+                ResourceType {
+                    group: r.group.clone(),
+                    version: r.version.clone(),
+                    kind: r.kind.clone(),
+                    plural: r.plural.clone(),
+                    namespaced: r.namespaced,
+                },
+                ObjectKey {
+                    namespace: k.namespace.clone(),
+                    name: k.name.clone(),
+                },
+            ),
+            kubewasm_guest::Action::Event(e) => Desired::Event(DesiredEvent {
+                regarding: None,
+                event_type: if e.event_type == kubewasm_guest::EventType::Normal {
+                    EventType::Normal
+                } else {
+                    EventType::Warning
+                },
+                reason: e.reason.clone(),
+                action: e.action.clone(),
+                note: e.note.clone(),
+            }),
+        })
+        .collect();
+    let primary = ctx.cache.get(&ctx.plugin.declaration().primary, &ctx.key);
+    let actions = action::plan(
+        PlanContext {
+            declaration: ctx.plugin.declaration(),
+            grants: &ctx.grants,
+            key: &ctx.key,
+            primary: primary.as_ref().map(|p| p.value()),
+        },
+        desired,
+    )
+    .expect("plan");
+    actions.len()
+}
+
+struct NativeCtx {
+    plugin: Plugin,
+    grants: Grants,
+    cache: Arc<dyn Cache>,
+    key: ObjectKey,
+}
+
+/// A scenario measured in batches.
+struct Scenario<'a> {
+    name: &'static str,
+    run: Box<dyn FnMut() -> Option<CallStats> + 'a>,
+    per_iter: Vec<Duration>,
+    stats: Vec<CallStats>,
+}
+
+impl<'a> Scenario<'a> {
+    fn new(name: &'static str, run: impl FnMut() -> Option<CallStats> + 'a) -> Self {
+        Self {
+            name,
+            run: Box::new(run),
+            per_iter: Vec::new(),
+            stats: Vec::new(),
+        }
+    }
+
+    fn batch(&mut self) {
+        let started = Instant::now();
+        for _ in 0..BATCH {
+            if let Some(stats) = black_box((self.run)()) {
+                self.stats.push(stats);
+            }
+        }
+        self.per_iter.push(started.elapsed() / BATCH as u32);
+    }
+
+    fn median(&self) -> Duration {
+        median(self.per_iter.clone())
+    }
+
+    fn median_stat(&self, f: impl Fn(&CallStats) -> Duration) -> Duration {
+        median(self.stats.iter().map(f).collect())
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.1} µs", d.as_secs_f64() * 1e6)
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+fn time_once<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let started = Instant::now();
+    let value = f();
+    (value, started.elapsed())
+}
+
+fn main() {
+    let out_path = {
+        let args: Vec<String> = std::env::args().collect();
+        args.iter()
+            .position(|a| a == "--write")
+            .and_then(|i| args.get(i + 1).cloned())
+    };
+    let myapp_path = example_plugin("myapp");
+    let misbehave_path = test_plugin("misbehave");
+    let wasm_size = std::fs::metadata(&myapp_path).map(|m| m.len()).unwrap_or(0);
+
+    // Compile and load costs.
+    let cache_dir = std::env::temp_dir().join(format!("kubewasm-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cache_dir);
+    let config = RuntimeConfig::default()
+        .max_instances(64)
+        .cache_dir(&cache_dir);
+    let (_, compile) = time_once(|| {
+        Runtime::new(config.clone())
+            .expect("engine")
+            .load_file(&myapp_path)
+            .expect("load")
+    });
+    let cached_runtime = Runtime::new(config).expect("engine");
+    let (_, cached_load) = time_once(|| cached_runtime.load_file(&myapp_path).expect("load"));
+    let _ = std::fs::remove_dir_all(&cache_dir);
+
+    let runtime = |reuse| {
+        Runtime::new(
+            RuntimeConfig::default()
+                .max_instances(64)
+                .instance_reuse(reuse),
+        )
+        .expect("engine")
+    };
+    let fresh_rt = runtime(InstanceReuse::Fresh);
+    let reuse_rt = runtime(InstanceReuse::Reuse);
+    let fresh = fresh_rt.load_file(&myapp_path).expect("myapp");
+    let reuse = reuse_rt.load_file(&myapp_path).expect("myapp");
+    let probe = reuse_rt.load_file(&misbehave_path).expect("misbehave");
+
+    let (myapp_obj, deploy_obj, cm_obj) = (myapp_object(), deployment_object(), configmap_object());
+    let sizes = (size(&myapp_obj), size(&deploy_obj), size(&cm_obj));
+    let cache: Arc<dyn Cache> = Arc::new(
+        MemoryCache::from_objects([myapp_obj.clone(), deploy_obj.clone()]).expect("fixture"),
+    );
+    let cm_cache: Arc<dyn Cache> = Arc::new(MemoryCache::from_objects([cm_obj]).expect("fixture"));
+    let key = ObjectKey::namespaced("default", "demo");
+    let request = Request::new(key.clone());
+    let probe_request = |mode: &str| Request {
+        config: json!({"mode": mode}).to_string(),
+        ..Request::new(ObjectKey::namespaced("default", "cm"))
+    };
+    let (noop_req, read_req) = (probe_request("noop"), probe_request("read"));
+    let harness = Harness::new().object(myapp_obj).object(deploy_obj);
+    let native_ctx = NativeCtx {
+        grants: Grants::from_declaration(fresh.declaration()),
+        plugin: runtime(InstanceReuse::Fresh)
+            .load_file(&myapp_path)
+            .expect("myapp"),
+        cache: Arc::clone(&cache),
+        key: key.clone(),
+    };
+
+    // Sanity: both paths plan the same requests (event times aside).
+    let wasm_actions = reuse
+        .reconcile(Arc::clone(&cache), &request)
+        .expect("wasm")
+        .actions
+        .len();
+    assert_eq!(
+        native_reconcile(&harness, &native_ctx),
+        wasm_actions,
+        "native and wasm disagree"
+    );
+
+    let mut scenarios = vec![
+        Scenario::new("native", || {
+            black_box(native_reconcile(&harness, &native_ctx));
+            None
+        }),
+        Scenario::new("wasm, fresh instance", || {
+            Some(
+                fresh
+                    .reconcile(Arc::clone(&cache), &request)
+                    .expect("fresh")
+                    .stats,
+            )
+        }),
+        Scenario::new("wasm, warm instance", || {
+            Some(
+                reuse
+                    .reconcile(Arc::clone(&cache), &request)
+                    .expect("reuse")
+                    .stats,
+            )
+        }),
+        Scenario::new("probe: empty call", || {
+            Some(
+                probe
+                    .reconcile(Arc::clone(&cm_cache), &noop_req)
+                    .expect("noop")
+                    .stats,
+            )
+        }),
+        Scenario::new("probe: one 4 KB read", || {
+            Some(
+                probe
+                    .reconcile(Arc::clone(&cm_cache), &read_req)
+                    .expect("read")
+                    .stats,
+            )
+        }),
+    ];
+    for scenario in &mut scenarios {
+        scenario.batch(); // warm-up
+        scenario.per_iter.clear();
+        scenario.stats.clear();
+    }
+    for _ in 0..ROUNDS {
+        for scenario in &mut scenarios {
+            scenario.batch();
+        }
+    }
+
+    let [native, fresh_s, warm_s, noop, read] = &scenarios[..] else {
+        unreachable!("five scenarios")
+    };
+    let instantiate = fresh_s.median_stat(|s| s.instantiate);
+    let (native_t, fresh_t, warm_t) = (native.median(), fresh_s.median(), warm_s.median());
+    let extra_fresh = fresh_t.saturating_sub(native_t);
+    let extra_warm = warm_t.saturating_sub(native_t);
+    let read_cost = read.median().saturating_sub(noop.median());
+    let imports = warm_s.median_stat(|s| s.imports);
+    let call = warm_s.median_stat(|s| s.call);
+    let plan = warm_s.median_stat(|s| s.plan);
+
+    let mut report = String::new();
+    report.push_str(&format!(
+        "Objects: MyApp {} B, Deployment {} B (read by the reconcile); probe ConfigMap {} B. \
+         Component: {} KB. {ROUNDS} interleaved rounds of {BATCH} calls; medians.\n\n",
+        sizes.0,
+        sizes.1,
+        sizes.2,
+        wasm_size / 1024
+    ));
+    report.push_str("| scenario | per reconcile | vs native |\n|---|---|---|\n");
+    for s in &scenarios[..3] {
+        report.push_str(&format!(
+            "| {} | {} | {:.2}x |\n",
+            s.name,
+            us(s.median()),
+            s.median().as_secs_f64() / native_t.as_secs_f64()
+        ));
+    }
+    report.push_str(&format!(
+        "\nWasm's extra cost per `myapp` reconcile: **{}** with a fresh instance, **{}** with a warm one \
+         (goal: under 50 µs).\n\n",
+        us(extra_fresh),
+        us(extra_warm)
+    ));
+    report.push_str("| where the extra goes | time | how it is measured |\n|---|---|---|\n");
+    report.push_str(&format!(
+        "| instantiate (pooling, `InstancePre`) | {} | `CallStats::instantiate`, fresh scenario (goal: under 20 µs) |\n",
+        us(instantiate)
+    ));
+    report.push_str(&format!(
+        "| data crossing: host side of the 2 cache reads | {} | `CallStats::imports`, warm scenario |\n",
+        us(imports)
+    ));
+    report.push_str(&format!(
+        "| data crossing: one 4 KB read, end to end | {} | probe `read` minus probe `noop` |\n",
+        us(read_cost)
+    ));
+    report.push_str(&format!(
+        "| bare call (enter, config, return) | {} | probe `noop` |\n",
+        us(noop.median())
+    ));
+    report.push_str(&format!(
+        "| guest call in total (compute, reads, JSON in and out) | {} | `CallStats::call`, warm; native does the same work in {} |\n",
+        us(call),
+        us(native_t.saturating_sub(plan))
+    ));
+    report.push_str(&format!(
+        "| host planning of the 3 actions | {} | `CallStats::plan` (native pays it too) |\n",
+        us(plan)
+    ));
+    report.push_str(&format!(
+        "\nLoading `myapp`: compile {} (cold cache), load from the precompiled cache {} (both include the `declare` call).\n",
+        ms(compile),
+        ms(cached_load)
+    ));
+    println!("{report}");
+    if let Some(path) = out_path {
+        let doc = format!(
+            "# Benchmarks\n\nFigures from one run on the project machine (2 cores). Regenerate with:\n\n\
+             ```\nmake bench\n```\n\n(`cargo bench -p kubewasm-tests --bench contract -- --write BENCHMARKS.md` after `make plugins test-plugins`).\n\n\
+             ## Plugin contract: `myapp` through Wasm against native\n\n{report}"
+        );
+        std::fs::write(&path, doc).expect("write report");
+        eprintln!("wrote {path}");
+    }
+}
