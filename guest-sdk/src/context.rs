@@ -115,12 +115,21 @@ impl Context {
             .collect()
     }
 
+    /// An object as the JSON text the host holds, unparsed: for plugins that
+    /// parse lazily or only part of an object.
+    ///
+    /// # Errors
+    /// If the read is denied.
+    pub fn get_text(&self, resource: &ResourceType, key: &ObjectKey) -> Result<Option<String>> {
+        backend::get(resource, key)
+    }
+
     /// An object as untyped JSON.
     ///
     /// # Errors
     /// If the read is denied.
     pub fn get_raw(&self, resource: &ResourceType, key: &ObjectKey) -> Result<Option<Value>> {
-        backend::get(resource, key)?
+        self.get_text(resource, key)?
             .map(|text| serde_json::from_str(&text).map_err(Error::from))
             .transpose()
     }

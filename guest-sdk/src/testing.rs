@@ -30,6 +30,12 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
+/// An object parsed, and as the JSON text a read returns.
+type Cached = (Value, String);
+
+/// The objects of a harness, shared with the backend during a call.
+type Fixture = Rc<Vec<Cached>>;
+
 use crate::Reconciler;
 use crate::context::Context;
 use crate::error::Result;
@@ -41,7 +47,7 @@ use crate::types::{Declaration, ObjectKey, Verb};
 pub struct Harness {
     /// Each object parsed and as the JSON text a read returns, as the
     /// host's cache keeps them.
-    objects: Rc<Vec<(Value, String)>>,
+    objects: Fixture,
     config: Option<Value>,
 }
 
@@ -112,24 +118,19 @@ fn allows(declaration: &Declaration, resource: &crate::ResourceType, verb: Verb)
 /// The native backend: a thread-local fixture set.
 pub(crate) mod backend {
     use std::cell::RefCell;
-    use std::rc::Rc;
 
     use serde_json::Value;
 
-    use super::allows;
+    use super::{Cached, Fixture, allows};
     use crate::error::{Error, Result};
     use crate::log::Level;
     use crate::types::{Declaration, ObjectKey, ResourceType, Verb};
 
     thread_local! {
-        static FIXTURE: RefCell<Option<(Rc<Vec<(Value, String)>>, Declaration)>> = const { RefCell::new(None) };
+        static FIXTURE: RefCell<Option<(Fixture, Declaration)>> = const { RefCell::new(None) };
     }
 
-    pub(super) fn with<T>(
-        objects: Rc<Vec<(Value, String)>>,
-        declaration: Declaration,
-        f: impl FnOnce() -> T,
-    ) -> T {
+    pub(super) fn with<T>(objects: Fixture, declaration: Declaration, f: impl FnOnce() -> T) -> T {
         FIXTURE.with(|cell| *cell.borrow_mut() = Some((objects, declaration)));
         let result = f();
         FIXTURE.with(|cell| *cell.borrow_mut() = None);
@@ -139,7 +140,7 @@ pub(crate) mod backend {
     fn read<T>(
         resource: &ResourceType,
         verb: Verb,
-        f: impl FnOnce(&[(Value, String)]) -> Result<T>,
+        f: impl FnOnce(&[Cached]) -> Result<T>,
     ) -> Result<T> {
         FIXTURE.with(|cell| {
             let fixture = cell.borrow();
@@ -186,7 +187,7 @@ pub(crate) mod backend {
     ) -> Result<Vec<String>> {
         let selector = kubewasm_selector::Selector::parse(selector)?;
         read(resource, Verb::List, |objects| {
-            let mut found: Vec<&(Value, String)> = objects
+            let mut found: Vec<&Cached> = objects
                 .iter()
                 .filter(|(o, _)| {
                     is(o, resource) && (namespace.is_none() || meta(o, "namespace") == namespace)

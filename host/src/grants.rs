@@ -4,7 +4,7 @@
 //! and every action it returns is checked here first. A plugin sees and
 //! writes only what it declared; nothing else reaches it or leaves it.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use crate::declaration::{Declaration, Verb};
 use crate::resource::ResourceType;
@@ -23,22 +23,28 @@ pub struct Denied {
     pub why: &'static str,
 }
 
-/// The verbs a plugin holds on each resource type, keyed by group and kind.
+/// The verbs a plugin holds on each resource type. A plugin declares a
+/// handful of types, so a linear scan beats hashing (no allocation per check).
 #[derive(Clone, Debug, Default)]
 pub struct Grants {
     plugin: String,
-    verbs: HashMap<(String, String, String), BTreeSet<Verb>>,
+    verbs: Vec<(ResourceType, BTreeSet<Verb>)>,
 }
 
 impl Grants {
     /// Grants exactly what a declaration asks for.
     pub fn from_declaration(declaration: &Declaration) -> Self {
-        let mut verbs = HashMap::new();
-        let key = |ty: &ResourceType| (ty.group.clone(), ty.version.clone(), ty.kind.clone());
-        verbs.insert(key(&declaration.primary), declaration.primary_verbs.clone());
-        for secondary in &declaration.secondaries {
-            verbs.insert(key(&secondary.resource), secondary.verbs.clone());
-        }
+        let verbs = std::iter::once((
+            declaration.primary.clone(),
+            declaration.primary_verbs.clone(),
+        ))
+        .chain(
+            declaration
+                .secondaries
+                .iter()
+                .map(|s| (s.resource.clone(), s.verbs.clone())),
+        )
+        .collect();
         Self {
             plugin: declaration.name.clone(),
             verbs,
@@ -49,7 +55,7 @@ impl Grants {
     pub fn none(plugin: impl Into<String>) -> Self {
         Self {
             plugin: plugin.into(),
-            verbs: HashMap::new(),
+            verbs: Vec::new(),
         }
     }
 
@@ -58,11 +64,17 @@ impl Grants {
     /// # Errors
     /// [`Denied`] names the plugin, the verb and the resource type.
     pub fn check(&self, verb: Verb, resource: &ResourceType) -> Result<(), Denied> {
-        let held = self.verbs.get(&(
-            resource.group.clone(),
-            resource.version.clone(),
-            resource.kind.clone(),
-        ));
+        // Group, version and kind identify a type; the plural and scope a
+        // plugin passes are not trusted.
+        let held = self
+            .verbs
+            .iter()
+            .find(|(ty, _)| {
+                ty.group == resource.group
+                    && ty.version == resource.version
+                    && ty.kind == resource.kind
+            })
+            .map(|(_, verbs)| verbs);
         match held {
             Some(verbs) if verbs.contains(&verb) => Ok(()),
             Some(_) => Err(self.deny(verb, resource, "the verb was not declared for this type")),

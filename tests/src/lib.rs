@@ -32,6 +32,12 @@ fn artifact(dir: &str, file: &str, make_target: &str) -> PathBuf {
     path
 }
 
+/// A directory of precompiled components shared by the tests, so each test
+/// binary compiles a plugin once rather than once per load.
+pub fn compiled_cache_dir() -> PathBuf {
+    target_dir().join("kubewasm-test-cache")
+}
+
 /// An example plugin built by `make plugins`.
 pub fn example_plugin(name: &str) -> PathBuf {
     artifact("plugins", &format!("{name}.wasm"), "plugins")

@@ -8,11 +8,11 @@ use kubewasm::declaration::{Mapping, Verb};
 use kubewasm::replay::parse_objects;
 use kubewasm::resource::ObjectKey;
 use kubewasm::runtime::{InstanceReuse, Request, Runtime, RuntimeConfig};
-use kubewasm_tests::{example_file, example_plugin};
+use kubewasm_tests::{compiled_cache_dir, example_file, example_plugin};
 use serde_json::{Value, json};
 
 fn runtime(config: RuntimeConfig) -> Runtime {
-    Runtime::new(config.max_instances(16)).expect("engine")
+    Runtime::new(config.max_instances(16).cache_dir(compiled_cache_dir())).expect("engine")
 }
 
 fn fixture(plugin: &str) -> Vec<Value> {
@@ -163,7 +163,10 @@ fn config_rollout_should_annotate_by_label_mapping() {
 #[test]
 fn precompiled_cache_should_serve_the_second_load() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = RuntimeConfig::default().cache_dir(dir.path());
+    let config = RuntimeConfig::default()
+        .max_instances(16)
+        .cache_dir(dir.path());
+    let runtime = |config: RuntimeConfig| Runtime::new(config).expect("engine");
     let first = runtime(config.clone())
         .load_file(example_plugin("myapp"))
         .expect("compiles");

@@ -10,7 +10,7 @@ use kubewasm::resource::ObjectKey;
 use kubewasm::runtime::{
     CallError, InstanceReuse, LoadError, Plugin, ReconcileError, Request, Runtime, RuntimeConfig,
 };
-use kubewasm_tests::{example_plugin, test_plugin};
+use kubewasm_tests::{compiled_cache_dir, example_plugin, test_plugin};
 use serde_json::{Value, json};
 
 const DEADLINE: Duration = Duration::from_millis(200);
@@ -21,6 +21,7 @@ fn runtime(reuse: InstanceReuse) -> Runtime {
         .deadline(DEADLINE)
         .memory_limit(MEMORY_LIMIT)
         .max_instances(32)
+        .cache_dir(compiled_cache_dir())
         .instance_reuse(reuse);
     Runtime::new(config).expect("engine")
 }

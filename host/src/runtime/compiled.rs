@@ -9,6 +9,7 @@
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use wasmtime::Engine;
 use wasmtime::component::Component;
@@ -63,7 +64,11 @@ impl CompiledCache {
     fn store(&self, component: &Component, path: &Path) -> std::io::Result<()> {
         let artifact = component.serialize().map_err(std::io::Error::other)?;
         std::fs::create_dir_all(&self.dir)?;
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        // A name no other writer uses, so concurrent loads (threads or
+        // processes) never write the same temporary file.
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let unique = NEXT.fetch_add(1, Ordering::Relaxed);
+        let tmp = path.with_extension(format!("tmp.{}.{unique}", std::process::id()));
         std::fs::write(&tmp, artifact)?;
         std::fs::rename(&tmp, path)
     }

@@ -17,14 +17,19 @@
 //! - A plugin reads only through the [`Cache`] it is handed, only the types
 //!   it declared, and its actions pass [`action::plan`] before they leave.
 //!
-//! # Instances: fresh or reused
-//! A fresh instance per call costs a few microseconds for a Rust plugin
-//! (pooling allocator, `InstancePre`) and gives perfect isolation between
-//! calls, so it is the choice for cheap components. Interpreter-based
-//! components (Python, JavaScript) take milliseconds to instantiate, so
-//! they keep warm instances and reuse them. [`InstanceReuse::Auto`] (the
-//! default) decides per plugin at load by timing its first instantiation
-//! against [`AUTO_REUSE_THRESHOLD`]; BENCHMARKS.md has the figures behind it.
+//! # Instances: warm by default, fresh on request
+//! Measured side by side (BENCHMARKS.md): for the Rust `myapp` plugin a
+//! fresh instance per call adds about 17 µs of instantiation plus the cost
+//! of first touching its memory, about 30 µs a call over a warm instance;
+//! interpreter-based components (Python, JavaScript) take milliseconds to
+//! instantiate. So [`InstanceReuse::Reuse`] is the default: each plugin
+//! keeps a few warm instances, a call takes one, and it goes back only if
+//! the call succeeded. A trapped instance is dropped, and an instance is
+//! retired after [`MAX_CALLS_PER_INSTANCE`] calls, which bounds what a
+//! leaky plugin accumulates. Plugins must not rely on state kept between
+//! calls (there are several warm instances, and any may be replaced).
+//! [`InstanceReuse::Fresh`] gives every call a new instance, for operators
+//! who want no state at all to survive a call.
 
 mod bindings;
 mod compiled;
@@ -65,31 +70,27 @@ const PROVIDED_IMPORTS: [&str; 7] = [
     "wasi:sockets/",
 ];
 
-/// Instantiation slower than this makes [`InstanceReuse::Auto`] keep warm
-/// instances.
-pub const AUTO_REUSE_THRESHOLD: Duration = Duration::from_micros(500);
-
 /// Idle warm instances kept per plugin.
 const MAX_IDLE_INSTANCES: usize = 8;
 
 /// A warm instance is retired after this many calls, bounding what a leaky
 /// plugin can accumulate.
-const MAX_CALLS_PER_INSTANCE: u32 = 10_000;
+pub const MAX_CALLS_PER_INSTANCE: u32 = 10_000;
+
+/// Bytes of each pooled linear memory reset with memset and kept resident.
+const KEEP_RESIDENT: usize = 2 << 20;
 
 /// How often the epoch ticks; deadlines are rounded up to it.
 const EPOCH_TICK: Duration = Duration::from_millis(5);
 
-/// Whether calls get a fresh instance or reuse warm ones.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
+/// Whether calls reuse warm instances or get a fresh one each.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum InstanceReuse {
-    /// Decide per plugin at load by timing instantiation.
+    /// Reuse warm instances; a trapped one is dropped.
     #[default]
-    Auto,
+    Reuse,
     /// A fresh instance per call.
     Fresh,
-    /// Reuse warm instances; a trapped one is dropped.
-    Reuse,
 }
 
 /// Settings of the [`Runtime`].
@@ -109,7 +110,7 @@ impl Default for RuntimeConfig {
             deadline: Duration::from_secs(1),
             memory_limit: 256 << 20,
             cache_dir: None,
-            instance_reuse: InstanceReuse::Auto,
+            instance_reuse: InstanceReuse::Reuse,
             max_instances: 256,
             pooling: true,
         }
@@ -138,7 +139,7 @@ impl RuntimeConfig {
         self
     }
 
-    /// Instance reuse policy (default [`InstanceReuse::Auto`]).
+    /// Instance reuse policy (default [`InstanceReuse::Reuse`]).
     #[must_use]
     pub fn instance_reuse(mut self, reuse: InstanceReuse) -> Self {
         self.instance_reuse = reuse;
@@ -344,7 +345,13 @@ impl Runtime {
                 .max_core_instances_per_component(64)
                 .max_memories_per_component(16)
                 .max_tables_per_component(32)
-                .max_memory_size(config.memory_limit);
+                .max_memory_size(config.memory_limit)
+                // Reset reused slots with memset rather than madvise: a
+                // fresh instance then takes no page faults on the memory
+                // the previous one touched (see BENCHMARKS.md).
+                .linear_memory_keep_resident(KEEP_RESIDENT)
+                .table_keep_resident(KEEP_RESIDENT / 16)
+                .pagemap_scan(wasmtime::Enabled::Auto);
             wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         }
         let engine = Engine::new(&wasm).map_err(RuntimeError)?;
@@ -421,11 +428,7 @@ impl Runtime {
             })
             .map_err(LoadError::Declare)?;
         let declaration = Declaration::try_from(declaration).map_err(LoadError::Declaration)?;
-        let reuse = match self.inner.config.instance_reuse {
-            InstanceReuse::Fresh => false,
-            InstanceReuse::Reuse => true,
-            InstanceReuse::Auto => instantiate_time >= AUTO_REUSE_THRESHOLD,
-        };
+        let reuse = self.inner.config.instance_reuse == InstanceReuse::Reuse;
         tracing::info!(
             plugin = %declaration.name,
             version = %declaration.version,

@@ -3,7 +3,8 @@
 //!
 //! - `ok`: applies a copy of the primary named `<name>-copy`;
 //! - `noop`: returns at once (measures a bare call);
-//! - `read`: reads the primary and returns nothing (measures one read);
+//! - `read`: reads the primary, parses it, returns nothing (one typed read);
+//! - `read-text`: reads the primary's JSON text unparsed (the crossing alone);
 //! - `count`: returns an event whose note is how many calls this instance
 //!   has served (shows whether instances are reused);
 //! - `loop`: never returns;
@@ -59,6 +60,10 @@ impl Reconciler for Misbehave {
             "noop" => Ok(Outcome::new()),
             "read" => {
                 ctx.primary::<ConfigMap>()?;
+                Ok(Outcome::new())
+            }
+            "read-text" => {
+                ctx.get_text(ctx.resource(), ctx.key())?;
                 Ok(Outcome::new())
             }
             "count" => {
