@@ -180,6 +180,9 @@ impl<'a> Scenario<'a> {
     }
 }
 
+const BEGIN: &str = "<!-- bench:contract:begin -->";
+const END: &str = "<!-- bench:contract:end -->";
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v.get(v.len() / 2).copied().unwrap_or_default()
@@ -435,12 +438,25 @@ fn main() {
     ));
     println!("{report}");
     if let Some(path) = out_path {
-        let doc = format!(
-            "# Benchmarks\n\nFigures from one run on the project machine (2 cores). Regenerate with:\n\n\
-             ```\nmake bench\n```\n\n(`cargo bench -p kubewasm-tests --bench contract -- --write BENCHMARKS.md` after `make plugins test-plugins`).\n\n\
-             ## Plugin contract: `myapp` through Wasm against native\n\n{report}"
+        // Relative to the workspace root, not to this package.
+        let path = kubewasm_tests::workspace_root().join(path);
+        let section = format!(
+            "{BEGIN}\n## Plugin contract: `myapp` through Wasm against native\n\n\
+             Command: `make bench` (`cargo bench -p kubewasm-tests --bench contract -- --write BENCHMARKS.md` \
+             after `make plugins test-plugins`).\n\n{report}{END}"
         );
+        let doc = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+            "# Benchmarks\n\nFigures from runs on the project machine (2 cores, 24 GiB). Each section says \
+             the command that produced it; ratios measured in one run are what to read.\n"
+                .to_owned()
+        });
+        let doc = match (doc.find(BEGIN), doc.find(END)) {
+            (Some(b), Some(e)) if b < e => {
+                format!("{}{section}{}", &doc[..b], &doc[e + END.len()..])
+            }
+            _ => format!("{}\n{section}\n", doc.trim_end()),
+        };
         std::fs::write(&path, doc).expect("write report");
-        eprintln!("wrote {path}");
+        eprintln!("wrote {}", path.display());
     }
 }
