@@ -447,7 +447,7 @@ fn main() {
         );
         let doc = std::fs::read_to_string(&path).unwrap_or_else(|_| {
             "# Benchmarks\n\nFigures from runs on the project machine (2 cores, 24 GiB). Each section says \
-             the command that produced it; ratios measured in one run are what to read.\n"
+             the command that produced it; ratios measured in one run are what to read.\n\n"
                 .to_owned()
         });
         let doc = match (doc.find(BEGIN), doc.find(END)) {
