@@ -185,7 +185,7 @@ pub(crate) mod backend {
         namespace: Option<&str>,
         selector: &str,
     ) -> Result<Vec<String>> {
-        let selector = kubewasm_selector::Selector::parse(selector)?;
+        let selector = kubewasm_core::Selector::parse(selector)?;
         read(resource, Verb::List, |objects| {
             let mut found: Vec<&Cached> = objects
                 .iter()

@@ -10,39 +10,8 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 
 use crate::resource::ResourceType;
+pub use crate::resource::Verb;
 use crate::selector::{Selector, SelectorError};
-
-/// A verb a plugin may need on a resource type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Verb {
-    /// Read one object from the cache.
-    Get,
-    /// List objects from the cache.
-    List,
-    /// Be notified of changes.
-    Watch,
-    /// Create or update through server-side apply.
-    Apply,
-    /// Write the status subresource through server-side apply.
-    ApplyStatus,
-    /// Delete objects.
-    Delete,
-}
-
-impl Verb {
-    /// The verb's name as the WIT spells it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Get => "get",
-            Self::List => "list",
-            Self::Watch => "watch",
-            Self::Apply => "apply",
-            Self::ApplyStatus => "apply-status",
-            Self::Delete => "delete",
-        }
-    }
-}
 
 /// How changes of a secondary resource map to primary keys.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

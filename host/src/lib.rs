@@ -31,6 +31,5 @@ pub mod cli;
 pub mod declaration;
 pub mod grants;
 pub mod replay;
-pub mod resource;
 pub mod runtime;
-pub use kubewasm_selector as selector;
+pub use kubewasm_core::{resource, selector};

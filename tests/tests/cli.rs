@@ -119,9 +119,9 @@ fn replay_should_pass_config_and_fail_clearly_on_plugin_errors() {
     let config = dir.path().join("config.yaml");
     let plugin = test_plugin("misbehave");
 
-    std::fs::write(&config, "mode: ok\n").expect("write");
-    let ok = kubewasm(
-        &[
+    let replay_with = |mode: &str| {
+        std::fs::write(&config, format!("mode: {mode}\n")).expect("write");
+        let args = [
             "replay",
             path(&plugin),
             "--objects",
@@ -130,9 +130,11 @@ fn replay_should_pass_config_and_fail_clearly_on_plugin_errors() {
             path(&config),
             "--key",
             "default/cm",
-        ],
-        cache.path(),
-    );
+        ];
+        kubewasm(&args, cache.path())
+    };
+
+    let ok = replay_with("ok");
     assert!(
         ok.status.success(),
         "{}",
@@ -140,20 +142,7 @@ fn replay_should_pass_config_and_fail_clearly_on_plugin_errors() {
     );
     assert!(String::from_utf8_lossy(&ok.stdout).contains("name: cm-copy"));
 
-    std::fs::write(&config, "mode: panic\n").expect("write");
-    let panic = kubewasm(
-        &[
-            "replay",
-            path(&plugin),
-            "--objects",
-            path(&objects),
-            "--config",
-            path(&config),
-            "--key",
-            "default/cm",
-        ],
-        cache.path(),
-    );
+    let panic = replay_with("panic");
     assert!(!panic.status.success());
     let stderr = String::from_utf8_lossy(&panic.stderr);
     assert!(

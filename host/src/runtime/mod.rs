@@ -749,9 +749,12 @@ impl Plugin {
     }
 }
 
+/// Epoch ticks for a deadline. The first tick may come at once (the ticker
+/// runs at its own phase), so one more is added: a call is interrupted after
+/// at least its deadline and at most one tick more.
 fn deadline_ticks(deadline: Duration) -> u64 {
     let ticks = deadline.as_micros().div_ceil(EPOCH_TICK.as_micros());
-    u64::try_from(ticks).unwrap_or(u64::MAX).max(1)
+    u64::try_from(ticks).unwrap_or(u64::MAX).saturating_add(1)
 }
 
 /// Turns a wasmtime error into the [`CallError`] that says what happened.
@@ -831,9 +834,9 @@ mod tests {
     }
 
     #[test]
-    fn deadline_ticks_should_round_up_and_never_be_zero() {
-        assert_eq!(deadline_ticks(Duration::from_millis(1)), 1);
-        assert_eq!(deadline_ticks(Duration::from_millis(12)), 3);
+    fn deadline_ticks_should_cover_the_whole_deadline() {
+        assert_eq!(deadline_ticks(Duration::from_millis(1)), 2);
+        assert_eq!(deadline_ticks(Duration::from_millis(12)), 4);
         assert_eq!(deadline_ticks(Duration::ZERO), 1);
     }
 

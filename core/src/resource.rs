@@ -1,4 +1,5 @@
-//! Resource types and object keys: the identities the host and plugins share.
+//! Resource types, object keys and verbs: the identities the host and
+//! plugins share.
 
 use std::fmt;
 use std::str::FromStr;
@@ -31,6 +32,30 @@ impl ResourceType {
             self.version.clone()
         } else {
             format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The resource type of `K`.
+    ///
+    /// ```
+    /// use kubewasm_core::ResourceType;
+    /// use k8s_openapi::api::apps::v1::Deployment;
+    /// let ty = ResourceType::of::<Deployment>();
+    /// assert_eq!((ty.group.as_str(), ty.plural.as_str(), ty.namespaced), ("apps", "deployments", true));
+    /// ```
+    #[cfg(feature = "k8s-openapi")]
+    pub fn of<K: k8s_openapi::Resource>() -> Self
+    where
+        K::Scope: 'static,
+    {
+        use std::any::TypeId;
+        Self {
+            group: K::GROUP.to_owned(),
+            version: K::VERSION.to_owned(),
+            kind: K::KIND.to_owned(),
+            plural: K::URL_PATH_SEGMENT.to_owned(),
+            namespaced: TypeId::of::<K::Scope>()
+                == TypeId::of::<k8s_openapi::NamespaceResourceScope>(),
         }
     }
 
@@ -80,6 +105,14 @@ impl ObjectKey {
         }
     }
 
+    /// Another name in the same namespace.
+    pub fn with_name(&self, name: impl Into<String>) -> Self {
+        Self {
+            namespace: self.namespace.clone(),
+            name: name.into(),
+        }
+    }
+
     /// The key of an object, read from its `metadata`.
     pub fn of(object: &Value) -> Option<Self> {
         let metadata = object.get("metadata")?;
@@ -121,6 +154,38 @@ impl FromStr for ObjectKey {
             }
             None if s.is_empty() => Err(invalid()),
             None => Ok(Self::cluster(s)),
+        }
+    }
+}
+
+/// A verb a plugin may need on a resource type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Verb {
+    /// Read one object from the cache.
+    Get,
+    /// List objects from the cache.
+    List,
+    /// Be notified of changes.
+    Watch,
+    /// Create or update through server-side apply.
+    Apply,
+    /// Write the status subresource through server-side apply.
+    ApplyStatus,
+    /// Delete objects.
+    Delete,
+}
+
+impl Verb {
+    /// The verb's name as the WIT spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Get => "get",
+            Self::List => "list",
+            Self::Watch => "watch",
+            Self::Apply => "apply",
+            Self::ApplyStatus => "apply-status",
+            Self::Delete => "delete",
         }
     }
 }

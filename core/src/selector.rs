@@ -1,5 +1,4 @@
-//! Kubernetes label selectors: parsing and matching, shared by the kubewasm
-//! host (cache reads, declarations) and the guest SDK (native tests).
+//! Kubernetes label selectors: parsing and matching.
 //!
 //! The grammar is the API server's: a comma-separated list of requirements,
 //! each `key=value`, `key==value`, `key!=value`, `key in (a,b)`,
