@@ -278,6 +278,7 @@ pub mod __private {
                 requeue_after_ms: outcome
                     .requeue_after
                     .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+                finalizer: outcome.finalizer,
             }),
             Err(error) => Err(p::Failure {
                 message: error.to_string(),

@@ -98,6 +98,7 @@ pub enum Action {
 pub struct Outcome {
     pub(crate) actions: Vec<Action>,
     pub(crate) requeue_after: Option<Duration>,
+    pub(crate) finalizer: Option<bool>,
     pub(crate) error: Option<String>,
 }
 
@@ -179,6 +180,21 @@ impl Outcome {
     pub fn requeue_after(mut self, after: Duration) -> Self {
         self.requeue_after = Some(after);
         self
+    }
+
+    /// Says whether this primary needs the managed finalizer (see
+    /// [`Declaration::managed_finalizer`](crate::Declaration::managed_finalizer)):
+    /// `false` when there is nothing to clean up for it. By default every
+    /// primary gets it.
+    #[must_use]
+    pub fn finalizer(mut self, needed: bool) -> Self {
+        self.finalizer = Some(needed);
+        self
+    }
+
+    /// The finalizer wish, if set.
+    pub fn finalizer_wish(&self) -> Option<bool> {
+        self.finalizer
     }
 
     /// The actions, in order.

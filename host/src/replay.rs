@@ -62,6 +62,10 @@ pub struct Report {
     /// The requeue the plugin asked for, in milliseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requeue_after_ms: Option<u128>,
+    /// Whether the primary keeps the managed finalizer, when the plugin
+    /// manages one: the host adds it (`true`) or removes it (`false`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finalizer: Option<bool>,
 }
 
 /// Parses multi-document YAML (or JSON) into objects; `kind: List`
@@ -131,6 +135,7 @@ pub fn replay(
     let Outcome {
         actions,
         requeue_after,
+        finalizer,
         ..
     } = result.map_err(|source| ReplayError::Reconcile {
         call,
@@ -142,6 +147,12 @@ pub fn replay(
         key: key.to_string(),
         actions: actions.iter().map(|a| a.request()).collect(),
         requeue_after_ms: requeue_after.map(|d| d.as_millis()),
+        finalizer: if declaration.managed_finalizer {
+            // After a successful finalize the host removes it.
+            Some(call == "reconcile" && finalizer.unwrap_or(true))
+        } else {
+            None
+        },
     })
 }
 

@@ -295,6 +295,9 @@ pub struct Outcome {
     pub actions: Vec<Action>,
     /// Reconcile again after this long.
     pub requeue_after: Option<Duration>,
+    /// Whether this primary needs the managed finalizer (`None`: the default,
+    /// yes). Meaningful only when the plugin declared one.
+    pub finalizer: Option<bool>,
     /// Where the time went.
     pub stats: CallStats,
 }
@@ -653,6 +656,7 @@ impl Plugin {
         Ok(Outcome {
             actions,
             requeue_after: outcome.requeue_after_ms.map(Duration::from_millis),
+            finalizer: outcome.finalizer.filter(|_| self.declaration.managed_finalizer),
             stats: CallStats {
                 instantiate,
                 call: call_time,

@@ -1,0 +1,127 @@
+"""Turns a reconciler into the ``Plugin`` class componentize-py exports.
+
+The generated bindings (``wit_world``) exist only inside a component, so
+they are imported when a method runs, never at import time: the app module
+stays importable by native tests.
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+
+from ._context import Context
+from ._types import Declaration, Mapping, ObjectKey, Outcome, ResourceType, to_json
+
+
+def export(reconciler):
+    """The class to bind to the name ``Plugin`` in the app module."""
+
+    class Plugin:
+        def declare(self):
+            return _declaration(reconciler.declare())
+
+        def reconcile(self, request):
+            return _run(reconciler.reconcile, request)
+
+        def finalize(self, request):
+            fn = getattr(reconciler, "finalize", None) or (lambda ctx: Outcome())
+            return _run(fn, request)
+
+        def map_keys(self, type, object):
+            fn = getattr(reconciler, "map_keys", None)
+            if fn is None:
+                return []
+            from wit_world.imports import types as t
+
+            keys = fn(_sdk_type(type), json.loads(object))
+            return [t.ObjectKey(k.namespace, k.name) for k in keys]
+
+    return Plugin
+
+
+def _wit_type(t, rt: ResourceType):
+    return t.ResourceType(rt.group, rt.version, rt.kind, rt.plural, rt.namespaced)
+
+
+def _sdk_type(wt) -> ResourceType:
+    return ResourceType(wt.group, wt.version, wt.kind, wt.plural, wt.namespaced)
+
+
+def _verbs(t, verbs):
+    return [t.Verb[v.upper().replace("-", "_")] for v in verbs]
+
+
+def _mapping(p, mapping):
+    kind, value = mapping
+    return {
+        "none": lambda: p.Mapping_None_(),
+        "owner-references": lambda: p.Mapping_OwnerReferences(),
+        "label": lambda: p.Mapping_Label(value),
+        "custom": lambda: p.Mapping_Custom(),
+    }[kind]()
+
+
+def _declaration(d: Declaration):
+    from wit_world.exports import plugin as p
+    from wit_world.imports import types as t
+
+    return p.Declaration(
+        name=d.name,
+        version=d.version,
+        primary=_wit_type(t, d.primary),
+        primary_verbs=_verbs(t, d.primary_verbs),
+        secondaries=[
+            p.Secondary(_wit_type(t, s.type), _verbs(t, s.verbs), s.label_selector, _mapping(p, s.mapping))
+            for s in d.secondaries
+        ],
+        managed_finalizer=d.managed_finalizer,
+        resync_seconds=d.resync_seconds,
+        max_concurrency=d.max_concurrency,
+        config_schema=d.config_schema,
+    )
+
+
+def _run(fn, request):
+    from componentize_py_types import Err
+    from wit_world.exports import plugin as p
+
+    ctx = Context(
+        _sdk_type(request.type),
+        ObjectKey(request.key.namespace, request.key.name),
+        request.config,
+        request.retries,
+        request.last_failure,
+    )
+    try:
+        outcome = fn(ctx)
+        if not isinstance(outcome, Outcome):
+            raise TypeError(f"reconcile must return an Outcome, not {type(outcome).__name__}")
+        return _outcome(p, outcome)
+    except Exception as e:  # every failure is the plugin's, reported with its traceback
+        detail = "".join(traceback.format_exception_only(type(e), e)).strip()
+        raise Err(p.Failure(detail)) from None
+
+
+def _outcome(p, outcome: Outcome):
+    from wit_world.imports import types as t
+
+    actions = []
+    for action in outcome.actions:
+        kind = action[0]
+        if kind == "apply":
+            actions.append(p.Action_Apply(p.Apply(to_json(action[1]), action[2])))
+        elif kind == "apply-status":
+            actions.append(p.Action_ApplyStatus(to_json(action[1])))
+        elif kind == "delete":
+            _, rt, key = action
+            actions.append(p.Action_Delete(p.Deletion(_wit_type(t, rt), t.ObjectKey(key.namespace, key.name))))
+        else:
+            event = action[1]
+            regarding = None
+            if event.regarding is not None:
+                rt, key = event.regarding
+                regarding = (_wit_type(t, rt), t.ObjectKey(key.namespace, key.name))
+            kind = p.EventType.WARNING if event.warning else p.EventType.NORMAL
+            actions.append(p.Action_Event(p.Event(regarding, kind, event.reason, event.action, event.note)))
+    return p.Outcome(actions, outcome.requeue_after_ms, outcome.needs_finalizer)
