@@ -1,0 +1,95 @@
+// Types of @kubewasm/guest.
+
+export declare const Verb: Readonly<{
+  GET: 'get'; LIST: 'list'; WATCH: 'watch'; APPLY: 'apply'; APPLY_STATUS: 'apply-status'; DELETE: 'delete';
+}>;
+export type VerbName = (typeof Verb)[keyof typeof Verb];
+
+/** Any Kubernetes object: parsed JSON. */
+export type KubeObject = { apiVersion: string; kind: string; metadata: Record<string, any>; [field: string]: any };
+
+export declare class ResourceType {
+  constructor(group: string, version: string, kind: string, plural: string, namespaced?: boolean);
+  static core(version: string, kind: string, plural: string, namespaced?: boolean): ResourceType;
+  readonly group: string;
+  readonly version: string;
+  readonly kind: string;
+  readonly plural: string;
+  readonly namespaced: boolean;
+  readonly apiVersion: string;
+}
+
+export declare class ObjectKey {
+  constructor(namespace: string | undefined | null, name: string);
+  readonly namespace: string | undefined;
+  readonly name: string;
+}
+
+export type MappingValue =
+  | { tag: 'none' }
+  | { tag: 'owner-references' }
+  | { tag: 'custom' }
+  | { tag: 'label'; val: string };
+export declare const Mapping: Readonly<{
+  NONE: MappingValue; OWNER_REFERENCES: MappingValue; CUSTOM: MappingValue; label(key: string): MappingValue;
+}>;
+
+export declare class Declaration {
+  constructor(name: string, version: string, primary: ResourceType);
+  verbs(...verbs: VerbName[]): this;
+  secondary(s: { type: ResourceType; verbs?: VerbName[]; labelSelector?: string; mapping?: MappingValue }): this;
+  owns(type: ResourceType): this;
+  reads(type: ResourceType): this;
+  finalizer(): this;
+  resync(seconds: number): this;
+  concurrency(n: number): this;
+  schema(schema: object): this;
+}
+
+export declare class Event {
+  constructor(reason: string, action: string, note: string, options?: { warning?: boolean; regarding?: [ResourceType, ObjectKey] });
+}
+
+export declare class ReconcileError extends Error {}
+
+export declare class Outcome {
+  apply(object: KubeObject, options?: { owned?: boolean }): this;
+  applyStatus(object: KubeObject): this;
+  delete(type: ResourceType, key: ObjectKey): this;
+  event(event: Event): this;
+  requeueAfter(seconds: number): this;
+  finalizer(needed: boolean): this;
+  applied(): KubeObject[];
+  deleted(): [ResourceType, ObjectKey][];
+  events(): Event[];
+}
+
+export declare class Context {
+  readonly type: ResourceType;
+  readonly key: ObjectKey;
+  readonly name: string;
+  readonly namespace: string | undefined;
+  readonly retries: number;
+  readonly lastFailure: string | undefined;
+  readonly config: any;
+  primary(): KubeObject | undefined;
+  get(type: ResourceType, key: ObjectKey): KubeObject | undefined;
+  list(type: ResourceType, namespace?: string, selector?: string): KubeObject[];
+}
+
+export interface Reconciler {
+  declare(): Declaration;
+  reconcile(ctx: Context): Outcome;
+  finalize?(ctx: Context): Outcome;
+  mapKeys?(type: ResourceType, object: KubeObject): ObjectKey[];
+}
+
+export declare const log: Readonly<{
+  debug(message: string, fields?: Record<string, unknown>): void;
+  info(message: string, fields?: Record<string, unknown>): void;
+  warn(message: string, fields?: Record<string, unknown>): void;
+  error(message: string, fields?: Record<string, unknown>): void;
+}>;
+
+export declare function setBackend(backend: unknown): unknown;
+export declare function exportPlugin(reconciler: Reconciler, host: { cache: unknown; log: unknown }): unknown;

@@ -1,0 +1,370 @@
+// Write kubewasm controller plugins in JavaScript.
+//
+// A plugin is an object with `declare` and `reconcile` (and optionally
+// `finalize` and `mapKeys`). The component's entry module hands it, with
+// the host's imports, to `exportPlugin`:
+//
+//   import * as cache from 'kubewasm:controller/cache@0.1.0';
+//   import * as log from 'kubewasm:controller/log@0.1.0';
+//   import { exportPlugin } from '@kubewasm/guest';
+//   import { myPlugin } from './my-plugin.js';
+//   export const plugin = exportPlugin(myPlugin, { cache, log });
+//
+// Objects are plain JSON values. Reads go to the host's caches and are
+// limited to the declared types; writes are desired actions the host checks
+// and performs. Test natively with `@kubewasm/guest/testing` and `node --test`.
+
+/** Verbs, spelled as in the WIT. */
+export const Verb = Object.freeze({
+  GET: 'get',
+  LIST: 'list',
+  WATCH: 'watch',
+  APPLY: 'apply',
+  APPLY_STATUS: 'apply-status',
+  DELETE: 'delete',
+});
+const VERBS = new Set(Object.values(Verb));
+
+/** A Kubernetes resource type. */
+export class ResourceType {
+  constructor(group, version, kind, plural, namespaced = true) {
+    Object.assign(this, { group, version, kind, plural, namespaced });
+    Object.freeze(this);
+  }
+
+  /** A type of the core API group (`apiVersion: v1`). */
+  static core(version, kind, plural, namespaced = true) {
+    return new ResourceType('', version, kind, plural, namespaced);
+  }
+
+  get apiVersion() {
+    return this.group ? `${this.group}/${this.version}` : this.version;
+  }
+
+  toString() {
+    return `${this.apiVersion} ${this.kind}`;
+  }
+}
+
+/** An object's identity; `namespace` is undefined for cluster-scoped objects. */
+export class ObjectKey {
+  constructor(namespace, name) {
+    this.namespace = namespace ?? undefined;
+    this.name = name;
+    Object.freeze(this);
+  }
+
+  toString() {
+    return this.namespace ? `${this.namespace}/${this.name}` : this.name;
+  }
+}
+
+/** How changes of a secondary map to primary keys. */
+export const Mapping = Object.freeze({
+  NONE: { tag: 'none' },
+  OWNER_REFERENCES: { tag: 'owner-references' },
+  CUSTOM: { tag: 'custom' },
+  /** The value of label `key` names the primary (`name` or `namespace.name`). */
+  label: (key) => ({ tag: 'label', val: key }),
+});
+
+function checkVerbs(verbs) {
+  for (const verb of verbs) {
+    if (!VERBS.has(verb)) throw new TypeError(`unknown verb ${JSON.stringify(verb)}: expected one of ${[...VERBS].join(', ')}`);
+  }
+  return [...verbs];
+}
+
+/** What a plugin declares at load; chain the methods. */
+export class Declaration {
+  constructor(name, version, primary) {
+    this.name = name;
+    this.version = version;
+    this.primary = primary;
+    this.primaryVerbs = [];
+    this.secondaries = [];
+    this.managedFinalizer = false;
+    this.resyncSeconds = undefined;
+    this.maxConcurrency = undefined;
+    this.configSchema = undefined;
+  }
+
+  /** Verbs on the primary beyond the implied get, list and watch. */
+  verbs(...verbs) {
+    this.primaryVerbs.push(...checkVerbs(verbs));
+    return this;
+  }
+
+  /** A secondary type: `{ type, verbs, labelSelector, mapping }`. */
+  secondary({ type, verbs = [], labelSelector = '', mapping = Mapping.NONE }) {
+    const checked = checkVerbs(verbs);
+    if (mapping.tag !== 'none' && !checked.includes(Verb.WATCH)) checked.push(Verb.WATCH);
+    this.secondaries.push({ type, verbs: checked, labelSelector, mapping });
+    return this;
+  }
+
+  /** Children of `type` this plugin applies and deletes, mapped back by owner references. */
+  owns(type) {
+    return this.secondary({ type, verbs: [Verb.GET, Verb.LIST, Verb.APPLY, Verb.DELETE], mapping: Mapping.OWNER_REFERENCES });
+  }
+
+  /** Objects of `type` this plugin only reads. */
+  reads(type) {
+    return this.secondary({ type, verbs: [Verb.GET, Verb.LIST] });
+  }
+
+  /** Ask the host to manage the finalizer `kubewasm.dev/<name>` and call `finalize`. */
+  finalizer() {
+    this.managedFinalizer = true;
+    return this;
+  }
+
+  resync(seconds) {
+    this.resyncSeconds = seconds;
+    return this;
+  }
+
+  concurrency(n) {
+    this.maxConcurrency = n;
+    return this;
+  }
+
+  /** A JSON Schema the configuration must match. */
+  schema(schema) {
+    this.configSchema = JSON.stringify(schema);
+    return this;
+  }
+}
+
+/** A Kubernetes event, about the primary unless `regarding: [type, key]` is set. */
+export class Event {
+  constructor(reason, action, note, { warning = false, regarding = undefined } = {}) {
+    Object.assign(this, { reason, action, note, warning, regarding });
+  }
+}
+
+/** Throw it (or any Error) to fail a reconcile: the host retries with backoff. */
+export class ReconcileError extends Error {}
+
+/**
+ * Desired actions and an optional requeue; chain the methods.
+ * Children are never pruned implicitly: use `delete` to remove one.
+ */
+export class Outcome {
+  constructor() {
+    this.actions = [];
+    this.requeueAfterMs = undefined;
+    this.needsFinalizer = undefined;
+  }
+
+  /** Server-side apply; `owned` makes the primary the controller owner. */
+  apply(object, { owned = true } = {}) {
+    this.actions.push({ kind: 'apply', object, owned });
+    return this;
+  }
+
+  /** Server-side apply of `object`'s status. */
+  applyStatus(object) {
+    this.actions.push({ kind: 'apply-status', object });
+    return this;
+  }
+
+  delete(type, key) {
+    this.actions.push({ kind: 'delete', type, key });
+    return this;
+  }
+
+  event(event) {
+    this.actions.push({ kind: 'event', event });
+    return this;
+  }
+
+  requeueAfter(seconds) {
+    this.requeueAfterMs = Math.round(seconds * 1000);
+    return this;
+  }
+
+  /** Whether this primary needs the managed finalizer (default: yes). */
+  finalizer(needed) {
+    this.needsFinalizer = needed;
+    return this;
+  }
+
+  applied() {
+    return this.actions.filter((a) => a.kind === 'apply').map((a) => a.object);
+  }
+
+  deleted() {
+    return this.actions.filter((a) => a.kind === 'delete').map((a) => [a.type, a.key]);
+  }
+
+  events() {
+    return this.actions.filter((a) => a.kind === 'event').map((a) => a.event);
+  }
+}
+
+let backend;
+
+/** Installs where reads and logs go: the host's imports, or a test fixture. */
+export function setBackend(next) {
+  const previous = backend;
+  backend = next;
+  return previous;
+}
+
+function host() {
+  if (!backend) throw new ReconcileError('no host: export the plugin with exportPlugin, or test it with @kubewasm/guest/testing');
+  return backend;
+}
+
+function cacheErrorText(e) {
+  const payload = e?.payload ?? e;
+  if (payload?.tag === 'denied') return `read denied: ${payload.val}`;
+  if (payload?.tag === 'invalid-selector') return payload.val;
+  return String(e?.message ?? e);
+}
+
+const witType = (t) => ({ group: t.group, version: t.version, kind: t.kind, plural: t.plural, namespaced: t.namespaced });
+const witKey = (k) => ({ namespace: k.namespace ?? undefined, name: k.name });
+
+/** One reconcile (or finalize) call. */
+export class Context {
+  constructor(type, key, { config = '{}', retries = 0, lastFailure = undefined } = {}) {
+    this.type = type;
+    this.key = key;
+    this.retries = retries;
+    this.lastFailure = lastFailure;
+    this.rawConfig = config;
+  }
+
+  get name() {
+    return this.key.name;
+  }
+
+  get namespace() {
+    return this.key.namespace;
+  }
+
+  /** The plugin's configuration (`{}` when none is set). */
+  get config() {
+    try {
+      return JSON.parse(this.rawConfig || '{}');
+    } catch (e) {
+      throw new ReconcileError(`invalid configuration: ${e.message}`);
+    }
+  }
+
+  /** The primary object, or undefined once it is gone. */
+  primary() {
+    return this.get(this.type, this.key);
+  }
+
+  /** One object, or undefined. Throws ReconcileError if the read is denied. */
+  get(type, key) {
+    let text;
+    try {
+      text = host().cache.get(witType(type), witKey(key));
+    } catch (e) {
+      throw new ReconcileError(cacheErrorText(e));
+    }
+    return text === undefined || text === null ? undefined : JSON.parse(text);
+  }
+
+  /** Objects of `type` in `namespace` (all when undefined) matching a label selector. */
+  list(type, namespace = undefined, selector = '') {
+    let texts;
+    try {
+      texts = host().cache.list(witType(type), namespace, selector);
+    } catch (e) {
+      throw new ReconcileError(cacheErrorText(e));
+    }
+    return texts.map((t) => JSON.parse(t));
+  }
+}
+
+/** Structured logging through the host's `tracing`. */
+export const log = Object.freeze({
+  debug: (message, fields = {}) => emit('debug', message, fields),
+  info: (message, fields = {}) => emit('info', message, fields),
+  warn: (message, fields = {}) => emit('warn', message, fields),
+  error: (message, fields = {}) => emit('error', message, fields),
+});
+
+function emit(level, message, fields) {
+  host().log.log(level, message, Object.entries(fields).map(([k, v]) => [k, String(v)]));
+}
+
+function toWitOutcome(outcome) {
+  if (!(outcome instanceof Outcome)) throw new TypeError('reconcile must return an Outcome');
+  const actions = outcome.actions.map((a) => {
+    switch (a.kind) {
+      case 'apply':
+        return { tag: 'apply', val: { object: JSON.stringify(a.object), owned: a.owned } };
+      case 'apply-status':
+        return { tag: 'apply-status', val: JSON.stringify(a.object) };
+      case 'delete':
+        return { tag: 'delete', val: { type: witType(a.type), key: witKey(a.key) } };
+      default: {
+        const e = a.event;
+        return {
+          tag: 'event',
+          val: {
+            regarding: e.regarding ? [witType(e.regarding[0]), witKey(e.regarding[1])] : undefined,
+            type: e.warning ? 'warning' : 'normal',
+            reason: e.reason,
+            action: e.action,
+            note: e.note,
+          },
+        };
+      }
+    }
+  });
+  return {
+    actions,
+    requeueAfterMs: outcome.requeueAfterMs === undefined ? undefined : BigInt(outcome.requeueAfterMs),
+    finalizer: outcome.needsFinalizer,
+  };
+}
+
+function run(fn, request) {
+  const ctx = new Context(new ResourceType(request.type.group, request.type.version, request.type.kind, request.type.plural, request.type.namespaced),
+    new ObjectKey(request.key.namespace, request.key.name),
+    { config: request.config, retries: request.retries, lastFailure: request.lastFailure });
+  try {
+    return toWitOutcome(fn(ctx));
+  } catch (e) {
+    // A thrown value becomes the `failure` record: give it a message.
+    throw { message: e instanceof Error ? `${e.name}: ${e.message}` : String(e) };
+  }
+}
+
+/**
+ * The object to export as `plugin` from the component's entry module.
+ * `host` is `{ cache, log }`: the modules `kubewasm:controller/cache@0.1.0`
+ * and `kubewasm:controller/log@0.1.0`.
+ */
+export function exportPlugin(reconciler, hostImports) {
+  setBackend(hostImports);
+  return {
+    declare() {
+      const d = reconciler.declare();
+      return {
+        name: d.name,
+        version: d.version,
+        primary: witType(d.primary),
+        primaryVerbs: d.primaryVerbs,
+        secondaries: d.secondaries.map((s) => ({ type: witType(s.type), verbs: s.verbs, labelSelector: s.labelSelector, mapping: s.mapping })),
+        managedFinalizer: d.managedFinalizer,
+        resyncSeconds: d.resyncSeconds,
+        maxConcurrency: d.maxConcurrency,
+        configSchema: d.configSchema,
+      };
+    },
+    reconcile: (request) => run((ctx) => reconciler.reconcile(ctx), request),
+    finalize: (request) => run((ctx) => (reconciler.finalize ? reconciler.finalize(ctx) : new Outcome()), request),
+    mapKeys(type, object) {
+      if (!reconciler.mapKeys) return [];
+      return reconciler.mapKeys(new ResourceType(type.group, type.version, type.kind, type.plural, type.namespaced), JSON.parse(object)).map(witKey);
+    },
+  };
+}

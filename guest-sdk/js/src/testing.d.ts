@@ -1,0 +1,10 @@
+import type { KubeObject, ObjectKey, Outcome, Reconciler } from './index.js';
+
+export declare class Harness {
+  constructor(reconciler: Reconciler, options?: { config?: unknown });
+  logs: { level: string; message: string; fields: Record<string, string> }[];
+  object(object: KubeObject): this;
+  reconcile(key: ObjectKey, options?: { lastFailure?: string }): Outcome;
+  finalize(key: ObjectKey): Outcome;
+}
+export declare function matches(selector: string, labels: Record<string, string>): boolean;
