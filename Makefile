@@ -1,32 +1,66 @@
 # kubewasm: build, test and run. `make help` lists the targets.
 
 CARGO ?= cargo
+PYTHON ?= python3
 WASM_TARGET := wasm32-wasip2
 TARGET_DIR ?= target
-PLUGINS := myapp config-rollout
-TEST_PLUGINS := misbehave not-a-plugin
 WASM_OUT := $(TARGET_DIR)/$(WASM_TARGET)/plugin
+OUT := $(TARGET_DIR)/plugins
+TEST_OUT := $(TARGET_DIR)/test-plugins
 
-.PHONY: help plugins test-plugins build test lint fmt unit dev bench clean
+RUST_PLUGINS := myapp config-rollout
+RUST_TEST_PLUGINS := misbehave not-a-plugin evil-import
+WIT := $(wildcard wit/*.wit)
+PY_SDK := $(wildcard guest-sdk/python/kubewasm_guest/*.py)
+JS_SDK := $(wildcard guest-sdk/js/src/*.js) guest-sdk/js/bin/componentize.js
+NPM_STAMP := node_modules/.package-lock.json
+COMPONENTIZE_PY := componentize-py -d wit -w controller componentize
+COMPONENTIZE_JS := node_modules/.bin/kubewasm-componentize
+
+.PHONY: help plugins test-plugins rust-plugins rust-test-plugins build test lint guest-tests fmt dev bench clean
 
 help:
-	@echo "make plugins       build the example plugins into $(TARGET_DIR)/plugins/"
-	@echo "make test-plugins  build the test guests into $(TARGET_DIR)/test-plugins/"
-	@echo "make test          fmt check, clippy -D warnings, unit, integration and doc tests"
+	@echo "make plugins       build every example plugin (Rust, Python, JavaScript) into $(OUT)/"
+	@echo "make test-plugins  build the test guests into $(TEST_OUT)/"
+	@echo "make test          fmt check, clippy -D warnings, unit, integration, doc and guest-language tests"
 	@echo "make dev           run the main job (see README)"
-	@echo "make bench         run the benchmarks and rewrite BENCHMARKS.md"
+	@echo "make bench         run the benchmarks and rewrite their sections of BENCHMARKS.md"
 
-plugins:
-	$(CARGO) build --profile plugin --target $(WASM_TARGET) $(addprefix -p ,$(PLUGINS))
-	@mkdir -p $(TARGET_DIR)/plugins
-	@for p in $(PLUGINS); do cp $(WASM_OUT)/$$(echo $$p | tr - _).wasm $(TARGET_DIR)/plugins/$$p.wasm; done
-	@ls -l $(TARGET_DIR)/plugins
+plugins: rust-plugins $(OUT)/tenant-bootstrap.wasm $(OUT)/configmap-replicator.wasm
+	@ls -l $(OUT)
 
-test-plugins:
-	$(CARGO) build --profile plugin --target $(WASM_TARGET) $(addprefix -p ,$(TEST_PLUGINS))
-	@mkdir -p $(TARGET_DIR)/test-plugins
-	@cp $(WASM_OUT)/misbehave.wasm $(TARGET_DIR)/test-plugins/misbehave.wasm
-	@cp $(WASM_OUT)/not-a-plugin.wasm $(TARGET_DIR)/test-plugins/not-a-plugin.wasm
+test-plugins: rust-test-plugins $(TEST_OUT)/misbehave-py.wasm $(TEST_OUT)/misbehave-js.wasm
+
+rust-plugins:
+	$(CARGO) build --profile plugin --target $(WASM_TARGET) $(addprefix -p ,$(RUST_PLUGINS))
+	@mkdir -p $(OUT)
+	@for p in $(RUST_PLUGINS); do cp $(WASM_OUT)/$$(echo $$p | tr - _).wasm $(OUT)/$$p.wasm; done  # libraries: dashes become underscores
+
+rust-test-plugins:
+	$(CARGO) build --profile plugin --target $(WASM_TARGET) $(addprefix -p ,$(RUST_TEST_PLUGINS))
+	@mkdir -p $(TEST_OUT)
+	@cp $(WASM_OUT)/misbehave.wasm $(TEST_OUT)/misbehave.wasm
+	@cp $(WASM_OUT)/evil_import.wasm $(TEST_OUT)/evil-import.wasm
+	@cp $(WASM_OUT)/not-a-plugin.wasm $(TEST_OUT)/not-a-plugin.wasm  # a binary keeps its dashes
+
+$(NPM_STAMP): package.json package-lock.json guest-sdk/js/package.json plugins/configmap-replicator/package.json
+	npm ci --no-audit --no-fund
+
+$(OUT)/tenant-bootstrap.wasm: $(wildcard plugins/tenant-bootstrap/*.py) $(PY_SDK) $(WIT)
+	@mkdir -p $(OUT)
+	$(COMPONENTIZE_PY) app -p plugins/tenant-bootstrap -p guest-sdk/python -o $@
+
+$(OUT)/configmap-replicator.wasm: $(wildcard plugins/configmap-replicator/*.js) $(JS_SDK) $(WIT) $(NPM_STAMP)
+	@mkdir -p $(OUT)
+	$(COMPONENTIZE_JS) plugins/configmap-replicator/app.js --wit wit --out $@
+
+$(TEST_OUT)/misbehave-py.wasm: $(wildcard tests/guests/misbehave-py/*.py) $(PY_SDK) $(WIT)
+	@mkdir -p $(TEST_OUT)
+	$(COMPONENTIZE_PY) misbehave -p tests/guests/misbehave-py -p guest-sdk/python -o $@
+
+$(TEST_OUT)/misbehave-js.wasm: $(wildcard tests/guests/misbehave-js/*.js) $(JS_SDK) $(WIT) $(NPM_STAMP)
+	@mkdir -p $(TEST_OUT)
+	$(COMPONENTIZE_JS) tests/guests/misbehave-js/app.js --wit wit --out $@
 
 build:
 	$(CARGO) build --bin kubewasm
@@ -37,18 +71,24 @@ fmt:
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(CARGO) clippy --target $(WASM_TARGET) $(addprefix -p ,$(PLUGINS) $(TEST_PLUGINS)) -- -D warnings
+	$(CARGO) clippy --target $(WASM_TARGET) $(addprefix -p ,$(RUST_PLUGINS) $(RUST_TEST_PLUGINS)) -- -D warnings
 
-test: lint plugins test-plugins build
+# Tests plugin authors write in their own language.
+guest-tests: $(NPM_STAMP)
+	cd plugins/tenant-bootstrap && PYTHONPATH=../../guest-sdk/python $(PYTHON) -m unittest -v
+	node --test guest-sdk/js/test/ plugins/configmap-replicator/
+
+test: lint plugins test-plugins build guest-tests
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
 
 dev: plugins build
-	$(TARGET_DIR)/debug/kubewasm inspect $(TARGET_DIR)/plugins/myapp.wasm
-	$(TARGET_DIR)/debug/kubewasm replay $(TARGET_DIR)/plugins/myapp.wasm --objects plugins/myapp/example.yaml --key default/demo
+	$(TARGET_DIR)/debug/kubewasm inspect $(OUT)/myapp.wasm
+	$(TARGET_DIR)/debug/kubewasm replay $(OUT)/myapp.wasm --objects plugins/myapp/example.yaml --key default/demo
 
 bench: plugins test-plugins
 	$(CARGO) bench -p kubewasm-tests --bench contract -- --write BENCHMARKS.md
 
 clean:
 	$(CARGO) clean
+	rm -rf node_modules

@@ -3,13 +3,15 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use kubewasm_tests::{example_file, example_plugin, kubewasm_bin, test_plugin};
+use kubewasm_tests::{compiled_cache_dir, example_file, example_plugin, kubewasm_bin, test_plugin};
 use serde_json::{Value, json};
 
-fn kubewasm(args: &[&str], cache: &Path) -> Output {
+/// Runs the binary with the tests' shared precompiled cache, so each
+/// component is compiled once per test run, not once per invocation.
+fn kubewasm(args: &[&str]) -> Output {
     Command::new(kubewasm_bin())
         .args(args)
-        .env("KUBEWASM_CACHE_DIR", cache)
+        .env("KUBEWASM_CACHE_DIR", compiled_cache_dir())
         .output()
         .expect("kubewasm runs")
 }
@@ -20,8 +22,7 @@ fn path(p: &Path) -> &str {
 
 #[test]
 fn inspect_should_print_the_declaration_as_json() {
-    let cache = tempfile::tempdir().expect("tempdir");
-    let out = kubewasm(&["inspect", path(&example_plugin("myapp"))], cache.path());
+    let out = kubewasm(&["inspect", path(&example_plugin("myapp"))]);
     assert!(
         out.status.success(),
         "{}",
@@ -35,20 +36,16 @@ fn inspect_should_print_the_declaration_as_json() {
 
 #[test]
 fn replay_should_print_deployment_service_and_status_applies() {
-    let cache = tempfile::tempdir().expect("tempdir");
     let plugin = example_plugin("myapp");
     let objects = example_file("myapp", "example.yaml");
-    let out = kubewasm(
-        &[
-            "replay",
-            path(&plugin),
-            "--objects",
-            path(&objects),
-            "--key",
-            "default/demo",
-        ],
-        cache.path(),
-    );
+    let out = kubewasm(&[
+        "replay",
+        path(&plugin),
+        "--objects",
+        path(&objects),
+        "--key",
+        "default/demo",
+    ]);
     assert!(
         out.status.success(),
         "{}",
@@ -86,19 +83,16 @@ fn replay_should_print_deployment_service_and_status_applies() {
     }
     assert_eq!(actions[2]["body"]["status"]["availableReplicas"], 2);
 
-    let json_out = kubewasm(
-        &[
-            "replay",
-            path(&plugin),
-            "--objects",
-            path(&objects),
-            "--key",
-            "default/demo",
-            "-o",
-            "json",
-        ],
-        cache.path(),
-    );
+    let json_out = kubewasm(&[
+        "replay",
+        path(&plugin),
+        "--objects",
+        path(&objects),
+        "--key",
+        "default/demo",
+        "-o",
+        "json",
+    ]);
     let report: Value = serde_json::from_slice(&json_out.stdout).expect("json");
     assert_eq!(report["call"], "reconcile");
     assert_eq!(report["actions"].as_array().map(Vec::len), Some(3));
@@ -106,7 +100,6 @@ fn replay_should_print_deployment_service_and_status_applies() {
 
 #[test]
 fn replay_should_pass_config_and_fail_clearly_on_plugin_errors() {
-    let cache = tempfile::tempdir().expect("tempdir");
     let dir = tempfile::tempdir().expect("tempdir");
     let objects = dir.path().join("objects.yaml");
     std::fs::write(
@@ -131,7 +124,7 @@ fn replay_should_pass_config_and_fail_clearly_on_plugin_errors() {
             "--key",
             "default/cm",
         ];
-        kubewasm(&args, cache.path())
+        kubewasm(&args)
     };
 
     let ok = replay_with("ok");
@@ -158,7 +151,6 @@ fn replay_should_pass_config_and_fail_clearly_on_plugin_errors() {
 
 #[test]
 fn replay_should_refuse_bad_input_with_a_clear_message() {
-    let cache = tempfile::tempdir().expect("tempdir");
     let dir = tempfile::tempdir().expect("tempdir");
     let plugin = example_plugin("myapp");
     let bad_yaml = dir.path().join("bad.yaml");
@@ -187,16 +179,80 @@ fn replay_should_refuse_bad_input_with_a_clear_message() {
     ] {
         let mut all = vec!["replay", path(&plugin)];
         all.extend(args);
-        let out = kubewasm(&all, cache.path());
+        let out = kubewasm(&all);
         assert!(!out.status.success());
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(expected), "{expected}: {stderr}");
     }
 
-    let not_plugin = kubewasm(
-        &["inspect", path(&test_plugin("not-a-plugin"))],
-        cache.path(),
-    );
+    let not_plugin = kubewasm(&["inspect", path(&test_plugin("not-a-plugin"))]);
     assert!(!not_plugin.status.success());
     assert!(String::from_utf8_lossy(&not_plugin.stderr).contains("targets another world"));
+}
+
+#[test]
+fn replay_should_report_python_and_javascript_errors_and_logs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let objects = dir.path().join("objects.yaml");
+    std::fs::write(
+        &objects,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm, namespace: default}\n",
+    )
+    .expect("write");
+    let config = dir.path().join("config.yaml");
+    for (plugin, mode, expected) in [
+        (
+            "misbehave-py",
+            "raise",
+            "ValueError: misbehave-py was asked to raise",
+        ),
+        (
+            "misbehave-js",
+            "throw",
+            "RangeError: misbehave-js was asked to throw",
+        ),
+    ] {
+        std::fs::write(&config, format!("mode: {mode}\n")).expect("write");
+        let plugin = test_plugin(plugin);
+        let out = kubewasm(&[
+            "replay",
+            path(&plugin),
+            "--objects",
+            path(&objects),
+            "--config",
+            path(&config),
+            "--key",
+            "default/cm",
+        ]);
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("error: reconcile of default/cm failed: plugin reported failure"),
+            "{stderr}"
+        );
+        assert!(stderr.contains(expected), "{stderr}");
+    }
+
+    // A Python plugin's log records reach the host's log.
+    let plugin = example_plugin("tenant-bootstrap");
+    let objects = example_file("tenant-bootstrap", "example.yaml");
+    let out = kubewasm(&[
+        "replay",
+        path(&plugin),
+        "--objects",
+        path(&objects),
+        "--key",
+        "team-a",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("bootstrapping tenant") && stderr.contains("plugin=tenant-bootstrap"),
+        "{stderr}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("reason: TenantBootstrapped"));
 }

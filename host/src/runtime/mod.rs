@@ -204,6 +204,10 @@ pub enum LoadError {
     /// Linking failed for another reason (e.g. a type mismatch).
     #[error("failed to link the component: {0:#}")]
     Link(#[source] wasmtime::Error),
+    /// The component links but does not match the world the host speaks
+    /// (built against another revision of the WIT package).
+    #[error("the component does not match the `{PLUGIN_EXPORT}` world this host speaks: {0:#}")]
+    Incompatible(#[source] wasmtime::Error),
     /// The `declare` call failed.
     #[error("the plugin's declare call failed: {0}")]
     Declare(#[source] CallError),
@@ -423,7 +427,14 @@ impl Runtime {
             warm: Mutex::new(Vec::new()),
         };
         let started = Instant::now();
-        let instance = bootstrap.instantiate().map_err(LoadError::Declare)?;
+        let instance = bootstrap.instantiate().map_err(|error| match error {
+            // Exports are type-checked at instantiation: a mismatch means
+            // another revision of the contract.
+            CallError::Instantiate(error) if error.to_string().contains("type mismatch") => {
+                LoadError::Incompatible(error)
+            }
+            other => LoadError::Declare(other),
+        })?;
         let instantiate_time = started.elapsed();
         let (declaration, _) = bootstrap
             .with_instance(instance, |controller, store| {
@@ -656,7 +667,9 @@ impl Plugin {
         Ok(Outcome {
             actions,
             requeue_after: outcome.requeue_after_ms.map(Duration::from_millis),
-            finalizer: outcome.finalizer.filter(|_| self.declaration.managed_finalizer),
+            finalizer: outcome
+                .finalizer
+                .filter(|_| self.declaration.managed_finalizer),
             stats: CallStats {
                 instantiate,
                 call: call_time,

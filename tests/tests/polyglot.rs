@@ -1,0 +1,377 @@
+//! Python and JavaScript plugins, built from source by `make plugins
+//! test-plugins`, run by the same runtime and sandbox as Rust ones.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use kubewasm::action::ApiRequest;
+use kubewasm::cache::{Cache, MemoryCache};
+use kubewasm::replay;
+use kubewasm::resource::ObjectKey;
+use kubewasm::runtime::{
+    CallError, LoadError, Plugin, ReconcileError, Request, Runtime, RuntimeConfig,
+};
+use kubewasm_tests::{compiled_cache_dir, example_plugin, test_plugin};
+use serde_json::{Value, json};
+
+const DEADLINE: Duration = Duration::from_millis(500);
+const MEMORY_LIMIT: usize = 128 << 20;
+
+fn runtime() -> &'static Runtime {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        let config = RuntimeConfig::default()
+            .deadline(DEADLINE)
+            .memory_limit(MEMORY_LIMIT)
+            .max_instances(32)
+            .cache_dir(compiled_cache_dir());
+        Runtime::new(config).expect("engine")
+    })
+}
+
+/// Each component is compiled once per test binary (and cached on disk).
+macro_rules! plugin {
+    ($name:ident, $path:expr) => {
+        fn $name() -> &'static Plugin {
+            static PLUGIN: OnceLock<Plugin> = OnceLock::new();
+            PLUGIN.get_or_init(|| runtime().load_file($path).expect(stringify!($name)))
+        }
+    };
+}
+
+plugin!(tenant_bootstrap, example_plugin("tenant-bootstrap"));
+plugin!(replicator, example_plugin("configmap-replicator"));
+plugin!(misbehave_py, test_plugin("misbehave-py"));
+plugin!(misbehave_js, test_plugin("misbehave-js"));
+
+fn cache(objects: Vec<Value>) -> Arc<dyn Cache> {
+    Arc::new(MemoryCache::from_objects(objects).expect("valid fixture"))
+}
+
+fn reconcile(plugin: &Plugin, objects: Vec<Value>, key: ObjectKey) -> Vec<ApiRequest> {
+    plugin
+        .reconcile(cache(objects), &Request::new(key))
+        .expect("reconciles")
+        .actions
+        .iter()
+        .map(|a| a.request())
+        .collect()
+}
+
+fn summary(requests: &[ApiRequest]) -> Vec<String> {
+    requests
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path.split('?').next().unwrap_or("")))
+        .collect()
+}
+
+// ---- tenant-bootstrap (Python) ----
+
+fn namespace(tenant: Option<&str>) -> Value {
+    let labels = tenant.map_or(json!({}), |t| json!({"kubewasm.dev/tenant": t}));
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "uid": "ns-uid", "labels": labels}})
+}
+
+fn tenant_child(api_version: &str, kind: &str, name: &str, owner: &str) -> Value {
+    json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "namespace": "team-a",
+        "ownerReferences": [{"apiVersion": "v1", "kind": "Namespace", "name": "team-a", "uid": owner, "controller": true}]}})
+}
+
+fn tenant_children(owner: &str) -> Vec<Value> {
+    vec![
+        tenant_child("v1", "ServiceAccount", "tenant-admin", owner),
+        tenant_child(
+            "rbac.authorization.k8s.io/v1",
+            "RoleBinding",
+            "tenant-admin",
+            owner,
+        ),
+        tenant_child("v1", "ConfigMap", "tenant-info", owner),
+    ]
+}
+
+#[test]
+fn tenant_bootstrap_should_create_children_with_an_event() {
+    let requests = reconcile(
+        tenant_bootstrap(),
+        vec![namespace(Some("acme"))],
+        ObjectKey::cluster("team-a"),
+    );
+    assert_eq!(
+        summary(&requests),
+        [
+            "PATCH /api/v1/namespaces/team-a/serviceaccounts/tenant-admin",
+            "PATCH /apis/rbac.authorization.k8s.io/v1/namespaces/team-a/rolebindings/tenant-admin",
+            "PATCH /api/v1/namespaces/team-a/configmaps/tenant-info",
+            "POST /apis/events.k8s.io/v1/namespaces/default/events",
+        ]
+    );
+    for child in &requests[..3] {
+        assert_eq!(
+            child.body["metadata"]["ownerReferences"][0]["kind"],
+            "Namespace"
+        );
+        assert_eq!(
+            child.body["metadata"]["ownerReferences"][0]["uid"],
+            "ns-uid"
+        );
+        assert!(
+            child
+                .path
+                .contains("fieldManager=kubewasm-tenant-bootstrap")
+        );
+    }
+    assert_eq!(requests[1].body["roleRef"]["name"], "admin");
+    assert_eq!(requests[2].body["data"], json!({"tenant": "acme"}));
+    let event = &requests[3].body;
+    assert_eq!(
+        (
+            event["reason"].as_str(),
+            event["regarding"]["kind"].as_str()
+        ),
+        (Some("TenantBootstrapped"), Some("Namespace"))
+    );
+}
+
+#[test]
+fn tenant_bootstrap_should_update_without_an_event() {
+    let mut objects = vec![namespace(Some("globex"))];
+    objects.extend(tenant_children("ns-uid"));
+    let requests = reconcile(tenant_bootstrap(), objects, ObjectKey::cluster("team-a"));
+    assert_eq!(requests.len(), 3, "{:?}", summary(&requests));
+    assert!(requests.iter().all(|r| r.method == "PATCH"));
+    assert_eq!(requests[2].body["data"], json!({"tenant": "globex"}));
+}
+
+#[test]
+fn tenant_bootstrap_should_delete_its_children_when_the_label_goes() {
+    let mut objects = vec![namespace(None)];
+    objects.extend(tenant_children("ns-uid").into_iter().take(2));
+    objects.push(tenant_child("v1", "ConfigMap", "tenant-info", "not-ours"));
+    let requests = reconcile(tenant_bootstrap(), objects, ObjectKey::cluster("team-a"));
+    assert_eq!(
+        summary(&requests),
+        [
+            "DELETE /api/v1/namespaces/team-a/serviceaccounts/tenant-admin",
+            "DELETE /apis/rbac.authorization.k8s.io/v1/namespaces/team-a/rolebindings/tenant-admin",
+        ]
+    );
+    let gone = reconcile(tenant_bootstrap(), vec![], ObjectKey::cluster("team-a"));
+    assert!(gone.is_empty(), "a deleted namespace needs nothing");
+}
+
+// ---- configmap-replicator (JavaScript) ----
+
+fn source(replicate_to: &str, data: Value, deleting: bool) -> Value {
+    let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "settings", "namespace": "default", "uid": "src",
+                     "annotations": {"kubewasm.dev/replicate-to": replicate_to}},
+        "data": data});
+    if deleting {
+        cm["metadata"]["deletionTimestamp"] = json!("2026-11-30T05:00:00Z");
+        cm["metadata"]["finalizers"] = json!(["kubewasm.dev/configmap-replicator"]);
+    }
+    cm
+}
+
+fn replica(namespace: &str, data: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "settings", "namespace": namespace, "labels": {"kubewasm.dev/replica-of": "default.settings"}},
+        "data": data})
+}
+
+fn src_key() -> ObjectKey {
+    ObjectKey::namespaced("default", "settings")
+}
+
+#[test]
+fn replicator_should_copy_a_new_source_unowned_and_keep_its_finalizer() {
+    let outcome = replicator()
+        .reconcile(
+            cache(vec![source("ns-a,ns-b", json!({"K": "1"}), false)]),
+            &Request::new(src_key()),
+        )
+        .expect("reconciles");
+    assert_eq!(outcome.finalizer, Some(true));
+    let requests: Vec<_> = outcome.actions.iter().map(|a| a.request()).collect();
+    assert_eq!(
+        summary(&requests),
+        [
+            "PATCH /api/v1/namespaces/ns-a/configmaps/settings",
+            "PATCH /api/v1/namespaces/ns-b/configmaps/settings"
+        ]
+    );
+    for copy in &requests {
+        assert_eq!(copy.body["data"], json!({"K": "1"}));
+        assert_eq!(
+            copy.body["metadata"]["labels"]["kubewasm.dev/replica-of"],
+            "default.settings"
+        );
+        assert!(
+            copy.body["metadata"].get("ownerReferences").is_none(),
+            "copies cross namespaces: unowned"
+        );
+    }
+}
+
+#[test]
+fn replicator_should_update_copies_and_drop_unlisted_namespaces() {
+    let objects = vec![
+        source("ns-a", json!({"K": "2"}), false),
+        replica("ns-a", json!({"K": "1"})),
+        replica("ns-b", json!({"K": "1"})),
+    ];
+    let requests = reconcile(replicator(), objects, src_key());
+    assert_eq!(
+        summary(&requests),
+        [
+            "PATCH /api/v1/namespaces/ns-a/configmaps/settings",
+            "DELETE /api/v1/namespaces/ns-b/configmaps/settings"
+        ]
+    );
+    assert_eq!(requests[0].body["data"], json!({"K": "2"}));
+}
+
+#[test]
+fn replicator_should_put_back_a_copy_edited_by_hand() {
+    let objects = vec![
+        source("ns-a", json!({"K": "1"}), false),
+        replica("ns-a", json!({"K": "hacked"})),
+    ];
+    let requests = reconcile(
+        replicator(),
+        objects,
+        ObjectKey::namespaced("ns-a", "settings"),
+    );
+    assert_eq!(
+        summary(&requests),
+        ["PATCH /api/v1/namespaces/ns-a/configmaps/settings"]
+    );
+    assert_eq!(requests[0].body["data"], json!({"K": "1"}));
+}
+
+#[test]
+fn replicator_should_remove_every_copy_when_the_source_is_deleted() {
+    // As the host does: a primary being deleted gets `finalize`.
+    let objects = vec![
+        source("ns-a,ns-b", json!({"K": "1"}), true),
+        replica("ns-a", json!({"K": "1"})),
+        replica("ns-b", json!({"K": "1"})),
+    ];
+    let report = replay::replay(replicator(), objects, "{}".into(), src_key()).expect("finalizes");
+    assert_eq!(report.call, "finalize");
+    assert_eq!(
+        summary(&report.actions),
+        [
+            "DELETE /api/v1/namespaces/ns-a/configmaps/settings",
+            "DELETE /api/v1/namespaces/ns-b/configmaps/settings"
+        ]
+    );
+    assert_eq!(
+        report.finalizer,
+        Some(false),
+        "the host removes its finalizer after a successful finalize"
+    );
+}
+
+// ---- misbehaving interpreted plugins ----
+
+fn probe_cache() -> Arc<dyn Cache> {
+    cache(vec![json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "cm", "namespace": "default", "uid": "u-cm"}, "data": {"k": "v"}})])
+}
+
+fn probe(plugin: &Plugin, mode: &str) -> Result<kubewasm::runtime::Outcome, ReconcileError> {
+    let request = Request {
+        config: json!({"mode": mode}).to_string(),
+        ..Request::new(ObjectKey::namespaced("default", "cm"))
+    };
+    plugin.reconcile(probe_cache(), &request)
+}
+
+fn assert_still_works(plugin: &Plugin) {
+    let outcome = probe(plugin, "ok").expect("ok mode reconciles");
+    let copy = outcome.actions[0].request().body;
+    assert_eq!(
+        (copy["metadata"]["name"].as_str(), &copy["data"]),
+        (Some("cm-copy"), &json!({"k": "v"}))
+    );
+    let other = reconcile(
+        tenant_bootstrap(),
+        vec![namespace(Some("acme"))],
+        ObjectKey::cluster("team-a"),
+    );
+    assert_eq!(other.len(), 4, "another plugin is unaffected");
+}
+
+#[test]
+fn python_exception_should_be_a_failure_with_its_text() {
+    let err = probe(misbehave_py(), "raise").expect_err("raises");
+    assert!(matches!(err, ReconcileError::Failed { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("ValueError: misbehave-py was asked to raise"),
+        "{err}"
+    );
+    assert_still_works(misbehave_py());
+}
+
+#[test]
+fn javascript_exception_should_be_a_failure_with_its_text() {
+    let err = probe(misbehave_js(), "throw").expect_err("throws");
+    assert!(matches!(err, ReconcileError::Failed { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("RangeError: misbehave-js was asked to throw"),
+        "{err}"
+    );
+    assert_still_works(misbehave_js());
+}
+
+#[test]
+fn interpreted_infinite_loops_should_stop_at_the_deadline() {
+    for plugin in [misbehave_py(), misbehave_js()] {
+        let err = probe(plugin, "loop").expect_err("loops");
+        assert!(
+            matches!(
+                err,
+                ReconcileError::Call(CallError::DeadlineExceeded { .. })
+            ),
+            "{err}"
+        );
+        assert_still_works(plugin);
+    }
+}
+
+#[test]
+fn interpreted_memory_exhaustion_should_trap() {
+    for plugin in [misbehave_py(), misbehave_js()] {
+        let err = probe(plugin, "oom").expect_err("exhausts memory");
+        assert!(
+            matches!(err, ReconcileError::Call(CallError::MemoryExhausted { .. })),
+            "{err}"
+        );
+        assert_still_works(plugin);
+    }
+}
+
+#[test]
+fn interpreted_plugins_should_reuse_warm_instances() {
+    assert!(tenant_bootstrap().reuses_instances());
+    // The second call finds a warm instance: no instantiation.
+    probe(misbehave_py(), "ok").expect("warm-up");
+    let outcome = probe(misbehave_py(), "ok").expect("reconciles");
+    assert_eq!(outcome.stats.instantiate, Duration::ZERO);
+}
+
+#[test]
+fn unknown_imports_should_be_refused_with_their_name() {
+    let err = runtime()
+        .load_file(test_plugin("evil-import"))
+        .expect_err("refused");
+    assert!(matches!(err, LoadError::UnsupportedImport { .. }), "{err}");
+    assert!(
+        err.to_string().contains("imports `example:evil/net@0.1.0`"),
+        "{err}"
+    );
+}
