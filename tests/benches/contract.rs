@@ -7,26 +7,23 @@
 
 use std::hint::black_box;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use kubewasm::action::{self, Desired, DesiredEvent, EventType, PlanContext};
 use kubewasm::cache::{Cache, MemoryCache};
 use kubewasm::grants::Grants;
 use kubewasm::resource::{ObjectKey, ResourceType};
-use kubewasm::runtime::{CallStats, InstanceReuse, Plugin, Request, Runtime, RuntimeConfig};
+use kubewasm::runtime::{InstanceReuse, Plugin, Request, Runtime, RuntimeConfig};
 use kubewasm_guest::testing::Harness;
+use kubewasm_tests::bench::{
+    Scenario, interleave, is_real_run, ms, out_path, time_once, us, write_section,
+};
 use kubewasm_tests::{example_plugin, test_plugin};
 use myapp::MyAppOperator;
 use serde_json::{Value, json};
 
-/// Rounds and batch size of a real run (`cargo bench` passes `--bench`);
-/// `cargo test --all-targets` runs one tiny round as a smoke test.
+/// Rounds and batch size of a real run; a smoke test runs one tiny round.
 fn run_size() -> (usize, usize) {
-    if std::env::args().any(|a| a == "--bench") {
-        (25, 200)
-    } else {
-        (1, 2)
-    }
+    if is_real_run() { (25, 200) } else { (1, 2) }
 }
 
 fn myapp_object() -> Value {
@@ -143,72 +140,7 @@ struct NativeCtx {
     key: ObjectKey,
 }
 
-/// A scenario measured in batches.
-struct Scenario<'a> {
-    name: &'static str,
-    run: Box<dyn FnMut() -> Option<CallStats> + 'a>,
-    per_iter: Vec<Duration>,
-    stats: Vec<CallStats>,
-}
-
-impl<'a> Scenario<'a> {
-    fn new(name: &'static str, run: impl FnMut() -> Option<CallStats> + 'a) -> Self {
-        Self {
-            name,
-            run: Box::new(run),
-            per_iter: Vec::new(),
-            stats: Vec::new(),
-        }
-    }
-
-    fn batch(&mut self, batch: usize) {
-        let started = Instant::now();
-        for _ in 0..batch {
-            if let Some(stats) = black_box((self.run)()) {
-                self.stats.push(stats);
-            }
-        }
-        self.per_iter.push(started.elapsed().div_f64(batch as f64));
-    }
-
-    fn median(&self) -> Duration {
-        median(self.per_iter.clone())
-    }
-
-    fn median_stat(&self, f: impl Fn(&CallStats) -> Duration) -> Duration {
-        median(self.stats.iter().map(f).collect())
-    }
-}
-
-const BEGIN: &str = "<!-- bench:contract:begin -->";
-const END: &str = "<!-- bench:contract:end -->";
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v.get(v.len() / 2).copied().unwrap_or_default()
-}
-
-fn us(d: Duration) -> String {
-    format!("{:.1} µs", d.as_secs_f64() * 1e6)
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.2} ms", d.as_secs_f64() * 1e3)
-}
-
-fn time_once<T>(f: impl FnOnce() -> T) -> (T, Duration) {
-    let started = Instant::now();
-    let value = f();
-    (value, started.elapsed())
-}
-
 fn main() {
-    let out_path = {
-        let args: Vec<String> = std::env::args().collect();
-        args.iter()
-            .position(|a| a == "--write")
-            .and_then(|i| args.get(i + 1).cloned())
-    };
     let myapp_path = example_plugin("myapp");
     let misbehave_path = test_plugin("misbehave");
     let wasm_size = std::fs::metadata(&myapp_path).map(|m| m.len()).unwrap_or(0);
@@ -329,16 +261,7 @@ fn main() {
         }),
     ];
     let (rounds, batch) = run_size();
-    for scenario in &mut scenarios {
-        scenario.batch(batch); // warm-up
-        scenario.per_iter.clear();
-        scenario.stats.clear();
-    }
-    for _ in 0..rounds {
-        for scenario in &mut scenarios {
-            scenario.batch(batch);
-        }
-    }
+    interleave(&mut scenarios, rounds, |_| batch);
 
     let [native, fresh_s, warm_s, noop, read, text] = &scenarios[..] else {
         unreachable!("six scenarios")
@@ -437,26 +360,14 @@ fn main() {
         ms(cached_load)
     ));
     println!("{report}");
-    if let Some(path) = out_path {
-        // Relative to the workspace root, not to this package.
-        let path = kubewasm_tests::workspace_root().join(path);
-        let section = format!(
-            "{BEGIN}\n## Plugin contract: `myapp` through Wasm against native\n\n\
-             Command: `make bench` (`cargo bench -p kubewasm-tests --bench contract -- --write BENCHMARKS.md` \
-             after `make plugins test-plugins`).\n\n{report}{END}"
-        );
-        let doc = std::fs::read_to_string(&path).unwrap_or_else(|_| {
-            "# Benchmarks\n\nFigures from runs on the project machine (2 cores, 24 GiB). Each section says \
-             the command that produced it; ratios measured in one run are what to read.\n\n"
-                .to_owned()
-        });
-        let doc = match (doc.find(BEGIN), doc.find(END)) {
-            (Some(b), Some(e)) if b < e => {
-                format!("{}{section}{}", &doc[..b], &doc[e + END.len()..])
-            }
-            _ => format!("{}\n{section}\n", doc.trim_end()),
-        };
-        std::fs::write(&path, doc).expect("write report");
-        eprintln!("wrote {}", path.display());
+    if let Some(path) = out_path() {
+        write_section(
+            &path,
+            "contract",
+            "Plugin contract: `myapp` through Wasm against native",
+            "make bench",
+            &report,
+        )
+        .expect("write report");
     }
 }

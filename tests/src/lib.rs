@@ -7,6 +7,8 @@
 
 use std::path::PathBuf;
 
+pub mod bench;
+
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

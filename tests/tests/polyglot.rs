@@ -144,6 +144,27 @@ fn tenant_bootstrap_should_update_without_an_event() {
 }
 
 #[test]
+fn tenant_bootstrap_should_put_back_a_child_edited_by_hand() {
+    let mut objects = vec![namespace(Some("acme"))];
+    objects.extend(tenant_children("ns-uid"));
+    objects[3]["data"] = json!({"tenant": "edited-by-hand"});
+    let requests = reconcile(tenant_bootstrap(), objects, ObjectKey::cluster("team-a"));
+    let info = requests
+        .iter()
+        .find(|r| r.path.contains("/configmaps/tenant-info"))
+        .expect("tenant-info applied");
+    assert_eq!(
+        info.body["data"],
+        json!({"tenant": "acme"}),
+        "forced apply restores our fields"
+    );
+    assert!(
+        requests.iter().all(|r| r.method == "PATCH"),
+        "nothing was missing: no event"
+    );
+}
+
+#[test]
 fn tenant_bootstrap_should_delete_its_children_when_the_label_goes() {
     let mut objects = vec![namespace(None)];
     objects.extend(tenant_children("ns-uid").into_iter().take(2));

@@ -18,16 +18,17 @@
 //!   it declared, and its actions pass [`action::plan`] before they leave.
 //!
 //! # Instances: warm by default, fresh on request
-//! Measured side by side (BENCHMARKS.md): for the Rust `myapp` plugin a
-//! fresh instance per call adds about 17 µs of instantiation plus the cost
-//! of first touching its memory, about 30 µs a call over a warm instance;
-//! interpreter-based components (Python, JavaScript) take milliseconds to
-//! instantiate. So [`InstanceReuse::Reuse`] is the default: each plugin
-//! keeps a few warm instances, a call takes one, and it goes back only if
-//! the call succeeded. A trapped instance is dropped, and an instance is
-//! retired after [`MAX_CALLS_PER_INSTANCE`] calls, which bounds what a
-//! leaky plugin accumulates. Plugins must not rely on state kept between
-//! calls (there are several warm instances, and any may be replaced).
+//! Measured side by side (BENCHMARKS.md, "Per language"): a fresh instance
+//! per call costs about 1.8 times a warm call for a small Rust plugin, 5 to
+//! 6 times for JavaScript (StarlingMonkey initialises lazily on the first
+//! call) and 25 to 30 times for Python (half a millisecond to instantiate,
+//! a millisecond more on the first call). So [`InstanceReuse::Reuse`] is the
+//! default: each plugin keeps a few warm instances, a call takes one, and it
+//! goes back only if the call succeeded. A trapped instance is dropped, and
+//! an instance is retired after [`MAX_CALLS_PER_INSTANCE`] calls, which
+//! bounds what a leaky plugin accumulates. Plugins must not rely on state
+//! kept between calls (there are several warm instances, and any may be
+//! replaced).
 //! [`InstanceReuse::Fresh`] gives every call a new instance, for operators
 //! who want no state at all to survive a call.
 
