@@ -16,6 +16,28 @@ fn kubewasm(args: &[&str]) -> Output {
         .expect("kubewasm runs")
 }
 
+/// Replays an example plugin against its `example.yaml`; it must succeed.
+fn replay_example(plugin: &str, key: &str, extra: &[&str]) -> Output {
+    let wasm = example_plugin(plugin);
+    let objects = example_file(plugin, "example.yaml");
+    let mut args = vec![
+        "replay",
+        path(&wasm),
+        "--objects",
+        path(&objects),
+        "--key",
+        key,
+    ];
+    args.extend(extra);
+    let out = kubewasm(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 fn path(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
 }
@@ -36,21 +58,7 @@ fn inspect_should_print_the_declaration_as_json() {
 
 #[test]
 fn replay_should_print_deployment_service_and_status_applies() {
-    let plugin = example_plugin("myapp");
-    let objects = example_file("myapp", "example.yaml");
-    let out = kubewasm(&[
-        "replay",
-        path(&plugin),
-        "--objects",
-        path(&objects),
-        "--key",
-        "default/demo",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = replay_example("myapp", "default/demo", &[]);
     let report: Value = serde_yaml::from_slice(&out.stdout).expect("yaml");
     let actions = report["actions"].as_array().expect("actions");
     let kinds: Vec<_> = actions
@@ -83,16 +91,7 @@ fn replay_should_print_deployment_service_and_status_applies() {
     }
     assert_eq!(actions[2]["body"]["status"]["availableReplicas"], 2);
 
-    let json_out = kubewasm(&[
-        "replay",
-        path(&plugin),
-        "--objects",
-        path(&objects),
-        "--key",
-        "default/demo",
-        "-o",
-        "json",
-    ]);
+    let json_out = replay_example("myapp", "default/demo", &["-o", "json"]);
     let report: Value = serde_json::from_slice(&json_out.stdout).expect("json");
     assert_eq!(report["call"], "reconcile");
     assert_eq!(report["actions"].as_array().map(Vec::len), Some(3));
@@ -234,21 +233,7 @@ fn replay_should_report_python_and_javascript_errors_and_logs() {
     }
 
     // A Python plugin's log records reach the host's log.
-    let plugin = example_plugin("tenant-bootstrap");
-    let objects = example_file("tenant-bootstrap", "example.yaml");
-    let out = kubewasm(&[
-        "replay",
-        path(&plugin),
-        "--objects",
-        path(&objects),
-        "--key",
-        "team-a",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = replay_example("tenant-bootstrap", "team-a", &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("bootstrapping tenant") && stderr.contains("plugin=tenant-bootstrap"),
