@@ -215,6 +215,19 @@ fn undeclared_write_should_be_denied_and_reported_to_the_plugin() {
     assert_everything_still_reconciles(&plugin);
 }
 
+#[test]
+fn plugins_should_get_no_files_environment_arguments_or_network() {
+    let plugin = misbehave(InstanceReuse::Fresh);
+    let outcome = plugin
+        .reconcile(configmap_cache(), &request("escape"))
+        .expect("probes");
+    let note = body(&outcome.actions[0])["note"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(note, "file=false dir=false env=0 args=0 net=false");
+}
+
 fn count(plugin: &Plugin) -> String {
     let outcome = plugin
         .reconcile(configmap_cache(), &request("count"))

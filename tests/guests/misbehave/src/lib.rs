@@ -7,6 +7,8 @@
 //! - `read-text`: reads the primary's JSON text unparsed (the crossing alone);
 //! - `count`: returns an event whose note is how many calls this instance
 //!   has served (shows whether instances are reused);
+//! - `escape`: tries the filesystem, the environment, the arguments and
+//!   the network, and reports what it got in an event;
 //! - `loop`: never returns;
 //! - `oom`: allocates until the memory limit stops it;
 //! - `panic`: panics;
@@ -68,6 +70,20 @@ impl Reconciler for Misbehave {
             }
             "count" => {
                 Ok(Outcome::new().event(Event::normal("Counted", "Count", calls.to_string())))
+            }
+            "escape" => {
+                let file = std::fs::read_to_string("/etc/passwd").map(|s| s.len());
+                let dir = std::fs::read_dir("/").map(|d| d.count());
+                let env = std::env::vars().count();
+                let args = std::env::args().count();
+                let net = std::net::TcpStream::connect("127.0.0.1:22").map(|_| ());
+                let note = format!(
+                    "file={} dir={} env={env} args={args} net={}",
+                    file.is_ok(),
+                    dir.is_ok(),
+                    net.is_ok()
+                );
+                Ok(Outcome::new().event(Event::normal("Escape", "Probe", note)))
             }
             "loop" => {
                 let mut x: u64 = 0;
