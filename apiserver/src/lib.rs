@@ -1,0 +1,10 @@
+//! An embedded Kubernetes API server for kubewasm: the cluster behind
+//! `kubewasm dev`, the integration tests and the benchmarks.
+//!
+//! Built bottom-up. [`store`] is the versioned object store every resource
+//! type shares: one global resourceVersion counter, a bounded event
+//! history, gap-free watches and consistent list snapshots. The HTTP layer
+//! (discovery, OpenAPI, REST verbs, patch flavours, server-side apply) sits
+//! on top of it.
+
+pub mod store;

@@ -1,0 +1,804 @@
+//! The versioned object store: one generic store for every resource type.
+//!
+//! Objects are JSON values filed by [`ResourceKey`] (group and plural) and
+//! [`ObjectKey`] (namespace and name). The store knows nothing of kinds,
+//! schemas or subresources; the API layer does. It owns what etcd and the
+//! apiserver's watch cache own: versions, history, watches and snapshots.
+//!
+//! # Guarantees
+//! - One global resourceVersion (RV), shared by every type and strictly
+//!   increasing: each change takes the next one, like an etcd revision.
+//! - A write that changes nothing (the new object equals the stored one,
+//!   `metadata.resourceVersion` aside) keeps the RV and records no event,
+//!   so server-side-apply reconcilers do not hot-loop.
+//! - Every change is recorded as an [`Event`] in a bounded history. A
+//!   [`Watcher`] started at RV `n` yields every event of its resource with
+//!   an RV above `n`, in RV order, with no gap and no duplicate, for as long
+//!   as the history still holds them; past that it gets
+//!   [`StoreError::Expired`] (served to clients as a 410 ERROR event).
+//! - [`Store::list`] returns a snapshot at one RV. Asking again for the same
+//!   RV (a later page of the same list) rebuilds that snapshot from the
+//!   history, or fails with `Expired` once it is compacted.
+//! - A deleted object's last event carries it stamped with the deletion RV.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use kubewasm_core::ObjectKey;
+use serde_json::Value;
+use tokio::sync::Notify;
+
+/// Default number of events the history keeps.
+pub const DEFAULT_HISTORY: usize = 10_000;
+
+/// Where a resource type's objects are filed: its group and plural.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ResourceKey {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// Plural resource name.
+    pub plural: String,
+}
+
+impl ResourceKey {
+    /// The key of `group`'s `plural`.
+    pub fn new(group: impl Into<String>, plural: impl Into<String>) -> Self {
+        Self {
+            group: group.into(),
+            plural: plural.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ResourceKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.group.is_empty() {
+            f.write_str(&self.plural)
+        } else {
+            write!(f, "{}.{}", self.plural, self.group)
+        }
+    }
+}
+
+/// What happened to an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    /// It was created.
+    Added,
+    /// It changed.
+    Modified,
+    /// It was removed.
+    Deleted,
+}
+
+impl EventType {
+    /// The watch event type as the API spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "ADDED",
+            Self::Modified => "MODIFIED",
+            Self::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change, as recorded in the history.
+#[derive(Clone, Debug)]
+pub struct Event {
+    /// The RV the change took.
+    pub rv: u64,
+    /// The object's type.
+    pub resource: ResourceKey,
+    /// What happened.
+    pub kind: EventType,
+    /// The object after the change (for a deletion, its last state,
+    /// stamped with the deletion RV).
+    pub object: Arc<Value>,
+    /// The object before the change (none for a creation): lets watchers
+    /// with selectors see an object leave or enter their selection, and
+    /// lets snapshots be rebuilt.
+    pub previous: Option<Arc<Value>>,
+}
+
+/// Which version of a list to read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListAt {
+    /// The current state.
+    Latest,
+    /// Exactly this RV (a continued list, or `resourceVersionMatch=Exact`).
+    Exact(u64),
+    /// This RV or newer (`resourceVersionMatch=NotOlderThan`); served at the
+    /// current RV.
+    NotOlderThan(u64),
+}
+
+/// A list snapshot.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    /// The RV the snapshot shows.
+    pub rv: u64,
+    /// The objects, ordered by namespace then name.
+    pub items: Vec<Arc<Value>>,
+}
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum StoreError {
+    /// The object exists already.
+    #[error("{resource} \"{key}\" already exists")]
+    AlreadyExists {
+        /// Its type.
+        resource: ResourceKey,
+        /// Its key.
+        key: ObjectKey,
+    },
+    /// There is no such object.
+    #[error("{resource} \"{key}\" not found")]
+    NotFound {
+        /// Its type.
+        resource: ResourceKey,
+        /// Its key.
+        key: ObjectKey,
+    },
+    /// The RV asked for is older than the history reaches.
+    #[error("too old resource version: {requested} ({oldest})")]
+    Expired {
+        /// The RV asked for.
+        requested: u64,
+        /// The oldest RV still served.
+        oldest: u64,
+    },
+    /// The RV asked for is newer than the store's.
+    #[error("too large resource version: {requested}, current: {current}")]
+    TooLarge {
+        /// The RV asked for.
+        requested: u64,
+        /// The store's RV.
+        current: u64,
+    },
+}
+
+type Objects = BTreeMap<ObjectKey, Arc<Value>>;
+
+#[derive(Debug)]
+struct State {
+    rv: u64,
+    objects: BTreeMap<ResourceKey, Objects>,
+    history: VecDeque<Event>,
+    capacity: usize,
+    /// Events with an RV at or below this are gone from the history.
+    compacted: u64,
+}
+
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<State>,
+    changed: Notify,
+}
+
+/// The store. Cheap to clone: clones share the same state.
+#[derive(Clone, Debug)]
+pub struct Store {
+    shared: Arc<Shared>,
+}
+
+/// What a write did.
+#[derive(Clone, Debug)]
+pub struct Written {
+    /// The stored object, stamped with its RV.
+    pub object: Arc<Value>,
+    /// False when the write changed nothing (no new RV, no event).
+    pub changed: bool,
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Self::new(DEFAULT_HISTORY)
+    }
+}
+
+/// Sets `metadata.resourceVersion`.
+fn stamp(object: &mut Value, rv: u64) {
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.insert("resourceVersion".into(), Value::String(rv.to_string()));
+    }
+}
+
+/// Equal but for `metadata.resourceVersion`.
+fn same_content(a: &Value, b: &Value) -> bool {
+    let rv = |v: &Value| v.pointer("/metadata/resourceVersion").cloned();
+    if rv(a) == rv(b) {
+        return a == b;
+    }
+    let mut b = b.clone();
+    match rv(a) {
+        Some(version) => {
+            if let Some(m) = b.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.insert("resourceVersion".into(), version);
+            }
+        }
+        None => {
+            if let Some(m) = b.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.remove("resourceVersion");
+            }
+        }
+    }
+    *a == b
+}
+
+impl Store {
+    /// An empty store keeping `history` events (at least one).
+    pub fn new(history: usize) -> Self {
+        Self::starting_at(0, history)
+    }
+
+    /// An empty store whose next write takes RV `rv + 1` (after a restore).
+    pub fn starting_at(rv: u64, history: usize) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State {
+                    rv,
+                    objects: BTreeMap::new(),
+                    history: VecDeque::new(),
+                    capacity: history.max(1),
+                    compacted: rv,
+                }),
+                changed: Notify::new(),
+            }),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the state half
+        // written: every mutation below completes before it can panic.
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The current RV.
+    pub fn current_rv(&self) -> u64 {
+        self.state().rv
+    }
+
+    /// The oldest RV a watch or an exact list can still start from.
+    pub fn oldest_rv(&self) -> u64 {
+        self.state().compacted
+    }
+
+    /// One object.
+    pub fn get(&self, resource: &ResourceKey, key: &ObjectKey) -> Option<Arc<Value>> {
+        self.state().objects.get(resource)?.get(key).cloned()
+    }
+
+    /// Creates an object; fails if it exists.
+    ///
+    /// # Errors
+    /// [`StoreError::AlreadyExists`].
+    pub fn create(
+        &self,
+        resource: &ResourceKey,
+        key: &ObjectKey,
+        mut object: Value,
+    ) -> Result<Arc<Value>, StoreError> {
+        let mut state = self.state();
+        if state
+            .objects
+            .get(resource)
+            .is_some_and(|o| o.contains_key(key))
+        {
+            return Err(StoreError::AlreadyExists {
+                resource: resource.clone(),
+                key: key.clone(),
+            });
+        }
+        let rv = state.rv + 1;
+        stamp(&mut object, rv);
+        let object = Arc::new(object);
+        state.rv = rv;
+        state
+            .objects
+            .entry(resource.clone())
+            .or_default()
+            .insert(key.clone(), Arc::clone(&object));
+        state.record(Event {
+            rv,
+            resource: resource.clone(),
+            kind: EventType::Added,
+            object: Arc::clone(&object),
+            previous: None,
+        });
+        drop(state);
+        self.shared.changed.notify_waiters();
+        Ok(object)
+    }
+
+    /// Replaces an object with what `update` makes of the current one, under
+    /// the store's lock (etcd's GuaranteedUpdate). `update` does the
+    /// caller's checks (preconditions, conflicts, validation) and may fail.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`] (converted into `E`), or `update`'s error.
+    pub fn update<E: From<StoreError>>(
+        &self,
+        resource: &ResourceKey,
+        key: &ObjectKey,
+        update: impl FnOnce(&Value) -> Result<Value, E>,
+    ) -> Result<Written, E> {
+        let mut state = self.state();
+        let current = state
+            .objects
+            .get(resource)
+            .and_then(|o| o.get(key))
+            .cloned()
+            .ok_or_else(|| StoreError::NotFound {
+                resource: resource.clone(),
+                key: key.clone(),
+            })?;
+        let mut next = update(&current)?;
+        if same_content(&current, &next) {
+            return Ok(Written {
+                object: current,
+                changed: false,
+            });
+        }
+        let rv = state.rv + 1;
+        stamp(&mut next, rv);
+        let next = Arc::new(next);
+        state.rv = rv;
+        state
+            .objects
+            .entry(resource.clone())
+            .or_default()
+            .insert(key.clone(), Arc::clone(&next));
+        state.record(Event {
+            rv,
+            resource: resource.clone(),
+            kind: EventType::Modified,
+            object: Arc::clone(&next),
+            previous: Some(current),
+        });
+        drop(state);
+        self.shared.changed.notify_waiters();
+        Ok(Written {
+            object: next,
+            changed: true,
+        })
+    }
+
+    /// Removes an object once `check` accepts it (preconditions); returns
+    /// its last state, stamped with the deletion RV.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`] (converted into `E`), or `check`'s error.
+    pub fn delete<E: From<StoreError>>(
+        &self,
+        resource: &ResourceKey,
+        key: &ObjectKey,
+        check: impl FnOnce(&Value) -> Result<(), E>,
+    ) -> Result<Arc<Value>, E> {
+        let mut state = self.state();
+        let current = state
+            .objects
+            .get(resource)
+            .and_then(|o| o.get(key))
+            .cloned()
+            .ok_or_else(|| StoreError::NotFound {
+                resource: resource.clone(),
+                key: key.clone(),
+            })?;
+        check(&current)?;
+        let rv = state.rv + 1;
+        let mut last = (*current).clone();
+        stamp(&mut last, rv);
+        let last = Arc::new(last);
+        state.rv = rv;
+        if let Some(objects) = state.objects.get_mut(resource) {
+            objects.remove(key);
+        }
+        state.record(Event {
+            rv,
+            resource: resource.clone(),
+            kind: EventType::Deleted,
+            object: Arc::clone(&last),
+            previous: Some(current),
+        });
+        drop(state);
+        self.shared.changed.notify_waiters();
+        Ok(last)
+    }
+
+    /// The objects of `resource` in `namespace` (all when `None`) at `at`.
+    ///
+    /// # Errors
+    /// [`StoreError::Expired`] when an exact RV is no longer in the history,
+    /// [`StoreError::TooLarge`] when it is newer than the store.
+    pub fn list(
+        &self,
+        resource: &ResourceKey,
+        namespace: Option<&str>,
+        at: ListAt,
+    ) -> Result<Snapshot, StoreError> {
+        let state = self.state();
+        let in_scope =
+            |key: &ObjectKey| namespace.is_none() || key.namespace.as_deref() == namespace;
+        let current = || state.objects.get(resource).into_iter().flatten();
+        let (rv, objects): (u64, Objects) = match at {
+            ListAt::Latest => (
+                state.rv,
+                current().map(|(k, v)| (k.clone(), Arc::clone(v))).collect(),
+            ),
+            ListAt::NotOlderThan(requested) | ListAt::Exact(requested) if requested > state.rv => {
+                return Err(StoreError::TooLarge {
+                    requested,
+                    current: state.rv,
+                });
+            }
+            ListAt::NotOlderThan(_) => (
+                state.rv,
+                current().map(|(k, v)| (k.clone(), Arc::clone(v))).collect(),
+            ),
+            ListAt::Exact(requested) => {
+                if requested < state.compacted {
+                    return Err(StoreError::Expired {
+                        requested,
+                        oldest: state.compacted,
+                    });
+                }
+                let mut objects: Objects =
+                    current().map(|(k, v)| (k.clone(), Arc::clone(v))).collect();
+                // Undo, newest first, every change of this type after `requested`.
+                for event in state.history.iter().rev().take_while(|e| e.rv > requested) {
+                    if &event.resource != resource {
+                        continue;
+                    }
+                    let Some(key) = ObjectKey::of(&event.object) else {
+                        continue;
+                    };
+                    match (&event.kind, &event.previous) {
+                        (EventType::Added, _) | (_, None) => {
+                            objects.remove(&key);
+                        }
+                        (_, Some(previous)) => {
+                            objects.insert(key, Arc::clone(previous));
+                        }
+                    }
+                }
+                (requested, objects)
+            }
+        };
+        Ok(Snapshot {
+            rv,
+            items: objects
+                .into_iter()
+                .filter(|(k, _)| in_scope(k))
+                .map(|(_, v)| v)
+                .collect(),
+        })
+    }
+
+    /// A watcher of `resource` (every type when `None`) from RV `from`:
+    /// it yields the events with an RV above `from`.
+    ///
+    /// # Errors
+    /// [`StoreError::Expired`] when the history no longer reaches `from`,
+    /// [`StoreError::TooLarge`] when `from` is newer than the store.
+    pub fn watch(&self, resource: Option<ResourceKey>, from: u64) -> Result<Watcher, StoreError> {
+        let state = self.state();
+        if from > state.rv {
+            return Err(StoreError::TooLarge {
+                requested: from,
+                current: state.rv,
+            });
+        }
+        if from < state.compacted {
+            return Err(StoreError::Expired {
+                requested: from,
+                oldest: state.compacted,
+            });
+        }
+        Ok(Watcher {
+            store: self.clone(),
+            resource,
+            position: from,
+        })
+    }
+}
+
+impl State {
+    fn record(&mut self, event: Event) {
+        if self.history.len() == self.capacity
+            && let Some(oldest) = self.history.pop_front()
+        {
+            self.compacted = oldest.rv;
+        }
+        self.history.push_back(event);
+    }
+}
+
+/// A watch on the store: see [`Store::watch`].
+#[derive(Debug)]
+pub struct Watcher {
+    store: Store,
+    resource: Option<ResourceKey>,
+    /// Every event at or below this RV has been yielded or skipped.
+    position: u64,
+}
+
+impl Watcher {
+    /// The RV up to which this watcher has seen everything: a valid
+    /// bookmark, since no later event can have a lower RV.
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    /// The next event, if one is ready; advances past events of other types.
+    ///
+    /// # Errors
+    /// [`StoreError::Expired`] when the history moved past this watcher.
+    pub fn try_next(&mut self) -> Result<Option<Event>, StoreError> {
+        let state = self.store.state();
+        if self.position < state.compacted {
+            return Err(StoreError::Expired {
+                requested: self.position,
+                oldest: state.compacted,
+            });
+        }
+        let start = state.history.partition_point(|e| e.rv <= self.position);
+        for event in state.history.range(start..) {
+            self.position = event.rv;
+            if self.resource.as_ref().is_none_or(|r| r == &event.resource) {
+                return Ok(Some(event.clone()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The next event, waiting for it.
+    ///
+    /// # Errors
+    /// [`StoreError::Expired`] when the history moved past this watcher.
+    pub async fn next(&mut self) -> Result<Event, StoreError> {
+        let shared = Arc::clone(&self.store.shared);
+        loop {
+            let changed = shared.changed.notified();
+            tokio::pin!(changed);
+            // Registered before looking, so no write can slip between the
+            // look and the wait.
+            changed.as_mut().enable();
+            if let Some(event) = self.try_next()? {
+                return Ok(event);
+            }
+            changed.await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cms() -> ResourceKey {
+        ResourceKey::new("", "configmaps")
+    }
+
+    fn cm(ns: &str, name: &str, data: &str) -> (ObjectKey, Value) {
+        (
+            ObjectKey::namespaced(ns, name),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": {"k": data}}),
+        )
+    }
+
+    fn rv_of(v: &Value) -> u64 {
+        v.pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0)
+    }
+
+    fn set_data(value: &str) -> impl FnOnce(&Value) -> Result<Value, StoreError> + '_ {
+        move |current| {
+            let mut next = current.clone();
+            next["data"]["k"] = json!(value);
+            Ok(next)
+        }
+    }
+
+    #[test]
+    fn writes_should_take_increasing_rvs_shared_by_all_types() {
+        let store = Store::default();
+        let (k1, v1) = cm("a", "x", "1");
+        let first = store.create(&cms(), &k1, v1).expect("created");
+        let secrets = ResourceKey::new("", "secrets");
+        let second = store
+            .create(
+                &secrets,
+                &k1,
+                json!({"metadata": {"name": "x", "namespace": "a"}}),
+            )
+            .expect("created");
+        let updated = store.update(&cms(), &k1, set_data("2")).expect("updated");
+        assert_eq!(
+            (rv_of(&first), rv_of(&second), rv_of(&updated.object)),
+            (1, 2, 3)
+        );
+        assert_eq!(store.current_rv(), 3);
+    }
+
+    #[test]
+    fn create_should_refuse_duplicates_and_update_missing_objects() {
+        let store = Store::default();
+        let (key, value) = cm("a", "x", "1");
+        store.create(&cms(), &key, value.clone()).expect("created");
+        assert!(matches!(
+            store.create(&cms(), &key, value),
+            Err(StoreError::AlreadyExists { .. })
+        ));
+        let missing = ObjectKey::namespaced("a", "nope");
+        assert!(matches!(
+            store.update(&cms(), &missing, set_data("1")),
+            Err(StoreError::NotFound { .. })
+        ));
+    }
+
+    #[test]
+    fn noop_update_should_keep_the_rv_and_record_nothing() {
+        let store = Store::default();
+        let (key, value) = cm("a", "x", "1");
+        store.create(&cms(), &key, value).expect("created");
+        let mut watcher = store.watch(Some(cms()), 1).expect("watch");
+        let written = store.update(&cms(), &key, set_data("1")).expect("no-op");
+        assert!(!written.changed);
+        assert_eq!(store.current_rv(), 1);
+        assert!(watcher.try_next().expect("not expired").is_none());
+    }
+
+    #[test]
+    fn watch_should_see_every_event_after_its_start_in_order() {
+        let store = Store::default();
+        let (key, value) = cm("a", "x", "1");
+        store.create(&cms(), &key, value).expect("created");
+        let mut from_zero = store.watch(Some(cms()), 0).expect("watch");
+        let mut from_one = store.watch(Some(cms()), 1).expect("watch");
+        store.update(&cms(), &key, set_data("2")).expect("updated");
+        store
+            .create(
+                &ResourceKey::new("", "secrets"),
+                &key,
+                json!({"metadata": {"name": "x"}}),
+            )
+            .expect("other type");
+        let last = store
+            .delete::<StoreError>(&cms(), &key, |_| Ok(()))
+            .expect("deleted");
+        assert_eq!(rv_of(&last), 4, "a deletion is stamped with its own RV");
+
+        let kinds = |w: &mut Watcher| {
+            std::iter::from_fn(|| w.try_next().expect("not expired"))
+                .map(|e| (e.rv, e.kind))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            kinds(&mut from_zero),
+            [
+                (1, EventType::Added),
+                (2, EventType::Modified),
+                (4, EventType::Deleted)
+            ]
+        );
+        assert_eq!(
+            kinds(&mut from_one),
+            [(2, EventType::Modified), (4, EventType::Deleted)]
+        );
+        assert_eq!(from_one.position(), 4);
+    }
+
+    #[test]
+    fn watch_should_expire_once_the_history_moves_past_it() {
+        let store = Store::new(2);
+        let (key, value) = cm("a", "x", "0");
+        store.create(&cms(), &key, value).expect("created");
+        let mut slow = store.watch(Some(cms()), 1).expect("watch");
+        for i in 1..=3 {
+            store
+                .update(&cms(), &key, set_data(&i.to_string()))
+                .expect("updated");
+        }
+        assert_eq!(store.oldest_rv(), 2);
+        assert!(matches!(
+            slow.try_next(),
+            Err(StoreError::Expired {
+                requested: 1,
+                oldest: 2
+            })
+        ));
+        assert!(matches!(
+            store.watch(None, 1),
+            Err(StoreError::Expired { .. })
+        ));
+        assert!(matches!(
+            store.watch(None, 9),
+            Err(StoreError::TooLarge { .. })
+        ));
+        assert!(store.watch(None, 2).is_ok());
+    }
+
+    #[test]
+    fn exact_list_should_rebuild_the_snapshot_from_history() {
+        let store = Store::default();
+        let (kx, vx) = cm("a", "x", "1");
+        let (ky, vy) = cm("b", "y", "1");
+        store.create(&cms(), &kx, vx).expect("x");
+        store.create(&cms(), &ky, vy).expect("y");
+        let at_two = store.list(&cms(), None, ListAt::Latest).expect("list");
+        assert_eq!(at_two.rv, 2);
+
+        store.update(&cms(), &kx, set_data("2")).expect("x changes");
+        store
+            .delete::<StoreError>(&cms(), &ky, |_| Ok(()))
+            .expect("y goes");
+        let (kz, vz) = cm("a", "z", "1");
+        store.create(&cms(), &kz, vz).expect("z comes");
+
+        let again = store.list(&cms(), None, ListAt::Exact(2)).expect("rebuilt");
+        assert_eq!(again.rv, 2);
+        assert_eq!(
+            again
+                .items
+                .iter()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>(),
+            at_two
+                .items
+                .iter()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>()
+        );
+        let latest = store
+            .list(&cms(), Some("a"), ListAt::Latest)
+            .expect("latest");
+        let names: Vec<_> = latest
+            .items
+            .iter()
+            .map(|v| v["metadata"]["name"].clone())
+            .collect();
+        assert_eq!(names, [json!("x"), json!("z")]);
+        assert!(matches!(
+            store.list(&cms(), None, ListAt::Exact(99)),
+            Err(StoreError::TooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn exact_list_should_expire_with_the_history() {
+        let store = Store::new(1);
+        let (key, value) = cm("a", "x", "0");
+        store.create(&cms(), &key, value).expect("created");
+        store.update(&cms(), &key, set_data("1")).expect("updated");
+        store.update(&cms(), &key, set_data("2")).expect("updated");
+        assert!(matches!(
+            store.list(&cms(), None, ListAt::Exact(1)),
+            Err(StoreError::Expired { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn next_should_wake_on_a_write_from_another_task() {
+        let store = Store::default();
+        let mut watcher = store.watch(Some(cms()), 0).expect("watch");
+        let writer = store.clone();
+        let task = tokio::spawn(async move {
+            tokio::task::yield_now().await;
+            let (key, value) = cm("a", "x", "1");
+            writer.create(&cms(), &key, value).expect("created");
+        });
+        let event = tokio::time::timeout(std::time::Duration::from_secs(5), watcher.next())
+            .await
+            .expect("woken")
+            .expect("not expired");
+        assert_eq!((event.rv, event.kind), (1, EventType::Added));
+        task.await.expect("writer");
+    }
+}
