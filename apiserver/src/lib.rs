@@ -7,4 +7,6 @@
 //! (discovery, OpenAPI, REST verbs, patch flavours, server-side apply) sits
 //! on top of it.
 
+mod builtin;
+pub mod registry;
 pub mod store;
