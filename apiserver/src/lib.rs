@@ -7,6 +7,11 @@
 //! (discovery, OpenAPI, REST verbs, patch flavours, server-side apply) sits
 //! on top of it.
 
+pub mod api;
 mod builtin;
+pub mod error;
+pub mod objects;
 pub mod registry;
+pub mod seed;
+pub mod server;
 pub mod store;

@@ -1,0 +1,139 @@
+//! Object metadata the server owns: names, uids, timestamps, generations.
+
+use serde_json::{Map, Value};
+
+/// Checks a DNS-1123 subdomain: what most object names must be.
+///
+/// # Errors
+/// A message naming the rule broken, as the API server words it.
+pub fn validate_name(name: &str) -> Result<(), String> {
+    let ok_chars = name
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+    let edges = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    if name.is_empty() {
+        return Err("metadata.name: Required value: name or generateName is required".into());
+    }
+    if name.len() > 253 || !ok_chars || !edges(name.chars().next()) || !edges(name.chars().last()) {
+        return Err(format!(
+            "metadata.name: Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case \
+             alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
+        ));
+    }
+    Ok(())
+}
+
+/// `prefix` plus five random characters, as `generateName` asks.
+pub fn generate_name(prefix: &str) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let random = uuid::Uuid::new_v4();
+    let suffix: String = random
+        .as_bytes()
+        .iter()
+        .take(5)
+        .map(|b| char::from(ALPHABET[usize::from(*b) % ALPHABET.len()]))
+        .collect();
+    format!("{prefix}{suffix}")
+}
+
+/// A fresh uid.
+pub fn new_uid() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// Now, as the API writes timestamps (RFC 3339, seconds, UTC).
+pub fn now() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// The object's metadata map, created if absent.
+pub fn metadata_mut(object: &mut Value) -> Option<&mut Map<String, Value>> {
+    let map = object.as_object_mut()?;
+    map.entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()))
+        .as_object_mut()
+}
+
+/// Whether anything but `metadata` and `status` differs: what bumps
+/// `metadata.generation`.
+pub fn spec_changed(old: &Value, new: &Value) -> bool {
+    let content = |v: &Value| -> Vec<(String, Value)> {
+        v.as_object()
+            .map(|m| {
+                m.iter()
+                    .filter(|(k, _)| {
+                        !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind")
+                    })
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (mut a, mut b) = (content(old), content(new));
+    a.sort_by(|x, y| x.0.cmp(&y.0));
+    b.sort_by(|x, y| x.0.cmp(&y.0));
+    a != b
+}
+
+/// Puts `apiVersion` and `kind` first, then `metadata`, as the API server
+/// writes objects.
+pub fn canonical_order(object: Value) -> Value {
+    let Value::Object(mut map) = object else {
+        return object;
+    };
+    let mut ordered = Map::new();
+    for key in ["kind", "apiVersion", "metadata"] {
+        if let Some(v) = map.shift_remove(key) {
+            ordered.insert(key.to_owned(), v);
+        }
+    }
+    ordered.extend(map);
+    Value::Object(ordered)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn names_should_be_dns_subdomains() {
+        for good in ["a", "web-1", "a.b.c", "0abc"] {
+            assert!(validate_name(good).is_ok(), "{good}");
+        }
+        for bad in ["", "A", "-a", "a-", "a_b", &"a".repeat(254)] {
+            assert!(validate_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn generated_names_should_be_valid_and_differ() {
+        let (a, b) = (generate_name("web-"), generate_name("web-"));
+        assert!(a.starts_with("web-") && a.len() == 9 && validate_name(&a).is_ok());
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn generation_should_follow_spec_not_metadata_or_status() {
+        let old = json!({"metadata": {"labels": {"a": "1"}}, "spec": {"x": 1}, "status": {"y": 1}});
+        let relabelled =
+            json!({"metadata": {"labels": {"a": "2"}}, "spec": {"x": 1}, "status": {"y": 2}});
+        let respec = json!({"metadata": {}, "spec": {"x": 2}});
+        assert!(!spec_changed(&old, &relabelled));
+        assert!(spec_changed(&old, &respec));
+    }
+
+    #[test]
+    fn canonical_order_should_put_identity_first() {
+        let v = canonical_order(
+            json!({"data": {}, "metadata": {}, "apiVersion": "v1", "kind": "ConfigMap"}),
+        );
+        let keys: Vec<_> = v
+            .as_object()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        assert_eq!(keys, ["kind", "apiVersion", "metadata", "data"]);
+    }
+}

@@ -1,0 +1,131 @@
+//! The HTTP server: hyper over TCP, answering with the [`Api`].
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, Limited, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::service::service_fn;
+use hyper::{Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::api::{Api, MAX_BODY, Reply, Request, parse_query};
+use crate::error::ApiError;
+
+type Body = BoxBody<Bytes, Infallible>;
+
+/// A running server; dropping it stops accepting connections.
+#[derive(Debug)]
+pub struct ApiServer {
+    addr: SocketAddr,
+    accept: JoinHandle<()>,
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+impl ApiServer {
+    /// Binds `addr` (port 0 picks a free one) and serves `api`.
+    ///
+    /// # Errors
+    /// If the address cannot be bound.
+    pub async fn start(addr: SocketAddr, api: Api) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let accept = tokio::spawn(async move {
+            loop {
+                let (stream, peer) = match listener.accept().await {
+                    Ok(conn) => conn,
+                    Err(error) => {
+                        tracing::warn!(%error, "accept failed");
+                        continue;
+                    }
+                };
+                let api = api.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |request| {
+                        let api = api.clone();
+                        async move { Ok::<_, Infallible>(serve(&api, request).await) }
+                    });
+                    if let Err(error) = auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await
+                    {
+                        tracing::debug!(%peer, %error, "connection ended with an error");
+                    }
+                });
+            }
+        });
+        Ok(Self { addr, accept })
+    }
+
+    /// The address served.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+fn json(code: u16, value: &serde_json::Value) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from(value.to_string())).boxed());
+    *response.status_mut() =
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+async fn serve(api: &Api, request: hyper::Request<Incoming>) -> Response<Body> {
+    let (parts, body) = request.into_parts();
+    let body = match Limited::new(body, MAX_BODY).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => {
+            let error = ApiError::too_large(MAX_BODY);
+            return json(error.code, &error.status());
+        }
+    };
+    let content_type = parts
+        .headers
+        .get(hyper::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json");
+    let request = Request {
+        method: parts.method.as_str(),
+        path: parts.uri.path(),
+        query: parse_query(parts.uri.query().unwrap_or("")),
+        content_type,
+        body,
+    };
+    tracing::debug!(method = request.method, path = request.path, "request");
+    match api.handle(request).await {
+        Reply::Json(code, value) => json(code, &value),
+        Reply::Text(code, text) => {
+            let mut response = Response::new(Full::new(Bytes::from(text)).boxed());
+            *response.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+            response
+        }
+        Reply::Watch(events) => {
+            let stream = futures_util::stream::unfold(events, |mut events| async move {
+                events
+                    .recv()
+                    .await
+                    .map(|line| (Ok::<_, Infallible>(Frame::data(line)), events))
+            });
+            let mut response = Response::new(BodyExt::boxed(StreamBody::new(stream)));
+            response.headers_mut().insert(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static("application/json"),
+            );
+            response
+        }
+    }
+}

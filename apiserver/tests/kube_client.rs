@@ -1,0 +1,247 @@
+//! The server through the unmodified kube-rs client, over a real socket.
+
+use std::time::Duration;
+
+use futures_util::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use kube::{Api, Client, Config};
+use kubewasm_apiserver::api::{Api as RestApi, ApiConfig};
+use kubewasm_apiserver::seed::seed;
+use kubewasm_apiserver::server::ApiServer;
+use kubewasm_apiserver::store::Store;
+use serde_json::json;
+
+async fn cluster(history: usize) -> anyhow::Result<(ApiServer, Client)> {
+    let store = Store::new(history);
+    seed(&store)?;
+    let api = RestApi::new(store, ApiConfig::default());
+    let server = ApiServer::start("127.0.0.1:0".parse()?, api).await?;
+    let config = Config::new(format!("http://{}", server.addr()).parse()?);
+    Ok((server, Client::try_from(config)?))
+}
+
+fn cm(name: &str, value: &str) -> ConfigMap {
+    serde_json::from_value(
+        json!({"metadata": {"name": name, "labels": {"app": "demo"}}, "data": {"k": value}}),
+    )
+    .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn crud_should_work_through_kube_rs() -> anyhow::Result<()> {
+    let (_server, client) = cluster(1000).await?;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let names: Vec<_> = namespaces
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    assert_eq!(
+        names,
+        ["default", "kube-node-lease", "kube-public", "kube-system"]
+    );
+
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let created = cms.create(&PostParams::default(), &cm("a", "1")).await?;
+    assert!(created.metadata.uid.is_some() && created.metadata.resource_version.is_some());
+    let err = cms
+        .create(&PostParams::default(), &cm("a", "1"))
+        .await
+        .expect_err("duplicate");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.reason == "AlreadyExists" && s.code == 409),
+        "{err}"
+    );
+
+    let patched = cms
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"k": "2"}})),
+        )
+        .await?;
+    assert_eq!(
+        patched.data.and_then(|d| d.get("k").cloned()).as_deref(),
+        Some("2")
+    );
+
+    // A stale resourceVersion conflicts.
+    let mut stale = created.clone();
+    stale.data = Some([("k".to_owned(), "3".to_owned())].into());
+    let err = cms
+        .replace("a", &PostParams::default(), &stale)
+        .await
+        .expect_err("stale");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.reason == "Conflict"),
+        "{err}"
+    );
+
+    let missing = cms.get_opt("nope").await?;
+    assert!(missing.is_none());
+    cms.delete("a", &DeleteParams::default()).await?;
+    assert!(cms.get_opt("a").await?.is_none());
+    Ok(())
+}
+
+#[tokio::test]
+async fn finalizers_should_hold_deletion_until_removed() -> anyhow::Result<()> {
+    let (_server, client) = cluster(1000).await?;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let mut held = cm("held", "1");
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    cms.create(&PostParams::default(), &held).await?;
+    cms.delete("held", &DeleteParams::default()).await?;
+    let deleting = cms.get("held").await?;
+    assert!(deleting.metadata.deletion_timestamp.is_some());
+    let patch = json!([
+        {"op": "test", "path": "/metadata/finalizers", "value": ["example.com/hold"]},
+        {"op": "remove", "path": "/metadata/finalizers/0"}
+    ]);
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::<()>::Json(serde_json::from_value(patch)?),
+    )
+    .await?;
+    assert!(
+        cms.get_opt("held").await?.is_none(),
+        "gone once its last finalizer is"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn lists_should_paginate_over_one_snapshot() -> anyhow::Result<()> {
+    let (_server, client) = cluster(1000).await?;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    for i in 0..7 {
+        cms.create(&PostParams::default(), &cm(&format!("cm-{i}"), "x"))
+            .await?;
+    }
+    let first = cms.list(&ListParams::default().limit(3)).await?;
+    assert_eq!(first.items.len(), 3);
+    let token = first.metadata.continue_.clone().expect("more pages");
+    // A write between pages does not show in the continued list.
+    cms.create(&PostParams::default(), &cm("cm-9", "x")).await?;
+    let mut names: Vec<String> = first
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    let mut next = Some(token);
+    while let Some(token) = next {
+        let page = cms
+            .list(&ListParams::default().limit(3).continue_token(&token))
+            .await?;
+        assert_eq!(
+            page.metadata.resource_version,
+            first.metadata.resource_version
+        );
+        names.extend(page.items.into_iter().filter_map(|c| c.metadata.name));
+        next = page.metadata.continue_;
+    }
+    assert_eq!(names, (0..7).map(|i| format!("cm-{i}")).collect::<Vec<_>>());
+    let selected = cms
+        .list(
+            &ListParams::default()
+                .labels("app=demo")
+                .fields("metadata.name=cm-2"),
+        )
+        .await?;
+    assert_eq!(selected.items.len(), 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn watcher_should_see_changes_and_recover_from_expiry() -> anyhow::Result<()> {
+    // A history of 3 events: a watcher that falls behind gets a 410 and relists.
+    let (_server, client) = cluster(3).await?;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let stream = watcher(cms.clone(), watcher::Config::default()).boxed();
+    let writer = tokio::spawn(async move {
+        for i in 0..10 {
+            cms.create(&PostParams::default(), &cm(&format!("w-{i}"), "x"))
+                .await?;
+        }
+        anyhow::Ok(())
+    });
+    let mut seen = std::collections::BTreeSet::new();
+    let mut expired = 0;
+    let mut stream = stream;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while seen.len() < 10 {
+        match tokio::time::timeout_at(deadline, stream.next()).await? {
+            Some(Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o))) => {
+                seen.insert(o.metadata.name.unwrap_or_default());
+            }
+            Some(Ok(_)) => {}
+            // The 410 ERROR event: the watcher reports it, then relists.
+            Some(Err(watcher::Error::WatchError(status))) if status.code == 410 => expired += 1,
+            Some(Err(other)) => return Err(other.into()),
+            None => break,
+        }
+    }
+    writer.await??;
+    assert_eq!(seen.len(), 10, "every object seen despite the expiry");
+    assert!(
+        expired >= 1,
+        "the watcher fell behind the 3-event history and got a 410"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn expired_watch_should_get_a_410_error_event_in_a_200_stream() -> anyhow::Result<()> {
+    let (_server, client) = cluster(3).await?;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let start = cms
+        .list(&ListParams::default())
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+    for i in 0..5 {
+        cms.create(&PostParams::default(), &cm(&format!("e-{i}"), "x"))
+            .await?;
+    }
+    let mut events = cms
+        .watch(&kube::api::WatchParams::default(), &start)
+        .await?
+        .boxed();
+    match events.try_next().await? {
+        Some(kube::api::WatchEvent::Error(status)) => {
+            assert_eq!((status.code, status.reason.as_str()), (410, "Expired"));
+            assert!(
+                status.message.starts_with("too old resource version"),
+                "{}",
+                status.message
+            );
+        }
+        other => anyhow::bail!("expected a 410 ERROR event, got {other:?}"),
+    }
+    // From a retained version, the watch resumes with nothing lost.
+    let now = cms
+        .list(&ListParams::default())
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+    let mut events = cms
+        .watch(&kube::api::WatchParams::default().timeout(2), &now)
+        .await?
+        .boxed();
+    cms.create(&PostParams::default(), &cm("after", "x"))
+        .await?;
+    match events.try_next().await? {
+        Some(kube::api::WatchEvent::Added(o)) => {
+            assert_eq!(o.metadata.name.as_deref(), Some("after"))
+        }
+        other => anyhow::bail!("expected ADDED, got {other:?}"),
+    }
+    Ok(())
+}
