@@ -81,7 +81,7 @@ enum Route {
     Groups,
     Group(String),
     ResourceList(String, String),
-    Resource(Target),
+    Resource(Box<Target>),
 }
 
 /// A request on a resource: collection or object, maybe a subresource.
@@ -279,7 +279,7 @@ impl Api {
             Route::ResourceList(group, version) => {
                 Ok(Reply::Json(200, self.resource_list(&group, &version)))
             }
-            Route::Resource(target) => self.resource(target, request).await,
+            Route::Resource(target) => self.resource(*target, request).await,
         }
     }
 
@@ -319,12 +319,12 @@ impl Api {
             if rest.len() > 2 {
                 return Err(ApiError::no_route(path));
             }
-            Ok(Route::Resource(Target {
+            Ok(Route::Resource(Box::new(Target {
                 info,
                 namespace: namespace.map(str::to_owned),
                 name: rest.first().map(|s| (*s).to_owned()),
                 subresource: rest.get(1).map(|s| (*s).to_owned()),
-            }))
+            })))
         };
         match rest {
             // A namespaced collection or object: namespaces/{ns}/{plural}/…
@@ -493,11 +493,11 @@ impl Api {
             .collect();
         let remaining = matching.count();
         let mut metadata = json!({"resourceVersion": snapshot.rv.to_string()});
-        if remaining > 0 {
-            if let Some(last) = items.last() {
-                metadata["continue"] = format!("{}:{}", snapshot.rv, key_of(last)).into();
-                metadata["remainingItemCount"] = remaining.into();
-            }
+        if remaining > 0
+            && let Some(last) = items.last()
+        {
+            metadata["continue"] = format!("{}:{}", snapshot.rv, key_of(last)).into();
+            metadata["remainingItemCount"] = remaining.into();
         }
         Ok(Reply::Json(
             200,
@@ -516,21 +516,21 @@ impl Api {
             ));
         }
         let field = |f: &str| body.get(f).and_then(Value::as_str);
-        if let Some(api_version) = field("apiVersion") {
-            if api_version != info.api_version() {
-                return Err(ApiError::bad_request(format!(
-                    "the API version in the data ({api_version}) does not match the expected API version ({})",
-                    info.api_version()
-                )));
-            }
+        if let Some(api_version) = field("apiVersion")
+            && api_version != info.api_version()
+        {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({api_version}) does not match the expected API version ({})",
+                info.api_version()
+            )));
         }
-        if let Some(kind) = field("kind") {
-            if kind != info.kind {
-                return Err(ApiError::bad_request(format!(
-                    "the kind in the data ({kind}) does not match the expected kind ({})",
-                    info.kind
-                )));
-            }
+        if let Some(kind) = field("kind")
+            && kind != info.kind
+        {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({kind}) does not match the expected kind ({})",
+                info.kind
+            )));
         }
         Ok(body)
     }
@@ -597,10 +597,10 @@ impl Api {
         ] {
             metadata.remove(server_owned);
         }
-        if info.status {
-            if let Some(map) = object.as_object_mut() {
-                map.remove("status");
-            }
+        if info.status
+            && let Some(map) = object.as_object_mut()
+        {
+            map.remove("status");
         }
         let object = served(info, &object);
         if Self::dry_run(&request.query) {
@@ -837,23 +837,23 @@ impl Api {
                 .pointer(&format!("/preconditions/{field}"))
                 .and_then(Value::as_str)
         };
-        if let Some(uid) = precondition("uid") {
-            if current.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid) {
-                return Err(ApiError::conflict(
-                    &info,
-                    name,
-                    &format!("Precondition failed: UID in precondition: {uid}"),
-                ));
-            }
+        if let Some(uid) = precondition("uid")
+            && current.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid)
+        {
+            return Err(ApiError::conflict(
+                &info,
+                name,
+                &format!("Precondition failed: UID in precondition: {uid}"),
+            ));
         }
-        if let Some(rv) = precondition("resourceVersion") {
-            if rv_of(&current) != Some(rv) {
-                return Err(ApiError::conflict(
-                    &info,
-                    name,
-                    &format!("Precondition failed: ResourceVersion in precondition: {rv}"),
-                ));
-            }
+        if let Some(rv) = precondition("resourceVersion")
+            && rv_of(&current) != Some(rv)
+        {
+            return Err(ApiError::conflict(
+                &info,
+                name,
+                &format!("Precondition failed: ResourceVersion in precondition: {rv}"),
+            ));
         }
         let policy = options
             .get("propagationPolicy")
@@ -869,10 +869,10 @@ impl Api {
             "Orphan" => Some("orphan"),
             _ => None,
         };
-        if let Some(f) = gc_finalizer {
-            if !finalizers.iter().any(|x| x == f) {
-                finalizers.push(f.into());
-            }
+        if let Some(f) = gc_finalizer
+            && !finalizers.iter().any(|x| x == f)
+        {
+            finalizers.push(f.into());
         }
         if !finalizers.is_empty() {
             // Graceful: mark, and let the finalizers' owners finish.
@@ -1050,11 +1050,10 @@ impl WatchJob {
             tokio::select! {
                 event = watcher.next() => match event {
                     Ok(event) => {
-                        if let Some((kind, object)) = self.translate(&event) {
-                            if !self.send(kind, object).await {
+                        if let Some((kind, object)) = self.translate(&event)
+                            && !self.send(kind, object).await {
                                 return;
                             }
-                        }
                     }
                     Err(e) => return self.fail(ApiError::expired(e.to_string())).await,
                 },
