@@ -93,6 +93,11 @@ impl ApiError {
         .about(info, name)
     }
 
+    /// 401 Unauthorized.
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
     /// 405 MethodNotAllowed.
     pub fn method_not_allowed(message: impl Into<String>) -> Self {
         Self::new(405, "MethodNotAllowed", message)

@@ -15,3 +15,4 @@ pub mod registry;
 pub mod seed;
 pub mod server;
 pub mod store;
+pub mod tls;

@@ -2,6 +2,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
@@ -16,6 +17,7 @@ use tokio::task::JoinHandle;
 
 use crate::api::{Api, MAX_BODY, Reply, Request, parse_query};
 use crate::error::ApiError;
+use crate::tls::{Credentials, TlsError};
 
 type Body = BoxBody<Bytes, Infallible>;
 
@@ -32,14 +34,36 @@ impl Drop for ApiServer {
     }
 }
 
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The address could not be bound.
+    #[error("failed to listen: {0}")]
+    Bind(#[from] std::io::Error),
+    /// TLS could not be configured.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+}
+
 impl ApiServer {
-    /// Binds `addr` (port 0 picks a free one) and serves `api`.
+    /// Binds `addr` (port 0 picks a free one) and serves `api`: over HTTPS
+    /// with bearer-token authentication when `credentials` are given, over
+    /// plain HTTP without authentication otherwise (in-process tests).
     ///
     /// # Errors
-    /// If the address cannot be bound.
-    pub async fn start(addr: SocketAddr, api: Api) -> std::io::Result<Self> {
+    /// [`ServerError`] if the address cannot be bound or TLS configured.
+    pub async fn start(
+        addr: SocketAddr,
+        api: Api,
+        credentials: Option<Credentials>,
+    ) -> Result<Self, ServerError> {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
+        let tls = credentials
+            .as_ref()
+            .map(|c| c.server_config().map(tokio_rustls::TlsAcceptor::from))
+            .transpose()?;
+        let token: Option<Arc<str>> = credentials.as_ref().map(|c| Arc::from(c.token()));
         let accept = tokio::spawn(async move {
             loop {
                 let (stream, peer) = match listener.accept().await {
@@ -50,15 +74,34 @@ impl ApiServer {
                     }
                 };
                 let api = api.clone();
+                let token = token.clone();
+                let tls = tls.clone();
                 tokio::spawn(async move {
                     let service = service_fn(move |request| {
                         let api = api.clone();
-                        async move { Ok::<_, Infallible>(serve(&api, request).await) }
+                        let token = token.clone();
+                        async move { Ok::<_, Infallible>(serve(&api, token.as_deref(), request).await) }
                     });
-                    if let Err(error) = auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await
-                    {
+                    let builder = auto::Builder::new(TokioExecutor::new());
+                    let served = match tls {
+                        Some(tls) => match tls.accept(stream).await {
+                            Ok(stream) => {
+                                builder
+                                    .serve_connection(TokioIo::new(stream), service)
+                                    .await
+                            }
+                            Err(error) => {
+                                tracing::debug!(%peer, %error, "TLS handshake failed");
+                                return;
+                            }
+                        },
+                        None => {
+                            builder
+                                .serve_connection(TokioIo::new(stream), service)
+                                .await
+                        }
+                    };
+                    if let Err(error) = served {
                         tracing::debug!(%peer, %error, "connection ended with an error");
                     }
                 });
@@ -84,8 +127,22 @@ fn json(code: u16, value: &serde_json::Value) -> Response<Body> {
     response
 }
 
-async fn serve(api: &Api, request: hyper::Request<Incoming>) -> Response<Body> {
+async fn serve(
+    api: &Api,
+    token: Option<&str>,
+    request: hyper::Request<Incoming>,
+) -> Response<Body> {
     let (parts, body) = request.into_parts();
+    if let Some(token) = token {
+        let presented = parts
+            .headers
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if presented != Some(token) {
+            return json(401, &ApiError::unauthorized().status());
+        }
+    }
     let body = match Limited::new(body, MAX_BODY).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(_) => {

@@ -17,7 +17,7 @@ async fn cluster(history: usize) -> anyhow::Result<(ApiServer, Client)> {
     let store = Store::new(history);
     seed(&store)?;
     let api = RestApi::new(store, ApiConfig::default());
-    let server = ApiServer::start("127.0.0.1:0".parse()?, api).await?;
+    let server = ApiServer::start("127.0.0.1:0".parse()?, api, None).await?;
     let config = Config::new(format!("http://{}", server.addr()).parse()?);
     Ok((server, Client::try_from(config)?))
 }
@@ -243,5 +243,49 @@ async fn expired_watch_should_get_a_410_error_event_in_a_200_stream() -> anyhow:
         }
         other => anyhow::bail!("expected ADDED, got {other:?}"),
     }
+    Ok(())
+}
+
+#[tokio::test]
+async fn https_with_a_token_should_be_required_and_trusted_through_the_kubeconfig()
+-> anyhow::Result<()> {
+    let store = Store::default();
+    seed(&store)?;
+    let ip = "127.0.0.1".parse()?;
+    let credentials = kubewasm_apiserver::tls::Credentials::generate(ip)?;
+    let server = ApiServer::start(
+        "127.0.0.1:0".parse()?,
+        RestApi::new(store, ApiConfig::default()),
+        Some(credentials.clone()),
+    )
+    .await?;
+    let kubeconfig = credentials.kubeconfig(&format!("https://{}", server.addr()));
+    let parsed = kube::config::Kubeconfig::from_yaml(&kubeconfig)?;
+    let config =
+        Config::from_custom_kubeconfig(parsed.clone(), &kube::config::KubeConfigOptions::default())
+            .await?;
+    assert_eq!(config.default_namespace, "default");
+    let client = Client::try_from(config)?;
+    let cms: Api<ConfigMap> = Api::default_namespaced(client);
+    cms.create(&PostParams::default(), &cm("secure", "1"))
+        .await?;
+    assert!(cms.get_opt("secure").await?.is_some());
+
+    // The same server without the token: 401.
+    let mut anonymous = parsed;
+    for user in &mut anonymous.auth_infos {
+        if let Some(auth) = user.auth_info.as_mut() {
+            auth.token = None;
+        }
+    }
+    let config =
+        Config::from_custom_kubeconfig(anonymous, &kube::config::KubeConfigOptions::default())
+            .await?;
+    let cms: Api<ConfigMap> = Api::default_namespaced(Client::try_from(config)?);
+    let err = cms.get("secure").await.expect_err("unauthorized");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 401),
+        "{err}"
+    );
     Ok(())
 }

@@ -30,6 +30,15 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the embedded Kubernetes API server until SIGTERM or Ctrl-C.
+    Apiserver {
+        /// Address to listen on; port 0 picks a free one (the kubeconfig says which).
+        #[arg(long, default_value = "127.0.0.1:6443")]
+        listen: std::net::SocketAddr,
+        /// Where to write the kubeconfig that kubectl and kube-rs use as is.
+        #[arg(long)]
+        kubeconfig_out: PathBuf,
+    },
     /// Print a plugin's declaration as JSON.
     Inspect {
         /// The plugin component.
@@ -94,6 +103,18 @@ pub enum CliError {
     /// The output could not be encoded.
     #[error("failed to encode the output: {0}")]
     Encode(String),
+    /// The API server failed.
+    #[error("apiserver: {0}")]
+    Apiserver(String),
+    /// A file could not be written.
+    #[error("failed to write {path}: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Parses the command line, runs it, and reports errors on stderr.
@@ -131,15 +152,24 @@ fn default_cache_dir() -> Option<PathBuf> {
 /// # Errors
 /// [`CliError`] says what failed.
 pub fn run(cli: Cli) -> Result<(), CliError> {
-    let mut config = RuntimeConfig::default()
-        .deadline(Duration::from_millis(cli.deadline_ms))
-        .memory_limit(cli.memory_limit_mib << 20)
-        .instance_reuse(InstanceReuse::Fresh)
-        .max_instances(8);
-    if let Some(dir) = cli.cache_dir.or_else(default_cache_dir) {
-        config = config.cache_dir(dir);
-    }
-    let runtime = Runtime::new(config)?;
+    let plugin_runtime = || {
+        let mut config = RuntimeConfig::default()
+            .deadline(Duration::from_millis(cli.deadline_ms))
+            .memory_limit(cli.memory_limit_mib << 20)
+            .instance_reuse(InstanceReuse::Fresh)
+            .max_instances(8);
+        if let Some(dir) = cli.cache_dir.clone().or_else(default_cache_dir) {
+            config = config.cache_dir(dir);
+        }
+        Runtime::new(config)
+    };
+    let runtime = match &cli.command {
+        Command::Apiserver {
+            listen,
+            kubeconfig_out,
+        } => return apiserver(*listen, kubeconfig_out),
+        _ => plugin_runtime()?,
+    };
     let load = |path: PathBuf| {
         runtime
             .load_file(&path)
@@ -149,6 +179,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         std::fs::read_to_string(&path).map_err(|source| CliError::Read { path, source })
     };
     match cli.command {
+        Command::Apiserver { .. } => {}
         Command::Inspect { plugin } => {
             let plugin = load(plugin)?;
             let json = serde_json::to_string_pretty(plugin.declaration())
@@ -184,4 +215,74 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         }
     }
     Ok(())
+}
+
+/// Serves the embedded API server until SIGTERM or Ctrl-C.
+fn apiserver(
+    listen: std::net::SocketAddr,
+    kubeconfig_out: &std::path::Path,
+) -> Result<(), CliError> {
+    use kubewasm_apiserver::api::{Api, ApiConfig};
+    use kubewasm_apiserver::{seed, server::ApiServer, store::Store, tls::Credentials};
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Apiserver(format!("failed to start the async runtime: {e}")))?;
+    runtime.block_on(async {
+        let store = Store::default();
+        seed::seed(&store).map_err(|e| CliError::Apiserver(e.to_string()))?;
+        let credentials =
+            Credentials::generate(listen.ip()).map_err(|e| CliError::Apiserver(e.to_string()))?;
+        let server = ApiServer::start(
+            listen,
+            Api::new(store, ApiConfig::default()),
+            Some(credentials.clone()),
+        )
+        .await
+        .map_err(|e| CliError::Apiserver(e.to_string()))?;
+        let url = format!("https://{}", server.addr());
+        let tmp = kubeconfig_out.with_extension("tmp");
+        let write = |path: &std::path::Path, text: &str| {
+            std::fs::write(path, text).map_err(|source| CliError::Write {
+                path: path.to_owned(),
+                source,
+            })
+        };
+        write(&tmp, &credentials.kubeconfig(&url))?;
+        std::fs::rename(&tmp, kubeconfig_out).map_err(|source| CliError::Write {
+            path: kubeconfig_out.to_owned(),
+            source,
+        })?;
+        eprintln!(
+            "kubewasm apiserver: serving {url}; kubeconfig in {}",
+            kubeconfig_out.display()
+        );
+        wait_for_shutdown().await;
+        eprintln!("kubewasm apiserver: shutting down");
+        Ok(())
+    })
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+async fn wait_for_shutdown() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }

@@ -1,0 +1,198 @@
+//! `kubewasm apiserver` as a cluster the real `kubectl` accepts: HTTPS with
+//! a generated CA, a bearer token, a kubeconfig with namespace `default`.
+//! (Typed creation through `kubectl create -f` needs the OpenAPI endpoints,
+//! which come with the rest of the API server; until then `--validate=false`.)
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kubewasm_tests::kubewasm_bin;
+
+/// A `kubewasm apiserver` process, stopped with SIGTERM when dropped.
+struct Apiserver {
+    child: Child,
+    kubeconfig: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Apiserver {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = dir.path().join("kubeconfig");
+        let child = Command::new(kubewasm_bin())
+            .args(["apiserver", "--listen", "127.0.0.1:0", "--kubeconfig-out"])
+            .arg(&kubeconfig)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubewasm apiserver starts");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !kubeconfig.is_file() {
+            assert!(Instant::now() < deadline, "no kubeconfig after 20 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self {
+            child,
+            kubeconfig,
+            _dir: dir,
+        }
+    }
+
+    fn kubectl(&self, args: &[&str]) -> (bool, String, String) {
+        let out = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .output()
+            .expect("kubectl runs");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let (ok, stdout, stderr) = self.kubectl(args);
+        assert!(ok, "kubectl {args:?} failed: {stderr}");
+        stdout
+    }
+
+    /// SIGTERM, then the exit status.
+    fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let killed = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill runs");
+        assert!(killed.success());
+        self.child.wait().expect("exits")
+    }
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write");
+    path
+}
+
+#[test]
+fn kubectl_should_treat_the_embedded_server_as_a_cluster() {
+    let server = Apiserver::start();
+    let kubeconfig = std::fs::read_to_string(&server.kubeconfig).expect("kubeconfig");
+    assert!(
+        kubeconfig.contains("server: https://127.0.0.1:")
+            && kubeconfig.contains("namespace: default")
+    );
+
+    assert!(server.ok(&["version"]).contains("Server Version: v1.33"));
+    let namespaces = server.ok(&["get", "namespaces", "-o", "name"]);
+    assert_eq!(
+        namespaces.lines().collect::<Vec<_>>(),
+        [
+            "namespace/default",
+            "namespace/kube-node-lease",
+            "namespace/kube-public",
+            "namespace/kube-system"
+        ]
+    );
+    assert!(
+        server
+            .ok(&["get", "svc", "kubernetes", "-o", "name"])
+            .contains("service/kubernetes")
+    );
+    let resources = server.ok(&["api-resources"]);
+    for line in ["configmaps", "deployments", "customresourcedefinitions"] {
+        assert!(
+            resources.contains(line),
+            "{line} missing from api-resources"
+        );
+    }
+    assert!(
+        resources
+            .lines()
+            .any(|l| l.starts_with("deployments") && l.contains("deploy"))
+    );
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cm = write(
+        dir.path(),
+        "cm.json",
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"demo"},"data":{"a":"1"}}"#,
+    );
+    let cm = cm.to_str().expect("utf-8");
+    assert!(
+        server
+            .ok(&["create", "-f", cm, "--validate=false"])
+            .contains("configmap/demo created")
+    );
+    let (ok, _, stderr) = server.kubectl(&["create", "-f", cm, "--validate=false"]);
+    assert!(!ok && stderr.contains("AlreadyExists"), "{stderr}");
+    server.ok(&["label", "configmap", "demo", "tier=web"]);
+    server.ok(&["annotate", "configmap", "demo", "note=hello"]);
+    server.ok(&[
+        "patch",
+        "configmap",
+        "demo",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"a":"2"}}"#,
+    ]);
+    server.ok(&[
+        "patch",
+        "configmap",
+        "demo",
+        "--type=json",
+        "-p",
+        r#"[{"op":"add","path":"/data/b","value":"3"}]"#,
+    ]);
+    let json: serde_json::Value =
+        serde_json::from_str(&server.ok(&["get", "cm", "-l", "tier=web", "-o", "json"]))
+            .expect("json");
+    let item = &json["items"][0];
+    assert_eq!(item["metadata"]["annotations"]["note"], "hello");
+    assert_eq!(item["data"], serde_json::json!({"a": "2", "b": "3"}));
+    assert!(
+        server
+            .ok(&["delete", "configmap", "demo"])
+            .contains("deleted")
+    );
+    let (ok, _, stderr) = server.kubectl(&["get", "configmap", "demo"]);
+    assert!(!ok && stderr.contains("NotFound"), "{stderr}");
+
+    let status = server.terminate();
+    assert!(status.success(), "clean exit on SIGTERM: {status}");
+}
+
+#[test]
+fn requests_without_the_token_should_be_refused() {
+    let server = Apiserver::start();
+    let kubeconfig = std::fs::read_to_string(&server.kubeconfig).expect("kubeconfig");
+    let anonymous: String = kubeconfig
+        .lines()
+        .map(|l| {
+            if l.trim_start().starts_with("token:") {
+                "    token: wrong"
+            } else {
+                l
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write(dir.path(), "anonymous", &anonymous);
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&path)
+        .args(["get", "namespaces"])
+        .output()
+        .expect("kubectl runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("Unauthorized") || stderr.contains("401"),
+        "{stderr}"
+    );
+    server.terminate();
+}
