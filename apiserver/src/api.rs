@@ -77,6 +77,8 @@ pub struct Api {
 enum Route {
     Version,
     Health,
+    OpenApiIndex,
+    OpenApi(String, String),
     CoreVersions,
     Groups,
     Group(String),
@@ -259,6 +261,12 @@ impl Api {
         match self.route(request.path)? {
             Route::Version => Ok(Reply::Json(200, version())),
             Route::Health => Ok(Reply::Text(200, "ok".into())),
+            Route::OpenApiIndex => Ok(Reply::Json(200, crate::openapi::index(&self.registry()))),
+            Route::OpenApi(group, version) => {
+                crate::openapi::document(&self.registry(), &group, &version)
+                    .map(|doc| Reply::Json(200, doc))
+                    .ok_or_else(|| ApiError::no_route(request.path))
+            }
             Route::CoreVersions => Ok(Reply::Json(
                 200,
                 json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
@@ -292,6 +300,13 @@ impl Api {
         let (group, version, rest) = match segments.as_slice() {
             ["version"] => return Ok(Route::Version),
             ["healthz" | "readyz" | "livez", ..] => return Ok(Route::Health),
+            ["openapi", "v3"] => return Ok(Route::OpenApiIndex),
+            ["openapi", "v3", "api", version] => {
+                return Ok(Route::OpenApi(String::new(), (*version).to_owned()));
+            }
+            ["openapi", "v3", "apis", group, version] => {
+                return Ok(Route::OpenApi((*group).to_owned(), (*version).to_owned()));
+            }
             ["api"] => return Ok(Route::CoreVersions),
             ["apis"] => return Ok(Route::Groups),
             ["apis", group] => return Ok(Route::Group((*group).to_owned())),

@@ -11,6 +11,7 @@ pub mod api;
 mod builtin;
 pub mod error;
 pub mod objects;
+pub mod openapi;
 pub mod registry;
 pub mod seed;
 pub mod server;
