@@ -813,6 +813,15 @@ impl Api {
                 Ok(())
             },
             "application/json-patch+json" => json_patch,
+            // Built-in types only, as the API server: custom resources have no
+            // patch strategy.
+            "application/strategic-merge-patch+json"
+                if info.group.is_empty()
+                    || info.group.contains(".k8s.io")
+                    || !info.group.contains('.') =>
+            {
+                crate::strategic::apply
+            }
             other => return Err(ApiError::unsupported_media_type(other)),
         };
         let subresource = target.subresource.clone();

@@ -16,4 +16,5 @@ pub mod registry;
 pub mod seed;
 pub mod server;
 pub mod store;
+pub mod strategic;
 pub mod tls;

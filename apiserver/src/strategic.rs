@@ -1,0 +1,230 @@
+//! Strategic merge patch for built-in types: a JSON merge patch, except that
+//! lists of objects with a patch merge key are merged element by element,
+//! and the `$patch`, `$retainKeys`, `$deleteFromPrimitiveList` and
+//! `$setElementOrder` directives are honoured.
+//!
+//! # Caveat
+//! The merge keys come from a table of the built-in API's list fields (the
+//! `patchMergeKey` of their Go definitions) keyed by field name, not from the
+//! full schema: a field of the same name in another type merges the same
+//! way. Lists without a merge key are replaced, as the API does for atomic
+//! lists.
+
+use serde_json::{Map, Value};
+
+/// The merge key of the list held by `field`, from the built-in types.
+fn merge_key(field: &str) -> Option<&'static str> {
+    Some(match field {
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "env"
+        | "volumes"
+        | "imagePullSecrets"
+        | "resourceClaims" => "name",
+        "readinessGates" => "conditionType",
+        "ports" => "containerPort",
+        "volumeMounts" => "mountPath",
+        "volumeDevices" => "devicePath",
+        "conditions" => "type",
+        "ownerReferences" => "uid",
+        "hostAliases" => "ip",
+        "topologySpreadConstraints" => "topologyKey",
+        "taints" => "key",
+        "addresses" => "type",
+        _ => return None,
+    })
+}
+
+/// Fields whose lists are sets of primitives merged by value.
+fn primitive_set(field: &str) -> bool {
+    matches!(field, "finalizers")
+}
+
+/// Applies a strategic merge patch to `doc`.
+///
+/// # Errors
+/// A message when a directive is malformed.
+pub fn apply(doc: &mut Value, patch: &Value) -> Result<(), String> {
+    merge_object(doc, patch)
+}
+
+fn merge_object(doc: &mut Value, patch: &Value) -> Result<(), String> {
+    let Value::Object(patch) = patch else {
+        *doc = patch.clone();
+        return Ok(());
+    };
+    if patch.get("$patch").and_then(Value::as_str) == Some("replace") {
+        let mut replacement = patch.clone();
+        replacement.remove("$patch");
+        *doc = Value::Object(replacement);
+        return Ok(());
+    }
+    if !doc.is_object() {
+        *doc = Value::Object(Map::new());
+    }
+    let Value::Object(map) = doc else {
+        return Ok(());
+    };
+    if let Some(Value::Array(keep)) = patch.get("$retainKeys") {
+        let keep: Vec<&str> = keep.iter().filter_map(Value::as_str).collect();
+        map.retain(|k, _| keep.contains(&k.as_str()) || patch.contains_key(k));
+    }
+    // A Service's `ports` merge by `port`, a container's by `containerPort`.
+    let is_service_spec = map.contains_key("clusterIP")
+        || map.contains_key("selector") && !map.contains_key("template");
+    for (key, value) in patch {
+        if key.starts_with("$setElementOrder/") || key == "$retainKeys" || key == "$patch" {
+            continue;
+        }
+        if let Some(field) = key.strip_prefix("$deleteFromPrimitiveList/") {
+            if let (Some(Value::Array(list)), Value::Array(remove)) = (map.get_mut(field), value) {
+                list.retain(|v| !remove.contains(v));
+            }
+            continue;
+        }
+        if value.is_null() {
+            map.shift_remove(key);
+            continue;
+        }
+        match (map.get_mut(key), value) {
+            (Some(Value::Array(current)), Value::Array(items)) => {
+                let merge_key = if key == "ports" && is_service_spec {
+                    Some("port")
+                } else {
+                    merge_key(key)
+                };
+                match merge_key {
+                    Some(merge_key) => merge_list(current, items, merge_key)?,
+                    None if primitive_set(key) => {
+                        for item in items {
+                            if !current.contains(item) {
+                                current.push(item.clone());
+                            }
+                        }
+                    }
+                    None => *current = strip_directives(items),
+                }
+            }
+            (Some(current), Value::Object(_)) => merge_object(current, value)?,
+            _ => {
+                let mut fresh = Value::Null;
+                merge_object(&mut fresh, value)?;
+                map.insert(
+                    key.clone(),
+                    if value.is_object() {
+                        fresh
+                    } else {
+                        strip(value)
+                    },
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn strip(value: &Value) -> Value {
+    match value {
+        Value::Array(items) => Value::Array(strip_directives(items)),
+        other => other.clone(),
+    }
+}
+
+fn strip_directives(items: &[Value]) -> Vec<Value> {
+    items
+        .iter()
+        .filter(|i| i.get("$patch").is_none())
+        .cloned()
+        .collect()
+}
+
+fn merge_list(current: &mut Vec<Value>, items: &[Value], merge_key: &str) -> Result<(), String> {
+    for item in items {
+        let key = item.get(merge_key);
+        let directive = item.get("$patch").and_then(Value::as_str);
+        let position = key.and_then(|k| current.iter().position(|c| c.get(merge_key) == Some(k)));
+        match (directive, position) {
+            (Some("delete"), Some(i)) => {
+                current.remove(i);
+            }
+            (Some("delete"), None) => {}
+            (Some("replace"), _) => {
+                *current = strip_directives(items);
+                return Ok(());
+            }
+            (Some(other), _) => {
+                return Err(format!("unknown $patch directive {other:?} in a list"));
+            }
+            (None, Some(i)) => merge_object(&mut current[i], item)?,
+            (None, None) => current.push(item.clone()),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn containers_should_merge_by_name() {
+        let mut doc = json!({"spec": {"containers": [
+            {"name": "app", "image": "a:1", "env": [{"name": "X", "value": "1"}]},
+            {"name": "side", "image": "s:1"}]}});
+        let patch = json!({"spec": {"containers": [
+            {"name": "app", "image": "a:2", "env": [{"name": "Y", "value": "2"}]},
+            {"name": "side", "$patch": "delete"}]}});
+        apply(&mut doc, &patch).expect("applies");
+        assert_eq!(
+            doc,
+            json!({"spec": {"containers": [{"name": "app", "image": "a:2",
+                "env": [{"name": "X", "value": "1"}, {"name": "Y", "value": "2"}]}]}})
+        );
+    }
+
+    #[test]
+    fn atomic_lists_should_be_replaced_and_maps_merged() {
+        let mut doc =
+            json!({"metadata": {"labels": {"a": "1", "b": "2"}}, "spec": {"args": ["x", "y"]}});
+        apply(
+            &mut doc,
+            &json!({"metadata": {"labels": {"b": null, "c": "3"}}, "spec": {"args": ["z"]}}),
+        )
+        .expect("applies");
+        assert_eq!(
+            doc,
+            json!({"metadata": {"labels": {"a": "1", "c": "3"}}, "spec": {"args": ["z"]}})
+        );
+    }
+
+    #[test]
+    fn directives_should_be_honoured() {
+        let mut doc = json!({"metadata": {"finalizers": ["a", "b"]}, "spec": {"x": 1, "y": 2}});
+        let patch = json!({
+            "$setElementOrder/finalizers": ["b"],
+            "metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]},
+            "spec": {"$patch": "replace", "z": 3}
+        });
+        apply(&mut doc, &patch).expect("applies");
+        assert_eq!(
+            doc,
+            json!({"metadata": {"finalizers": ["b"]}, "spec": {"z": 3}})
+        );
+    }
+
+    #[test]
+    fn service_ports_should_merge_by_port() {
+        let mut doc = json!({"spec": {"selector": {"app": "a"}, "ports": [{"port": 80, "targetPort": 8080}]}});
+        apply(
+            &mut doc,
+            &json!({"spec": {"ports": [{"port": 80, "name": "http"}, {"port": 443}]}}),
+        )
+        .expect("applies");
+        assert_eq!(
+            doc["spec"]["ports"],
+            json!([{"port": 80, "targetPort": 8080, "name": "http"}, {"port": 443}])
+        );
+    }
+}
