@@ -11,6 +11,7 @@ use kubewasm_core::{ObjectKey, Selector};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
+use crate::crd;
 use crate::error::ApiError;
 use crate::objects::{
     canonical_order, generate_name, metadata_mut, new_uid, now, spec_changed, validate_name,
@@ -618,17 +619,72 @@ impl Api {
             map.remove("status");
         }
         let object = served(info, &object);
+        if crd::is_crd(info) {
+            crd::served_types(&object).map_err(|why| ApiError::invalid(info, &name, why))?;
+        }
         if Self::dry_run(&request.query) {
             return Ok(Reply::Json(201, object));
         }
-        let created = self
+        let key = self.key(target, &name);
+        let mut created = self
             .store
-            .create(&info.storage_key(), &self.key(target, &name), object)
+            .create(&info.storage_key(), &key, object)
             .map_err(|e| match e {
                 StoreError::AlreadyExists { .. } => ApiError::already_exists(info, &name),
                 other => other.into(),
             })?;
+        if crd::is_crd(info) {
+            created = self.establish(&key, &created)?;
+        }
         Ok(Reply::Json(201, served(info, &created)))
+    }
+
+    /// Serves a CRD's versions and marks it established, before the reply.
+    fn establish(&self, key: &ObjectKey, crd: &Value) -> Result<Arc<Value>, ApiError> {
+        let types = crd::served_types(crd).map_err(ApiError::bad_request)?;
+        {
+            let mut registry = self
+                .registry
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(first) = types.first() {
+                registry.remove(&first.group, &first.plural);
+            }
+            for t in types {
+                registry.insert(t);
+            }
+        }
+        let status = crd::established_status(crd);
+        let storage = crate::store::ResourceKey::new(crd::GROUP, crd::PLURAL);
+        let written = self.store.update::<ApiError>(&storage, key, |current| {
+            let mut next = current.clone();
+            next["status"] = status;
+            Ok(next)
+        })?;
+        Ok(written.object)
+    }
+
+    /// Stops serving a deleted CRD's resource and deletes its objects.
+    fn retire(&self, crd: &Value) {
+        let (Some(group), Some(plural)) = (
+            crd.pointer("/spec/group").and_then(Value::as_str),
+            crd.pointer("/spec/names/plural").and_then(Value::as_str),
+        ) else {
+            return;
+        };
+        self.registry
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(group, plural);
+        let storage = crate::store::ResourceKey::new(group, plural);
+        if let Ok(snapshot) = self.store.list(&storage, None, ListAt::Latest) {
+            for object in snapshot.items {
+                if let Some(key) = ObjectKey::of(&object) {
+                    // Gone already is fine: another delete won the race.
+                    let _ = self.store.delete::<StoreError>(&storage, &key, |_| Ok(()));
+                }
+            }
+        }
     }
 
     /// Merges what a write may change into the current object: the rules
@@ -756,7 +812,14 @@ impl Api {
                 .store
                 .delete::<ApiError>(&info.storage_key(), &key, |_| Ok(()))
                 .map_err(not_found)?;
+            if crd::is_crd(info) {
+                self.retire(&last);
+            }
             return Ok(Reply::Json(200, served(info, &last)));
+        }
+        if crd::is_crd(info) && written.changed && target.subresource.is_none() {
+            let established = self.establish(&key, object)?;
+            return Ok(Reply::Json(200, served(info, &established)));
         }
         Ok(Reply::Json(200, served(info, object)))
     }
@@ -780,9 +843,7 @@ impl Api {
         }
         let subresource = target.subresource.clone();
         let wanted_rv = rv_of(&desired).map(str::to_owned);
-        let custom = info.group.contains('.')
-            && !info.group.ends_with(".k8s.io")
-            && info.group != "apiextensions.k8s.io";
+        let custom = info.custom;
         self.write(target, name, Self::dry_run(&request.query), |current| {
             match (&wanted_rv, rv_of(current)) {
                 (Some(wanted), Some(actual)) if wanted != actual => {
@@ -815,13 +876,7 @@ impl Api {
             "application/json-patch+json" => json_patch,
             // Built-in types only, as the API server: custom resources have no
             // patch strategy.
-            "application/strategic-merge-patch+json"
-                if info.group.is_empty()
-                    || info.group.contains(".k8s.io")
-                    || !info.group.contains('.') =>
-            {
-                crate::strategic::apply
-            }
+            "application/strategic-merge-patch+json" if !info.custom => crate::strategic::apply,
             other => return Err(ApiError::unsupported_media_type(other)),
         };
         let subresource = target.subresource.clone();
@@ -917,9 +972,13 @@ impl Api {
             return Ok(Reply::Json(200, served(&info, &written.object)));
         }
         if !dry_run {
-            self.store
+            let last = self
+                .store
                 .delete::<ApiError>(&info.storage_key(), &key, |_| Ok(()))
                 .map_err(|_| ApiError::not_found(&info, name))?;
+            if crd::is_crd(&info) {
+                self.retire(&last);
+            }
         }
         Ok(Reply::Json(
             200,

@@ -34,6 +34,7 @@ where
         },
         status,
         scale: SCALE.contains(&plural),
+        custom: false,
     }
 }
 

@@ -9,6 +9,7 @@
 
 pub mod api;
 mod builtin;
+pub mod crd;
 pub mod error;
 pub mod objects;
 pub mod openapi;

@@ -38,6 +38,8 @@ pub struct ResourceInfo {
     pub status: bool,
     /// Whether it has a `scale` subresource.
     pub scale: bool,
+    /// Whether it is a custom resource (served for a CRD).
+    pub custom: bool,
 }
 
 impl ResourceInfo {

@@ -231,3 +231,46 @@ fn requests_without_the_token_should_be_refused() {
     assert!(stderr.contains("provide credentials"), "{stderr}");
     server.terminate();
 }
+
+#[test]
+fn a_crd_applied_at_run_time_should_be_served_at_once() {
+    let server = Apiserver::start();
+    let crd = kubewasm_tests::example_file("myapp", "crd.yaml");
+    let crd = crd.to_str().expect("utf-8");
+    assert!(
+        server
+            .ok(&["apply", "-f", crd])
+            .contains("customresourcedefinition.apiextensions.k8s.io/myapps.example.com created")
+    );
+    server.ok(&[
+        "wait",
+        "--for",
+        "condition=Established",
+        "crd/myapps.example.com",
+        "--timeout=20s",
+    ]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = write(
+        dir.path(),
+        "app.yaml",
+        "apiVersion: example.com/v1\nkind: MyApp\nmetadata:\n  name: demo\nspec:\n  replicas: 2\n  image: nginx\n  port: 80\n",
+    );
+    assert!(
+        server
+            .ok(&["apply", "-f", app.to_str().expect("utf-8")])
+            .contains("myapp.example.com/demo created")
+    );
+    assert_eq!(
+        server.ok(&["get", "ma", "-o", "name"]).trim(),
+        "myapp.example.com/demo"
+    );
+    assert!(
+        server
+            .ok(&["api-resources", "--api-group=example.com"])
+            .contains("myapps")
+    );
+    server.ok(&["delete", "crd", "myapps.example.com"]);
+    let (ok, _, stderr) = server.kubectl(&["get", "myapps"]);
+    assert!(!ok, "the resource is gone with its CRD: {stderr}");
+    server.terminate();
+}

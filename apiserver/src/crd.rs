@@ -1,0 +1,169 @@
+//! CustomResourceDefinitions: what a CRD makes the server serve.
+//!
+//! A CRD is served as soon as it is created: its versions join the
+//! registry (so discovery and OpenAPI show them) before the reply, and its
+//! status says `NamesAccepted` and `Established`. Deleting it stops serving
+//! its versions and deletes its objects.
+//!
+//! # Caveat
+//! Schemas are not enforced yet: no structural validation, pruning or
+//! defaulting of custom resources.
+
+use serde_json::{Value, json};
+
+use crate::objects::now;
+use crate::registry::ResourceInfo;
+
+/// The storage group of CRDs.
+pub const GROUP: &str = "apiextensions.k8s.io";
+/// The plural of CRDs.
+pub const PLURAL: &str = "customresourcedefinitions";
+
+/// Whether a type is the CRD type itself.
+pub fn is_crd(info: &ResourceInfo) -> bool {
+    info.group == GROUP && info.plural == PLURAL
+}
+
+fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
+    v.pointer(pointer).and_then(Value::as_str)
+}
+
+/// Checks a CRD and returns the types it serves, one per served version.
+///
+/// # Errors
+/// A message for a 422: the name must be `<plural>.<group>`, names and
+/// versions must be set.
+pub fn served_types(crd: &Value) -> Result<Vec<ResourceInfo>, String> {
+    let group = str_at(crd, "/spec/group").ok_or("spec.group: Required value")?;
+    let plural = str_at(crd, "/spec/names/plural").ok_or("spec.names.plural: Required value")?;
+    let kind = str_at(crd, "/spec/names/kind").ok_or("spec.names.kind: Required value")?;
+    let name = str_at(crd, "/metadata/name").unwrap_or("");
+    if name != format!("{plural}.{group}") {
+        return Err(format!(
+            "metadata.name: Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"
+        ));
+    }
+    let namespaced = match str_at(crd, "/spec/scope") {
+        Some("Namespaced") => true,
+        Some("Cluster") => false,
+        other => {
+            return Err(format!(
+                "spec.scope: Unsupported value: {other:?}: supported values: \"Cluster\", \"Namespaced\""
+            ));
+        }
+    };
+    let strings = |pointer: &str| -> Vec<String> {
+        crd.pointer(pointer)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let versions = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .filter(|v| !v.is_empty())
+        .ok_or(
+            "spec.versions: Invalid value: must have exactly one version marked as storage version",
+        )?;
+    if versions
+        .iter()
+        .filter(|v| v.get("storage") == Some(&Value::Bool(true)))
+        .count()
+        != 1
+    {
+        return Err(
+            "spec.versions: Invalid value: must have exactly one version marked as storage version"
+                .into(),
+        );
+    }
+    Ok(versions
+        .iter()
+        .filter(|v| v.get("served") != Some(&Value::Bool(false)))
+        .filter_map(|v| {
+            let version = v.get("name")?.as_str()?;
+            Some(ResourceInfo {
+                group: group.to_owned(),
+                version: version.to_owned(),
+                kind: kind.to_owned(),
+                list_kind: str_at(crd, "/spec/names/listKind")
+                    .map_or_else(|| format!("{kind}List"), str::to_owned),
+                plural: plural.to_owned(),
+                singular: str_at(crd, "/spec/names/singular")
+                    .map_or_else(|| kind.to_lowercase(), str::to_owned),
+                namespaced,
+                short_names: strings("/spec/names/shortNames"),
+                categories: strings("/spec/names/categories"),
+                status: v.pointer("/subresources/status").is_some(),
+                scale: v.pointer("/subresources/scale").is_some(),
+                custom: true,
+            })
+        })
+        .collect())
+}
+
+/// The status of an accepted, established CRD.
+pub fn established_status(crd: &Value) -> Value {
+    let names = crd
+        .pointer("/spec/names")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let stored: Vec<Value> = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .map(|vs| {
+            vs.iter()
+                .filter(|v| v.get("storage") == Some(&Value::Bool(true)))
+                .filter_map(|v| v.get("name").cloned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let condition = |kind: &str, reason: &str, message: &str| json!({"type": kind, "status": "True", "lastTransitionTime": now(), "reason": reason, "message": message});
+    json!({
+        "acceptedNames": names,
+        "storedVersions": stored,
+        "conditions": [
+            condition("NamesAccepted", "NoConflicts", "no conflicts found for the names"),
+            condition("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+        ],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crd(name: &str) -> Value {
+        json!({"metadata": {"name": name}, "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "myapps", "kind": "MyApp", "shortNames": ["ma"]},
+            "versions": [
+                {"name": "v1", "served": true, "storage": true, "subresources": {"status": {}}},
+                {"name": "v1beta1", "served": false, "storage": false}]}})
+    }
+
+    #[test]
+    fn a_crd_should_serve_its_served_versions() {
+        let types = served_types(&crd("myapps.example.com")).expect("valid");
+        assert_eq!(types.len(), 1);
+        let t = &types[0];
+        assert_eq!(
+            (t.kind.as_str(), t.list_kind.as_str(), t.singular.as_str()),
+            ("MyApp", "MyAppList", "myapp")
+        );
+        assert!(t.namespaced && t.status && !t.scale && t.custom);
+        assert_eq!(t.short_names, ["ma"]);
+        let status = established_status(&crd("myapps.example.com"));
+        assert_eq!(status["conditions"][1]["type"], "Established");
+        assert_eq!(status["storedVersions"], json!(["v1"]));
+    }
+
+    #[test]
+    fn a_crd_should_be_named_plural_dot_group() {
+        let err = served_types(&crd("wrong.example.com")).expect_err("bad name");
+        assert!(err.contains("must be spec.names.plural"), "{err}");
+    }
+}
