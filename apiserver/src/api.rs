@@ -953,7 +953,9 @@ impl Api {
         {
             finalizers.push(f.into());
         }
-        if !finalizers.is_empty() {
+        // A namespace is emptied by the namespace controller (`gc`) first.
+        let is_namespace = info.group.is_empty() && info.plural == "namespaces";
+        if !finalizers.is_empty() || is_namespace {
             // Graceful: mark, and let the finalizers' owners finish.
             let deleting = move |object: &Value| -> Result<Value, ApiError> {
                 let mut next = object.clone();
@@ -961,7 +963,12 @@ impl Api {
                     m.entry("deletionTimestamp").or_insert_with(|| now().into());
                     m.entry("deletionGracePeriodSeconds")
                         .or_insert_with(|| 0.into());
-                    m.insert("finalizers".into(), Value::Array(finalizers));
+                    if !finalizers.is_empty() {
+                        m.insert("finalizers".into(), Value::Array(finalizers));
+                    }
+                }
+                if is_namespace {
+                    next["status"] = json!({"phase": "Terminating"});
                 }
                 Ok(next)
             };

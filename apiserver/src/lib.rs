@@ -11,6 +11,7 @@ pub mod api;
 mod builtin;
 pub mod crd;
 pub mod error;
+pub mod gc;
 pub mod objects;
 pub mod openapi;
 pub mod registry;

@@ -26,11 +26,13 @@ type Body = BoxBody<Bytes, Infallible>;
 pub struct ApiServer {
     addr: SocketAddr,
     accept: JoinHandle<()>,
+    gc: JoinHandle<()>,
 }
 
 impl Drop for ApiServer {
     fn drop(&mut self) {
         self.accept.abort();
+        self.gc.abort();
     }
 }
 
@@ -46,7 +48,8 @@ pub enum ServerError {
 }
 
 impl ApiServer {
-    /// Binds `addr` (port 0 picks a free one) and serves `api`: over HTTPS
+    /// Binds `addr` (port 0 picks a free one) and serves `api`, with the
+    /// garbage collector and namespace controller running beside: over HTTPS
     /// with bearer-token authentication when `credentials` are given, over
     /// plain HTTP without authentication otherwise (in-process tests).
     ///
@@ -64,6 +67,7 @@ impl ApiServer {
             .map(|c| c.server_config().map(tokio_rustls::TlsAcceptor::from))
             .transpose()?;
         let token: Option<Arc<str>> = credentials.as_ref().map(|c| Arc::from(c.token()));
+        let gc = crate::gc::spawn(api.store().clone());
         let accept = tokio::spawn(async move {
             loop {
                 let (stream, peer) = match listener.accept().await {
@@ -107,7 +111,7 @@ impl ApiServer {
                 });
             }
         });
-        Ok(Self { addr, accept })
+        Ok(Self { addr, accept, gc })
     }
 
     /// The address served.

@@ -272,6 +272,19 @@ impl Store {
         self.state().objects.get(resource)?.get(key).cloned()
     }
 
+    /// Every stored object `pick` selects, with its type: a scan of the whole
+    /// store under one lock (what the garbage collector needs).
+    pub fn find(&self, pick: impl Fn(&Value) -> bool) -> Vec<(ResourceKey, Arc<Value>)> {
+        let state = self.state();
+        state
+            .objects
+            .iter()
+            .flat_map(|(resource, objects)| objects.values().map(move |o| (resource, o)))
+            .filter(|(_, o)| pick(o))
+            .map(|(r, o)| (r.clone(), Arc::clone(o)))
+            .collect()
+    }
+
     /// Creates an object; fails if it exists.
     ///
     /// # Errors

@@ -289,3 +289,118 @@ async fn https_with_a_token_should_be_required_and_trusted_through_the_kubeconfi
     );
     Ok(())
 }
+
+/// Polls until `check` holds, for up to ten seconds.
+async fn eventually<F, Fut>(what: &str, check: F) -> anyhow::Result<()>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<bool>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !check().await? {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+fn owned_by(name: &str, owner: &ConfigMap) -> ConfigMap {
+    let mut child = cm(name, "x");
+    child.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: owner.metadata.name.clone().unwrap_or_default(),
+            uid: owner.metadata.uid.clone().unwrap_or_default(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        },
+    ]);
+    child
+}
+
+#[tokio::test]
+async fn garbage_collection_should_follow_the_propagation_policy() -> anyhow::Result<()> {
+    let (_server, client) = cluster(1000).await?;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let pp = PostParams::default();
+
+    // Background: the dependent goes after its owner.
+    let owner = cms.create(&pp, &cm("bg-owner", "x")).await?;
+    cms.create(&pp, &owned_by("bg-child", &owner)).await?;
+    cms.delete("bg-owner", &DeleteParams::background()).await?;
+    eventually("the background dependent to go", || async {
+        Ok(cms.get_opt("bg-child").await?.is_none())
+    })
+    .await?;
+
+    // Foreground: the owner waits for its dependents, then goes too.
+    let owner = cms.create(&pp, &cm("fg-owner", "x")).await?;
+    cms.create(&pp, &owned_by("fg-child", &owner)).await?;
+    cms.delete("fg-owner", &DeleteParams::foreground()).await?;
+    eventually("the foreground owner and dependent to go", || async {
+        Ok(cms.get_opt("fg-owner").await?.is_none() && cms.get_opt("fg-child").await?.is_none())
+    })
+    .await?;
+
+    // Orphan: the dependent stays, without its owner reference.
+    let owner = cms.create(&pp, &cm("or-owner", "x")).await?;
+    cms.create(&pp, &owned_by("or-child", &owner)).await?;
+    cms.delete("or-owner", &DeleteParams::orphan()).await?;
+    eventually("the orphaning owner to go", || async {
+        Ok(cms.get_opt("or-owner").await?.is_none())
+    })
+    .await?;
+    let orphan = cms.get("or-child").await?;
+    assert!(
+        orphan
+            .metadata
+            .owner_references
+            .unwrap_or_default()
+            .is_empty()
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn deleting_a_namespace_should_delete_its_objects_then_itself() -> anyhow::Result<()> {
+    let (_server, client) = cluster(1000).await?;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "team-a"}}))?;
+    namespaces.create(&PostParams::default(), &ns).await?;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "team-a");
+    let mut held = cm("held", "x");
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    cms.create(&PostParams::default(), &held).await?;
+    cms.create(&PostParams::default(), &cm("plain", "x"))
+        .await?;
+
+    namespaces
+        .delete("team-a", &DeleteParams::default())
+        .await?;
+    let terminating = namespaces.get("team-a").await?;
+    assert_eq!(
+        terminating.status.and_then(|s| s.phase).as_deref(),
+        Some("Terminating")
+    );
+    eventually("the plain object to go", || async {
+        Ok(cms.get_opt("plain").await?.is_none())
+    })
+    .await?;
+    // The finalizer holds the object, and so the namespace.
+    assert!(namespaces.get_opt("team-a").await?.is_some());
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await?;
+    eventually("the namespace to go", || async {
+        Ok(namespaces.get_opt("team-a").await?.is_none())
+    })
+    .await?;
+    Ok(())
+}
