@@ -11,6 +11,7 @@ use kubewasm_core::{ObjectKey, Selector};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
+use crate::apply;
 use crate::crd;
 use crate::error::ApiError;
 use crate::objects::{
@@ -558,6 +559,33 @@ impl Api {
     fn create(&self, target: &Target, request: &Request<'_>) -> Result<Reply, ApiError> {
         let info = &target.info;
         let mut object = Self::body(info, request)?;
+        if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.shift_remove("managedFields");
+        }
+        let mut owned = object.clone();
+        apply::record_update(
+            &json!({}),
+            &mut owned,
+            &Self::manager(&request.query),
+            &info.api_version(),
+            info.custom,
+        );
+        if let Some(fields) = owned.pointer("/metadata/managedFields").cloned()
+            && let Some(meta) = metadata_mut(&mut object)
+        {
+            meta.insert("managedFields".into(), fields);
+        }
+        self.insert(target, object, &request.query)
+    }
+
+    /// Stores a new object: names, uid, timestamps, generation, status rules.
+    fn insert(
+        &self,
+        target: &Target,
+        mut object: Value,
+        query: &HashMap<String, String>,
+    ) -> Result<Reply, ApiError> {
+        let info = &target.info;
         let metadata = metadata_mut(&mut object)
             .ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
         let name = match metadata
@@ -622,7 +650,7 @@ impl Api {
         if crd::is_crd(info) {
             crd::served_types(&object).map_err(|why| ApiError::invalid(info, &name, why))?;
         }
-        if Self::dry_run(&request.query) {
+        if Self::dry_run(query) {
             return Ok(Reply::Json(201, object));
         }
         let key = self.key(target, &name);
@@ -844,6 +872,7 @@ impl Api {
         let subresource = target.subresource.clone();
         let wanted_rv = rv_of(&desired).map(str::to_owned);
         let custom = info.custom;
+        let manager = Self::manager(&request.query);
         self.write(target, name, Self::dry_run(&request.query), |current| {
             match (&wanted_rv, rv_of(current)) {
                 (Some(wanted), Some(actual)) if wanted != actual => {
@@ -858,13 +887,18 @@ impl Api {
                 }
                 _ => {}
             }
-            Self::next_version(&info, name, subresource.as_deref(), current, desired)
+            let mut next = Self::next_version(&info, name, subresource.as_deref(), current, desired)?;
+            apply::record_update(current, &mut next, &manager, &info.api_version(), info.custom);
+            Ok(next)
         })
     }
 
     fn patch(&self, target: &Target, name: &str, request: &Request<'_>) -> Result<Reply, ApiError> {
         let info = target.info.clone();
         let content_type = request.content_type.split(';').next().unwrap_or("").trim();
+        if content_type == "application/apply-patch+yaml" {
+            return self.server_side_apply(target, name, request);
+        }
         let patch: Value = serde_json::from_slice(&request.body).map_err(|e| {
             ApiError::bad_request(format!("the body of the request is not valid JSON: {e}"))
         })?;
@@ -880,10 +914,119 @@ impl Api {
             other => return Err(ApiError::unsupported_media_type(other)),
         };
         let subresource = target.subresource.clone();
+        let manager = Self::manager(&request.query);
         self.write(target, name, Self::dry_run(&request.query), |current| {
             let mut desired = current.clone();
             apply(&mut desired, &patch).map_err(|why| ApiError::invalid(&info, name, why))?;
-            Self::next_version(&info, name, subresource.as_deref(), current, desired)
+            let mut next =
+                Self::next_version(&info, name, subresource.as_deref(), current, desired)?;
+            apply::record_update(
+                current,
+                &mut next,
+                &manager,
+                &info.api_version(),
+                info.custom,
+            );
+            Ok(next)
+        })
+    }
+
+    /// The field manager of a write: `fieldManager`, or `unknown`.
+    fn manager(query: &HashMap<String, String>) -> String {
+        query
+            .get("fieldManager")
+            .filter(|m| !m.is_empty())
+            .cloned()
+            .unwrap_or_else(|| "unknown".to_owned())
+    }
+
+    /// Server-side apply: create or merge with field ownership (see [`apply`]).
+    fn server_side_apply(
+        &self,
+        target: &Target,
+        name: &str,
+        request: &Request<'_>,
+    ) -> Result<Reply, ApiError> {
+        let info = target.info.clone();
+        let Some(manager) = request
+            .query
+            .get("fieldManager")
+            .filter(|m| !m.is_empty())
+            .cloned()
+        else {
+            return Err(ApiError::invalid(
+                &info,
+                name,
+                "fieldManager: Required value: is required for apply patch",
+            ));
+        };
+        let force = request.query.get("force").is_some_and(|f| f == "true");
+        // YAML is the declared format; JSON (what kubectl and kube-rs send) is YAML.
+        let applied: Value = match serde_json::from_slice(&request.body) {
+            Ok(v) => v,
+            Err(_) => serde_yaml::from_slice(&request.body).map_err(|e| {
+                ApiError::bad_request(format!("the body of the request is not valid YAML: {e}"))
+            })?,
+        };
+        let body_request = Request {
+            method: request.method,
+            path: request.path,
+            query: HashMap::new(),
+            content_type: "application/json",
+            body: Bytes::from(applied.to_string()),
+        };
+        let applied = Self::body(&info, &body_request)?;
+        if applied
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .is_some_and(|n| n != name)
+        {
+            return Err(ApiError::bad_request(
+                "the name of the object does not match the name on the URL",
+            ));
+        }
+        let api_version = info.api_version();
+        let apply_request = apply::ApplyRequest {
+            manager: &manager,
+            force,
+            api_version: &api_version,
+            custom: info.custom,
+        };
+        let conflict = |conflicts: Vec<apply::Conflict>| {
+            let causes: Vec<Value> = conflicts
+                .iter()
+                .map(|c| json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"{}\"", c.manager), "field": c.field}))
+                .collect();
+            let listed: Vec<String> = conflicts
+                .iter()
+                .map(|c| format!("- {}: {}", c.manager, c.field))
+                .collect();
+            let mut error = ApiError::conflict(
+                &info,
+                name,
+                &format!(
+                    "Apply failed with {} conflict(s):\n{}",
+                    conflicts.len(),
+                    listed.join("\n")
+                ),
+            );
+            if let Some(details) = error.details.as_mut() {
+                details["causes"] = Value::Array(causes);
+            }
+            error
+        };
+        let key = self.key(target, name);
+        if self.store.get(&info.storage_key(), &key).is_none() {
+            if target.subresource.is_some() {
+                return Err(ApiError::not_found(&info, name));
+            }
+            let created = apply::apply(&json!({}), &applied, apply_request).map_err(conflict)?;
+            return self.insert(target, created, &request.query);
+        }
+        let subresource = target.subresource.clone();
+        self.write(target, name, Self::dry_run(&request.query), |current| {
+            let merged = apply::apply(current, &applied, apply_request).map_err(conflict)?;
+            Self::next_version(&info, name, subresource.as_deref(), current, merged)
         })
     }
 

@@ -8,6 +8,7 @@
 //! on top of it.
 
 pub mod api;
+pub mod apply;
 mod builtin;
 pub mod crd;
 pub mod error;

@@ -36,6 +36,15 @@ fn merge_key(field: &str) -> Option<&'static str> {
     })
 }
 
+/// The merge key of one element of the list held by `field`: a Service's
+/// ports merge by `port`, a container's by `containerPort`.
+pub(crate) fn list_merge_key(field: &str, item: &Value) -> Option<&'static str> {
+    if field == "ports" && item.get("containerPort").is_none() {
+        return Some("port");
+    }
+    merge_key(field)
+}
+
 /// Fields whose lists are sets of primitives merged by value.
 fn primitive_set(field: &str) -> bool {
     matches!(field, "finalizers")

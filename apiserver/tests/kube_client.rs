@@ -404,3 +404,75 @@ async fn deleting_a_namespace_should_delete_its_objects_then_itself() -> anyhow:
     .await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn server_side_apply_should_track_owners_conflict_and_prune() -> anyhow::Result<()> {
+    let (_server, client) = cluster(1000).await?;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let apply = |data: serde_json::Value| {
+        Patch::Apply(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": data}),
+        )
+    };
+    let one = PatchParams::apply("one");
+    let created = cms
+        .patch("ssa", &one, &apply(json!({"a": "1", "b": "2"})))
+        .await?;
+    let managers: Vec<_> = created
+        .metadata
+        .managed_fields
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| m.manager)
+        .collect();
+    assert_eq!(managers, [Some("one".to_owned())]);
+
+    // The same apply again changes nothing: same resourceVersion.
+    let again = cms
+        .patch("ssa", &one, &apply(json!({"a": "1", "b": "2"})))
+        .await?;
+    assert_eq!(
+        again.metadata.resource_version,
+        created.metadata.resource_version
+    );
+
+    // Another manager changing `a` conflicts, unless it forces.
+    let two = PatchParams::apply("two");
+    let err = cms
+        .patch("ssa", &two, &apply(json!({"a": "9"})))
+        .await
+        .expect_err("conflict");
+    match err {
+        kube::Error::Api(status) => {
+            assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
+            assert!(
+                status.message.contains("one") && status.message.contains(".data.a"),
+                "{}",
+                status.message
+            );
+        }
+        other => anyhow::bail!("expected a conflict, got {other}"),
+    }
+    let forced = cms
+        .patch("ssa", &two.clone().force(), &apply(json!({"a": "9"})))
+        .await?;
+    assert_eq!(
+        forced
+            .data
+            .clone()
+            .unwrap_or_default()
+            .get("a")
+            .map(String::as_str),
+        Some("9")
+    );
+
+    // `one` stops applying `b`: it goes (nobody else owns it); `a` is now two's.
+    let pruned = cms.patch("ssa", &one, &apply(json!({}))).await?;
+    let data = pruned.data.unwrap_or_default();
+    assert_eq!(
+        (data.get("a").map(String::as_str), data.get("b")),
+        (Some("9"), None)
+    );
+    Ok(())
+}

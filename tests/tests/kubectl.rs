@@ -274,3 +274,58 @@ fn a_crd_applied_at_run_time_should_be_served_at_once() {
     assert!(!ok, "the resource is gone with its CRD: {stderr}");
     server.terminate();
 }
+
+#[test]
+fn server_side_apply_should_report_and_force_conflicts() {
+    let server = Apiserver::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = |value: &str| {
+        let path = write(
+            dir.path(),
+            "cm.yaml",
+            &format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n  key: \"{value}\"\n"
+            ),
+        );
+        path.to_str().expect("utf-8").to_owned()
+    };
+    let first = file("1");
+    assert!(
+        server
+            .ok(&["apply", "--server-side", "-f", &first])
+            .contains("configmap/ssa serverside-applied")
+    );
+    let second = file("2");
+    let (ok, _, stderr) = server.kubectl(&[
+        "apply",
+        "--server-side",
+        "--field-manager",
+        "other",
+        "-f",
+        &second,
+    ]);
+    assert!(!ok && stderr.contains("conflict"), "{stderr}");
+    server.ok(&[
+        "apply",
+        "--server-side",
+        "--field-manager",
+        "other",
+        "--force-conflicts",
+        "-f",
+        &second,
+    ]);
+    assert_eq!(
+        server.ok(&["get", "cm", "ssa", "-o", "jsonpath={.data.key}"]),
+        "2"
+    );
+    let managers = server.ok(&[
+        "get",
+        "cm",
+        "ssa",
+        "--show-managed-fields",
+        "-o",
+        "jsonpath={.metadata.managedFields[*].manager}",
+    ]);
+    assert!(managers.contains("other"), "{managers}");
+    server.terminate();
+}
