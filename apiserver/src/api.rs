@@ -56,6 +56,8 @@ pub struct ApiConfig {
     pub bookmark_interval: Duration,
     /// Watch timeout when the client sets none.
     pub default_watch_timeout: Duration,
+    /// Run the workload simulator ([`crate::simulator`]) with this delay.
+    pub simulate_workloads: Option<Duration>,
 }
 
 impl Default for ApiConfig {
@@ -63,6 +65,7 @@ impl Default for ApiConfig {
         Self {
             bookmark_interval: Duration::from_secs(60),
             default_watch_timeout: Duration::from_secs(1800),
+            simulate_workloads: None,
         }
     }
 }
@@ -240,6 +243,11 @@ impl Api {
     /// The store.
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ApiConfig {
+        &self.config
     }
 
     fn registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
@@ -424,6 +432,12 @@ impl Api {
             ("GET", None, None) if watching => self.watch(&target, &request.query),
             ("GET", None, None) => self.list(&target, &request.query),
             ("GET", Some(name), None | Some("status")) => self.get(&target, name),
+            ("GET", Some(name), Some("scale")) if target.info.scale => {
+                self.get_scale(&target, name)
+            }
+            ("PUT" | "PATCH", Some(name), Some("scale")) if target.info.scale => {
+                self.update_scale(&target, name, &request)
+            }
             ("POST", None, None) => self.create(&target, &request),
             ("PUT", Some(name), None | Some("status")) => self.update(&target, name, &request),
             ("PATCH", Some(name), None | Some("status")) => self.patch(&target, name, &request),
@@ -929,6 +943,102 @@ impl Api {
             );
             Ok(next)
         })
+    }
+
+    /// The `autoscaling/v1` Scale of an object.
+    fn scale_of(object: &Value) -> Value {
+        let selector = object
+            .pointer("/spec/selector/matchLabels")
+            .and_then(Value::as_object)
+            .map(|labels| {
+                labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default();
+        let meta = |f: &str| {
+            object
+                .pointer(&format!("/metadata/{f}"))
+                .cloned()
+                .unwrap_or(Value::Null)
+        };
+        json!({
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {"name": meta("name"), "namespace": meta("namespace"), "uid": meta("uid"),
+                         "resourceVersion": meta("resourceVersion"), "creationTimestamp": meta("creationTimestamp")},
+            "spec": {"replicas": object.pointer("/spec/replicas").cloned().unwrap_or(json!(1))},
+            "status": {"replicas": object.pointer("/status/replicas").cloned().unwrap_or(json!(0)), "selector": selector},
+        })
+    }
+
+    fn get_scale(&self, target: &Target, name: &str) -> Result<Reply, ApiError> {
+        let object = self
+            .store
+            .get(&target.info.storage_key(), &self.key(target, name))
+            .ok_or_else(|| ApiError::not_found(&target.info, name))?;
+        Ok(Reply::Json(200, Self::scale_of(&object)))
+    }
+
+    /// A write to `/scale`: the new Scale's `spec.replicas` becomes the
+    /// object's.
+    fn update_scale(
+        &self,
+        target: &Target,
+        name: &str,
+        request: &Request<'_>,
+    ) -> Result<Reply, ApiError> {
+        let info = target.info.clone();
+        let body: Value = serde_json::from_slice(&request.body).map_err(|e| {
+            ApiError::bad_request(format!("the body of the request is not valid JSON: {e}"))
+        })?;
+        let content_type = request
+            .content_type
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_owned();
+        let manager = Self::manager(&request.query);
+        let reply = self.write(target, name, Self::dry_run(&request.query), |current| {
+            let mut scale = Self::scale_of(current);
+            match (request.method, content_type.as_str()) {
+                ("PUT", _) => scale = body.clone(),
+                (_, "application/json-patch+json") => {
+                    json_patch(&mut scale, &body)
+                        .map_err(|why| ApiError::invalid(&info, name, why))?;
+                }
+                _ => merge_patch(&mut scale, &body),
+            }
+            let replicas = scale
+                .pointer("/spec/replicas")
+                .and_then(Value::as_i64)
+                .filter(|r| *r >= 0)
+                .ok_or_else(|| {
+                    ApiError::invalid(
+                        &info,
+                        name,
+                        "spec.replicas: Invalid value: must be a non-negative integer",
+                    )
+                })?;
+            let mut desired = current.clone();
+            desired["spec"]["replicas"] = replicas.into();
+            let mut next = Self::next_version(&info, name, None, current, desired)?;
+            apply::record_update(
+                current,
+                &mut next,
+                &manager,
+                &info.api_version(),
+                info.custom,
+            );
+            Ok(next)
+        })?;
+        match reply {
+            Reply::Json(code, object) => Ok(Reply::Json(code, Self::scale_of(&object))),
+            other => Ok(other),
+        }
     }
 
     /// The field manager of a write: `fieldManager`, or `unknown`.

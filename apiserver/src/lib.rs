@@ -18,6 +18,7 @@ pub mod openapi;
 pub mod registry;
 pub mod seed;
 pub mod server;
+pub mod simulator;
 pub mod store;
 pub mod strategic;
 pub mod tls;

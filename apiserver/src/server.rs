@@ -26,13 +26,15 @@ type Body = BoxBody<Bytes, Infallible>;
 pub struct ApiServer {
     addr: SocketAddr,
     accept: JoinHandle<()>,
-    gc: JoinHandle<()>,
+    background: Vec<JoinHandle<()>>,
 }
 
 impl Drop for ApiServer {
     fn drop(&mut self) {
         self.accept.abort();
-        self.gc.abort();
+        for task in &self.background {
+            task.abort();
+        }
     }
 }
 
@@ -67,7 +69,10 @@ impl ApiServer {
             .map(|c| c.server_config().map(tokio_rustls::TlsAcceptor::from))
             .transpose()?;
         let token: Option<Arc<str>> = credentials.as_ref().map(|c| Arc::from(c.token()));
-        let gc = crate::gc::spawn(api.store().clone());
+        let mut background = vec![crate::gc::spawn(api.store().clone())];
+        if let Some(delay) = api.config().simulate_workloads {
+            background.push(crate::simulator::spawn(api.store().clone(), delay));
+        }
         let accept = tokio::spawn(async move {
             loop {
                 let (stream, peer) = match listener.accept().await {
@@ -111,7 +116,11 @@ impl ApiServer {
                 });
             }
         });
-        Ok(Self { addr, accept, gc })
+        Ok(Self {
+            addr,
+            accept,
+            background,
+        })
     }
 
     /// The address served.

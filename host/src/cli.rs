@@ -38,6 +38,10 @@ enum Command {
         /// Where to write the kubeconfig that kubectl and kube-rs use as is.
         #[arg(long)]
         kubeconfig_out: PathBuf,
+        /// Simulate workloads: mark Deployments, ReplicaSets and StatefulSets
+        /// available shortly after their spec changes (no pod runs).
+        #[arg(long)]
+        simulate_workloads: bool,
     },
     /// Print a plugin's declaration as JSON.
     Inspect {
@@ -167,7 +171,8 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Apiserver {
             listen,
             kubeconfig_out,
-        } => return apiserver(*listen, kubeconfig_out),
+            simulate_workloads,
+        } => return apiserver(*listen, kubeconfig_out, *simulate_workloads),
         _ => plugin_runtime()?,
     };
     let load = |path: PathBuf| {
@@ -221,6 +226,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
 fn apiserver(
     listen: std::net::SocketAddr,
     kubeconfig_out: &std::path::Path,
+    simulate_workloads: bool,
 ) -> Result<(), CliError> {
     use kubewasm_apiserver::api::{Api, ApiConfig};
     use kubewasm_apiserver::{seed, server::ApiServer, store::Store, tls::Credentials};
@@ -234,13 +240,13 @@ fn apiserver(
         seed::seed(&store).map_err(|e| CliError::Apiserver(e.to_string()))?;
         let credentials =
             Credentials::generate(listen.ip()).map_err(|e| CliError::Apiserver(e.to_string()))?;
-        let server = ApiServer::start(
-            listen,
-            Api::new(store, ApiConfig::default()),
-            Some(credentials.clone()),
-        )
-        .await
-        .map_err(|e| CliError::Apiserver(e.to_string()))?;
+        let config = ApiConfig {
+            simulate_workloads: simulate_workloads.then_some(Duration::from_secs(1)),
+            ..ApiConfig::default()
+        };
+        let server = ApiServer::start(listen, Api::new(store, config), Some(credentials.clone()))
+            .await
+            .map_err(|e| CliError::Apiserver(e.to_string()))?;
         let url = format!("https://{}", server.addr());
         let tmp = kubeconfig_out.with_extension("tmp");
         let write = |path: &std::path::Path, text: &str| {

@@ -16,11 +16,16 @@ struct Apiserver {
 
 impl Apiserver {
     fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    fn start_with(flags: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let kubeconfig = dir.path().join("kubeconfig");
         let child = Command::new(kubewasm_bin())
             .args(["apiserver", "--listen", "127.0.0.1:0", "--kubeconfig-out"])
             .arg(&kubeconfig)
+            .args(flags)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -327,5 +332,41 @@ fn server_side_apply_should_report_and_force_conflicts() {
         "jsonpath={.metadata.managedFields[*].manager}",
     ]);
     assert!(managers.contains("other"), "{managers}");
+    server.terminate();
+}
+
+#[test]
+fn simulated_workloads_should_become_available() {
+    let server = Apiserver::start_with(&["--simulate-workloads"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let deploy = write(
+        dir.path(),
+        "deploy.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 3\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - {name: web, image: nginx}\n",
+    );
+    server.ok(&["apply", "-f", deploy.to_str().expect("utf-8")]);
+    server.ok(&[
+        "wait",
+        "--for=condition=Available",
+        "deployment/web",
+        "--timeout=30s",
+    ]);
+    assert_eq!(
+        server.ok(&[
+            "get",
+            "deploy",
+            "web",
+            "-o",
+            "jsonpath={.status.availableReplicas}"
+        ]),
+        "3"
+    );
+    server.ok(&["scale", "deployment", "web", "--replicas=5"]);
+    server.ok(&[
+        "wait",
+        "--for=jsonpath={.status.availableReplicas}=5",
+        "deployment/web",
+        "--timeout=30s",
+    ]);
     server.terminate();
 }
