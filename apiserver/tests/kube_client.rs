@@ -476,3 +476,165 @@ async fn server_side_apply_should_track_owners_conflict_and_prune() -> anyhow::R
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn streaming_lists_and_timeouts_should_work_with_the_watcher() -> anyhow::Result<()> {
+    let (_server, client) = cluster(1000).await?;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    cms.create(&PostParams::default(), &cm("before", "x"))
+        .await?;
+    // A streaming list (sendInitialEvents), and a 1 s watch timeout that the
+    // watcher resumes from.
+    let config = watcher::Config::default().streaming_lists().timeout(1);
+    let mut stream = watcher(cms.clone(), config).boxed();
+    let mut init_done = false;
+    let mut seen = std::collections::BTreeSet::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut created_after = false;
+    while !seen.contains("after") {
+        match tokio::time::timeout_at(deadline, stream.try_next()).await?? {
+            Some(watcher::Event::InitApply(o) | watcher::Event::Apply(o)) => {
+                seen.insert(o.metadata.name.unwrap_or_default());
+            }
+            Some(watcher::Event::InitDone) => {
+                init_done = true;
+                // Outlive one watch timeout before writing: the watcher must
+                // reconnect from its last version and still see the write.
+                tokio::time::sleep(Duration::from_millis(2500)).await;
+                if !created_after {
+                    cms.create(&PostParams::default(), &cm("after", "x"))
+                        .await?;
+                    created_after = true;
+                }
+            }
+            Some(_) => {}
+            None => break,
+        }
+    }
+    assert!(
+        init_done,
+        "the initial-events-end bookmark ended the initial list"
+    );
+    assert!(
+        seen.contains("before") && seen.contains("after"),
+        "{seen:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn bad_input_should_get_a_status_with_the_right_code() -> anyhow::Result<()> {
+    let (_server, client) = cluster(1000).await?;
+    let send = |method: &str, path: &str, content_type: &str, body: Vec<u8>| {
+        let request = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", content_type)
+            .body(body);
+        let client = client.clone();
+        async move {
+            match client.request::<serde_json::Value>(request?).await {
+                Ok(_) => anyhow::bail!("expected an error"),
+                Err(kube::Error::Api(status)) => Ok((status.code, status.reason)),
+                Err(other) => Err(other.into()),
+            }
+        }
+    };
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let json = "application/json";
+    for (method, path, content_type, body, code, reason) in [
+        ("POST", cms, json, b"{not json".to_vec(), 400, "BadRequest"),
+        (
+            "POST",
+            cms,
+            json,
+            br#"{"apiVersion":"v2","kind":"ConfigMap","metadata":{"name":"a"}}"#.to_vec(),
+            400,
+            "BadRequest",
+        ),
+        (
+            "POST",
+            cms,
+            json,
+            br#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"a"}}"#.to_vec(),
+            400,
+            "BadRequest",
+        ),
+        (
+            "POST",
+            cms,
+            json,
+            br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"Bad_Name"}}"#.to_vec(),
+            422,
+            "Invalid",
+        ),
+        (
+            "POST",
+            "/api/v1/namespaces/nope/configmaps",
+            json,
+            br#"{"metadata":{"name":"a"}}"#.to_vec(),
+            404,
+            "NotFound",
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/widgets",
+            json,
+            Vec::new(),
+            404,
+            "NotFound",
+        ),
+        (
+            "PATCH",
+            "/api/v1/namespaces/default/configmaps/missing",
+            "application/merge-patch+json",
+            b"{}".to_vec(),
+            404,
+            "NotFound",
+        ),
+        (
+            "PATCH",
+            "/api/v1/namespaces/default/configmaps/missing",
+            "application/xml",
+            b"{}".to_vec(),
+            415,
+            "UnsupportedMediaType",
+        ),
+        (
+            "POST",
+            cms,
+            json,
+            vec![b' '; (3 << 20) + 1],
+            413,
+            "RequestEntityTooLarge",
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/configmaps?fieldSelector=spec.x%3D1",
+            json,
+            Vec::new(),
+            400,
+            "BadRequest",
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/configmaps?labelSelector=a+in+(b",
+            json,
+            Vec::new(),
+            400,
+            "BadRequest",
+        ),
+    ] {
+        let (got_code, got_reason) = send(method, path, content_type, body).await?;
+        assert_eq!(
+            (got_code, got_reason.as_str()),
+            (code, reason),
+            "{method} {path}"
+        );
+    }
+    // And the server still answers.
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.create(&PostParams::default(), &cm("still-fine", "x"))
+        .await?;
+    Ok(())
+}
