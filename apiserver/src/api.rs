@@ -264,9 +264,22 @@ impl Api {
         }
     }
 
-    async fn dispatch(&self, request: Request<'_>) -> Result<Reply, ApiError> {
+    async fn dispatch(&self, mut request: Request<'_>) -> Result<Reply, ApiError> {
         if request.body.len() > MAX_BODY {
             return Err(ApiError::too_large(MAX_BODY));
+        }
+        if request
+            .content_type
+            .starts_with("application/vnd.kubernetes.protobuf")
+        {
+            let object = crate::protobuf::decode(&request.body).map_err(|e| ApiError {
+                code: 415,
+                reason: "UnsupportedMediaType",
+                message: e.to_string(),
+                details: None,
+            })?;
+            request.body = Bytes::from(object.to_string());
+            request.content_type = "application/json";
         }
         match self.route(request.path)? {
             Route::Version => Ok(Reply::Json(200, version())),

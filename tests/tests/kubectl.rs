@@ -370,3 +370,69 @@ fn simulated_workloads_should_become_available() {
     ]);
     server.terminate();
 }
+
+#[test]
+fn kubectl_create_should_work_with_its_protobuf_bodies() {
+    let server = Apiserver::start();
+    assert!(
+        server
+            .ok(&["create", "namespace", "team-a"])
+            .contains("namespace/team-a created")
+    );
+    assert!(
+        server
+            .ok(&[
+                "create",
+                "configmap",
+                "settings",
+                "-n",
+                "team-a",
+                "--from-literal=LOG=debug"
+            ])
+            .contains("created")
+    );
+    assert!(
+        server
+            .ok(&[
+                "create",
+                "secret",
+                "generic",
+                "token",
+                "-n",
+                "team-a",
+                "--from-literal=key=s3cret"
+            ])
+            .contains("created")
+    );
+    assert!(
+        server
+            .ok(&["create", "serviceaccount", "robot", "-n", "team-a"])
+            .contains("created")
+    );
+    assert_eq!(
+        server.ok(&[
+            "get",
+            "cm",
+            "settings",
+            "-n",
+            "team-a",
+            "-o",
+            "jsonpath={.data.LOG}"
+        ]),
+        "debug"
+    );
+    // c3NjcmV0 is "s3cret" in base64, as Secret data is stored.
+    assert_eq!(
+        server.ok(&[
+            "get",
+            "secret",
+            "token",
+            "-n",
+            "team-a",
+            "-o",
+            "jsonpath={.data.key}"
+        ]),
+        "czNjcmV0"
+    );
+    server.terminate();
+}
