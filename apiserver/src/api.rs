@@ -629,7 +629,10 @@ impl Api {
         validate_name(&name).map_err(|why| ApiError::invalid(info, &name, why))?;
         match (
             &target.namespace,
-            metadata.get("namespace").and_then(Value::as_str),
+            metadata
+                .get("namespace")
+                .and_then(Value::as_str)
+                .filter(|ns| !ns.is_empty()),
         ) {
             (Some(url), Some(body)) if url != body => {
                 return Err(ApiError::bad_request(format!(

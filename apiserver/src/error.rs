@@ -167,6 +167,7 @@ impl From<StoreError> for ApiError {
             StoreError::AlreadyExists { ref key, .. } => {
                 Self::new(409, "AlreadyExists", error.to_string()).with_name(&key.name)
             }
+            StoreError::Persist(_) => Self::new(500, "InternalError", error.to_string()),
             StoreError::NotFound { ref key, .. } => {
                 Self::new(404, "NotFound", error.to_string()).with_name(&key.name)
             }

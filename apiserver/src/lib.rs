@@ -15,6 +15,7 @@ pub mod error;
 pub mod gc;
 pub mod objects;
 pub mod openapi;
+pub mod persist;
 pub mod protobuf;
 pub mod registry;
 pub mod seed;

@@ -128,7 +128,7 @@ fn object_meta(bytes: &[u8]) -> Result<Value, ProtobufError> {
             (2, Field::Bytes(b)) => {
                 meta.insert("generateName".into(), text(b)?.into());
             }
-            (3, Field::Bytes(b)) => {
+            (3, Field::Bytes(b)) if !b.is_empty() => {
                 meta.insert("namespace".into(), text(b)?.into());
             }
             (11, Field::Bytes(b)) => insert_entry(&mut meta, "labels", b, false)?,

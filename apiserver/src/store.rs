@@ -28,6 +28,8 @@ use kubewasm_core::ObjectKey;
 use serde_json::Value;
 use tokio::sync::Notify;
 
+use crate::persist::{PersistError, Persistence};
+
 /// Default number of events the history keeps.
 pub const DEFAULT_HISTORY: usize = 10_000;
 
@@ -156,6 +158,9 @@ pub enum StoreError {
         /// The store's RV.
         current: u64,
     },
+    /// The database refused the write; nothing changed.
+    #[error("failed to persist: {0}")]
+    Persist(String),
 }
 
 type Objects = BTreeMap<ObjectKey, Arc<Value>>;
@@ -174,6 +179,7 @@ struct State {
 struct Shared {
     state: Mutex<State>,
     changed: Notify,
+    persistence: Option<Persistence>,
 }
 
 /// The store. Cheap to clone: clones share the same state.
@@ -232,19 +238,87 @@ impl Store {
         Self::starting_at(0, history)
     }
 
-    /// An empty store whose next write takes RV `rv + 1` (after a restore).
+    /// An empty store whose next write takes RV `rv + 1`.
     pub fn starting_at(rv: u64, history: usize) -> Self {
+        Self::build(rv, BTreeMap::new(), history, None)
+    }
+
+    /// A store kept in the database in `dir` (see [`crate::persist`]): what
+    /// it holds is loaded, and every write is recorded there.
+    ///
+    /// # Errors
+    /// [`PersistError`] if the database cannot be opened or read.
+    pub fn open(dir: &std::path::Path, history: usize) -> Result<Self, PersistError> {
+        let persistence = Persistence::open(dir)?;
+        let (rv, loaded) = persistence.load()?;
+        let mut objects: BTreeMap<ResourceKey, Objects> = BTreeMap::new();
+        for (resource, key, value) in loaded {
+            objects
+                .entry(resource)
+                .or_default()
+                .insert(key, Arc::new(value));
+        }
+        Ok(Self::build(rv, objects, history, Some(persistence)))
+    }
+
+    fn build(
+        rv: u64,
+        objects: BTreeMap<ResourceKey, Objects>,
+        history: usize,
+        persistence: Option<Persistence>,
+    ) -> Self {
         Self {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
                     rv,
-                    objects: BTreeMap::new(),
+                    objects,
                     history: VecDeque::new(),
                     capacity: history.max(1),
                     compacted: rv,
                 }),
                 changed: Notify::new(),
+                persistence,
             }),
+        }
+    }
+
+    /// Makes every acknowledged write durable (a no-op in memory).
+    ///
+    /// # Errors
+    /// [`PersistError`] if the database cannot commit.
+    pub fn flush(&self) -> Result<(), PersistError> {
+        match &self.shared.persistence {
+            Some(p) => p.flush(),
+            None => Ok(()),
+        }
+    }
+
+    fn persist_put(
+        &self,
+        rv: u64,
+        resource: &ResourceKey,
+        key: &ObjectKey,
+        object: &Value,
+    ) -> Result<(), StoreError> {
+        match &self.shared.persistence {
+            Some(p) => p
+                .put(rv, resource, key, object)
+                .map_err(|e| StoreError::Persist(e.to_string())),
+            None => Ok(()),
+        }
+    }
+
+    fn persist_remove(
+        &self,
+        rv: u64,
+        resource: &ResourceKey,
+        key: &ObjectKey,
+    ) -> Result<(), StoreError> {
+        match &self.shared.persistence {
+            Some(p) => p
+                .remove(rv, resource, key)
+                .map_err(|e| StoreError::Persist(e.to_string())),
+            None => Ok(()),
         }
     }
 
@@ -308,6 +382,7 @@ impl Store {
         }
         let rv = state.rv + 1;
         stamp(&mut object, rv);
+        self.persist_put(rv, resource, key, &object)?;
         let object = Arc::new(object);
         state.rv = rv;
         state
@@ -358,6 +433,7 @@ impl Store {
         }
         let rv = state.rv + 1;
         stamp(&mut next, rv);
+        self.persist_put(rv, resource, key, &next)?;
         let next = Arc::new(next);
         state.rv = rv;
         state
@@ -405,6 +481,7 @@ impl Store {
         let rv = state.rv + 1;
         let mut last = (*current).clone();
         stamp(&mut last, rv);
+        self.persist_remove(rv, resource, key)?;
         let last = Arc::new(last);
         state.rv = rv;
         if let Some(objects) = state.objects.get_mut(resource) {

@@ -20,6 +20,19 @@ pub enum TlsError {
     /// rustls refused the configuration.
     #[error("failed to configure TLS: {0}")]
     Config(#[from] rustls::Error),
+    /// Saved credentials could not be read or written.
+    #[error("failed to keep credentials: {0}")]
+    Store(String),
+}
+
+/// Writes a file only its owner can read.
+fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)?.write_all(bytes)
 }
 
 /// A CA, a serving certificate signed by it, and a bearer token.
@@ -74,6 +87,51 @@ impl Credentials {
             key_der: key.serialize_der(),
             token,
         })
+    }
+
+    /// The credentials kept in `dir` (`credentials.json`), or fresh ones
+    /// saved there (owner-only permissions), so a restarted server keeps its
+    /// CA and token and its clients keep working.
+    ///
+    /// # Errors
+    /// [`TlsError`] if generation fails or the file cannot be read or written.
+    pub fn load_or_generate(dir: &std::path::Path, ip: IpAddr) -> Result<Self, TlsError> {
+        use base64::engine::general_purpose::STANDARD;
+        let path = dir.join("credentials.json");
+        let io = |e: std::io::Error| TlsError::Store(format!("{}: {e}", path.display()));
+        if path.is_file() {
+            let text = std::fs::read_to_string(&path).map_err(io)?;
+            let saved: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| TlsError::Store(format!("{}: {e}", path.display())))?;
+            let field = |f: &str| {
+                saved
+                    .get(f)
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            let decode = |f: &str| {
+                STANDARD
+                    .decode(field(f))
+                    .map_err(|e| TlsError::Store(format!("{}: {f}: {e}", path.display())))
+            };
+            return Ok(Self {
+                ca_pem: field("caPem"),
+                cert_der: CertificateDer::from(decode("certDer")?),
+                key_der: decode("keyDer")?,
+                token: field("token"),
+            });
+        }
+        let fresh = Self::generate(ip)?;
+        let saved = serde_json::json!({
+            "caPem": fresh.ca_pem,
+            "certDer": STANDARD.encode(fresh.cert_der.as_ref()),
+            "keyDer": STANDARD.encode(&fresh.key_der),
+            "token": fresh.token,
+        });
+        std::fs::create_dir_all(dir).map_err(io)?;
+        write_private(&path, saved.to_string().as_bytes()).map_err(io)?;
+        Ok(fresh)
     }
 
     /// The bearer token clients must send.

@@ -42,6 +42,10 @@ enum Command {
         /// available shortly after their spec changes (no pod runs).
         #[arg(long)]
         simulate_workloads: bool,
+        /// Keep state (objects, resource versions, credentials) in this
+        /// directory across restarts; without it, state is in memory.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
     },
     /// Print a plugin's declaration as JSON.
     Inspect {
@@ -172,7 +176,15 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             listen,
             kubeconfig_out,
             simulate_workloads,
-        } => return apiserver(*listen, kubeconfig_out, *simulate_workloads),
+            data_dir,
+        } => {
+            return apiserver(
+                *listen,
+                kubeconfig_out,
+                *simulate_workloads,
+                data_dir.as_deref(),
+            );
+        }
         _ => plugin_runtime()?,
     };
     let load = |path: PathBuf| {
@@ -227,6 +239,7 @@ fn apiserver(
     listen: std::net::SocketAddr,
     kubeconfig_out: &std::path::Path,
     simulate_workloads: bool,
+    data_dir: Option<&std::path::Path>,
 ) -> Result<(), CliError> {
     use kubewasm_apiserver::api::{Api, ApiConfig};
     use kubewasm_apiserver::{seed, server::ApiServer, store::Store, tls::Credentials};
@@ -236,14 +249,24 @@ fn apiserver(
         .build()
         .map_err(|e| CliError::Apiserver(format!("failed to start the async runtime: {e}")))?;
     runtime.block_on(async {
-        let store = Store::default();
-        seed::seed(&store).map_err(|e| CliError::Apiserver(e.to_string()))?;
-        let credentials =
-            Credentials::generate(listen.ip()).map_err(|e| CliError::Apiserver(e.to_string()))?;
+        let failed = |e: &dyn std::fmt::Display| CliError::Apiserver(e.to_string());
+        let (store, credentials) = match data_dir {
+            Some(dir) => (
+                Store::open(dir, kubewasm_apiserver::store::DEFAULT_HISTORY)
+                    .map_err(|e| failed(&e))?,
+                Credentials::load_or_generate(dir, listen.ip()).map_err(|e| failed(&e))?,
+            ),
+            None => (
+                Store::default(),
+                Credentials::generate(listen.ip()).map_err(|e| failed(&e))?,
+            ),
+        };
+        seed::seed(&store).map_err(|e| failed(&e))?;
         let config = ApiConfig {
             simulate_workloads: simulate_workloads.then_some(Duration::from_secs(1)),
             ..ApiConfig::default()
         };
+        let server_store = store.clone();
         let server = ApiServer::start(listen, Api::new(store, config), Some(credentials.clone()))
             .await
             .map_err(|e| CliError::Apiserver(e.to_string()))?;
@@ -266,6 +289,8 @@ fn apiserver(
         );
         wait_for_shutdown().await;
         eprintln!("kubewasm apiserver: shutting down");
+        drop(server);
+        server_store.flush().map_err(|e| failed(&e))?;
         Ok(())
     })
 }

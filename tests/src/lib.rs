@@ -6,6 +6,8 @@
 //! `target/test-plugins/`); `make test` runs both first.
 
 use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 pub mod bench;
 
@@ -58,4 +60,89 @@ pub fn kubewasm_bin() -> PathBuf {
 /// An example's fixture file in `plugins/<name>/`.
 pub fn example_file(plugin: &str, file: &str) -> PathBuf {
     workspace_root().join("plugins").join(plugin).join(file)
+}
+
+/// A `kubewasm apiserver` process, stopped with SIGTERM when dropped.
+pub struct Apiserver {
+    child: Child,
+    /// The kubeconfig the server wrote.
+    pub kubeconfig: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Apiserver {
+    /// Starts `kubewasm apiserver` on a free loopback port.
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts it with extra flags.
+    pub fn start_with(flags: &[&str]) -> Self {
+        Self::start_at("127.0.0.1:0", flags)
+    }
+
+    /// Starts it on `listen` with extra flags.
+    pub fn start_at(listen: &str, flags: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = dir.path().join("kubeconfig");
+        let child = Command::new(kubewasm_bin())
+            .args(["apiserver", "--listen", listen, "--kubeconfig-out"])
+            .arg(&kubeconfig)
+            .args(flags)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubewasm apiserver starts");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !kubeconfig.is_file() {
+            assert!(Instant::now() < deadline, "no kubeconfig after 20 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self {
+            child,
+            kubeconfig,
+            _dir: dir,
+        }
+    }
+
+    /// Runs kubectl against it: success, stdout, stderr.
+    pub fn kubectl(&self, args: &[&str]) -> (bool, String, String) {
+        let out = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .output()
+            .expect("kubectl runs");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Runs kubectl and expects success; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let (ok, stdout, stderr) = self.kubectl(args);
+        assert!(ok, "kubectl {args:?} failed: {stderr}");
+        stdout
+    }
+
+    /// SIGTERM, then the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let killed = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill runs");
+        assert!(killed.success());
+        self.child.wait().expect("exits")
+    }
+}
+
+impl Drop for Apiserver {
+    fn drop(&mut self) {
+        // Already exited after `terminate`; otherwise (a failed test) stop it.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -2,77 +2,9 @@
 //! a generated CA, a bearer token, a kubeconfig with namespace `default`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
-use kubewasm_tests::kubewasm_bin;
-
-/// A `kubewasm apiserver` process, stopped with SIGTERM when dropped.
-struct Apiserver {
-    child: Child,
-    kubeconfig: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Apiserver {
-    fn start() -> Self {
-        Self::start_with(&[])
-    }
-
-    fn start_with(flags: &[&str]) -> Self {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let kubeconfig = dir.path().join("kubeconfig");
-        let child = Command::new(kubewasm_bin())
-            .args(["apiserver", "--listen", "127.0.0.1:0", "--kubeconfig-out"])
-            .arg(&kubeconfig)
-            .args(flags)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("kubewasm apiserver starts");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !kubeconfig.is_file() {
-            assert!(Instant::now() < deadline, "no kubeconfig after 20 s");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Self {
-            child,
-            kubeconfig,
-            _dir: dir,
-        }
-    }
-
-    fn kubectl(&self, args: &[&str]) -> (bool, String, String) {
-        let out = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(args)
-            .output()
-            .expect("kubectl runs");
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let (ok, stdout, stderr) = self.kubectl(args);
-        assert!(ok, "kubectl {args:?} failed: {stderr}");
-        stdout
-    }
-
-    /// SIGTERM, then the exit status.
-    fn terminate(mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().to_string();
-        let killed = Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("kill runs");
-        assert!(killed.success());
-        self.child.wait().expect("exits")
-    }
-}
+use kubewasm_tests::Apiserver;
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);
