@@ -87,7 +87,7 @@ dev: plugins build
 	$(TARGET_DIR)/debug/kubewasm replay $(OUT)/myapp.wasm --objects plugins/myapp/example.yaml --key default/demo
 
 bench: plugins test-plugins
-	$(CARGO) bench -p kubewasm-tests --bench contract --bench languages -- --write BENCHMARKS.md
+	$(CARGO) bench -p kubewasm-tests --bench contract --bench languages --bench apiserver -- --write BENCHMARKS.md
 
 clean:
 	$(CARGO) clean
