@@ -30,6 +30,8 @@ pub enum Reply {
     Json(u16, Value),
     /// Plain text (health checks).
     Text(u16, String),
+    /// An aggregated discovery document (`apidiscovery.k8s.io/v2`).
+    Discovery(Value),
     /// A watch: newline-delimited JSON events, until the channel closes.
     Watch(mpsc::Receiver<Bytes>),
 }
@@ -45,6 +47,8 @@ pub struct Request<'a> {
     pub query: HashMap<String, String>,
     /// Content type of the body.
     pub content_type: &'a str,
+    /// What the client accepts (aggregated discovery is asked for here).
+    pub accept: &'a str,
     /// The body.
     pub body: Bytes,
 }
@@ -290,6 +294,13 @@ impl Api {
                     .map(|doc| Reply::Json(200, doc))
                     .ok_or_else(|| ApiError::no_route(request.path))
             }
+            Route::CoreVersions | Route::Groups
+                if request.accept.contains("as=APIGroupDiscoveryList") =>
+            {
+                Ok(Reply::Discovery(
+                    self.aggregated(request.path.trim_end_matches('/') == "/api"),
+                ))
+            }
             Route::CoreVersions => Ok(Reply::Json(
                 200,
                 json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
@@ -402,6 +413,53 @@ impl Api {
             })
             .collect();
         json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+    }
+
+    /// Aggregated discovery: every group (the core group for `/api`, the
+    /// named ones for `/apis`) with its versions and resources in one reply.
+    fn aggregated(&self, core: bool) -> Value {
+        let registry = self.registry();
+        let items: Vec<Value> = registry
+            .groups()
+            .into_iter()
+            .filter(|g| g.name.is_empty() == core)
+            .map(|g| {
+                let versions: Vec<Value> = g
+                    .versions
+                    .iter()
+                    .map(|v| {
+                        let resources: Vec<Value> = registry
+                            .in_version(&g.name, v)
+                            .map(|r| {
+                                let kind = json!({"group": r.group, "version": r.version, "kind": r.kind});
+                                let mut subresources = Vec::new();
+                                if r.status {
+                                    subresources.push(json!({"subresource": "status", "responseKind": kind, "verbs": ["get", "patch", "update"]}));
+                                }
+                                if r.scale {
+                                    subresources.push(json!({"subresource": "scale",
+                                        "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+                                        "verbs": ["get", "patch", "update"]}));
+                                }
+                                json!({
+                                    "resource": r.plural,
+                                    "responseKind": kind,
+                                    "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
+                                    "singularResource": r.singular,
+                                    "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+                                    "shortNames": r.short_names,
+                                    "categories": r.categories,
+                                    "subresources": subresources,
+                                })
+                            })
+                            .collect();
+                        json!({"version": v, "resources": resources, "freshness": "Current"})
+                    })
+                    .collect();
+                json!({"metadata": {"name": g.name}, "versions": versions})
+            })
+            .collect();
+        json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})
     }
 
     fn resource_list(&self, group: &str, version: &str) -> Value {
@@ -1099,6 +1157,7 @@ impl Api {
             path: request.path,
             query: HashMap::new(),
             content_type: "application/json",
+            accept: request.accept,
             body: Bytes::from(applied.to_string()),
         };
         let applied = Self::body(&info, &body_request)?;

@@ -168,16 +168,32 @@ async fn serve(
         .get(hyper::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json");
+    let accept = parts
+        .headers
+        .get(hyper::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     let request = Request {
         method: parts.method.as_str(),
         path: parts.uri.path(),
         query: parse_query(parts.uri.query().unwrap_or("")),
         content_type,
+        accept,
         body,
     };
     tracing::debug!(method = request.method, path = request.path, "request");
     match api.handle(request).await {
         Reply::Json(code, value) => json(code, &value),
+        Reply::Discovery(value) => {
+            let mut response = json(200, &value);
+            response.headers_mut().insert(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static(
+                    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+                ),
+            );
+            response
+        }
         Reply::Text(code, text) => {
             let mut response = Response::new(Full::new(Bytes::from(text)).boxed());
             *response.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);

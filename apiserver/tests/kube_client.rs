@@ -638,3 +638,34 @@ async fn bad_input_should_get_a_status_with_the_right_code() -> anyhow::Result<(
         .await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn aggregated_discovery_should_describe_every_group() -> anyhow::Result<()> {
+    let (_server, client) = cluster(1000).await?;
+    let discovery = kube::Discovery::new(client).run_aggregated().await?;
+    let apps = discovery.get("apps").expect("apps group");
+    let (deployments, caps) = apps
+        .recommended_resources()
+        .into_iter()
+        .find(|(r, _)| r.plural == "deployments")
+        .expect("deployments");
+    assert_eq!(
+        (deployments.kind.as_str(), deployments.version.as_str()),
+        ("Deployment", "v1")
+    );
+    assert_eq!(caps.scope, kube::discovery::Scope::Namespaced);
+    assert!(
+        caps.subresources
+            .iter()
+            .any(|(r, _)| r.plural == "deployments/scale" || r.plural == "scale")
+    );
+    assert!(discovery.get("").is_some(), "the core group");
+    assert_eq!(
+        discovery
+            .get("autoscaling")
+            .map(|g| g.preferred_version_or_latest().to_owned())
+            .as_deref(),
+        Some("v2")
+    );
+    Ok(())
+}
