@@ -15,7 +15,8 @@ use crate::apply;
 use crate::crd;
 use crate::error::ApiError;
 use crate::objects::{
-    canonical_order, generate_name, metadata_mut, new_uid, now, spec_changed, validate_name,
+    canonical_order, generate_name, metadata_mut, new_uid, now, spec_changed, strings_at,
+    validate_name,
 };
 use crate::registry::{Registry, ResourceInfo};
 use crate::store::{Event, EventType, ListAt, Store, StoreError};
@@ -220,6 +221,13 @@ fn version() -> Value {
         "major": "1", "minor": "33", "gitVersion": "v1.33.0-kubewasm", "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
         "goVersion": "go1.24.0", "compiler": "rustc", "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+    })
+}
+
+/// A request body as JSON, or 400.
+fn json_body(body: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!("the body of the request is not valid JSON: {e}"))
     })
 }
 
@@ -609,9 +617,7 @@ impl Api {
     }
 
     fn body(info: &ResourceInfo, request: &Request<'_>) -> Result<Value, ApiError> {
-        let body: Value = serde_json::from_slice(&request.body).map_err(|e| {
-            ApiError::bad_request(format!("the body of the request is not valid JSON: {e}"))
-        })?;
+        let body: Value = json_body(&request.body)?;
         if !body.is_object() {
             return Err(ApiError::bad_request(
                 "the body of the request must be a JSON object",
@@ -856,19 +862,12 @@ impl Api {
             };
         }
         if current_meta.get("deletionTimestamp").is_some() {
-            let finalizers = |m: &Map<String, Value>| -> Vec<String> {
-                m.get("finalizers")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(Value::as_str)
-                            .map(str::to_owned)
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            };
-            let before = current_meta.as_object().map(finalizers).unwrap_or_default();
-            if finalizers(metadata).iter().any(|f| !before.contains(f)) {
+            let before = strings_at(&current_meta, "/finalizers");
+            let after = metadata
+                .get("finalizers")
+                .map(|f| strings_at(f, ""))
+                .unwrap_or_default();
+            if after.iter().any(|f| !before.contains(f)) {
                 return Err(ApiError::invalid(
                     info,
                     name,
@@ -887,6 +886,27 @@ impl Api {
             }
         }
         Ok(served(info, &desired))
+    }
+
+    /// [`Api::next_version`], with the fields the write changed recorded as
+    /// `manager`'s (`Update` in `managedFields`).
+    fn updated(
+        info: &ResourceInfo,
+        name: &str,
+        subresource: Option<&str>,
+        current: &Value,
+        desired: Value,
+        manager: &str,
+    ) -> Result<Value, ApiError> {
+        let mut next = Self::next_version(info, name, subresource, current, desired)?;
+        apply::record_update(
+            current,
+            &mut next,
+            manager,
+            &info.api_version(),
+            info.custom,
+        );
+        Ok(next)
     }
 
     /// Stores `update(current)` for the object, then removes it if it is
@@ -975,9 +995,7 @@ impl Api {
                 }
                 _ => {}
             }
-            let mut next = Self::next_version(&info, name, subresource.as_deref(), current, desired)?;
-            apply::record_update(current, &mut next, &manager, &info.api_version(), info.custom);
-            Ok(next)
+            Self::updated(&info, name, subresource.as_deref(), current, desired, &manager)
         })
     }
 
@@ -987,9 +1005,7 @@ impl Api {
         if content_type == "application/apply-patch+yaml" {
             return self.server_side_apply(target, name, request);
         }
-        let patch: Value = serde_json::from_slice(&request.body).map_err(|e| {
-            ApiError::bad_request(format!("the body of the request is not valid JSON: {e}"))
-        })?;
+        let patch: Value = json_body(&request.body)?;
         let apply: fn(&mut Value, &Value) -> Result<(), String> = match content_type {
             "application/merge-patch+json" => |doc, patch| {
                 merge_patch(doc, patch);
@@ -1006,16 +1022,14 @@ impl Api {
         self.write(target, name, Self::dry_run(&request.query), |current| {
             let mut desired = current.clone();
             apply(&mut desired, &patch).map_err(|why| ApiError::invalid(&info, name, why))?;
-            let mut next =
-                Self::next_version(&info, name, subresource.as_deref(), current, desired)?;
-            apply::record_update(
+            Self::updated(
+                &info,
+                name,
+                subresource.as_deref(),
                 current,
-                &mut next,
+                desired,
                 &manager,
-                &info.api_version(),
-                info.custom,
-            );
-            Ok(next)
+            )
         })
     }
 
@@ -1065,9 +1079,7 @@ impl Api {
         request: &Request<'_>,
     ) -> Result<Reply, ApiError> {
         let info = target.info.clone();
-        let body: Value = serde_json::from_slice(&request.body).map_err(|e| {
-            ApiError::bad_request(format!("the body of the request is not valid JSON: {e}"))
-        })?;
+        let body: Value = json_body(&request.body)?;
         let content_type = request
             .content_type
             .split(';')
@@ -1099,15 +1111,7 @@ impl Api {
                 })?;
             let mut desired = current.clone();
             desired["spec"]["replicas"] = replicas.into();
-            let mut next = Self::next_version(&info, name, None, current, desired)?;
-            apply::record_update(
-                current,
-                &mut next,
-                &manager,
-                &info.api_version(),
-                info.custom,
-            );
-            Ok(next)
+            Self::updated(&info, name, None, current, desired, &manager)
         })?;
         match reply {
             Reply::Json(code, object) => Ok(Reply::Json(code, Self::scale_of(&object))),
@@ -1225,9 +1229,7 @@ impl Api {
         let options: Value = if request.body.iter().all(u8::is_ascii_whitespace) {
             json!({})
         } else {
-            serde_json::from_slice(&request.body).map_err(|e| {
-                ApiError::bad_request(format!("the body of the request is not valid JSON: {e}"))
-            })?
+            json_body(&request.body)?
         };
         let dry_run = Self::dry_run(&request.query)
             || options

@@ -11,7 +11,7 @@
 
 use serde_json::{Value, json};
 
-use crate::objects::now;
+use crate::objects::{now, strings_at};
 use crate::registry::ResourceInfo;
 
 /// The storage group of CRDs.
@@ -52,17 +52,7 @@ pub fn served_types(crd: &Value) -> Result<Vec<ResourceInfo>, String> {
             ));
         }
     };
-    let strings = |pointer: &str| -> Vec<String> {
-        crd.pointer(pointer)
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let strings = |pointer: &str| strings_at(crd, pointer);
     let versions = crd
         .pointer("/spec/versions")
         .and_then(Value::as_array)

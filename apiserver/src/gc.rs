@@ -23,7 +23,7 @@ use kubewasm_core::ObjectKey;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
-use crate::objects::{metadata_mut, now};
+use crate::objects::{metadata_mut, now, strings_at};
 use crate::store::{Event, EventType, ResourceKey, Store, StoreError};
 
 /// The finalizer of foreground deletion.
@@ -40,16 +40,7 @@ fn uid(object: &Value) -> Option<&str> {
 }
 
 fn finalizers(object: &Value) -> Vec<String> {
-    object
-        .pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|f| {
-            f.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
+    strings_at(object, "/metadata/finalizers")
 }
 
 fn owner_uids(object: &Value) -> Vec<String> {

@@ -359,6 +359,63 @@ impl Store {
             .collect()
     }
 
+    /// Commits one change under the lock: takes the next RV, stamps the
+    /// object with it, writes the database, updates memory, records the
+    /// event, wakes the watchers. `previous` is none for a creation; a
+    /// deletion removes the object and records its last state.
+    fn commit(
+        &self,
+        mut state: MutexGuard<'_, State>,
+        resource: &ResourceKey,
+        key: &ObjectKey,
+        kind: EventType,
+        mut object: Value,
+        previous: Option<Arc<Value>>,
+    ) -> Result<Arc<Value>, StoreError> {
+        let rv = state.rv + 1;
+        stamp(&mut object, rv);
+        if kind == EventType::Deleted {
+            self.persist_remove(rv, resource, key)?;
+        } else {
+            self.persist_put(rv, resource, key, &object)?;
+        }
+        let object = Arc::new(object);
+        state.rv = rv;
+        let objects = state.objects.entry(resource.clone()).or_default();
+        if kind == EventType::Deleted {
+            objects.remove(key);
+        } else {
+            objects.insert(key.clone(), Arc::clone(&object));
+        }
+        state.record(Event {
+            rv,
+            resource: resource.clone(),
+            kind,
+            object: Arc::clone(&object),
+            previous,
+        });
+        drop(state);
+        self.shared.changed.notify_waiters();
+        Ok(object)
+    }
+
+    /// The stored object, or [`StoreError::NotFound`].
+    fn existing(
+        state: &State,
+        resource: &ResourceKey,
+        key: &ObjectKey,
+    ) -> Result<Arc<Value>, StoreError> {
+        state
+            .objects
+            .get(resource)
+            .and_then(|o| o.get(key))
+            .cloned()
+            .ok_or_else(|| StoreError::NotFound {
+                resource: resource.clone(),
+                key: key.clone(),
+            })
+    }
+
     /// Creates an object; fails if it exists.
     ///
     /// # Errors
@@ -367,9 +424,9 @@ impl Store {
         &self,
         resource: &ResourceKey,
         key: &ObjectKey,
-        mut object: Value,
+        object: Value,
     ) -> Result<Arc<Value>, StoreError> {
-        let mut state = self.state();
+        let state = self.state();
         if state
             .objects
             .get(resource)
@@ -380,26 +437,7 @@ impl Store {
                 key: key.clone(),
             });
         }
-        let rv = state.rv + 1;
-        stamp(&mut object, rv);
-        self.persist_put(rv, resource, key, &object)?;
-        let object = Arc::new(object);
-        state.rv = rv;
-        state
-            .objects
-            .entry(resource.clone())
-            .or_default()
-            .insert(key.clone(), Arc::clone(&object));
-        state.record(Event {
-            rv,
-            resource: resource.clone(),
-            kind: EventType::Added,
-            object: Arc::clone(&object),
-            previous: None,
-        });
-        drop(state);
-        self.shared.changed.notify_waiters();
-        Ok(object)
+        self.commit(state, resource, key, EventType::Added, object, None)
     }
 
     /// Replaces an object with what `update` makes of the current one, under
@@ -414,44 +452,25 @@ impl Store {
         key: &ObjectKey,
         update: impl FnOnce(&Value) -> Result<Value, E>,
     ) -> Result<Written, E> {
-        let mut state = self.state();
-        let current = state
-            .objects
-            .get(resource)
-            .and_then(|o| o.get(key))
-            .cloned()
-            .ok_or_else(|| StoreError::NotFound {
-                resource: resource.clone(),
-                key: key.clone(),
-            })?;
-        let mut next = update(&current)?;
+        let state = self.state();
+        let current = Self::existing(&state, resource, key)?;
+        let next = update(&current)?;
         if same_content(&current, &next) {
             return Ok(Written {
                 object: current,
                 changed: false,
             });
         }
-        let rv = state.rv + 1;
-        stamp(&mut next, rv);
-        self.persist_put(rv, resource, key, &next)?;
-        let next = Arc::new(next);
-        state.rv = rv;
-        state
-            .objects
-            .entry(resource.clone())
-            .or_default()
-            .insert(key.clone(), Arc::clone(&next));
-        state.record(Event {
-            rv,
-            resource: resource.clone(),
-            kind: EventType::Modified,
-            object: Arc::clone(&next),
-            previous: Some(current),
-        });
-        drop(state);
-        self.shared.changed.notify_waiters();
+        let object = self.commit(
+            state,
+            resource,
+            key,
+            EventType::Modified,
+            next,
+            Some(current),
+        )?;
         Ok(Written {
-            object: next,
+            object,
             changed: true,
         })
     }
@@ -467,36 +486,18 @@ impl Store {
         key: &ObjectKey,
         check: impl FnOnce(&Value) -> Result<(), E>,
     ) -> Result<Arc<Value>, E> {
-        let mut state = self.state();
-        let current = state
-            .objects
-            .get(resource)
-            .and_then(|o| o.get(key))
-            .cloned()
-            .ok_or_else(|| StoreError::NotFound {
-                resource: resource.clone(),
-                key: key.clone(),
-            })?;
+        let state = self.state();
+        let current = Self::existing(&state, resource, key)?;
         check(&current)?;
-        let rv = state.rv + 1;
-        let mut last = (*current).clone();
-        stamp(&mut last, rv);
-        self.persist_remove(rv, resource, key)?;
-        let last = Arc::new(last);
-        state.rv = rv;
-        if let Some(objects) = state.objects.get_mut(resource) {
-            objects.remove(key);
-        }
-        state.record(Event {
-            rv,
-            resource: resource.clone(),
-            kind: EventType::Deleted,
-            object: Arc::clone(&last),
-            previous: Some(current),
-        });
-        drop(state);
-        self.shared.changed.notify_waiters();
-        Ok(last)
+        let last = (*current).clone();
+        Ok(self.commit(
+            state,
+            resource,
+            key,
+            EventType::Deleted,
+            last,
+            Some(current),
+        )?)
     }
 
     /// The objects of `resource` in `namespace` (all when `None`) at `at`.
