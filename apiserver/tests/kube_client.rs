@@ -669,3 +669,43 @@ async fn aggregated_discovery_should_describe_every_group() -> anyhow::Result<()
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_reflector_should_mirror_the_server() -> anyhow::Result<()> {
+    let (_server, client) = cluster(1000).await?;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    for i in 0..3 {
+        cms.create(&PostParams::default(), &cm(&format!("r-{i}"), "x"))
+            .await?;
+    }
+    let (reader, writer) = kube::runtime::reflector::store::<ConfigMap>();
+    let stream = kube::runtime::reflector(writer, watcher(cms.clone(), watcher::Config::default()));
+    let task = tokio::spawn(stream.for_each(|_| async {}));
+    reader.wait_until_ready().await?;
+    cms.delete("r-0", &DeleteParams::default()).await?;
+    cms.patch(
+        "r-1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"k": "changed"}})),
+    )
+    .await?;
+    eventually("the reflector to catch up", || {
+        let reader = reader.clone();
+        async move {
+            let names: std::collections::BTreeSet<String> = reader
+                .state()
+                .iter()
+                .filter_map(|c| c.metadata.name.clone())
+                .collect();
+            let changed = reader.state().iter().any(|c| {
+                c.metadata.name.as_deref() == Some("r-1")
+                    && c.data.as_ref().and_then(|d| d.get("k")).map(String::as_str)
+                        == Some("changed")
+            });
+            Ok(names == ["r-1".to_owned(), "r-2".to_owned()].into() && changed)
+        }
+    })
+    .await?;
+    task.abort();
+    Ok(())
+}
