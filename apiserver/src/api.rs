@@ -148,7 +148,61 @@ struct FieldSelector {
     terms: Vec<(String, bool, String)>,
 }
 
+/// Fields a type can be selected by beyond `metadata.name` and
+/// `metadata.namespace`, as the API server registers them per type.
+fn selectable_fields(plural: &str) -> &'static [&'static str] {
+    match plural {
+        "events" => &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+            "regarding.kind",
+            "regarding.name",
+            "regarding.namespace",
+            "regarding.uid",
+        ],
+        "pods" => &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ],
+        "secrets" => &["type"],
+        "namespaces" => &["status.phase"],
+        "nodes" => &["spec.unschedulable"],
+        "replicasets" | "replicationcontrollers" => &["status.replicas"],
+        "jobs" => &["status.successful"],
+        "certificatesigningrequests" => &["spec.signerName"],
+        _ => &[],
+    }
+}
+
 impl FieldSelector {
+    fn parse_for(s: &str, plural: &str) -> Result<Self, ApiError> {
+        let selector = Self::parse(s)?;
+        if let Some((field, _, _)) = selector.terms.iter().find(|(f, _, _)| {
+            !matches!(f.as_str(), "metadata.name" | "metadata.namespace")
+                && !selectable_fields(plural).contains(&f.as_str())
+        }) {
+            return Err(ApiError::bad_request(format!(
+                "field label not supported: {field}"
+            )));
+        }
+        Ok(selector)
+    }
+
     fn parse(s: &str) -> Result<Self, ApiError> {
         let mut terms = Vec::new();
         for term in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
@@ -162,11 +216,6 @@ impl FieldSelector {
                 )));
             };
             let field = field.trim();
-            if !matches!(field, "metadata.name" | "metadata.namespace") {
-                return Err(ApiError::bad_request(format!(
-                    "field label not supported: {field}"
-                )));
-            }
             terms.push((field.to_owned(), equal, value.trim().to_owned()));
         }
         Ok(Self { terms })
@@ -174,13 +223,13 @@ impl FieldSelector {
 
     fn matches(&self, object: &Value) -> bool {
         self.terms.iter().all(|(field, equal, value)| {
-            let actual = match field.as_str() {
-                "metadata.name" => object.pointer("/metadata/name"),
-                _ => object.pointer("/metadata/namespace"),
-            }
-            .and_then(Value::as_str)
-            .unwrap_or("");
-            (actual == value) == *equal
+            let pointer = format!("/{}", field.replace('.', "/"));
+            let actual = match object.pointer(&pointer) {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Null) | None => String::new(),
+                Some(other) => other.to_string(),
+            };
+            (actual == *value) == *equal
         })
     }
 }
@@ -192,10 +241,13 @@ struct Filter {
 }
 
 impl Filter {
-    fn from_query(query: &HashMap<String, String>) -> Result<Self, ApiError> {
+    fn from_query(query: &HashMap<String, String>, plural: &str) -> Result<Self, ApiError> {
         let labels = Selector::parse(query.get("labelSelector").map_or("", String::as_str))
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
-        let fields = FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str))?;
+        let fields = FieldSelector::parse_for(
+            query.get("fieldSelector").map_or("", String::as_str),
+            plural,
+        )?;
         Ok(Self { labels, fields })
     }
 
@@ -544,7 +596,7 @@ impl Api {
     }
 
     fn list(&self, target: &Target, query: &HashMap<String, String>) -> Result<Reply, ApiError> {
-        let filter = Filter::from_query(query)?;
+        let filter = Filter::from_query(query, &target.info.plural)?;
         let limit: usize = match query.get("limit").map(String::as_str) {
             None | Some("") | Some("0") => usize::MAX,
             Some(l) => l
@@ -1326,7 +1378,7 @@ impl Api {
     }
 
     fn watch(&self, target: &Target, query: &HashMap<String, String>) -> Result<Reply, ApiError> {
-        let filter = Filter::from_query(query)?;
+        let filter = Filter::from_query(query, &target.info.plural)?;
         let bookmarks = query
             .get("allowWatchBookmarks")
             .is_some_and(|b| b == "true");
@@ -1643,9 +1695,14 @@ mod tests {
 
     #[test]
     fn field_selectors_should_support_name_and_namespace_only() {
-        let f = FieldSelector::parse("metadata.name=a,metadata.namespace!=b").expect("valid");
+        let f = FieldSelector::parse_for("metadata.name=a,metadata.namespace!=b", "configmaps")
+            .expect("valid");
         assert!(f.matches(&json!({"metadata": {"name": "a", "namespace": "c"}})));
         assert!(!f.matches(&json!({"metadata": {"name": "a", "namespace": "b"}})));
-        assert!(FieldSelector::parse("spec.nodeName=x").is_err());
+        assert!(FieldSelector::parse_for("spec.nodeName=x", "configmaps").is_err());
+        let events = FieldSelector::parse_for("involvedObject.name=web,type!=Normal", "events")
+            .expect("valid");
+        assert!(events.matches(&json!({"involvedObject": {"name": "web"}, "type": "Warning"})));
+        assert!(!events.matches(&json!({"involvedObject": {"name": "web"}, "type": "Normal"})));
     }
 }

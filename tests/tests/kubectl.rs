@@ -368,3 +368,77 @@ fn kubectl_create_should_work_with_its_protobuf_bodies() {
     );
     server.terminate();
 }
+
+#[test]
+fn describe_get_watch_and_finalized_deletes_should_work() {
+    let server = Apiserver::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let held = write(
+        dir.path(),
+        "held.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  finalizers: [example.com/hold]\ndata:\n  a: b\n",
+    );
+    server.ok(&["apply", "-f", held.to_str().expect("utf-8")]);
+    let described = server.ok(&["describe", "configmap", "held"]);
+    assert!(
+        described.contains("held") && described.contains("Data"),
+        "{described}"
+    );
+
+    // `get -w` streams: it prints an object created after it started.
+    let mut watch = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&server.kubeconfig)
+        .args(["get", "configmaps", "-w", "-o", "name"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("kubectl get -w");
+    let stdout = watch.stdout.take().expect("piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    server.ok(&["create", "configmap", "watched", "--from-literal=x=y"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let mut seen = false;
+    while !seen && std::time::Instant::now() < deadline {
+        if let Ok(line) = rx.recv_timeout(std::time::Duration::from_millis(200)) {
+            seen = line.trim() == "configmap/watched";
+        }
+    }
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert!(seen, "kubectl get -w printed the new object");
+
+    // A delete waits on the finalizer; removing it completes the delete.
+    server.ok(&["delete", "configmap", "held", "--wait=false"]);
+    let stamp = server.ok(&[
+        "get",
+        "cm",
+        "held",
+        "-o",
+        "jsonpath={.metadata.deletionTimestamp}",
+    ]);
+    assert!(!stamp.is_empty(), "marked for deletion");
+    server.ok(&[
+        "patch",
+        "configmap",
+        "held",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ]);
+    let (ok, _, stderr) = server.kubectl(&["get", "configmap", "held"]);
+    assert!(!ok && stderr.contains("NotFound"), "{stderr}");
+    server.terminate();
+}
