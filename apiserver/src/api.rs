@@ -792,7 +792,7 @@ impl Api {
         {
             map.remove("status");
         }
-        let object = served(info, &object);
+        let object = Self::checked(info, &name, served(info, &object), Self::strict(query))?;
         if crd::is_crd(info) {
             crd::served_types(&object).map_err(|why| ApiError::invalid(info, &name, why))?;
         }
@@ -949,6 +949,7 @@ impl Api {
         current: &Value,
         desired: Value,
         manager: &str,
+        strict: bool,
     ) -> Result<Value, ApiError> {
         let mut next = Self::next_version(info, name, subresource, current, desired)?;
         apply::record_update(
@@ -958,7 +959,56 @@ impl Api {
             &info.api_version(),
             info.custom,
         );
-        Ok(next)
+        Self::checked(info, name, next, strict)
+    }
+
+    /// Defaults, prunes and validates a custom resource against its schema
+    /// ([`crate::schema`]); under `fieldValidation=Strict` an unknown field
+    /// is refused rather than pruned.
+    fn checked(
+        info: &ResourceInfo,
+        name: &str,
+        mut object: Value,
+        strict: bool,
+    ) -> Result<Value, ApiError> {
+        let Some(schema) = &info.schema else {
+            return Ok(object);
+        };
+        let findings = crate::schema::process(&mut object, schema);
+        if strict && !findings.unknown.is_empty() {
+            let fields: Vec<String> = findings
+                .unknown
+                .iter()
+                .map(|f| format!("unknown field \"{f}\""))
+                .collect();
+            return Err(ApiError::bad_request(format!(
+                "strict decoding error: {}",
+                fields.join(", ")
+            )));
+        }
+        if !findings.errors.is_empty() {
+            let mut error =
+                ApiError::invalid(info, name, format!("[{}]", findings.errors.join(", ")));
+            let causes: Vec<Value> = findings
+                .errors
+                .iter()
+                .map(|e| {
+                    let (field, message) = e.split_once(": ").unwrap_or(("", e));
+                    json!({"reason": "FieldValueInvalid", "message": message, "field": field})
+                })
+                .collect();
+            if let Some(details) = error.details.as_mut() {
+                details["causes"] = Value::Array(causes);
+                details["kind"] = info.kind.clone().into();
+            }
+            return Err(error);
+        }
+        Ok(object)
+    }
+
+    /// Whether the request asks for strict field validation.
+    fn strict(query: &HashMap<String, String>) -> bool {
+        query.get("fieldValidation").is_some_and(|v| v == "Strict")
     }
 
     /// Stores `update(current)` for the object, then removes it if it is
@@ -1033,6 +1083,7 @@ impl Api {
         let wanted_rv = rv_of(&desired).map(str::to_owned);
         let custom = info.custom;
         let manager = Self::manager(&request.query);
+        let strict = Self::strict(&request.query);
         self.write(target, name, Self::dry_run(&request.query), |current| {
             match (&wanted_rv, rv_of(current)) {
                 (Some(wanted), Some(actual)) if wanted != actual => {
@@ -1047,7 +1098,7 @@ impl Api {
                 }
                 _ => {}
             }
-            Self::updated(&info, name, subresource.as_deref(), current, desired, &manager)
+            Self::updated(&info, name, subresource.as_deref(), current, desired, &manager, strict)
         })
     }
 
@@ -1071,6 +1122,7 @@ impl Api {
         };
         let subresource = target.subresource.clone();
         let manager = Self::manager(&request.query);
+        let strict = Self::strict(&request.query);
         self.write(target, name, Self::dry_run(&request.query), |current| {
             let mut desired = current.clone();
             apply(&mut desired, &patch).map_err(|why| ApiError::invalid(&info, name, why))?;
@@ -1081,6 +1133,7 @@ impl Api {
                 current,
                 desired,
                 &manager,
+                strict,
             )
         })
     }
@@ -1140,6 +1193,7 @@ impl Api {
             .trim()
             .to_owned();
         let manager = Self::manager(&request.query);
+        let strict = Self::strict(&request.query);
         let reply = self.write(target, name, Self::dry_run(&request.query), |current| {
             let mut scale = Self::scale_of(current);
             match (request.method, content_type.as_str()) {
@@ -1163,7 +1217,7 @@ impl Api {
                 })?;
             let mut desired = current.clone();
             desired["spec"]["replicas"] = replicas.into();
-            Self::updated(&info, name, None, current, desired, &manager)
+            Self::updated(&info, name, None, current, desired, &manager, strict)
         })?;
         match reply {
             Reply::Json(code, object) => Ok(Reply::Json(code, Self::scale_of(&object))),
@@ -1201,6 +1255,7 @@ impl Api {
             ));
         };
         let force = request.query.get("force").is_some_and(|f| f == "true");
+        let strict = Self::strict(&request.query);
         // YAML is the declared format; JSON (what kubectl and kube-rs send) is YAML.
         let applied: Value = match serde_json::from_slice(&request.body) {
             Ok(v) => v,
@@ -1267,7 +1322,8 @@ impl Api {
         let subresource = target.subresource.clone();
         self.write(target, name, Self::dry_run(&request.query), |current| {
             let merged = apply::apply(current, &applied, apply_request).map_err(conflict)?;
-            Self::next_version(&info, name, subresource.as_deref(), current, merged)
+            let next = Self::next_version(&info, name, subresource.as_deref(), current, merged)?;
+            Self::checked(&info, name, next, strict)
         })
     }
 

@@ -35,6 +35,7 @@ where
         status,
         scale: SCALE.contains(&plural),
         custom: false,
+        schema: None,
     }
 }
 

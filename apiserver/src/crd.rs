@@ -4,10 +4,7 @@
 //! registry (so discovery and OpenAPI show them) before the reply, and its
 //! status says `NamesAccepted` and `Established`. Deleting it stops serving
 //! its versions and deletes its objects.
-//!
-//! # Caveat
-//! Schemas are not enforced yet: no structural validation, pruning or
-//! defaulting of custom resources.
+//! Its versions' structural schemas are enforced by [`crate::schema`].
 
 use serde_json::{Value, json};
 
@@ -91,6 +88,10 @@ pub fn served_types(crd: &Value) -> Result<Vec<ResourceInfo>, String> {
                 status: v.pointer("/subresources/status").is_some(),
                 scale: v.pointer("/subresources/scale").is_some(),
                 custom: true,
+                schema: v
+                    .pointer("/schema/openAPIV3Schema")
+                    .cloned()
+                    .map(std::sync::Arc::new),
             })
         })
         .collect())

@@ -18,6 +18,7 @@ pub mod openapi;
 pub mod persist;
 pub mod protobuf;
 pub mod registry;
+pub mod schema;
 pub mod seed;
 pub mod server;
 pub mod simulator;

@@ -40,6 +40,8 @@ pub struct ResourceInfo {
     pub scale: bool,
     /// Whether it is a custom resource (served for a CRD).
     pub custom: bool,
+    /// A custom resource's structural schema (`openAPIV3Schema`).
+    pub schema: Option<std::sync::Arc<serde_json::Value>>,
 }
 
 impl ResourceInfo {

@@ -206,6 +206,42 @@ fn a_crd_applied_at_run_time_should_be_served_at_once() {
             .ok(&["api-resources", "--api-group=example.com"])
             .contains("myapps")
     );
+    // The CRD's structural schema: defaults, validation, strict field validation.
+    assert_eq!(
+        server.ok(&["get", "myapp", "demo", "-o", "jsonpath={.spec.replicas}"]),
+        "2"
+    );
+    let lean = write(
+        dir.path(),
+        "lean.yaml",
+        "apiVersion: example.com/v1\nkind: MyApp\nmetadata:\n  name: lean\nspec:\n  image: nginx\n  port: 80\n",
+    );
+    server.ok(&["apply", "-f", lean.to_str().expect("utf-8")]);
+    assert_eq!(
+        server.ok(&["get", "myapp", "lean", "-o", "jsonpath={.spec.replicas}"]),
+        "1",
+        "defaulted"
+    );
+    let negative = write(
+        dir.path(),
+        "negative.yaml",
+        "apiVersion: example.com/v1\nkind: MyApp\nmetadata:\n  name: neg\nspec:\n  image: nginx\n  port: 80\n  replicas: -1\n",
+    );
+    let (ok, _, stderr) = server.kubectl(&["apply", "-f", negative.to_str().expect("utf-8")]);
+    assert!(
+        !ok && stderr.contains("spec.replicas in body should be greater than or equal to 0"),
+        "{stderr}"
+    );
+    let typo = write(
+        dir.path(),
+        "typo.yaml",
+        "apiVersion: example.com/v1\nkind: MyApp\nmetadata:\n  name: typo\nspec:\n  image: nginx\n  port: 80\n  replica: 3\n",
+    );
+    let (ok, _, stderr) = server.kubectl(&["apply", "-f", typo.to_str().expect("utf-8")]);
+    assert!(
+        !ok && stderr.contains("unknown field \"spec.replica\""),
+        "{stderr}"
+    );
     server.ok(&["delete", "crd", "myapps.example.com"]);
     let (ok, _, stderr) = server.kubectl(&["get", "myapps"]);
     assert!(!ok, "the resource is gone with its CRD: {stderr}");

@@ -1,0 +1,294 @@
+//! Structural schemas of custom resources: defaulting, pruning and
+//! validation, in that order, as the apiextensions server applies them.
+//!
+//! Supported: `type` (object, array, string, integer, number, boolean),
+//! `properties`, `additionalProperties` (a schema or `false`), `items`,
+//! `required`, `enum`, `nullable`, `minimum`/`maximum` (and their
+//! `exclusive` forms), `minLength`/`maxLength`, `minItems`/`maxItems`,
+//! `default`, `x-kubernetes-preserve-unknown-fields`,
+//! `x-kubernetes-int-or-string` and `x-kubernetes-embedded-resource`.
+//! Not supported yet: `pattern`, `format`, CEL validation rules.
+//!
+//! `apiVersion`, `kind` and `metadata` at the root are never pruned.
+
+use serde_json::{Map, Value};
+
+/// What processing found.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Findings {
+    /// Fields removed because the schema does not know them (what
+    /// `fieldValidation=Strict` refuses).
+    pub unknown: Vec<String>,
+    /// Validation errors, in the API server's wording.
+    pub errors: Vec<String>,
+}
+
+fn type_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn flag(schema: &Value, key: &str) -> bool {
+    schema.get(key).and_then(Value::as_bool).unwrap_or(false)
+}
+
+/// Defaults, prunes and validates `object` against `schema` (the version's
+/// `openAPIV3Schema`).
+pub fn process(object: &mut Value, schema: &Value) -> Findings {
+    let mut findings = Findings::default();
+    walk(object, schema, "", true, &mut findings);
+    findings
+}
+
+fn child(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+fn walk(value: &mut Value, schema: &Value, path: &str, root: bool, findings: &mut Findings) {
+    let display = if path.is_empty() { "<root>" } else { path };
+    if value.is_null() {
+        if !flag(schema, "nullable") && schema.get("type").is_some() && !root {
+            findings.errors.push(format!(
+                "{display}: Invalid value: \"null\": {display} in body must be of type {}",
+                schema["type"].as_str().unwrap_or("object")
+            ));
+        }
+        return;
+    }
+    if flag(schema, "x-kubernetes-int-or-string") {
+        if !matches!(type_of(value), "integer" | "string") {
+            findings.errors.push(format!("{display}: Invalid value: {value}: {display} in body must be of type integer or string"));
+        }
+        return;
+    }
+    if let Some(expected) = schema.get("type").and_then(Value::as_str) {
+        let actual = type_of(value);
+        let fits = actual == expected || (expected == "number" && actual == "integer");
+        if !fits {
+            findings.errors.push(format!("{display}: Invalid value: \"{actual}\": {display} in body must be of type {expected}: \"{actual}\""));
+            return;
+        }
+    }
+    if let Some(options) = schema.get("enum").and_then(Value::as_array)
+        && !options.contains(value)
+    {
+        let listed: Vec<String> = options.iter().map(Value::to_string).collect();
+        findings.errors.push(format!(
+            "{display}: Unsupported value: {value}: supported values: {}",
+            listed.join(", ")
+        ));
+    }
+    match value {
+        Value::Object(map) => object(map, schema, path, root, findings),
+        Value::Array(items) => {
+            let count = items.len() as f64;
+            bound(
+                schema,
+                "minItems",
+                "maxItems",
+                count,
+                display,
+                "must have at least",
+                "must have at most",
+                "items",
+                findings,
+            );
+            if let Some(item_schema) = schema.get("items") {
+                for (i, item) in items.iter_mut().enumerate() {
+                    walk(item, item_schema, &format!("{path}[{i}]"), false, findings);
+                }
+            }
+        }
+        Value::String(s) => {
+            let len = s.chars().count() as f64;
+            bound(
+                schema,
+                "minLength",
+                "maxLength",
+                len,
+                display,
+                "should be at least",
+                "should be at most",
+                "chars long",
+                findings,
+            );
+        }
+        Value::Number(n) => {
+            let x = n.as_f64().unwrap_or(0.0);
+            if let Some(min) = schema.get("minimum").and_then(Value::as_f64) {
+                let exclusive = flag(schema, "exclusiveMinimum");
+                if x < min || (exclusive && x == min) {
+                    findings.errors.push(format!(
+                        "{display}: Invalid value: {n}: {display} in body should be greater than {}{min}",
+                        if exclusive { "" } else { "or equal to " }
+                    ));
+                }
+            }
+            if let Some(max) = schema.get("maximum").and_then(Value::as_f64) {
+                let exclusive = flag(schema, "exclusiveMaximum");
+                if x > max || (exclusive && x == max) {
+                    findings.errors.push(format!(
+                        "{display}: Invalid value: {n}: {display} in body should be less than {}{max}",
+                        if exclusive { "" } else { "or equal to " }
+                    ));
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one call shape for lengths and item counts"
+)]
+fn bound(
+    schema: &Value,
+    min_key: &str,
+    max_key: &str,
+    actual: f64,
+    display: &str,
+    at_least: &str,
+    at_most: &str,
+    unit: &str,
+    findings: &mut Findings,
+) {
+    if let Some(min) = schema.get(min_key).and_then(Value::as_f64)
+        && actual < min
+    {
+        findings.errors.push(format!(
+            "{display}: Invalid value: {display} in body {at_least} {min} {unit}"
+        ));
+    }
+    if let Some(max) = schema.get(max_key).and_then(Value::as_f64)
+        && actual > max
+    {
+        findings.errors.push(format!(
+            "{display}: Too long: {display} in body {at_most} {max} {unit}"
+        ));
+    }
+}
+
+fn object(
+    map: &mut Map<String, Value>,
+    schema: &Value,
+    path: &str,
+    root: bool,
+    findings: &mut Findings,
+) {
+    let properties = schema.get("properties").and_then(Value::as_object);
+    // Defaulting: missing properties with a default.
+    if let Some(properties) = properties {
+        for (key, property) in properties {
+            if !map.contains_key(key)
+                && let Some(default) = property.get("default")
+            {
+                map.insert(key.clone(), default.clone());
+            }
+        }
+    }
+    let preserve = flag(schema, "x-kubernetes-preserve-unknown-fields");
+    let embedded = flag(schema, "x-kubernetes-embedded-resource");
+    let additional = schema.get("additionalProperties");
+    let keys: Vec<String> = map.keys().cloned().collect();
+    for key in keys {
+        let keep_meta =
+            (root || embedded) && matches!(key.as_str(), "apiVersion" | "kind" | "metadata");
+        let property_schema = properties.and_then(|p| p.get(&key)).or(match additional {
+            Some(Value::Object(_)) => additional,
+            _ => None,
+        });
+        match property_schema {
+            Some(property) => {
+                if let Some(v) = map.get_mut(&key) {
+                    walk(v, property, &child(path, &key), false, findings);
+                }
+            }
+            None if keep_meta || preserve || additional == Some(&Value::Bool(true)) => {}
+            None => {
+                map.shift_remove(&key);
+                findings.unknown.push(child(path, &key));
+            }
+        }
+    }
+    if let Some(required) = schema.get("required").and_then(Value::as_array) {
+        for field in required.iter().filter_map(Value::as_str) {
+            if !map.contains_key(field) {
+                findings
+                    .errors
+                    .push(format!("{}: Required value", child(path, field)));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema() -> Value {
+        json!({"type": "object", "properties": {
+            "spec": {"type": "object", "required": ["image"], "properties": {
+                "replicas": {"type": "integer", "minimum": 0, "default": 1},
+                "image": {"type": "string", "minLength": 3},
+                "mode": {"type": "string", "enum": ["a", "b"]},
+                "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                "port": {"x-kubernetes-int-or-string": true}}},
+            "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}}}})
+    }
+
+    #[test]
+    fn defaults_should_fill_and_unknown_fields_be_pruned() {
+        let mut object = json!({"apiVersion": "example.com/v1", "kind": "MyApp", "metadata": {"name": "x"},
+            "spec": {"image": "nginx", "typo": 1, "extra": {"anything": true}, "port": "http"}, "junk": 1});
+        let findings = process(&mut object, &schema());
+        assert_eq!(findings.errors, Vec::<String>::new());
+        assert_eq!(findings.unknown, ["spec.typo", "junk"]);
+        assert_eq!(object["spec"]["replicas"], 1);
+        assert_eq!(object["spec"]["extra"], json!({"anything": true}));
+        assert_eq!(object["metadata"], json!({"name": "x"}));
+    }
+
+    #[test]
+    fn validation_should_word_errors_as_the_api_server() {
+        let mut object = json!({"spec": {"image": "ng", "replicas": -1, "mode": "c"}, "status": {"ready": "yes"}});
+        let errors = process(&mut object, &schema()).errors;
+        assert!(errors.contains(&"spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0".to_owned()), "{errors:?}");
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains("spec.image in body should be at least 3 chars long")),
+            "{errors:?}"
+        );
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.starts_with("spec.mode: Unsupported value: \"c\"")),
+            "{errors:?}"
+        );
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains("status.ready in body must be of type boolean")),
+            "{errors:?}"
+        );
+        let mut missing = json!({"spec": {}});
+        assert!(
+            process(&mut missing, &schema())
+                .errors
+                .contains(&"spec.image: Required value".to_owned())
+        );
+    }
+}
