@@ -972,6 +972,21 @@ impl Api {
         strict: bool,
     ) -> Result<Value, ApiError> {
         let Some(schema) = &info.schema else {
+            if let (true, Some(typed)) = (strict, info.typed) {
+                let known = typed(&object)
+                    .map_err(|e| ApiError::bad_request(format!("strict decoding error: {e}")))?;
+                let unknown = crate::schema::unknown_fields(&object, &known);
+                if !unknown.is_empty() {
+                    let fields: Vec<String> = unknown
+                        .iter()
+                        .map(|f| format!("unknown field \"{f}\""))
+                        .collect();
+                    return Err(ApiError::bad_request(format!(
+                        "strict decoding error: {}",
+                        fields.join(", ")
+                    )));
+                }
+            }
             return Ok(object);
         };
         let findings = crate::schema::process(&mut object, schema);

@@ -9,7 +9,17 @@ use k8s_openapi::{ListableResource, NamespaceResourceScope, Resource};
 
 use crate::registry::ResourceInfo;
 
-fn info<K: Resource + ListableResource>(status: bool) -> ResourceInfo
+/// Decodes `value` as a `K` and encodes it back.
+fn typed<K: serde::de::DeserializeOwned + serde::Serialize>(
+    value: &serde_json::Value,
+) -> Result<serde_json::Value, String> {
+    let decoded: K = serde_json::from_value(value.clone()).map_err(|e| e.to_string())?;
+    serde_json::to_value(decoded).map_err(|e| e.to_string())
+}
+
+fn info<K: Resource + ListableResource + serde::de::DeserializeOwned + serde::Serialize>(
+    status: bool,
+) -> ResourceInfo
 where
     K::Scope: 'static,
 {
@@ -36,6 +46,7 @@ where
         scale: SCALE.contains(&plural),
         custom: false,
         schema: None,
+        typed: Some(typed::<K>),
     }
 }
 

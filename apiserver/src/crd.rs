@@ -92,6 +92,7 @@ pub fn served_types(crd: &Value) -> Result<Vec<ResourceInfo>, String> {
                     .pointer("/schema/openAPIV3Schema")
                     .cloned()
                     .map(std::sync::Arc::new),
+                typed: None,
             })
         })
         .collect())

@@ -13,8 +13,11 @@ use std::collections::BTreeMap;
 
 use crate::store::ResourceKey;
 
+/// Decodes an object into its typed form and encodes it back.
+pub type TypedRoundTrip = fn(&serde_json::Value) -> Result<serde_json::Value, String>;
+
 /// One served resource type at one version.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct ResourceInfo {
     /// API group; empty for the core group.
     pub group: String,
@@ -42,6 +45,10 @@ pub struct ResourceInfo {
     pub custom: bool,
     /// A custom resource's structural schema (`openAPIV3Schema`).
     pub schema: Option<std::sync::Arc<serde_json::Value>>,
+    /// A built-in type's typed round trip (decode into its k8s-openapi type,
+    /// encode back): what survives it is what the type knows, so strict field
+    /// validation reports what does not.
+    pub typed: Option<TypedRoundTrip>,
 }
 
 impl ResourceInfo {

@@ -233,6 +233,31 @@ fn object(
     }
 }
 
+/// Fields of `original` that `known` (its typed round trip) lacks: what a
+/// built-in type does not know. Nulls are ignored (they decode as absent).
+pub fn unknown_fields(original: &Value, known: &Value) -> Vec<String> {
+    fn diff(a: &Value, b: Option<&Value>, path: &str, out: &mut Vec<String>) {
+        match (a, b) {
+            (Value::Null, _) => {}
+            (_, None) => out.push(path.to_owned()),
+            (Value::Object(map), Some(Value::Object(other))) => {
+                for (k, v) in map {
+                    diff(v, other.get(k), &child(path, k), out);
+                }
+            }
+            (Value::Array(items), Some(Value::Array(other))) => {
+                for (i, v) in items.iter().enumerate() {
+                    diff(v, other.get(i), &format!("{path}[{i}]"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    diff(original, Some(known), "", &mut out);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,6 +272,13 @@ mod tests {
                 "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
                 "port": {"x-kubernetes-int-or-string": true}}},
             "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}}}})
+    }
+
+    #[test]
+    fn unknown_fields_should_be_what_the_round_trip_lost() {
+        let original = json!({"metadata": {"name": "x", "labels": null}, "data": {"a": "1"}, "dta": {}, "spec": [{"a": 1, "b": 2}]});
+        let known = json!({"metadata": {"name": "x"}, "data": {"a": "1"}, "spec": [{"a": 1}]});
+        assert_eq!(unknown_fields(&original, &known), ["dta", "spec[0].b"]);
     }
 
     #[test]

@@ -609,6 +609,22 @@ async fn bad_input_should_get_a_status_with_the_right_code() -> anyhow::Result<(
             "RequestEntityTooLarge",
         ),
         (
+            "POST",
+            "/api/v1/namespaces/default/configmaps?fieldValidation=Strict",
+            json,
+            br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"strict"},"dta":{"a":"b"}}"#.to_vec(),
+            400,
+            "BadRequest",
+        ),
+        (
+            "PATCH",
+            "/api/v1/namespaces/default/configmaps/x?fieldManager=m",
+            "application/apply-patch+yaml",
+            b"a: [unclosed".to_vec(),
+            400,
+            "BadRequest",
+        ),
+        (
             "GET",
             "/api/v1/namespaces/default/configmaps?fieldSelector=spec.x%3D1",
             json,
