@@ -569,6 +569,19 @@ impl Api {
             ("PUT" | "PATCH", Some(name), Some("scale")) if target.info.scale => {
                 self.update_scale(&target, name, &request)
             }
+            // A CertificateSigningRequest's approval is a write of its status
+            // conditions, like `/status`.
+            ("PUT", Some(name), Some("approval"))
+                if target.info.plural == "certificatesigningrequests" =>
+            {
+                let status = Target {
+                    subresource: Some("status".to_owned()),
+                    info: target.info.clone(),
+                    namespace: target.namespace.clone(),
+                    name: target.name.clone(),
+                };
+                self.update(&status, name, &request)
+            }
             ("POST", None, None) => self.create(&target, &request),
             ("PUT", Some(name), None | Some("status")) => self.update(&target, name, &request),
             ("PATCH", Some(name), None | Some("status")) => self.patch(&target, name, &request),

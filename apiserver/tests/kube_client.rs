@@ -159,38 +159,47 @@ async fn lists_should_paginate_over_one_snapshot() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn watcher_should_see_changes_and_recover_from_expiry() -> anyhow::Result<()> {
-    // A history of 3 events: a watcher that falls behind gets a 410 and relists.
+    // A history of 3 events: a watcher that falls behind gets a 410 and
+    // relists. Falling behind is a race, so rounds repeat until one did.
     let (_server, client) = cluster(3).await?;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let stream = watcher(cms.clone(), watcher::Config::default()).boxed();
-    let writer = tokio::spawn(async move {
-        for i in 0..10 {
-            cms.create(&PostParams::default(), &cm(&format!("w-{i}"), "x"))
-                .await?;
-        }
-        anyhow::Ok(())
-    });
+    let mut stream = watcher(cms.clone(), watcher::Config::default()).boxed();
     let mut seen = std::collections::BTreeSet::new();
     let mut expired = 0;
-    let mut stream = stream;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while seen.len() < 10 {
-        match tokio::time::timeout_at(deadline, stream.next()).await? {
-            Some(Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o))) => {
-                seen.insert(o.metadata.name.unwrap_or_default());
+    let mut created = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    for round in 0..20 {
+        let writer = cms.clone();
+        let names: Vec<String> = (0..20).map(|i| format!("w-{round}-{i}")).collect();
+        let batch = names.clone();
+        let writes = tokio::spawn(async move {
+            let params = PostParams::default();
+            let objects: Vec<ConfigMap> = batch.iter().map(|n| cm(n, "x")).collect();
+            futures_util::future::try_join_all(objects.iter().map(|o| writer.create(&params, o)))
+                .await
+        });
+        created += names.len();
+        while names.iter().any(|n| !seen.contains(n)) {
+            match tokio::time::timeout_at(deadline, stream.next()).await? {
+                Some(Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o))) => {
+                    seen.insert(o.metadata.name.unwrap_or_default());
+                }
+                Some(Ok(_)) => {}
+                // The 410 ERROR event: the watcher reports it, then relists.
+                Some(Err(watcher::Error::WatchError(status))) if status.code == 410 => expired += 1,
+                Some(Err(other)) => return Err(other.into()),
+                None => anyhow::bail!("the watcher ended"),
             }
-            Some(Ok(_)) => {}
-            // The 410 ERROR event: the watcher reports it, then relists.
-            Some(Err(watcher::Error::WatchError(status))) if status.code == 410 => expired += 1,
-            Some(Err(other)) => return Err(other.into()),
-            None => break,
+        }
+        writes.await??;
+        if expired > 0 {
+            break;
         }
     }
-    writer.await??;
-    assert_eq!(seen.len(), 10, "every object seen despite the expiry");
+    assert_eq!(seen.len(), created, "every object seen despite the expiry");
     assert!(
         expired >= 1,
-        "the watcher fell behind the 3-event history and got a 410"
+        "a watcher behind a 3-event history got a 410 and relisted"
     );
     Ok(())
 }
