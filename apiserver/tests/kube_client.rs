@@ -734,3 +734,51 @@ async fn a_reflector_should_mirror_the_server() -> anyhow::Result<()> {
     task.abort();
     Ok(())
 }
+
+#[tokio::test]
+async fn selector_transitions_should_be_added_and_deleted_events() -> anyhow::Result<()> {
+    let (_server, client) = cluster(1000).await?;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let created = cms
+        .create(&PostParams::default(), &cm("moving", "x"))
+        .await?;
+    let rv = created.metadata.resource_version.unwrap_or_default();
+    let mut events = cms
+        .watch(
+            &kube::api::WatchParams::default()
+                .labels("app=demo")
+                .timeout(5),
+            &rv,
+        )
+        .await?
+        .boxed();
+    let relabel = |app: &str| Patch::Merge(json!({"metadata": {"labels": {"app": app}}}));
+    cms.patch("moving", &PatchParams::default(), &relabel("other"))
+        .await?;
+    match events.try_next().await? {
+        Some(kube::api::WatchEvent::Deleted(o)) => {
+            assert_eq!(
+                o.metadata.name.as_deref(),
+                Some("moving"),
+                "left the selection: DELETED"
+            );
+        }
+        other => anyhow::bail!("expected DELETED, got {other:?}"),
+    }
+    cms.patch("moving", &PatchParams::default(), &relabel("demo"))
+        .await?;
+    match events.try_next().await? {
+        Some(kube::api::WatchEvent::Added(o)) => {
+            assert_eq!(
+                o.metadata
+                    .labels
+                    .unwrap_or_default()
+                    .get("app")
+                    .map(String::as_str),
+                Some("demo")
+            );
+        }
+        other => anyhow::bail!("expected ADDED, got {other:?}"),
+    }
+    Ok(())
+}
