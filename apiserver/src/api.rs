@@ -718,19 +718,14 @@ impl Api {
         if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.shift_remove("managedFields");
         }
-        let mut owned = object.clone();
+        // The creator owns every field it set (`Update` in `managedFields`).
         apply::record_update(
             &json!({}),
-            &mut owned,
+            &mut object,
             &Self::manager(&request.query),
             &info.api_version(),
             info.custom,
         );
-        if let Some(fields) = owned.pointer("/metadata/managedFields").cloned()
-            && let Some(meta) = metadata_mut(&mut object)
-        {
-            meta.insert("managedFields".into(), fields);
-        }
         self.insert(target, object, &request.query)
     }
 

@@ -21,7 +21,7 @@
 //! ([`crate::strategic`]); custom resources' lists are atomic (their
 //! `x-kubernetes-list-type` is not read yet).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
@@ -451,22 +451,22 @@ pub fn record_update(old: &Value, new: &mut Value, manager: &str, api_version: &
     set_entries(new, managers);
 }
 
-/// Field paths by manager, for tests and diagnostics.
-pub fn owners(object: &Value) -> BTreeMap<String, Vec<String>> {
-    entries(object)
-        .into_iter()
-        .map(|e| {
-            (
-                format!("{}/{}", e.manager, e.operation),
-                e.fields.iter().map(|p| describe(p)).collect(),
-            )
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Field paths by manager.
+    fn owners(object: &Value) -> std::collections::BTreeMap<String, Vec<String>> {
+        entries(object)
+            .into_iter()
+            .map(|e| {
+                (
+                    format!("{}/{}", e.manager, e.operation),
+                    e.fields.iter().map(|p| describe(p)).collect(),
+                )
+            })
+            .collect()
+    }
 
     fn request(manager: &str, force: bool) -> ApplyRequest<'_> {
         ApplyRequest {

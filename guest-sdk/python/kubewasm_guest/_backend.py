@@ -16,14 +16,6 @@ def _imports():
     return cache, log, types
 
 
-def in_component() -> bool:
-    try:
-        _imports()
-        return True
-    except ImportError:
-        return False
-
-
 def get(type: ResourceType, key: ObjectKey) -> Optional[str]:
     if _native is not None:
         return _native.get(type, key)
