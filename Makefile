@@ -84,7 +84,7 @@ test: lint plugins test-plugins build guest-tests
 
 dev: plugins build
 	$(TARGET_DIR)/debug/kubewasm inspect $(OUT)/myapp.wasm
-	$(TARGET_DIR)/debug/kubewasm replay $(OUT)/myapp.wasm --objects plugins/myapp/example.yaml --key default/demo
+	$(TARGET_DIR)/debug/kubewasm replay $(OUT)/myapp.wasm --objects plugins/myapp/crd.yaml --objects plugins/myapp/example.yaml --key default/demo
 
 bench: plugins test-plugins
 	$(CARGO) bench -p kubewasm-tests --bench contract --bench languages --bench apiserver -- --write BENCHMARKS.md

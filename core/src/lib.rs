@@ -1,8 +1,9 @@
 //! Types the kubewasm host and its plugins share: resource types, object
-//! keys, verbs, and Kubernetes label selectors.
+//! keys, verbs, Kubernetes label selectors and name validation.
 
 pub mod resource;
 pub mod selector;
+pub mod validation;
 
 pub use resource::{InvalidKey, ObjectKey, ResourceType, Verb};
 pub use selector::{Selector, SelectorError};

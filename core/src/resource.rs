@@ -177,6 +177,16 @@ pub enum Verb {
 }
 
 impl Verb {
+    /// Every verb.
+    pub const ALL: [Self; 6] = [
+        Self::Get,
+        Self::List,
+        Self::Watch,
+        Self::Apply,
+        Self::ApplyStatus,
+        Self::Delete,
+    ];
+
     /// The verb's name as the WIT spells it.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -221,5 +231,21 @@ mod tests {
         for bad in ["", "/x", "x/", "a/b/c"] {
             assert!(bad.parse::<ObjectKey>().is_err(), "{bad}");
         }
+    }
+}
+
+/// A verb name that is not one of [`Verb::ALL`].
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("unknown verb `{0}`")]
+pub struct UnknownVerb(String);
+
+impl FromStr for Verb {
+    type Err = UnknownVerb;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|v| v.as_str() == s)
+            .ok_or_else(|| UnknownVerb(s.to_owned()))
     }
 }

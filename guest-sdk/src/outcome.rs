@@ -169,6 +169,12 @@ impl Outcome {
         self.push(Ok(Action::Delete(ResourceType::of::<K>(), key)))
     }
 
+    /// Deletes an object of an untyped resource type.
+    #[must_use]
+    pub fn delete_of(self, resource: ResourceType, key: ObjectKey) -> Self {
+        self.push(Ok(Action::Delete(resource, key)))
+    }
+
     /// Records an event.
     #[must_use]
     pub fn event(self, event: Event) -> Self {

@@ -35,8 +35,14 @@ impl Secondary {
     where
         K::Scope: 'static,
     {
+        Self::of_type(ResourceType::of::<K>())
+    }
+
+    /// A secondary of an untyped resource type (one without a Rust type);
+    /// the host checks its plural and scope against the cluster's discovery.
+    pub fn of_type(resource: ResourceType) -> Self {
         Self {
-            resource: ResourceType::of::<K>(),
+            resource,
             verbs: Vec::new(),
             label_selector: String::new(),
             mapping: Mapping::None,
@@ -97,10 +103,20 @@ impl Declaration {
     where
         K::Scope: 'static,
     {
+        Self::for_type(name, version, ResourceType::of::<K>())
+    }
+
+    /// A declaration whose primary is an untyped resource type; the host
+    /// checks its plural and scope against the cluster's discovery.
+    pub fn for_type(
+        name: impl Into<String>,
+        version: impl Into<String>,
+        primary: ResourceType,
+    ) -> Self {
         Self {
             name: name.into(),
             version: version.into(),
-            primary: ResourceType::of::<K>(),
+            primary,
             primary_verbs: Vec::new(),
             secondaries: Vec::new(),
             managed_finalizer: false,

@@ -13,6 +13,11 @@
 //!   `managedFields` or other server-owned metadata, so an object copied from
 //!   the (possibly stale) cache cannot cause a conflict.
 //! - Children are never pruned implicitly: only a `Delete` deletes.
+//! - Every name, namespace and label a plugin returns passes Kubernetes'
+//!   rules ([`kubewasm_core::validation`]) before a request is built, and
+//!   every write (apply, status, delete, event) lands in a namespace the
+//!   plugin is granted ([`Grants::check_namespace`]); paths are built from
+//!   validated parts only, each segment percent-encoded as well.
 
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -20,6 +25,7 @@ use serde_json::{Map, Value, json};
 use crate::declaration::{Declaration, Verb};
 use crate::grants::{Denied, Grants};
 use crate::resource::{ObjectKey, ResourceType, split_api_version};
+use kubewasm_core::validation;
 
 /// Severity of an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -196,6 +202,12 @@ impl From<Denied> for Refusal {
     }
 }
 
+impl From<validation::Invalid> for Refusal {
+    fn from(invalid: validation::Invalid) -> Self {
+        Self::Invalid(invalid.to_string())
+    }
+}
+
 fn invalid(reason: impl Into<String>) -> Refusal {
     Refusal::Invalid(reason.into())
 }
@@ -245,7 +257,7 @@ fn plan_one(ctx: PlanContext<'_>, desired: Desired) -> Result<Action, Refusal> {
         }
         Desired::Delete(resource, key) => {
             let resource = declared(ctx, &resource.api_version(), &resource.kind, Verb::Delete)?;
-            check_scope(&resource, &key)?;
+            check_target(ctx, Verb::Delete, &resource, &key)?;
             Ok(Action::Delete { resource, key })
         }
         Desired::Event(event) => plan_event(ctx, event),
@@ -275,6 +287,31 @@ fn declared(
     };
     ctx.grants.check(verb, resource)?;
     Ok(resource.clone())
+}
+
+/// Checks that a write of `verb` may reach `key`: its scope, its name and
+/// namespace by Kubernetes' rules, and the namespace granted to the plugin
+/// (a Namespace object counts as being in itself).
+fn check_target(
+    ctx: PlanContext<'_>,
+    verb: Verb,
+    resource: &ResourceType,
+    key: &ObjectKey,
+) -> Result<(), Refusal> {
+    check_scope(resource, key)?;
+    if let Some(namespace) = &key.namespace {
+        validation::namespace(namespace)?;
+    }
+    validation::name(resource, &key.name)?;
+    let is_namespace = resource.group.is_empty() && resource.kind == "Namespace";
+    let namespace = key
+        .namespace
+        .as_deref()
+        .or(is_namespace.then_some(key.name.as_str()));
+    if let Some(namespace) = namespace {
+        ctx.grants.check_namespace(verb, resource, namespace)?;
+    }
+    Ok(())
 }
 
 fn check_scope(resource: &ResourceType, key: &ObjectKey) -> Result<(), Refusal> {
@@ -310,7 +347,8 @@ fn parse_object(
             metadata_mut(&mut object)?.insert("namespace".into(), namespace.clone().into());
         }
     }
-    check_scope(&resource, &key)?;
+    check_target(ctx, verb, &resource, &key)?;
+    validation::labels(&object)?;
     Ok((resource, key, object))
 }
 
@@ -380,11 +418,14 @@ fn plan_event(ctx: PlanContext<'_>, event: DesiredEvent) -> Result<Action, Refus
     let (resource, key) = match event.regarding {
         Some((resource, key)) => {
             let resource = declared(ctx, &resource.api_version(), &resource.kind, Verb::Get)?;
-            check_scope(&resource, &key)?;
             (resource, key)
         }
         None => (ctx.declaration.primary.clone(), ctx.key.clone()),
     };
+    // Recording an event is a write in the namespace it lands in.
+    check_target(ctx, Verb::Apply, &resource, &key)?;
+    ctx.grants
+        .check_namespace(Verb::Apply, &resource, key.namespace.as_deref().unwrap_or("default"))?;
     if event.reason.is_empty()
         || event.reason.len() > 128
         || event.action.is_empty()
@@ -453,15 +494,28 @@ pub fn resource_path(
     };
     if let Some(namespace) = namespace.filter(|_| resource.namespaced) {
         path.push_str("/namespaces/");
-        path.push_str(namespace);
+        push_segment(&mut path, namespace);
     }
     path.push('/');
-    path.push_str(&resource.plural);
+    push_segment(&mut path, &resource.plural);
     if let Some(name) = name {
         path.push('/');
-        path.push_str(name);
+        push_segment(&mut path, name);
     }
     path
+}
+
+/// Appends one path segment, percent-encoding every byte that is not an
+/// RFC 3986 `pchar` (names are validated first; this keeps a path's shape
+/// even if a rule ever lets through a `?`, `#` or `/`).
+fn push_segment(path: &mut String, segment: &str) {
+    for byte in segment.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~:@!$&'()*+,;=".contains(&byte) {
+            path.push(char::from(byte));
+        } else {
+            path.push_str(&format!("%{byte:02X}"));
+        }
+    }
 }
 
 const APPLY_PATCH: &str = "application/apply-patch+yaml";
@@ -528,6 +582,7 @@ impl Action {
 mod tests {
     use super::*;
     use crate::declaration::tests::{sample, ty};
+    use crate::grants::OperatorGrants;
 
     struct Fixture {
         declaration: Declaration,
@@ -539,7 +594,8 @@ mod tests {
     impl Fixture {
         fn new() -> Self {
             let declaration = sample().validate().expect("valid");
-            let grants = Grants::from_declaration(&declaration);
+            let grants = Grants::new(&declaration, &OperatorGrants::unrestricted())
+                .expect("granted");
             Self {
                 declaration,
                 grants,
@@ -717,6 +773,77 @@ mod tests {
         assert_eq!(
             resource_path(&deploy, Some("x"), None),
             "/apis/apps/v1/namespaces/x/deployments"
+        );
+    }
+
+    #[test]
+    fn plan_should_refuse_names_namespaces_and_labels_kubernetes_refuses() {
+        let fx = Fixture::new();
+        for (namespace, name) in [
+            ("default", "a/b"),
+            ("default", ".."),
+            ("default", ""),
+            ("x?y", "a"),
+            ("default", "a?watch=1"),
+        ] {
+            let object = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": name, "namespace": namespace}});
+            let err = fx
+                .plan(vec![Desired::Apply {
+                    object: object.to_string(),
+                    owned: false,
+                }])
+                .expect_err("invalid key");
+            assert!(matches!(err, ActionError::Invalid { .. }), "{err}");
+        }
+        let labelled = deployment(json!({"labels": {"bad key!": "v"}}));
+        let err = fx
+            .plan(vec![Desired::Apply {
+                object: labelled,
+                owned: false,
+            }])
+            .expect_err("bad label");
+        assert!(err.to_string().contains("invalid label key `bad key!`"), "{err}");
+    }
+
+    #[test]
+    fn plan_should_keep_writes_out_of_system_and_ungranted_namespaces() {
+        let fx = Fixture::new();
+        let elsewhere = deployment(json!({"namespace": "kube-system"}));
+        let err = fx
+            .plan(vec![Desired::Apply {
+                object: elsewhere,
+                owned: false,
+            }])
+            .expect_err("system namespace");
+        assert!(err.to_string().contains("namespace `kube-system` is a system namespace"), "{err}");
+
+        let operator = OperatorGrants::parse("namespaces: [default]").expect("valid");
+        let grants = Grants::new(&fx.declaration, &operator).expect("granted");
+        let ctx = PlanContext {
+            declaration: &fx.declaration,
+            grants: &grants,
+            key: &fx.key,
+            primary: Some(&fx.primary),
+        };
+        let err = plan(
+            ctx,
+            vec![Desired::Apply {
+                object: deployment(json!({"namespace": "team-b"})),
+                owned: false,
+            }],
+        )
+        .expect_err("other tenant");
+        assert!(err.to_string().contains("namespace `team-b` is not granted"), "{err}");
+        assert!(plan(ctx, vec![Desired::Apply { object: deployment(json!({})), owned: true }]).is_ok());
+    }
+
+    #[test]
+    fn resource_path_should_encode_what_is_not_a_path_character() {
+        let roles = ty("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", false);
+        assert_eq!(
+            resource_path(&roles, None, Some("system:a?b#c")),
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles/system:a%3Fb%23c"
         );
     }
 }

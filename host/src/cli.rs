@@ -6,9 +6,14 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::cache::MemoryCache;
+use crate::grants::{GrantsFileError, OperatorGrants};
+use crate::mapper::{MapperError, RestMapper};
 use crate::replay::{self, ReplayError};
 use crate::resource::{InvalidKey, ObjectKey};
-use crate::runtime::{InstanceReuse, LoadError, Runtime, RuntimeConfig, RuntimeError};
+use crate::runtime::{
+    InstanceReuse, LoadError, LoadOptions, Limits, Runtime, RuntimeConfig, RuntimeError,
+};
 
 /// kubewasm: Kubernetes controllers whose reconcile logic runs in sandboxed
 /// WebAssembly components.
@@ -23,9 +28,51 @@ pub struct Cli {
     /// CPU deadline of one plugin call, in milliseconds.
     #[arg(long, global = true, default_value_t = 1000)]
     deadline_ms: u64,
-    /// Memory limit of one plugin instance, in MiB.
+    /// Memory limit of one plugin instance (all its memories), in MiB.
     #[arg(long, global = true, default_value_t = 256)]
     memory_limit_mib: usize,
+    #[command(flatten)]
+    limits: LimitFlags,
+}
+
+/// Output limits of every plugin call.
+#[derive(Debug, clap::Args)]
+struct LimitFlags {
+    /// Most actions in one outcome.
+    #[arg(long, global = true, default_value_t = Limits::default().actions)]
+    max_actions: u64,
+    /// Most bytes of one object a plugin returns.
+    #[arg(long, global = true, default_value_t = Limits::default().object_bytes)]
+    max_object_bytes: u64,
+    /// Most bytes of one outcome.
+    #[arg(long, global = true, default_value_t = Limits::default().outcome_bytes)]
+    max_outcome_bytes: u64,
+    /// Most log records per call.
+    #[arg(long, global = true, default_value_t = Limits::default().log_records)]
+    max_log_records: u64,
+    /// Most bytes of log records per call.
+    #[arg(long, global = true, default_value_t = Limits::default().log_bytes)]
+    max_log_bytes: u64,
+    /// Most keys one map-keys call returns.
+    #[arg(long, global = true, default_value_t = Limits::default().map_keys)]
+    max_map_keys: u64,
+    /// Most host calls (cache reads, log records) per call.
+    #[arg(long, global = true, default_value_t = Limits::default().hostcalls)]
+    max_hostcalls: u64,
+}
+
+impl From<&LimitFlags> for Limits {
+    fn from(f: &LimitFlags) -> Self {
+        Self {
+            actions: f.max_actions,
+            object_bytes: f.max_object_bytes,
+            outcome_bytes: f.max_outcome_bytes,
+            log_records: f.max_log_records,
+            log_bytes: f.max_log_bytes,
+            map_keys: f.max_map_keys,
+            hostcalls: f.max_hostcalls,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -57,15 +104,21 @@ enum Command {
     Replay {
         /// The plugin component.
         plugin: PathBuf,
-        /// Objects to fill the cache with (multi-document YAML or JSON).
-        #[arg(long)]
-        objects: PathBuf,
+        /// Objects to fill the cache with (multi-document YAML or JSON);
+        /// repeatable. CustomResourceDefinitions among them say how their
+        /// types are served, as discovery would.
+        #[arg(long, required = true)]
+        objects: Vec<PathBuf>,
         /// The plugin's configuration (YAML or JSON).
         #[arg(long)]
         config: Option<PathBuf>,
         /// The primary to reconcile: NAMESPACE/NAME, or NAME when cluster-scoped.
         #[arg(long)]
         key: String,
+        /// The operator's grants file, narrowing what the plugin may do
+        /// (see README, "Grants").
+        #[arg(long)]
+        grants: Option<PathBuf>,
         /// Output format.
         #[arg(short = 'o', long, value_enum, default_value_t = Format::Yaml)]
         output: Format,
@@ -108,6 +161,12 @@ pub enum CliError {
     /// The replay failed.
     #[error(transparent)]
     Replay(#[from] ReplayError),
+    /// The grants file was refused.
+    #[error(transparent)]
+    Grants(#[from] GrantsFileError),
+    /// The fixtures' CRDs were refused.
+    #[error(transparent)]
+    Mapper(#[from] MapperError),
     /// The output could not be encoded.
     #[error("failed to encode the output: {0}")]
     Encode(String),
@@ -165,6 +224,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             .deadline(Duration::from_millis(cli.deadline_ms))
             .memory_limit(cli.memory_limit_mib << 20)
             .instance_reuse(InstanceReuse::Fresh)
+            .limits(Limits::from(&cli.limits))
             .max_instances(8);
         if let Some(dir) = cli.cache_dir.clone().or_else(default_cache_dir) {
             config = config.cache_dir(dir);
@@ -187,19 +247,21 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         }
         _ => plugin_runtime()?,
     };
-    let load = |path: PathBuf| {
-        runtime
-            .load_file(&path)
-            .map_err(|source| CliError::Load { path, source })
-    };
     let read = |path: PathBuf| {
         std::fs::read_to_string(&path).map_err(|source| CliError::Read { path, source })
     };
+    let read_bytes =
+        |path: &PathBuf| std::fs::read(path).map_err(|source| CliError::Read { path: path.clone(), source });
     match cli.command {
         Command::Apiserver { .. } => {}
         Command::Inspect { plugin } => {
-            let plugin = load(plugin)?;
-            let json = serde_json::to_string_pretty(plugin.declaration())
+            let declaration = runtime
+                .inspect(&read_bytes(&plugin)?)
+                .map_err(|source| CliError::Load {
+                    path: plugin,
+                    source,
+                })?;
+            let json = serde_json::to_string_pretty(&declaration)
                 .map_err(|e| CliError::Encode(e.to_string()))?;
             println!("{json}");
         }
@@ -208,16 +270,33 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             objects,
             config,
             key,
+            grants,
             output,
         } => {
             let key: ObjectKey = key.parse()?;
-            let plugin = load(plugin)?;
-            let objects = replay::parse_objects(&read(objects)?)?;
+            let mut fixtures = Vec::new();
+            for path in objects {
+                fixtures.extend(replay::parse_objects(&read(path)?)?);
+            }
+            let objects = fixtures;
+            let cache = MemoryCache::from_objects(objects.iter().cloned()).map_err(ReplayError::from)?;
+            let mut options = LoadOptions::new(std::sync::Arc::new(RestMapper::for_fixtures(
+                &objects,
+            )?));
+            if let Some(path) = grants {
+                options = options.grants(OperatorGrants::from_file(&path)?);
+            }
+            let plugin = runtime
+                .load(&read_bytes(&plugin)?, &options)
+                .map_err(|source| CliError::Load {
+                    path: plugin,
+                    source,
+                })?;
             let config = match config {
                 Some(path) => replay::parse_config(&read(path)?)?,
                 None => "{}".to_owned(),
             };
-            let report = replay::replay(&plugin, objects, config, key)?;
+            let report = replay::replay(&plugin, cache, config, key)?;
             let text = match output {
                 Format::Yaml => {
                     serde_yaml::to_string(&report).map_err(|e| CliError::Encode(e.to_string()))?

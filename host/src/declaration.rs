@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
+use crate::mapper::{MapperError, RestMapper};
 use crate::resource::ResourceType;
 pub use crate::resource::Verb;
 use crate::selector::{Selector, SelectorError};
@@ -95,6 +96,12 @@ pub enum DeclarationError {
     /// The configuration schema is not JSON.
     #[error("config schema is not valid JSON: {0}")]
     ConfigSchema(#[source] serde_json::Error),
+    /// The configuration schema is not a valid JSON Schema.
+    #[error("config schema is not a valid JSON Schema: {0}")]
+    InvalidConfigSchema(String),
+    /// A declared type is not served as declared.
+    #[error("declared type refused: {0}")]
+    Mapping(#[source] MapperError),
 }
 
 impl Declaration {
@@ -123,7 +130,7 @@ impl Declaration {
     /// # Errors
     /// [`DeclarationError`] says which part is invalid.
     pub fn validate(mut self) -> Result<Self, DeclarationError> {
-        if !is_dns_label(&self.name) {
+        if !kubewasm_core::validation::is_dns_label(&self.name) {
             return Err(DeclarationError::InvalidName(self.name));
         }
         let mut seen = BTreeSet::new();
@@ -147,17 +154,41 @@ impl Declaration {
             .extend([Verb::Get, Verb::List, Verb::Watch]);
         Ok(self)
     }
+
+    /// Replaces every declared type with the type as the cluster serves it:
+    /// the plural and scope a plugin passes are checked, never trusted.
+    ///
+    /// # Errors
+    /// [`DeclarationError::Mapping`] names the first type the cluster does
+    /// not serve, or serves with another plural or scope.
+    pub fn resolve(mut self, mapper: &RestMapper) -> Result<Self, DeclarationError> {
+        self.primary = mapper
+            .resolve(&self.primary)
+            .map_err(DeclarationError::Mapping)?;
+        for secondary in &mut self.secondaries {
+            secondary.resource = mapper
+                .resolve(&secondary.resource)
+                .map_err(DeclarationError::Mapping)?;
+        }
+        Ok(self)
+    }
+
+    /// The compiled configuration schema, if the plugin declared one.
+    /// Remote references are never fetched: a schema is self-contained.
+    ///
+    /// # Errors
+    /// [`DeclarationError::InvalidConfigSchema`] with the validator's message.
+    pub fn config_validator(&self) -> Result<Option<jsonschema::Validator>, DeclarationError> {
+        self.config_schema
+            .as_ref()
+            .map(|schema| {
+                jsonschema::validator_for(schema)
+                    .map_err(|e| DeclarationError::InvalidConfigSchema(e.to_string()))
+            })
+            .transpose()
+    }
 }
 
-fn is_dns_label(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 63
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
-}
 
 #[cfg(test)]
 pub(crate) mod tests {

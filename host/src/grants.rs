@@ -1,13 +1,77 @@
-//! What a plugin may do: the verbs it declared on each resource type.
+//! What a plugin may do: what it declared, narrowed by what the operator of
+//! the host grants it.
 //!
 //! **Architecture Invariant:** every read a plugin makes through the cache
 //! and every action it returns is checked here first. A plugin sees and
-//! writes only what it declared; nothing else reaches it or leaves it.
+//! writes only what it declared and was granted; nothing else reaches it or
+//! leaves it.
+//!
+//! # The operator's grants file
+//! The operator narrows a plugin with a YAML file (`--grants FILE` of
+//! `kubewasm replay` and `kubewasm run`), in the shape of an RBAC rule list:
+//!
+//! ```yaml
+//! namespaces: [default, team-a]     # omitted: every namespace (writes: but the system ones)
+//! rules:                            # omitted: every type and verb the plugin declares
+//!   - apiGroups: ["", apps]         # "" is the core group, "*" any group
+//!     kinds: [ConfigMap, Deployment] # "*" any kind
+//!     verbs: [get, list, watch, apply] # "*" any verb
+//! ```
+//!
+//! # Rules
+//! - A plugin that declares a verb on a type that no rule grants is refused
+//!   at load, with every excess named ([`Excess`]).
+//! - Reads (`get`, `list`) and writes (apply, status, delete, events) of
+//!   namespaced objects are confined to the granted namespaces; a list
+//!   across all namespaces returns only objects of granted ones. A
+//!   Namespace object counts as being in itself.
+//! - Without a `namespaces` list, reads may see every namespace and writes
+//!   may reach every namespace but the system ones ([`SYSTEM_NAMESPACES`]);
+//!   an operator who wants a plugin to write there lists them.
+//! - A secondary's declared label selector restricts what reads of it
+//!   return ([`Grants::selector`]).
 
 use std::collections::BTreeSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
 
 use crate::declaration::{Declaration, Verb};
 use crate::resource::ResourceType;
+use crate::selector::Selector;
+
+/// Namespaces no plugin writes to unless the operator lists them.
+pub const SYSTEM_NAMESPACES: [&str; 3] = ["kube-system", "kube-public", "kube-node-lease"];
+
+/// Why a read or write was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// The plugin did not declare the type.
+    TypeNotDeclared,
+    /// The plugin did not declare the verb on the type.
+    VerbNotDeclared,
+    /// The namespace is not granted to the plugin.
+    NamespaceNotGranted(String),
+    /// The namespace is a system one and the operator did not list it.
+    SystemNamespace(String),
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::TypeNotDeclared => f.write_str("the type was not declared"),
+            Self::VerbNotDeclared => f.write_str("the verb was not declared for this type"),
+            Self::NamespaceNotGranted(ns) => {
+                write!(f, "namespace `{ns}` is not granted to it")
+            }
+            Self::SystemNamespace(ns) => write!(
+                f,
+                "namespace `{ns}` is a system namespace, written only when the operator grants it"
+            ),
+        }
+    }
+}
 
 /// A refused read or write.
 #[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
@@ -20,69 +84,256 @@ pub struct Denied {
     /// On what (`apiVersion Kind`).
     pub resource: String,
     /// Why not.
-    pub why: &'static str,
+    pub why: Reason,
 }
 
-/// The verbs a plugin holds on each resource type. A plugin declares a
-/// handful of types, so a linear scan beats hashing (no allocation per check).
+/// A declaration that asks for more than the operator grants.
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+#[error("plugin `{plugin}` declares more than the operator grants it: {}", excess.join(", "))]
+pub struct Excess {
+    /// The plugin.
+    pub plugin: String,
+    /// Each verb and type declared but not granted (`apply v1 Secret`).
+    pub excess: Vec<String>,
+}
+
+/// Why a grants file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum GrantsFileError {
+    /// The file could not be read.
+    #[error("failed to read grants file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a grants document.
+    #[error("invalid grants file: {0}")]
+    Parse(#[source] serde_yaml::Error),
+    /// A verb is unknown.
+    #[error("invalid grants file: unknown verb `{0}` (expected get, list, watch, apply, apply-status, delete or *)")]
+    Verb(String),
+    /// A namespace is not a DNS label.
+    #[error("invalid grants file: namespace `{0}` is not a valid namespace name")]
+    Namespace(String),
+}
+
+/// One rule of a grants file.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Rule {
+    /// API groups (`""` core, `*` any).
+    pub api_groups: Vec<String>,
+    /// Kinds (`*` any).
+    pub kinds: Vec<String>,
+    /// Verbs (`*` any).
+    pub verbs: Vec<String>,
+}
+
+impl Rule {
+    fn allows(&self, verb: Verb, resource: &ResourceType) -> bool {
+        let any = |list: &[String], value: &str| list.iter().any(|v| v == "*" || v == value);
+        any(&self.api_groups, &resource.group)
+            && any(&self.kinds, &resource.kind)
+            && any(&self.verbs, verb.as_str())
+    }
+}
+
+/// What the operator grants a plugin: an upper bound on its declaration.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OperatorGrants {
+    /// Namespaces the plugin may read and write; `None`: every namespace
+    /// (writes: but [`SYSTEM_NAMESPACES`]).
+    #[serde(default)]
+    pub namespaces: Option<BTreeSet<String>>,
+    /// Types and verbs; `None`: whatever the plugin declares.
+    #[serde(default)]
+    pub rules: Option<Vec<Rule>>,
+}
+
+impl OperatorGrants {
+    /// Grants whatever a plugin declares, in every namespace but the system
+    /// ones for writes.
+    pub fn unrestricted() -> Self {
+        Self::default()
+    }
+
+    /// Parses a grants file's text.
+    ///
+    /// # Errors
+    /// [`GrantsFileError`] says what is wrong.
+    pub fn parse(text: &str) -> Result<Self, GrantsFileError> {
+        let grants: Self = serde_yaml::from_str(text).map_err(GrantsFileError::Parse)?;
+        for rule in grants.rules.iter().flatten() {
+            if let Some(verb) = rule
+                .verbs
+                .iter()
+                .find(|v| v.as_str() != "*" && v.parse::<Verb>().is_err())
+            {
+                return Err(GrantsFileError::Verb(verb.clone()));
+            }
+        }
+        if let Some(ns) = grants
+            .namespaces
+            .iter()
+            .flatten()
+            .find(|ns| !kubewasm_core::validation::is_dns_label(ns))
+        {
+            return Err(GrantsFileError::Namespace(ns.clone()));
+        }
+        Ok(grants)
+    }
+
+    /// Reads and parses a grants file.
+    ///
+    /// # Errors
+    /// [`GrantsFileError`].
+    pub fn from_file(path: &Path) -> Result<Self, GrantsFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| GrantsFileError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text)
+    }
+
+    fn allows(&self, verb: Verb, resource: &ResourceType) -> bool {
+        self.rules
+            .as_ref()
+            .is_none_or(|rules| rules.iter().any(|r| r.allows(verb, resource)))
+    }
+}
+
+/// One declared type with what the plugin holds on it.
+#[derive(Clone, Debug)]
+struct Held {
+    resource: ResourceType,
+    verbs: BTreeSet<Verb>,
+    selector: Selector,
+}
+
+/// The verbs a plugin holds on each resource type, and where. A plugin
+/// declares a handful of types, so a linear scan beats hashing.
 #[derive(Clone, Debug, Default)]
 pub struct Grants {
     plugin: String,
-    verbs: Vec<(ResourceType, BTreeSet<Verb>)>,
+    held: Vec<Held>,
+    namespaces: Option<BTreeSet<String>>,
 }
 
 impl Grants {
-    /// Grants exactly what a declaration asks for.
-    pub fn from_declaration(declaration: &Declaration) -> Self {
-        let verbs = std::iter::once((
-            declaration.primary.clone(),
-            declaration.primary_verbs.clone(),
-        ))
-        .chain(
-            declaration
-                .secondaries
-                .iter()
-                .map(|s| (s.resource.clone(), s.verbs.clone())),
-        )
-        .collect();
-        Self {
-            plugin: declaration.name.clone(),
-            verbs,
+    /// What a declaration holds under `operator`'s grants.
+    ///
+    /// # Errors
+    /// [`Excess`] lists every declared verb the operator does not grant.
+    pub fn new(declaration: &Declaration, operator: &OperatorGrants) -> Result<Self, Excess> {
+        let primary = Held {
+            resource: declaration.primary.clone(),
+            verbs: declaration.primary_verbs.clone(),
+            selector: Selector::default(),
+        };
+        let held: Vec<Held> = std::iter::once(primary)
+            .chain(declaration.secondaries.iter().map(|s| Held {
+                resource: s.resource.clone(),
+                verbs: s.verbs.clone(),
+                // Validated with the declaration.
+                selector: Selector::parse(&s.label_selector).unwrap_or_default(),
+            }))
+            .collect();
+        let excess: Vec<String> = held
+            .iter()
+            .flat_map(|h| h.verbs.iter().map(move |v| (*v, &h.resource)))
+            .filter(|(verb, resource)| !operator.allows(*verb, resource))
+            .map(|(verb, resource)| format!("{} {resource}", verb.as_str()))
+            .collect();
+        if !excess.is_empty() {
+            return Err(Excess {
+                plugin: declaration.name.clone(),
+                excess,
+            });
         }
+        Ok(Self {
+            plugin: declaration.name.clone(),
+            held,
+            namespaces: operator.namespaces.clone(),
+        })
     }
 
     /// Grants nothing: used while a plugin declares itself.
     pub fn none(plugin: impl Into<String>) -> Self {
         Self {
             plugin: plugin.into(),
-            verbs: Vec::new(),
+            held: Vec::new(),
+            namespaces: Some(BTreeSet::new()),
         }
     }
 
-    /// Checks that the plugin holds `verb` on `resource`.
+    fn find(&self, resource: &ResourceType) -> Option<&Held> {
+        // Group, version and kind identify a type; the plural and scope a
+        // plugin passes are not trusted.
+        self.held.iter().find(|h| {
+            h.resource.group == resource.group
+                && h.resource.version == resource.version
+                && h.resource.kind == resource.kind
+        })
+    }
+
+    /// Checks that the plugin holds `verb` on `resource`, and returns the
+    /// type as the host resolved it (its plural and scope from discovery).
     ///
     /// # Errors
     /// [`Denied`] names the plugin, the verb and the resource type.
-    pub fn check(&self, verb: Verb, resource: &ResourceType) -> Result<(), Denied> {
-        // Group, version and kind identify a type; the plural and scope a
-        // plugin passes are not trusted.
-        let held = self
-            .verbs
-            .iter()
-            .find(|(ty, _)| {
-                ty.group == resource.group
-                    && ty.version == resource.version
-                    && ty.kind == resource.kind
-            })
-            .map(|(_, verbs)| verbs);
-        match held {
-            Some(verbs) if verbs.contains(&verb) => Ok(()),
-            Some(_) => Err(self.deny(verb, resource, "the verb was not declared for this type")),
-            None => Err(self.deny(verb, resource, "the type was not declared")),
+    pub fn check(&self, verb: Verb, resource: &ResourceType) -> Result<&ResourceType, Denied> {
+        match self.find(resource) {
+            Some(held) if held.verbs.contains(&verb) => Ok(&held.resource),
+            Some(_) => Err(self.deny(verb, resource, Reason::VerbNotDeclared)),
+            None => Err(self.deny(verb, resource, Reason::TypeNotDeclared)),
         }
     }
 
-    fn deny(&self, verb: Verb, resource: &ResourceType, why: &'static str) -> Denied {
+    /// Checks that `verb` may reach an object of `resource` in `namespace`
+    /// (for a Namespace object, its name).
+    ///
+    /// # Errors
+    /// [`Denied`] when the namespace is not granted.
+    pub fn check_namespace(
+        &self,
+        verb: Verb,
+        resource: &ResourceType,
+        namespace: &str,
+    ) -> Result<(), Denied> {
+        let write = !matches!(verb, Verb::Get | Verb::List | Verb::Watch);
+        match &self.namespaces {
+            Some(granted) if !granted.contains(namespace) => Err(self.deny(
+                verb,
+                resource,
+                Reason::NamespaceNotGranted(namespace.to_owned()),
+            )),
+            None if write && SYSTEM_NAMESPACES.contains(&namespace) => Err(self.deny(
+                verb,
+                resource,
+                Reason::SystemNamespace(namespace.to_owned()),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether reads may see objects of `namespace`.
+    pub fn reads_namespace(&self, namespace: &str) -> bool {
+        self.namespaces
+            .as_ref()
+            .is_none_or(|granted| granted.contains(namespace))
+    }
+
+    /// The label selector the plugin declared for a type: reads of it return
+    /// only the objects it matches.
+    pub fn selector(&self, resource: &ResourceType) -> Option<&Selector> {
+        self.find(resource).map(|h| &h.selector)
+    }
+
+    fn deny(&self, verb: Verb, resource: &ResourceType, why: Reason) -> Denied {
         Denied {
             plugin: self.plugin.clone(),
             verb,
@@ -100,7 +351,7 @@ mod tests {
     #[test]
     fn grants_should_follow_the_declaration_exactly() {
         let decl = sample().validate().expect("valid");
-        let grants = Grants::from_declaration(&decl);
+        let grants = Grants::new(&decl, &OperatorGrants::unrestricted()).expect("granted");
         let deployments = ty("apps/v1", "Deployment", "deployments", true);
         assert!(grants.check(Verb::Apply, &deployments).is_ok());
         assert!(grants.check(Verb::Get, &decl.primary).is_ok());
@@ -119,5 +370,73 @@ mod tests {
             "{err}"
         );
         assert!(Grants::none("x").check(Verb::Get, &decl.primary).is_err());
+    }
+
+    #[test]
+    fn check_should_return_the_host_type_not_the_plugin_one() {
+        let decl = sample().validate().expect("valid");
+        let grants = Grants::new(&decl, &OperatorGrants::unrestricted()).expect("granted");
+        let lying = ty("apps/v1", "Deployment", "secrets", false);
+        let resolved = grants.check(Verb::Apply, &lying).expect("granted by gvk");
+        assert_eq!(resolved.plural, "deployments");
+        assert!(resolved.namespaced);
+    }
+
+    #[test]
+    fn operator_grants_should_refuse_excess_and_confine_namespaces() {
+        let decl = sample().validate().expect("valid");
+        let operator = OperatorGrants::parse(
+            "namespaces: [team-a]\nrules:\n- apiGroups: [example.com]\n  kinds: ['*']\n  verbs: ['*']\n\
+             - apiGroups: [apps]\n  kinds: [Deployment]\n  verbs: [get, watch]\n",
+        )
+        .expect("valid file");
+        let err = Grants::new(&decl, &operator).expect_err("apply not granted");
+        assert_eq!(
+            err.to_string(),
+            "plugin `myapp` declares more than the operator grants it: apply apps/v1 Deployment"
+        );
+
+        let operator = OperatorGrants::parse("namespaces: [team-a]\n").expect("valid file");
+        let grants = Grants::new(&decl, &operator).expect("granted");
+        let deployments = ty("apps/v1", "Deployment", "deployments", true);
+        assert!(
+            grants
+                .check_namespace(Verb::Apply, &deployments, "team-a")
+                .is_ok()
+        );
+        let err = grants
+            .check_namespace(Verb::Get, &deployments, "team-b")
+            .expect_err("other tenant");
+        assert_eq!(
+            err.to_string(),
+            "plugin `myapp` may not get apps/v1 Deployment: namespace `team-b` is not granted to it"
+        );
+        assert!(!grants.reads_namespace("team-b"));
+
+        let open = Grants::new(&decl, &OperatorGrants::unrestricted()).expect("granted");
+        assert!(open.reads_namespace("kube-system"));
+        assert!(matches!(
+            open.check_namespace(Verb::Delete, &deployments, "kube-system"),
+            Err(Denied {
+                why: Reason::SystemNamespace(_),
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn parse_should_refuse_unknown_verbs_fields_and_namespaces() {
+        assert!(matches!(
+            OperatorGrants::parse("rules:\n- {apiGroups: ['*'], kinds: ['*'], verbs: [steal]}\n"),
+            Err(GrantsFileError::Verb(v)) if v == "steal"
+        ));
+        assert!(matches!(
+            OperatorGrants::parse("namespace: [a]\n"),
+            Err(GrantsFileError::Parse(_))
+        ));
+        assert!(matches!(
+            OperatorGrants::parse("namespaces: [../etc]\n"),
+            Err(GrantsFileError::Namespace(_))
+        ));
     }
 }

@@ -6,6 +6,7 @@
 //!
 //! - [`runtime`]: the wasmtime engine, plugin loading, sandboxed calls;
 //! - [`declaration`] and [`grants`]: what a plugin declares and may do;
+//! - [`mapper`]: how the cluster serves each type (plural, scope);
 //! - [`cache`] and [`selector`]: the read side plugins see;
 //! - [`action`]: from desired actions to API requests;
 //! - [`replay`]: one reconcile against fixtures, with no cluster;
@@ -15,10 +16,15 @@
 //! use std::sync::Arc;
 //! use kubewasm::cache::MemoryCache;
 //! use kubewasm::resource::ObjectKey;
-//! use kubewasm::runtime::{Request, Runtime, RuntimeConfig};
+//! use kubewasm::mapper::RestMapper;
+//! use kubewasm::replay::parse_objects;
+//! use kubewasm::runtime::{LoadOptions, Request, Runtime, RuntimeConfig};
 //!
 //! let runtime = Runtime::new(RuntimeConfig::default())?;
-//! let plugin = runtime.load_file("target/plugins/myapp.wasm")?;
+//! // The cluster's types: built-ins plus the plugin's CRD.
+//! let crd = parse_objects(&std::fs::read_to_string("plugins/myapp/crd.yaml")?)?;
+//! let options = LoadOptions::new(Arc::new(RestMapper::for_fixtures(&crd)?));
+//! let plugin = runtime.load_file("target/plugins/myapp.wasm", &options)?;
 //! let cache = Arc::new(MemoryCache::from_objects(Vec::new())?);
 //! let outcome = plugin.reconcile(cache, &Request::new(ObjectKey::namespaced("default", "demo")))?;
 //! println!("{} actions", outcome.actions.len());
@@ -30,6 +36,7 @@ pub mod cache;
 pub mod cli;
 pub mod declaration;
 pub mod grants;
+pub mod mapper;
 pub mod replay;
 pub mod runtime;
 pub use kubewasm_core::{resource, selector};

@@ -106,17 +106,19 @@ pub fn parse_config(text: &str) -> Result<String, ReplayError> {
     })
 }
 
-/// Runs one call of `plugin` for `key` against `objects`.
+/// Runs one call of `plugin` for `key` against the objects of `cache`
+/// (built with [`MemoryCache::from_objects`], which refuses an object
+/// without its identity).
 ///
 /// # Errors
-/// [`ReplayError`] if an object lacks its identity or the call fails.
+/// [`ReplayError`] if the call fails.
 pub fn replay(
     plugin: &Plugin,
-    objects: Vec<Value>,
+    cache: MemoryCache,
     config: String,
     key: ObjectKey,
 ) -> Result<Report, ReplayError> {
-    let cache: Arc<dyn Cache> = Arc::new(MemoryCache::from_objects(objects)?);
+    let cache: Arc<dyn Cache> = Arc::new(cache);
     let declaration = plugin.declaration();
     let deleting = cache.get(&declaration.primary, &key).is_some_and(|p| {
         p.value()

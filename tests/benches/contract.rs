@@ -154,11 +154,11 @@ fn main() {
     let (_, compile) = time_once(|| {
         Runtime::new(config.clone())
             .expect("engine")
-            .load_file(&myapp_path)
+            .load_file(&myapp_path, &kubewasm_tests::load_options())
             .expect("load")
     });
     let cached_runtime = Runtime::new(config).expect("engine");
-    let (_, cached_load) = time_once(|| cached_runtime.load_file(&myapp_path).expect("load"));
+    let (_, cached_load) = time_once(|| cached_runtime.load_file(&myapp_path, &kubewasm_tests::load_options()).expect("load"));
     let _ = std::fs::remove_dir_all(&cache_dir);
 
     let runtime = |reuse| {
@@ -171,9 +171,9 @@ fn main() {
     };
     let fresh_rt = runtime(InstanceReuse::Fresh);
     let reuse_rt = runtime(InstanceReuse::Reuse);
-    let fresh = fresh_rt.load_file(&myapp_path).expect("myapp");
-    let reuse = reuse_rt.load_file(&myapp_path).expect("myapp");
-    let probe = reuse_rt.load_file(&misbehave_path).expect("misbehave");
+    let fresh = fresh_rt.load_file(&myapp_path, &kubewasm_tests::load_options()).expect("myapp");
+    let reuse = reuse_rt.load_file(&myapp_path, &kubewasm_tests::load_options()).expect("myapp");
+    let probe = reuse_rt.load_file(&misbehave_path, &kubewasm_tests::load_options()).expect("misbehave");
 
     let (myapp_obj, deploy_obj, cm_obj) = (myapp_object(), deployment_object(), configmap_object());
     let sizes = (size(&myapp_obj), size(&deploy_obj), size(&cm_obj));
@@ -196,7 +196,7 @@ fn main() {
     let native_ctx = NativeCtx {
         grants: Grants::from_declaration(fresh.declaration()),
         plugin: runtime(InstanceReuse::Fresh)
-            .load_file(&myapp_path)
+            .load_file(&myapp_path, &kubewasm_tests::load_options())
             .expect("myapp"),
         cache: Arc::clone(&cache),
         key: key.clone(),

@@ -57,6 +57,15 @@ pub fn kubewasm_bin() -> PathBuf {
     artifact("debug", "kubewasm", "test")
 }
 
+/// What the tests load plugins against: the built-in types and the
+/// example plugins' CRDs, as a cluster with them installed serves them.
+pub fn load_options() -> kubewasm::runtime::LoadOptions {
+    let crd = std::fs::read_to_string(example_file("myapp", "crd.yaml")).expect("myapp crd");
+    let objects = kubewasm::replay::parse_objects(&crd).expect("crd parses");
+    let mapper = kubewasm::mapper::RestMapper::for_fixtures(&objects).expect("crd valid");
+    kubewasm::runtime::LoadOptions::new(std::sync::Arc::new(mapper))
+}
+
 /// An example's fixture file in `plugins/<name>/`.
 pub fn example_file(plugin: &str, file: &str) -> PathBuf {
     workspace_root().join("plugins").join(plugin).join(file)

@@ -20,14 +20,12 @@ fn kubewasm(args: &[&str]) -> Output {
 fn replay_example(plugin: &str, key: &str, extra: &[&str]) -> Output {
     let wasm = example_plugin(plugin);
     let objects = example_file(plugin, "example.yaml");
-    let mut args = vec![
-        "replay",
-        path(&wasm),
-        "--objects",
-        path(&objects),
-        "--key",
-        key,
-    ];
+    let crd = example_file(plugin, "crd.yaml");
+    let mut args = vec!["replay", path(&wasm), "--objects", path(&objects)];
+    if crd.is_file() {
+        args.extend(["--objects", path(&crd)]);
+    }
+    args.extend(["--key", key]);
     args.extend(extra);
     let out = kubewasm(&args);
     assert!(

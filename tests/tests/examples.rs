@@ -24,7 +24,7 @@ fn fixture(plugin: &str) -> Vec<Value> {
 #[test]
 fn myapp_should_declare_its_types() {
     let plugin = runtime(RuntimeConfig::default())
-        .load_file(example_plugin("myapp"))
+        .load_file(example_plugin("myapp"), &kubewasm_tests::load_options())
         .expect("loads");
     let decl = plugin.declaration();
     assert_eq!(
@@ -49,7 +49,7 @@ fn myapp_should_declare_its_types() {
 fn myapp_should_desire_owned_deployment_service_and_status() {
     for reuse in [InstanceReuse::Fresh, InstanceReuse::Reuse] {
         let plugin = runtime(RuntimeConfig::default().instance_reuse(reuse))
-            .load_file(example_plugin("myapp"))
+            .load_file(example_plugin("myapp"), &kubewasm_tests::load_options())
             .expect("loads");
         let cache = Arc::new(MemoryCache::from_objects(fixture("myapp")).expect("valid"));
         let outcome = plugin
@@ -98,7 +98,7 @@ fn myapp_should_desire_owned_deployment_service_and_status() {
 #[test]
 fn myapp_should_do_nothing_for_a_deleted_primary() {
     let plugin = runtime(RuntimeConfig::default())
-        .load_file(example_plugin("myapp"))
+        .load_file(example_plugin("myapp"), &kubewasm_tests::load_options())
         .expect("loads");
     let cache = Arc::new(MemoryCache::from_objects([]).expect("empty"));
     let outcome = plugin
@@ -113,7 +113,7 @@ fn myapp_should_do_nothing_for_a_deleted_primary() {
 #[test]
 fn config_rollout_should_annotate_by_label_mapping() {
     let plugin = runtime(RuntimeConfig::default())
-        .load_file(example_plugin("config-rollout"))
+        .load_file(example_plugin("config-rollout"), &kubewasm_tests::load_options())
         .expect("loads");
     let decl = plugin.declaration();
     assert_eq!(
@@ -168,7 +168,7 @@ fn precompiled_cache_should_serve_the_second_load() {
         .cache_dir(dir.path());
     let runtime = |config: RuntimeConfig| Runtime::new(config).expect("engine");
     let first = runtime(config.clone())
-        .load_file(example_plugin("myapp"))
+        .load_file(example_plugin("myapp"), &kubewasm_tests::load_options())
         .expect("compiles");
     let artifacts: Vec<_> = std::fs::read_dir(dir.path())
         .expect("cache dir")
@@ -183,14 +183,14 @@ fn precompiled_cache_should_serve_the_second_load() {
 
     // A new engine with the same configuration loads the artifact.
     let second = runtime(config.clone())
-        .load_file(example_plugin("myapp"))
+        .load_file(example_plugin("myapp"), &kubewasm_tests::load_options())
         .expect("loads cached");
     assert_eq!(second.declaration(), first.declaration());
 
     // A corrupt artifact is discarded and recompiled, not trusted.
     std::fs::write(artifacts[0].path(), b"garbage").expect("corrupt");
     let third = runtime(config)
-        .load_file(example_plugin("myapp"))
+        .load_file(example_plugin("myapp"), &kubewasm_tests::load_options())
         .expect("recompiles");
     assert_eq!(third.declaration(), first.declaration());
 }

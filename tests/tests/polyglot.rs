@@ -34,7 +34,7 @@ macro_rules! plugin {
     ($name:ident, $path:expr) => {
         fn $name() -> &'static Plugin {
             static PLUGIN: OnceLock<Plugin> = OnceLock::new();
-            PLUGIN.get_or_init(|| runtime().load_file($path).expect(stringify!($name)))
+            PLUGIN.get_or_init(|| runtime().load_file($path, &kubewasm_tests::load_options()).expect(stringify!($name)))
         }
     };
 }
@@ -279,7 +279,8 @@ fn replicator_should_remove_every_copy_when_the_source_is_deleted() {
         replica("ns-a", json!({"K": "1"})),
         replica("ns-b", json!({"K": "1"})),
     ];
-    let report = replay::replay(replicator(), objects, "{}".into(), src_key()).expect("finalizes");
+    let cache = kubewasm::cache::MemoryCache::from_objects(objects).expect("valid fixtures");
+    let report = replay::replay(replicator(), cache, "{}".into(), src_key()).expect("finalizes");
     assert_eq!(report.call, "finalize");
     assert_eq!(
         summary(&report.actions),
@@ -388,7 +389,7 @@ fn interpreted_plugins_should_reuse_warm_instances() {
 #[test]
 fn unknown_imports_should_be_refused_with_their_name() {
     let err = runtime()
-        .load_file(test_plugin("evil-import"))
+        .load_file(test_plugin("evil-import"), &kubewasm_tests::load_options())
         .expect_err("refused");
     assert!(matches!(err, LoadError::UnsupportedImport { .. }), "{err}");
     assert!(

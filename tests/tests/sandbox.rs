@@ -40,13 +40,13 @@ fn shared(reuse: InstanceReuse) -> &'static Runtime {
 
 fn misbehave(reuse: InstanceReuse) -> Plugin {
     shared(reuse)
-        .load_file(test_plugin("misbehave"))
+        .load_file(test_plugin("misbehave"), &kubewasm_tests::load_options())
         .expect("misbehave loads")
 }
 
 fn myapp() -> Plugin {
     shared(InstanceReuse::Fresh)
-        .load_file(example_plugin("myapp"))
+        .load_file(example_plugin("myapp"), &kubewasm_tests::load_options())
         .expect("myapp loads")
 }
 
@@ -252,7 +252,7 @@ fn fresh_instances_should_share_no_state() {
 fn reused_instances_should_be_dropped_after_a_trap() {
     // A runtime of its own: the warm pool must hold this test's instances only.
     let plugin = runtime(InstanceReuse::Reuse)
-        .load_file(test_plugin("misbehave"))
+        .load_file(test_plugin("misbehave"), &kubewasm_tests::load_options())
         .expect("loads");
     assert!(plugin.reuses_instances());
     assert_eq!(
@@ -274,11 +274,11 @@ fn reused_instances_should_be_dropped_after_a_trap() {
 #[test]
 fn non_components_and_other_worlds_should_be_refused_at_load() {
     let runtime = shared(InstanceReuse::Fresh);
-    let err = runtime.load(b"{\"not\": \"wasm\"}").expect_err("not wasm");
+    let err = runtime.load(b"{\"not\": \"wasm\"}", &kubewasm_tests::load_options()).expect_err("not wasm");
     assert!(matches!(err, LoadError::NotWasm), "{err}");
 
     // A core module: the smallest valid one.
-    let err = runtime.load(b"\0asm\x01\0\0\0").expect_err("core module");
+    let err = runtime.load(b"\0asm\x01\0\0\0", &kubewasm_tests::load_options()).expect_err("core module");
     assert!(
         err.to_string()
             .contains("a core WebAssembly module, not a component"),
@@ -286,7 +286,7 @@ fn non_components_and_other_worlds_should_be_refused_at_load() {
     );
 
     let err = runtime
-        .load_file(test_plugin("not-a-plugin"))
+        .load_file(test_plugin("not-a-plugin"), &kubewasm_tests::load_options())
         .expect_err("another world");
     let message = err.to_string();
     assert!(matches!(err, LoadError::WrongWorld { .. }), "{message}");
@@ -297,7 +297,7 @@ fn non_components_and_other_worlds_should_be_refused_at_load() {
     );
 
     let err = runtime
-        .load_file("/nonexistent/plugin.wasm")
+        .load_file("/nonexistent/plugin.wasm", &kubewasm_tests::load_options())
         .expect_err("missing file");
     assert!(
         err.to_string().contains("/nonexistent/plugin.wasm"),

@@ -13,7 +13,9 @@ mod generated {
         world: "controller",
         // Host functions are plain synchronous Rust: cache reads are memory
         // lookups and logging never blocks, so no async machinery per call.
+        // They may trap (a plugin out of hostcall fuel is stopped at once).
         // Generated types derive nothing beyond the defaults.
+        imports: { default: trappable },
     });
 }
 

@@ -1,37 +1,119 @@
-//! Compiled components cached on disk.
+//! Compiled components cached on disk, bound to what they were compiled from.
 //!
 //! Compiling a component costs milliseconds for a small Rust plugin and
 //! seconds for an interpreter-based one; loading a precompiled artifact
-//! costs microseconds. Artifacts are keyed by the component's sha256 and by
-//! the engine's compatibility hash (wasmtime version, target, and every
-//! setting that changes the code, the pooling allocator included), so an
-//! artifact is only ever loaded into an engine that produced it.
+//! costs microseconds. But a precompiled artifact is native code that
+//! wasmtime runs as it is: whoever can change one runs code in the host.
+//!
+//! # Guarantees
+//! - The directory is created private (0700); a directory that the group or
+//!   others can write is refused when the runtime starts, with a message.
+//! - Each artifact file carries the sha256 of the component it was compiled
+//!   from and an HMAC-SHA256 tag over that digest, the engine's
+//!   compatibility hash (wasmtime version, target, every code-changing
+//!   setting) and the artifact, keyed by a secret kept in the directory
+//!   (0600). An artifact of another component placed under this one's name,
+//!   an artifact of another engine, or an altered one fails the check: it is
+//!   discarded with a warning and the component compiled again.
+//! - Files are replaced atomically, so a reader never sees half an artifact.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
 use super::LoadError;
 
+/// What starts every artifact file.
+const MAGIC: &[u8; 8] = b"KWCWASM1";
+/// Hex sha256 of the component.
+const DIGEST_LEN: usize = 64;
+/// HMAC-SHA256 tag.
+const TAG_LEN: usize = 32;
+/// The key's file, in the cache directory.
+const KEY_FILE: &str = "key";
+
+/// Why the cache directory cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheDirError {
+    /// Creating, reading or securing the directory or its key failed.
+    #[error("precompiled cache {path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Others could plant native code in it.
+    #[error(
+        "precompiled cache {path} is writable by its group or others (mode {mode:o}): anyone who can write it could run code in the host; `chmod 700` it or choose another --cache-dir"
+    )]
+    Insecure {
+        /// The directory.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+}
+
 /// A directory of precompiled components.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct CompiledCache {
     dir: PathBuf,
+    key: [u8; 32],
+}
+
+impl std::fmt::Debug for CompiledCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledCache")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
 }
 
 impl CompiledCache {
-    pub(crate) fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into() }
+    /// Opens (creating it private if needed) the cache directory and its key.
+    ///
+    /// # Errors
+    /// [`CacheDirError`] if the directory is not private or cannot be used.
+    pub(crate) fn open(dir: impl Into<PathBuf>) -> Result<Self, CacheDirError> {
+        let dir = dir.into();
+        let io = |source| CacheDirError::Io {
+            path: dir.clone(),
+            source,
+        };
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(io)?;
+        let mode = std::fs::metadata(&dir).map_err(io)?.permissions().mode() & 0o777;
+        if mode & 0o022 != 0 {
+            return Err(CacheDirError::Insecure { path: dir, mode });
+        }
+        let key = read_or_create_key(&dir.join(KEY_FILE)).map_err(io)?;
+        Ok(Self { dir, key })
     }
 
     fn path(&self, engine: &Engine, digest: &str) -> PathBuf {
-        let mut hasher = DefaultHasher::new();
-        engine.precompile_compatibility_hash().hash(&mut hasher);
         self.dir
-            .join(format!("{digest}-{:016x}.cwasm", hasher.finish()))
+            .join(format!("{digest}-{:016x}.cwasm", engine_hash(engine)))
+    }
+
+    fn tag(&self, engine: &Engine, digest: &str, artifact: &[u8]) -> Hmac<Sha256> {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.key)
+            .expect("HMAC takes keys of any length");
+        mac.update(&engine_hash(engine).to_le_bytes());
+        mac.update(digest.as_bytes());
+        mac.update(artifact);
+        mac
     }
 
     /// Loads the artifact for `digest`, or compiles `bytes` and stores it.
@@ -46,49 +128,168 @@ impl CompiledCache {
         digest: &str,
     ) -> Result<(Component, bool), LoadError> {
         let path = self.path(engine, digest);
-        if path.is_file() {
-            match deserialize(engine, &path) {
-                Ok(component) => return Ok((component, true)),
-                Err(error) => {
-                    tracing::warn!(path = %path.display(), %error, "discarding unusable precompiled component")
-                }
+        match self.read(engine, &path, digest) {
+            Ok(Some(component)) => return Ok((component, true)),
+            Ok(None) => {}
+            Err(error) => {
+                tracing::warn!(path = %path.display(), %error, "discarding precompiled component")
             }
         }
         let component = Component::new(engine, bytes).map_err(LoadError::Compile)?;
-        if let Err(error) = self.store(&component, &path) {
+        if let Err(error) = self.store(engine, &component, &path, digest) {
             tracing::warn!(path = %path.display(), %error, "failed to cache precompiled component");
         }
         Ok((component, false))
     }
 
-    fn store(&self, component: &Component, path: &Path) -> std::io::Result<()> {
+    /// The cached component, `None` when there is no artifact.
+    fn read(
+        &self,
+        engine: &Engine,
+        path: &Path,
+        digest: &str,
+    ) -> Result<Option<Component>, ArtifactError> {
+        let file = match std::fs::read(path) {
+            Ok(file) => file,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(ArtifactError::Read(error)),
+        };
+        let header = MAGIC.len() + DIGEST_LEN + TAG_LEN;
+        if file.len() < header || &file[..MAGIC.len()] != MAGIC {
+            return Err(ArtifactError::Format);
+        }
+        let (recorded, rest) = file[MAGIC.len()..].split_at(DIGEST_LEN);
+        let (tag, artifact) = rest.split_at(TAG_LEN);
+        if recorded != digest.as_bytes() {
+            return Err(ArtifactError::Foreign {
+                recorded: String::from_utf8_lossy(recorded).into_owned(),
+            });
+        }
+        self.tag(engine, digest, artifact)
+            .verify_slice(tag)
+            .map_err(|_| ArtifactError::Tampered)?;
+        deserialize(engine, artifact).map(Some)
+    }
+
+    fn store(
+        &self,
+        engine: &Engine,
+        component: &Component,
+        path: &Path,
+        digest: &str,
+    ) -> std::io::Result<()> {
         let artifact = component.serialize().map_err(std::io::Error::other)?;
-        std::fs::create_dir_all(&self.dir)?;
+        let tag = self.tag(engine, digest, &artifact).finalize().into_bytes();
         // A name no other writer uses, so concurrent loads (threads or
         // processes) never write the same temporary file.
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let unique = NEXT.fetch_add(1, Ordering::Relaxed);
         let tmp = path.with_extension(format!("tmp.{}.{unique}", std::process::id()));
-        std::fs::write(&tmp, artifact)?;
+        let mut file = private_file(&tmp)?;
+        for part in [MAGIC.as_slice(), digest.as_bytes(), &tag, &artifact] {
+            file.write_all(part)?;
+        }
+        file.sync_all()?;
         std::fs::rename(&tmp, path)
     }
 }
 
-/// Reads an artifact into memory and deserializes it. Reading (rather than
-/// mapping the file, as `deserialize_file` does) costs ~100 µs more per
-/// load but means a cache file truncated or rewritten under a running host
-/// cannot fault it.
+/// Why a cached artifact was refused.
+#[derive(Debug, thiserror::Error)]
+enum ArtifactError {
+    #[error("failed to read it: {0}")]
+    Read(#[source] std::io::Error),
+    #[error("not a kubewasm artifact (no header)")]
+    Format,
+    #[error("it was compiled from another component ({recorded})")]
+    Foreign { recorded: String },
+    #[error("its tag does not match: altered, or written by another host or engine")]
+    Tampered,
+    #[error("wasmtime refused it: {0:#}")]
+    Deserialize(#[source] wasmtime::Error),
+}
+
+/// The engine's compatibility hash, as a number.
+fn engine_hash(engine: &Engine) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Creates a new file readable and writable by the owner only.
+fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+}
+
+/// The directory's secret key, created from the OS's randomness if absent.
+fn read_or_create_key(path: &Path) -> std::io::Result<[u8; 32]> {
+    let mut key = [0u8; 32];
+    match std::fs::File::open(path) {
+        Ok(mut file) => {
+            file.read_exact(&mut key)?;
+            return Ok(key);
+        }
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => return Err(error),
+        Err(_) => {}
+    }
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut key)?;
+    match private_file(path) {
+        Ok(mut file) => {
+            file.write_all(&key)?;
+            file.sync_all()?;
+            Ok(key)
+        }
+        // Another process created it first: use theirs.
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::File::open(path)?.read_exact(&mut key)?;
+            Ok(key)
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// Deserializes an artifact whose tag was verified.
 #[expect(
     unsafe_code,
     reason = "wasmtime's deserialization of precompiled code is unsafe"
 )]
-fn deserialize(engine: &Engine, path: &Path) -> wasmtime::Result<Component> {
-    let bytes = std::fs::read(path)?;
-    // SAFETY: the file was written by `CompiledCache::store` for an engine
-    // with the same compatibility hash (it is in the file name), and it is
-    // replaced atomically, so it is never read half-written. wasmtime also
-    // checks the artifact's header against the engine and refuses garbage.
-    // Whoever can write the cache directory can run native code as the
-    // host: keep it private.
-    unsafe { Component::deserialize(engine, bytes) }
+fn deserialize(engine: &Engine, artifact: &[u8]) -> Result<Component, ArtifactError> {
+    // SAFETY: the artifact's HMAC tag, keyed by this cache's private key,
+    // proves that `CompiledCache::store` wrote it for this component digest
+    // and an engine with this compatibility hash; wasmtime also checks its
+    // header against the engine.
+    unsafe { Component::deserialize(engine, artifact) }.map_err(ArtifactError::Deserialize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_should_refuse_a_directory_others_can_write() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = root.path().join("cache");
+        let cache = CompiledCache::open(&dir).expect("created private");
+        let mode = std::fs::metadata(&dir).expect("dir").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        let key_mode = std::fs::metadata(dir.join(KEY_FILE))
+            .expect("key")
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(key_mode, 0o600);
+        // The key survives a reopen.
+        assert_eq!(
+            CompiledCache::open(&dir).expect("reopened").key,
+            cache.key
+        );
+
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        let err = CompiledCache::open(&dir).expect_err("world-writable");
+        assert!(err.to_string().contains("writable by its group or others (mode 777)"), "{err}");
+    }
 }

@@ -1,5 +1,11 @@
 //! The host side of the plugin's imports: `cache` and `log`. Only `Host`
 //! impls and `add_to_linker` live here.
+//!
+//! Every import is charged against the call's hostcall fuel and log budget
+//! ([`super::limits`]); a read is checked against the plugin's grants, uses
+//! the type as the host resolved it (never the plural or scope the plugin
+//! passes), sees only granted namespaces and, for a secondary declared with
+//! a label selector, only the objects it matches.
 
 use std::time::Instant;
 
@@ -23,17 +29,38 @@ pub(crate) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Resul
 impl types::Host for PluginState {}
 
 impl PluginState {
-    /// The declared form of a type the plugin names, after a grant check.
+    /// The host's form of a type the plugin names, after a grant check.
     fn granted(
         &self,
         verb: Verb,
         resource: types::ResourceType,
     ) -> Result<ResourceType, cache::CacheError> {
-        let resource = ResourceType::from(resource);
         self.grants
-            .check(verb, &resource)
-            .map_err(|denied| cache::CacheError::Denied(denied.to_string()))?;
-        Ok(resource)
+            .check(verb, &ResourceType::from(resource))
+            .cloned()
+            .map_err(|denied| cache::CacheError::Denied(denied.to_string()))
+    }
+
+    fn namespace_granted(
+        &self,
+        verb: Verb,
+        resource: &ResourceType,
+        namespace: &str,
+    ) -> Result<(), cache::CacheError> {
+        self.grants
+            .check_namespace(verb, resource, namespace)
+            .map_err(|denied| cache::CacheError::Denied(denied.to_string()))
+    }
+
+    /// Whether an object may be returned to the plugin: in a granted
+    /// namespace and matching the type's declared selector.
+    fn visible(&self, resource: &ResourceType, object: &serde_json::Value) -> bool {
+        let namespace = ObjectKey::of(object).and_then(|k| k.namespace);
+        namespace.is_none_or(|ns| self.grants.reads_namespace(&ns))
+            && self
+                .grants
+                .selector(resource)
+                .is_none_or(|selector| selector.matches(object))
     }
 }
 
@@ -43,13 +70,27 @@ impl cache::Host for PluginState {
         &mut self,
         resource: types::ResourceType,
         key: types::ObjectKey,
-    ) -> Result<Option<String>, cache::CacheError> {
+    ) -> wasmtime::Result<Result<Option<String>, cache::CacheError>> {
+        self.usage.hostcall(&self.limits)?;
         let started = Instant::now();
-        let resource = self.granted(Verb::Get, resource)?;
-        let key = ObjectKey::from(key);
-        let found = self.cache.get(&resource, &key).map(|o| o.json().to_owned());
+        let result = (|| {
+            let resource = self.granted(Verb::Get, resource)?;
+            let key = ObjectKey::from(key);
+            if let Some(namespace) = key.namespace.as_deref().filter(|_| resource.namespaced) {
+                self.namespace_granted(Verb::Get, &resource, namespace)?;
+            }
+            // A key no object can have (`a/b`, `..`) finds nothing.
+            if kubewasm_core::validation::name(&resource, &key.name).is_err() {
+                return Ok(None);
+            }
+            Ok(self
+                .cache
+                .get(&resource, &key)
+                .filter(|o| self.visible(&resource, o.value()))
+                .map(|o| o.json().to_owned()))
+        })();
         self.imports += started.elapsed();
-        Ok(found)
+        Ok(result)
     }
 
     #[tracing::instrument(name = "kubewasm.cache.list", level = "trace", skip_all, fields(plugin = %self.plugin))]
@@ -58,24 +99,38 @@ impl cache::Host for PluginState {
         resource: types::ResourceType,
         namespace: Option<String>,
         label_selector: String,
-    ) -> Result<Vec<String>, cache::CacheError> {
+    ) -> wasmtime::Result<Result<Vec<String>, cache::CacheError>> {
+        self.usage.hostcall(&self.limits)?;
         let started = Instant::now();
-        let resource = self.granted(Verb::List, resource)?;
-        let selector = Selector::parse(&label_selector)
-            .map_err(|e| cache::CacheError::InvalidSelector(e.to_string()))?;
-        let found = self
-            .cache
-            .list(&resource, namespace.as_deref(), &selector)
-            .iter()
-            .map(|o| o.json().to_owned())
-            .collect();
+        let result = (|| {
+            let resource = self.granted(Verb::List, resource)?;
+            if let Some(namespace) = namespace.as_deref().filter(|_| resource.namespaced) {
+                self.namespace_granted(Verb::List, &resource, namespace)?;
+            }
+            let selector = Selector::parse(&label_selector)
+                .map_err(|e| cache::CacheError::InvalidSelector(e.to_string()))?;
+            Ok(self
+                .cache
+                .list(&resource, namespace.as_deref(), &selector)
+                .iter()
+                .filter(|o| self.visible(&resource, o.value()))
+                .map(|o| o.json().to_owned())
+                .collect())
+        })();
         self.imports += started.elapsed();
-        Ok(found)
+        Ok(result)
     }
 }
 
 impl log::Host for PluginState {
-    fn log(&mut self, level: log::Level, message: String, fields: Vec<(String, String)>) {
+    fn log(
+        &mut self,
+        level: log::Level,
+        message: String,
+        fields: Vec<(String, String)>,
+    ) -> wasmtime::Result<()> {
+        let bytes = message.len() + fields.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+        self.usage.log(&self.limits, bytes)?;
         let key = self
             .key
             .as_ref()
@@ -94,6 +149,7 @@ impl log::Host for PluginState {
             log::Level::Warn => emit!(Level::WARN),
             log::Level::Error => emit!(Level::ERROR),
         }
+        Ok(())
     }
 }
 

@@ -33,8 +33,10 @@
 //! who want no state at all to survive a call.
 
 mod bindings;
+mod blocking;
 mod compiled;
 mod host;
+mod limits;
 mod state;
 
 use std::path::{Path, PathBuf};
@@ -48,11 +50,15 @@ use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Stor
 use crate::action::{self, Action, ActionError, Desired, PlanContext};
 use crate::cache::{Cache, MemoryCache};
 use crate::declaration::{Declaration, DeclarationError};
-use crate::grants::Grants;
+use crate::grants::{Excess, Grants, OperatorGrants};
+use crate::mapper::RestMapper;
 use crate::resource::{ObjectKey, ResourceType};
+
+pub use limits::{Limit, LimitCounts, LimitExceeded, Limits};
 
 use bindings::{Controller, ControllerPre, exports};
 use compiled::CompiledCache;
+pub use compiled::CacheDirError;
 use state::{Limiter, PluginState};
 
 /// The export every plugin must provide.
@@ -103,6 +109,7 @@ pub struct RuntimeConfig {
     instance_reuse: InstanceReuse,
     max_instances: u32,
     pooling: bool,
+    limits: Limits,
 }
 
 impl Default for RuntimeConfig {
@@ -114,6 +121,7 @@ impl Default for RuntimeConfig {
             instance_reuse: InstanceReuse::Reuse,
             max_instances: 256,
             pooling: true,
+            limits: Limits::default(),
         }
     }
 }
@@ -154,6 +162,13 @@ impl RuntimeConfig {
         self
     }
 
+    /// Output limits of every call (default [`Limits::default`]).
+    #[must_use]
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
     /// Whether to use the pooling allocator (default true).
     #[must_use]
     pub fn pooling(mut self, enabled: bool) -> Self {
@@ -162,10 +177,42 @@ impl RuntimeConfig {
     }
 }
 
+/// What a plugin is loaded against: the cluster's types and the operator's
+/// grants.
+#[derive(Clone, Debug)]
+pub struct LoadOptions {
+    mapper: Arc<RestMapper>,
+    grants: OperatorGrants,
+}
+
+impl LoadOptions {
+    /// Loads against the types `mapper` knows, with every declared verb
+    /// granted (writes to system namespaces excepted).
+    pub fn new(mapper: Arc<RestMapper>) -> Self {
+        Self {
+            mapper,
+            grants: OperatorGrants::unrestricted(),
+        }
+    }
+
+    /// Narrows plugins to the operator's grants.
+    #[must_use]
+    pub fn grants(mut self, grants: OperatorGrants) -> Self {
+        self.grants = grants;
+        self
+    }
+}
+
 /// Why the runtime could not start.
 #[derive(Debug, thiserror::Error)]
-#[error("failed to configure the wasm engine: {0}")]
-pub struct RuntimeError(#[source] wasmtime::Error);
+pub enum RuntimeError {
+    /// wasmtime refused the configuration.
+    #[error("failed to configure the wasm engine: {0}")]
+    Engine(#[source] wasmtime::Error),
+    /// The precompiled cache directory cannot be used safely.
+    #[error(transparent)]
+    CacheDir(#[from] CacheDirError),
+}
 
 /// Why a plugin was refused at load.
 #[derive(Debug, thiserror::Error)]
@@ -215,6 +262,9 @@ pub enum LoadError {
     /// The declaration is invalid.
     #[error("invalid declaration: {0}")]
     Declaration(#[source] DeclarationError),
+    /// The declaration asks for more than the operator grants.
+    #[error(transparent)]
+    NotGranted(#[from] Excess),
 }
 
 /// Why one call into a plugin failed. The instance is dropped in every case.
@@ -241,6 +291,9 @@ pub enum CallError {
         /// The panic message, from the plugin's stderr.
         message: String,
     },
+    /// The plugin went past an output limit.
+    #[error(transparent)]
+    LimitExceeded(#[from] LimitExceeded),
     /// Any other trap (including an uncaught exception in an interpreter).
     #[error("plugin trapped: {trap}{}", if stderr.is_empty() { String::new() } else { format!("\nplugin stderr:\n{stderr}") })]
     Trapped {
@@ -266,6 +319,36 @@ pub enum ReconcileError {
     /// An action was denied or malformed; nothing was performed.
     #[error(transparent)]
     Action(#[from] ActionError),
+    /// The configuration does not match the plugin's `config-schema`.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+/// A configuration the plugin's `config-schema` refuses.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Not JSON.
+    #[error("the configuration is not JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    /// Not valid against the schema.
+    #[error("the configuration does not match the plugin's config-schema: {message} (at `{path}`)")]
+    Schema {
+        /// The validator's message.
+        message: String,
+        /// Where in the configuration (a JSON pointer).
+        path: String,
+    },
+}
+
+/// Why a `map-keys` call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MapError {
+    /// The call failed.
+    #[error(transparent)]
+    Call(#[from] CallError),
+    /// The plugin returned a key no object can have.
+    #[error("map-keys returned an invalid key: {0}")]
+    InvalidKey(#[source] kubewasm_core::validation::Invalid),
 }
 
 /// One reconcile or finalize request.
@@ -332,6 +415,7 @@ struct Inner {
     linker: Linker<PluginState>,
     config: RuntimeConfig,
     compiled: Option<CompiledCache>,
+    limit_counts: LimitCounts,
 }
 
 impl Runtime {
@@ -362,41 +446,103 @@ impl Runtime {
                 .pagemap_scan(wasmtime::Enabled::Auto);
             wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         }
-        let engine = Engine::new(&wasm).map_err(RuntimeError)?;
+        let engine = Engine::new(&wasm).map_err(RuntimeError::Engine)?;
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(RuntimeError)?;
-        host::add_to_linker(&mut linker).map_err(RuntimeError)?;
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(RuntimeError::Engine)?;
+        linker.allow_shadowing(true);
+        blocking::add_to_linker(&mut linker).map_err(RuntimeError::Engine)?;
+        linker.allow_shadowing(false);
+        host::add_to_linker(&mut linker).map_err(RuntimeError::Engine)?;
         start_epoch_ticker(&engine);
-        let compiled = config.cache_dir.as_ref().map(CompiledCache::new);
+        let compiled = config
+            .cache_dir
+            .as_ref()
+            .map(CompiledCache::open)
+            .transpose()?;
         Ok(Self {
             inner: Arc::new(Inner {
                 engine,
                 linker,
                 config,
                 compiled,
+                limit_counts: LimitCounts::default(),
             }),
         })
+    }
+
+    /// How many times each output limit was hit.
+    pub fn limit_counts(&self) -> &LimitCounts {
+        &self.inner.limit_counts
     }
 
     /// Loads a plugin from a file.
     ///
     /// # Errors
     /// [`LoadError`] says why the file was refused.
-    pub fn load_file(&self, path: impl AsRef<Path>) -> Result<Plugin, LoadError> {
+    pub fn load_file(
+        &self,
+        path: impl AsRef<Path>,
+        options: &LoadOptions,
+    ) -> Result<Plugin, LoadError> {
         let path = path.as_ref();
         let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
             path: path.to_owned(),
             source,
         })?;
-        self.load(&bytes)
+        self.load(&bytes, options)
     }
 
-    /// Loads a plugin: checks, compiles (or loads precompiled), links, declares.
+    /// Loads a plugin: checks, compiles (or loads precompiled), links,
+    /// declares, then resolves its declared types against the cluster's
+    /// and checks them against the operator's grants.
     ///
     /// # Errors
     /// [`LoadError`] says why the component was refused.
     #[tracing::instrument(name = "kubewasm.runtime.load", skip_all, fields(size = bytes.len()))]
-    pub fn load(&self, bytes: &[u8]) -> Result<Plugin, LoadError> {
+    pub fn load(&self, bytes: &[u8], options: &LoadOptions) -> Result<Plugin, LoadError> {
+        let (bootstrap, declaration, timing) = self.declare(bytes)?;
+        let declaration = declaration
+            .resolve(&options.mapper)
+            .map_err(LoadError::Declaration)?;
+        let grants = Grants::new(&declaration, &options.grants)?;
+        let config_validator = declaration
+            .config_validator()
+            .map_err(LoadError::Declaration)?
+            .map(Arc::new);
+        let reuse = self.inner.config.instance_reuse == InstanceReuse::Reuse;
+        tracing::info!(
+            plugin = %declaration.name,
+            version = %declaration.version,
+            digest = %bootstrap.digest,
+            cached = timing.cached,
+            compile_time = ?timing.compile_time,
+            instantiate_time = ?timing.instantiate_time,
+            reuse,
+            "plugin loaded"
+        );
+        Ok(Plugin {
+            name: Arc::from(declaration.name.as_str()),
+            grants: Arc::new(grants),
+            declaration: Arc::new(declaration),
+            reuse,
+            config_validator,
+            ..bootstrap
+        })
+    }
+
+    /// What a component declares, unchecked against any cluster or grants:
+    /// what `kubewasm inspect` prints.
+    ///
+    /// # Errors
+    /// [`LoadError`] says why the component was refused.
+    pub fn inspect(&self, bytes: &[u8]) -> Result<Declaration, LoadError> {
+        Ok(self.declare(bytes)?.1)
+    }
+
+    /// Compiles, links and instantiates a component and calls `declare`:
+    /// the plugin (granting nothing yet), its declaration, and the time
+    /// compiling (with whether it was cached) and instantiating took.
+    fn declare(&self, bytes: &[u8]) -> Result<(Plugin, Declaration, LoadTiming), LoadError> {
         check_header(bytes)?;
         let digest = hex::encode(Sha256::digest(bytes));
         let engine = &self.inner.engine;
@@ -426,6 +572,8 @@ impl Runtime {
             digest,
             reuse: false,
             warm: Mutex::new(Vec::new()),
+            config_validator: None,
+            valid_config: Mutex::new(None),
         };
         let started = Instant::now();
         let instance = bootstrap.instantiate().map_err(|error| match error {
@@ -443,25 +591,23 @@ impl Runtime {
             })
             .map_err(LoadError::Declare)?;
         let declaration = Declaration::try_from(declaration).map_err(LoadError::Declaration)?;
-        let reuse = self.inner.config.instance_reuse == InstanceReuse::Reuse;
-        tracing::info!(
-            plugin = %declaration.name,
-            version = %declaration.version,
-            digest = %bootstrap.digest,
-            cached,
-            ?compile_time,
-            ?instantiate_time,
-            reuse,
-            "plugin loaded"
-        );
-        Ok(Plugin {
-            name: Arc::from(declaration.name.as_str()),
-            grants: Arc::new(Grants::from_declaration(&declaration)),
-            declaration: Arc::new(declaration),
-            reuse,
-            ..bootstrap
-        })
+        Ok((
+            bootstrap,
+            declaration,
+            LoadTiming {
+                cached,
+                compile_time,
+                instantiate_time,
+            },
+        ))
     }
+}
+
+/// How long loading took, for the log.
+struct LoadTiming {
+    cached: bool,
+    compile_time: Duration,
+    instantiate_time: Duration,
 }
 
 /// Refuses what is not a component before wasmtime sees it, with a message
@@ -553,6 +699,10 @@ pub struct Plugin {
     digest: String,
     reuse: bool,
     warm: Mutex<Vec<Instance>>,
+    config_validator: Option<Arc<jsonschema::Validator>>,
+    /// The last configuration found valid, so an unchanged one is not
+    /// validated again on every call.
+    valid_config: Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -579,6 +729,34 @@ impl Plugin {
     /// Whether calls reuse warm instances.
     pub fn reuses_instances(&self) -> bool {
         self.reuse
+    }
+
+    /// Checks a configuration (JSON text) against the plugin's
+    /// `config-schema`; any JSON passes when it declared none. Every call
+    /// checks its configuration this way; the host also calls this when a
+    /// configuration is set, to refuse it before any reconcile.
+    ///
+    /// # Errors
+    /// [`ConfigError`] with the validator's message.
+    pub fn check_config(&self, config: &str) -> Result<(), ConfigError> {
+        let mut valid = self
+            .valid_config
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if valid.as_deref() == Some(config) {
+            return Ok(());
+        }
+        let value: serde_json::Value = serde_json::from_str(config).map_err(ConfigError::Json)?;
+        if let Some(validator) = &self.config_validator
+            && let Err(error) = validator.validate(&value)
+        {
+            return Err(ConfigError::Schema {
+                message: error.to_string(),
+                path: error.instance_path().to_string(),
+            });
+        }
+        *valid = Some(config.to_owned());
+        Ok(())
     }
 
     /// Reconciles one key against `cache`, returning checked actions.
@@ -621,13 +799,30 @@ impl Plugin {
         cache: Arc<dyn Cache>,
         resource: &ResourceType,
         object: &str,
-    ) -> Result<Vec<ObjectKey>, CallError> {
+    ) -> Result<Vec<ObjectKey>, MapError> {
+        let limits = self.runtime.inner.config.limits;
         let (instance, _) = self.checkout(cache, None)?;
         let (keys, _) = self.with_instance(instance, |c, store| {
-            c.kubewasm_controller_plugin()
-                .call_map_keys(store, &resource.into(), object)
+            let keys = c
+                .kubewasm_controller_plugin()
+                .call_map_keys(store, &resource.into(), object)?;
+            limits.check(Limit::MapKeys, keys.len() as u64)?;
+            Ok(keys)
         })?;
-        Ok(keys.into_iter().map(ObjectKey::from).collect())
+        let primary = &self.declaration.primary;
+        keys.into_iter()
+            .map(ObjectKey::from)
+            .map(|key| {
+                kubewasm_core::validation::name(primary, &key.name)
+                    .and_then(|()| {
+                        key.namespace
+                            .as_deref()
+                            .map_or(Ok(()), kubewasm_core::validation::namespace)
+                    })
+                    .map(|()| key)
+                    .map_err(MapError::InvalidKey)
+            })
+            .collect()
     }
 
     fn run(
@@ -647,11 +842,18 @@ impl Plugin {
             retries: request.retries,
             last_failure: request.last_failure.clone(),
         };
+        self.check_config(&request.config)?;
+        let limits = self.runtime.inner.config.limits;
         let (instance, instantiate) = self.checkout(Arc::clone(&cache), Some(&request.key))?;
-        let (outcome, (call_time, imports)) =
-            self.with_instance(instance, |c, store| call(c, store, &wit_request))?;
+        let (outcome, (call_time, imports)) = self.with_instance(instance, |c, store| {
+            let outcome = call(c, store, &wit_request)?;
+            if let Ok(outcome) = &outcome {
+                check_outcome(&limits, outcome)?;
+            }
+            Ok(outcome)
+        })?;
         let outcome = outcome.map_err(|failure| ReconcileError::Failed {
-            message: failure.message,
+            message: truncate(failure.message, MAX_FAILURE_BYTES),
         })?;
         let planning = Instant::now();
         let primary = cache.get(&self.declaration.primary, &request.key);
@@ -686,12 +888,17 @@ impl Plugin {
             Arc::clone(&self.name),
             Arc::clone(&self.grants),
             Limiter::new(config.memory_limit, 100_000),
+            config.limits,
         );
         let mut store = Store::new(&self.runtime.inner.engine, state);
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(deadline_ticks(config.deadline));
+        store.data_mut().call_deadline = Instant::now() + config.deadline;
         let controller = self.pre.instantiate(&mut store).map_err(|error| {
-            if error.downcast_ref::<Trap>().is_some() || store.data().limiter.exhausted {
+            if error.downcast_ref::<Trap>().is_some()
+                || error.downcast_ref::<blocking::BlockedPastDeadline>().is_some()
+                || store.data().limiter.exhausted
+            {
                 let stderr = forward_output(store.data());
                 classify(store.data(), error, config.deadline, &stderr)
             } else {
@@ -744,7 +951,9 @@ impl Plugin {
         let data = instance.store.data_mut();
         data.limiter.exhausted = false;
         data.imports = Duration::ZERO;
+        data.usage = Default::default();
         let started = Instant::now();
+        data.call_deadline = started + deadline;
         let result = call(&instance.controller, &mut instance.store);
         let times = (started.elapsed(), instance.store.data().imports);
         let stderr = forward_output(instance.store.data());
@@ -762,9 +971,49 @@ impl Plugin {
                 }
                 Ok((value, times))
             }
-            Err(error) => Err(classify(instance.store.data(), error, deadline, &stderr)),
+            Err(error) => {
+                let error = classify(instance.store.data(), error, deadline, &stderr);
+                if let CallError::LimitExceeded(exceeded) = &error {
+                    self.runtime.inner.limit_counts.record(exceeded.limit);
+                }
+                Err(error)
+            }
         }
     }
+}
+
+/// Most bytes of a plugin's failure message kept.
+const MAX_FAILURE_BYTES: usize = 4096;
+
+/// Cuts `text` to at most `max` bytes, on a character boundary.
+fn truncate(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
+}
+
+/// Checks an outcome against the output limits before anything of it is
+/// parsed or planned.
+fn check_outcome(limits: &Limits, outcome: &exports::Outcome) -> Result<(), LimitExceeded> {
+    limits.check(Limit::Actions, outcome.actions.len() as u64)?;
+    let mut total: u64 = 0;
+    for action in &outcome.actions {
+        let bytes = match action {
+            exports::Action::Apply(apply) => apply.object.len(),
+            exports::Action::ApplyStatus(object) => object.len(),
+            exports::Action::Delete(d) => d.key.name.len() + d.key.namespace.as_ref().map_or(0, String::len),
+            exports::Action::Event(e) => e.reason.len() + e.action.len() + e.note.len(),
+        } as u64;
+        limits.check(Limit::ObjectBytes, bytes)?;
+        total = total.saturating_add(bytes);
+        limits.check(Limit::OutcomeBytes, total)?;
+    }
+    Ok(())
 }
 
 /// Epoch ticks for a deadline. The first tick may come at once (the ticker
@@ -787,6 +1036,12 @@ fn classify(
         return CallError::MemoryExhausted {
             detail: format!("{error:#}"),
         };
+    }
+    if let Some(exceeded) = error.downcast_ref::<LimitExceeded>() {
+        return CallError::LimitExceeded(*exceeded);
+    }
+    if error.downcast_ref::<blocking::BlockedPastDeadline>().is_some() {
+        return CallError::DeadlineExceeded { deadline };
     }
     match error.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => return CallError::DeadlineExceeded { deadline },
@@ -861,10 +1116,13 @@ mod tests {
     #[test]
     fn load_should_refuse_garbage_and_core_modules() {
         let runtime = Runtime::new(RuntimeConfig::default().pooling(false)).expect("engine");
-        let err = runtime.load(b"not wasm").expect_err("garbage");
+        let options = LoadOptions::new(Arc::new(RestMapper::builtin()));
+        let err = runtime.load(b"not wasm", &options).expect_err("garbage");
         assert!(err.to_string().contains("not a WebAssembly file"), "{err}");
         // The smallest core module: header only.
-        let err = runtime.load(b"\0asm\x01\0\0\0").expect_err("core module");
+        let err = runtime
+            .load(b"\0asm\x01\0\0\0", &options)
+            .expect_err("core module");
         assert!(err.to_string().contains("not a component"), "{err}");
     }
 }

@@ -15,6 +15,7 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::cache::{Cache, MemoryCache};
+use super::limits::{Limits, Usage};
 use crate::grants::Grants;
 use crate::resource::ObjectKey;
 
@@ -108,57 +109,104 @@ impl OutputStream for CapturedOutput {
     }
 }
 
-/// Enforces a plugin's memory limit and remembers that it was hit, so the
-/// failure is reported as [`MemoryExhausted`](super::CallError::MemoryExhausted)
-/// rather than as an anonymous trap.
+/// Enforces a plugin instance's memory budget and remembers that it was hit,
+/// so the failure is reported as
+/// [`MemoryExhausted`](super::CallError::MemoryExhausted) rather than as an
+/// anonymous trap.
+///
+/// The budget is per instance, not per memory: a component may define many
+/// linear memories and tables, and the bytes of all its memories (and the
+/// elements of all its tables) count against one limit. The numbers of core
+/// instances, memories and tables are bounded too, so a component cannot
+/// spread itself over more of them than a plugin needs.
 #[derive(Debug)]
 pub(crate) struct Limiter {
     memory_bytes: usize,
     table_elements: usize,
+    /// Bytes of every linear memory of the instance so far.
+    memory_used: usize,
+    /// Elements of every table of the instance so far.
+    table_used: usize,
     pub(crate) exhausted: bool,
 }
+
+/// Most core instances one plugin instance may create.
+pub(crate) const MAX_CORE_INSTANCES: usize = 64;
+/// Most linear memories one plugin instance may define.
+pub(crate) const MAX_MEMORIES: usize = 16;
+/// Most tables one plugin instance may define.
+pub(crate) const MAX_TABLES: usize = 32;
 
 impl Limiter {
     pub(crate) fn new(memory_bytes: usize, table_elements: usize) -> Self {
         Self {
             memory_bytes,
             table_elements,
+            memory_used: 0,
+            table_used: 0,
             exhausted: false,
         }
+    }
+
+    /// Accounts a growth from `current` to `desired` against `used`, or
+    /// refuses it when the instance's total would pass `limit`.
+    fn grow(
+        used: &mut usize,
+        exhausted: &mut bool,
+        (current, desired, limit): (usize, usize, usize),
+        (what, unit): (&str, &str),
+    ) -> wasmtime::Result<bool> {
+        let total = used.saturating_add(desired.saturating_sub(current));
+        if total > limit {
+            *exhausted = true;
+            return Err(wasmtime::format_err!(
+                "{what} limit of {limit} {unit} exceeded: the instance's {what} would total {total} {unit}"
+            ));
+        }
+        *used = total;
+        Ok(true)
     }
 }
 
 impl ResourceLimiter for Limiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _max: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.memory_bytes {
-            self.exhausted = true;
-            return Err(wasmtime::format_err!(
-                "memory limit of {} bytes exceeded (wanted {desired})",
-                self.memory_bytes
-            ));
-        }
-        Ok(true)
+        Self::grow(
+            &mut self.memory_used,
+            &mut self.exhausted,
+            (current, desired, self.memory_bytes),
+            ("memory", "bytes"),
+        )
     }
 
     fn table_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _max: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.table_elements {
-            self.exhausted = true;
-            return Err(wasmtime::format_err!(
-                "table limit of {} elements exceeded (wanted {desired})",
-                self.table_elements
-            ));
-        }
-        Ok(true)
+        Self::grow(
+            &mut self.table_used,
+            &mut self.exhausted,
+            (current, desired, self.table_elements),
+            ("table", "elements"),
+        )
+    }
+
+    fn instances(&self) -> usize {
+        MAX_CORE_INSTANCES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES
     }
 }
 
@@ -175,12 +223,23 @@ pub(crate) struct PluginState {
     pub(crate) key: Option<ObjectKey>,
     /// Time spent in host imports during the call in progress.
     pub(crate) imports: std::time::Duration,
+    /// The output limits.
+    pub(crate) limits: Limits,
+    /// What the call in progress used of them.
+    pub(crate) usage: Usage,
+    /// When the call in progress must end: no WASI call waits past it.
+    pub(crate) call_deadline: std::time::Instant,
     pub(crate) stdout: CapturedOutput,
     pub(crate) stderr: CapturedOutput,
 }
 
 impl PluginState {
-    pub(crate) fn new(plugin: Arc<str>, grants: Arc<Grants>, limiter: Limiter) -> Self {
+    pub(crate) fn new(
+        plugin: Arc<str>,
+        grants: Arc<Grants>,
+        limiter: Limiter,
+        limits: Limits,
+    ) -> Self {
         let stdout = CapturedOutput::default();
         let stderr = CapturedOutput::default();
         let wasi = WasiCtxBuilder::new()
@@ -199,9 +258,29 @@ impl PluginState {
             cache: Arc::new(MemoryCache::default()),
             key: None,
             imports: std::time::Duration::ZERO,
+            limits,
+            usage: Usage::default(),
+            call_deadline: std::time::Instant::now(),
             stdout,
             stderr,
         }
+    }
+}
+
+impl PluginState {
+    /// The resource table WASI resources live in.
+    pub(crate) fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
+    }
+
+    /// The instance's monotonic clock, in nanoseconds, as the guest reads it.
+    pub(crate) fn monotonic_now(&mut self) -> u64 {
+        use wasmtime_wasi::p2::bindings::clocks::monotonic_clock::Host as _;
+        let mut clocks = wasmtime_wasi::clocks::WasiClocksCtxView {
+            ctx: self.wasi.clocks(),
+            table: &mut self.table,
+        };
+        clocks.now().unwrap_or(0)
     }
 }
 

@@ -1,9 +1,13 @@
 """A Python test plugin that misbehaves on request (config `mode`):
 `ok` applies a copy of its ConfigMap, `raise` raises, `loop` never returns,
 `oom` allocates until the memory limit stops it, `crash` raises inside the
-component's own glue (a trap, not a failure)."""
+component's own glue (a trap, not a failure), `sleep` sleeps for an hour,
+`flood-log` logs until stopped, `flood-actions` returns 100,000 applies,
+`bad-name` applies a ConfigMap named `a/b`."""
 
-from kubewasm_guest import APPLY, Declaration, Outcome, ResourceType, export
+import time
+
+from kubewasm_guest import APPLY, Declaration, Outcome, ResourceType, export, log
 
 CONFIG_MAP = ResourceType.core("v1", "ConfigMap", "configmaps")
 
@@ -29,6 +33,19 @@ class Misbehave:
             hoard = []
             while True:
                 hoard.append(bytearray(1 << 20))
+        if mode == "sleep":
+            time.sleep(3600)
+            return Outcome()
+        if mode == "flood-log":
+            while True:
+                log.info("flood", x="y")
+        if mode == "flood-actions":
+            outcome = Outcome()
+            for i in range(100_000):
+                outcome.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"c{i}"}})
+            return outcome
+        if mode == "bad-name":
+            return Outcome().apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a/b"}}, owned=False)
         raise KeyError(f"unknown mode {mode!r}")
 
 

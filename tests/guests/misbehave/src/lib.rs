@@ -8,7 +8,18 @@
 //! - `count`: returns an event whose note is how many calls this instance
 //!   has served (shows whether instances are reused);
 //! - `escape`: tries the filesystem, the environment, the arguments and
-//!   the network, and reports what it got in an event;
+//!   the network (a connection to the loopback `port` of the
+//!   configuration, where the test listens), and reports what it got in an
+//!   event;
+//! - `sleep`: sleeps for an hour (blocks in `wasi:io/poll`);
+//! - `flood-log`: logs records until stopped;
+//! - `flood-reads`: reads the primary from the cache until stopped;
+//! - `flood-actions`: returns 100,000 tiny applies;
+//! - `big-object`: applies a ConfigMap of 4 MiB;
+//! - `lie-plural`: reads and deletes a ConfigMap through a type that claims
+//!   the plural `secrets`, cluster-scoped;
+//! - `bad-name`: applies a ConfigMap named `a/b`;
+//! - `system-namespace`: applies a ConfigMap into `kube-system`;
 //! - `loop`: never returns;
 //! - `oom`: allocates until the memory limit stops it;
 //! - `panic`: panics;
@@ -18,11 +29,13 @@
 //!   denied it, reports the denial it was told about in an event.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use kubewasm_guest::k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kubewasm_guest::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kubewasm_guest::{
-    Context, Declaration, Error, Event, ObjectKey, Outcome, Reconciler, Result, Verb,
+    Context, Declaration, Error, Event, ObjectKey, Outcome, Reconciler, ResourceType, Result,
+    Verb,
 };
 use serde::Deserialize;
 
@@ -32,13 +45,20 @@ pub struct Misbehave;
 #[derive(Deserialize)]
 struct Config {
     mode: String,
+    #[serde(default)]
+    port: u16,
+}
+
+fn config_map(name: &str, namespace: Option<&str>, data: &str) -> serde_json::Value {
+    serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace}, "data": {"k": data}})
 }
 
 static CALLS: AtomicU64 = AtomicU64::new(0);
 
 impl Reconciler for Misbehave {
     fn declare() -> Declaration {
-        Declaration::new::<ConfigMap>("misbehave", "0.1.0").primary_verbs([Verb::Apply])
+        Declaration::new::<ConfigMap>("misbehave", "0.1.0").primary_verbs([Verb::Apply, Verb::Delete])
     }
 
     fn reconcile(ctx: &Context) -> Result<Outcome> {
@@ -76,7 +96,7 @@ impl Reconciler for Misbehave {
                 let dir = std::fs::read_dir("/").map(|d| d.count());
                 let env = std::env::vars().count();
                 let args = std::env::args().count();
-                let net = std::net::TcpStream::connect("127.0.0.1:22").map(|_| ());
+                let net = std::net::TcpStream::connect(("127.0.0.1", config.port)).map(|_| ());
                 let note = format!(
                     "file={} dir={} env={env} args={args} net={}",
                     file.is_ok(),
@@ -98,6 +118,36 @@ impl Reconciler for Misbehave {
                 }
             }
             "panic" => panic!("boom: misbehave was asked to panic"),
+            "sleep" => {
+                std::thread::sleep(Duration::from_secs(3600));
+                Ok(Outcome::new())
+            }
+            "flood-log" => loop {
+                kubewasm_guest::log::info("flood", &[("x", "y")]);
+            },
+            "flood-reads" => loop {
+                ctx.get_text(ctx.resource(), ctx.key())?;
+            },
+            "flood-actions" => Ok((0..100_000).fold(Outcome::new(), |o, i| {
+                o.apply_json(config_map(&format!("c{i}"), None, ""), true)
+            })),
+            "big-object" => {
+                Ok(Outcome::new().apply_json(config_map("big", None, &"x".repeat(4 << 20)), true))
+            }
+            "lie-plural" => {
+                let lying = ResourceType {
+                    plural: "secrets".into(),
+                    namespaced: false,
+                    ..ctx.resource().clone()
+                };
+                let found = ctx.get_text(&lying, ctx.key())?.is_some();
+                Ok(Outcome::new()
+                    .event(Event::normal("Read", "Read", found.to_string()))
+                    .delete_of(lying, ctx.key().clone()))
+            }
+            "bad-name" => Ok(Outcome::new().apply_json(config_map("a/b", None, ""), false)),
+            "system-namespace" => Ok(Outcome::new()
+                .apply_json(config_map("planted", Some("kube-system"), ""), false)),
             "read-undeclared" => {
                 let secret = ctx.get::<Secret>(&ObjectKey::namespaced("default", "token"))?;
                 Ok(Outcome::new().event(Event::normal(
@@ -125,6 +175,23 @@ impl Reconciler for Misbehave {
             },
             other => Err(Error::msg(format!("unknown mode `{other}`"))),
         }
+    }
+
+    /// Returns as many keys as the object's `keys` data entry says, all
+    /// named by its `name` entry (`../x` makes an invalid key).
+    fn map_keys(_: &ResourceType, object: &serde_json::Value) -> Vec<ObjectKey> {
+        let count = object
+            .pointer("/data/keys")
+            .and_then(serde_json::Value::as_str)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let name = object
+            .pointer("/data/name")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("x");
+        (0..count)
+            .map(|_| ObjectKey::namespaced("default", name))
+            .collect()
     }
 }
 
