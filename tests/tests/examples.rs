@@ -8,7 +8,7 @@ use kubewasm::declaration::{Mapping, Verb};
 use kubewasm::replay::parse_objects;
 use kubewasm::resource::ObjectKey;
 use kubewasm::runtime::{InstanceReuse, Request, Runtime, RuntimeConfig};
-use kubewasm_tests::{compiled_cache_dir, example_file, example_plugin};
+use kubewasm_tests::{compiled_cache_dir, example_file, example_plugin, test_plugin};
 use serde_json::{Value, json};
 
 fn runtime(config: RuntimeConfig) -> Runtime {
@@ -161,36 +161,61 @@ fn config_rollout_should_annotate_by_label_mapping() {
 }
 
 #[test]
-fn precompiled_cache_should_serve_the_second_load() {
+fn precompiled_cache_should_serve_the_second_load_and_refuse_planted_artifacts() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = RuntimeConfig::default()
-        .max_instances(16)
-        .cache_dir(dir.path());
+    let cache = dir.path().join("cache");
+    let config = RuntimeConfig::default().max_instances(16).cache_dir(&cache);
     let runtime = |config: RuntimeConfig| Runtime::new(config).expect("engine");
-    let first = runtime(config.clone())
-        .load_file(example_plugin("myapp"), &kubewasm_tests::load_options())
-        .expect("compiles");
-    let artifacts: Vec<_> = std::fs::read_dir(dir.path())
-        .expect("cache dir")
-        .flatten()
-        .collect();
-    assert_eq!(artifacts.len(), 1);
-    let name = artifacts[0].file_name().to_string_lossy().into_owned();
-    assert!(
-        name.starts_with(first.digest()) && name.ends_with(".cwasm"),
-        "{name}"
-    );
+    let load = |name: &str, test: bool| {
+        let path = if test { test_plugin(name) } else { example_plugin(name) };
+        runtime(config.clone())
+            .load_file(path, &kubewasm_tests::load_options())
+            .expect("loads")
+    };
+    let artifacts = || -> Vec<std::path::PathBuf> {
+        let mut found: Vec<_> = std::fs::read_dir(&cache)
+            .expect("cache dir")
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
+            .collect();
+        found.sort();
+        found
+    };
+    let first = load("myapp", false);
+    let [artifact] = artifacts().try_into().expect("one artifact");
+    let name = artifact.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    assert!(name.starts_with(first.digest()) && name.ends_with(".cwasm"), "{name}");
+    let valid = std::fs::read(&artifact).expect("artifact");
 
     // A new engine with the same configuration loads the artifact.
-    let second = runtime(config.clone())
-        .load_file(example_plugin("myapp"), &kubewasm_tests::load_options())
-        .expect("loads cached");
+    let second = load("myapp", false);
     assert_eq!(second.declaration(), first.declaration());
 
-    // A corrupt artifact is discarded and recompiled, not trusted.
-    std::fs::write(artifacts[0].path(), b"garbage").expect("corrupt");
-    let third = runtime(config)
-        .load_file(example_plugin("myapp"), &kubewasm_tests::load_options())
-        .expect("recompiles");
-    assert_eq!(third.declaration(), first.declaration());
+    // A corrupt, a tampered and a foreign artifact are each discarded and
+    // the component compiled again, never trusted.
+    let other = load("misbehave", true);
+    let foreign = artifacts()
+        .into_iter()
+        .find(|p| p != &artifact)
+        .expect("misbehave's artifact");
+    let mut tampered = valid.clone();
+    let middle = tampered.len() / 2;
+    tampered[middle] ^= 0x55;
+    for planted in [b"garbage".to_vec(), tampered, std::fs::read(&foreign).expect("foreign")] {
+        std::fs::write(&artifact, planted).expect("plant");
+        let reloaded = load("myapp", false);
+        assert_eq!(reloaded.declaration(), first.declaration());
+        assert_eq!(reloaded.digest(), first.digest());
+        assert_ne!(reloaded.digest(), other.digest());
+        assert_eq!(std::fs::read(&artifact).expect("rewritten"), valid, "recompiled and stored again");
+    }
+
+    // The directory is private; one others can write is refused.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&cache).expect("dir").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o757)).expect("chmod");
+    let err = Runtime::new(config).expect_err("world-writable cache");
+    assert!(err.to_string().contains("writable by its group or others"), "{err}");
 }

@@ -410,6 +410,14 @@ pub struct Runtime {
     inner: Arc<Inner>,
 }
 
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
 struct Inner {
     engine: Engine,
     linker: Linker<PluginState>,
