@@ -9,7 +9,7 @@ OUT := $(TARGET_DIR)/plugins
 TEST_OUT := $(TARGET_DIR)/test-plugins
 
 RUST_PLUGINS := myapp config-rollout
-RUST_TEST_PLUGINS := misbehave not-a-plugin evil-import
+RUST_TEST_PLUGINS := misbehave not-a-plugin evil-import liar
 WIT := $(wildcard wit/*.wit)
 PY_SDK := $(wildcard guest-sdk/python/kubewasm_guest/*.py)
 JS_SDK := $(wildcard guest-sdk/js/src/*.js) guest-sdk/js/bin/componentize.js
@@ -40,6 +40,7 @@ rust-test-plugins:
 	$(CARGO) build --profile plugin --target $(WASM_TARGET) $(addprefix -p ,$(RUST_TEST_PLUGINS))
 	@mkdir -p $(TEST_OUT)
 	@cp $(WASM_OUT)/misbehave.wasm $(TEST_OUT)/misbehave.wasm
+	@cp $(WASM_OUT)/liar.wasm $(TEST_OUT)/liar.wasm
 	@cp $(WASM_OUT)/evil_import.wasm $(TEST_OUT)/evil-import.wasm
 	@cp $(WASM_OUT)/not-a-plugin.wasm $(TEST_OUT)/not-a-plugin.wasm  # a binary keeps its dashes
 

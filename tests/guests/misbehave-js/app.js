@@ -1,7 +1,7 @@
 // A JavaScript test plugin that misbehaves on request (config `mode`):
 // `ok` applies a copy of its ConfigMap, `throw` throws, `loop` never
 // returns, `oom` allocates until the memory limit stops it, `flood-log`
-// logs until stopped, `flood-actions` returns 100,000 applies, `bad-name`
+// logs until stopped, `flood-actions` returns 5,000 applies, `bad-name`
 // applies a ConfigMap named `a/b`.
 import * as cache from 'kubewasm:controller/cache@0.1.0';
 import * as log from 'kubewasm:controller/log@0.1.0';
@@ -31,7 +31,7 @@ const misbehave = {
         for (;;) log.log('info', 'flood', [['x', 'y']]);
       case 'flood-actions': {
         const outcome = new Outcome();
-        for (let i = 0; i < 100000; i += 1) outcome.apply({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `c${i}` } });
+        for (let i = 0; i < 5000; i += 1) outcome.apply({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `c${i}` } });
         return outcome;
       }
       case 'bad-name':

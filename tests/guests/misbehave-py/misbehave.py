@@ -2,7 +2,7 @@
 `ok` applies a copy of its ConfigMap, `raise` raises, `loop` never returns,
 `oom` allocates until the memory limit stops it, `crash` raises inside the
 component's own glue (a trap, not a failure), `sleep` sleeps for an hour,
-`flood-log` logs until stopped, `flood-actions` returns 100,000 applies,
+`flood-log` logs until stopped, `flood-actions` returns 5,000 applies,
 `bad-name` applies a ConfigMap named `a/b`."""
 
 import time
@@ -41,7 +41,7 @@ class Misbehave:
                 log.info("flood", x="y")
         if mode == "flood-actions":
             outcome = Outcome()
-            for i in range(100_000):
+            for i in range(5_000):
                 outcome.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"c{i}"}})
             return outcome
         if mode == "bad-name":

@@ -14,12 +14,18 @@
 //! - `sleep`: sleeps for an hour (blocks in `wasi:io/poll`);
 //! - `flood-log`: logs records until stopped;
 //! - `flood-reads`: reads the primary from the cache until stopped;
-//! - `flood-actions`: returns 100,000 tiny applies;
+//! - `flood-actions`: returns 5,000 tiny applies;
 //! - `big-object`: applies a ConfigMap of 4 MiB;
 //! - `lie-plural`: reads and deletes a ConfigMap through a type that claims
 //!   the plural `secrets`, cluster-scoped;
 //! - `bad-name`: applies a ConfigMap named `a/b`;
 //! - `system-namespace`: applies a ConfigMap into `kube-system`;
+//! - `list-pods`: lists Pods (declared with the selector
+//!   `misbehave=visible`) and gets `default/hidden`, and reports what it saw
+//!   (`denied` when the get was).
+//!
+//! Its configuration must match its `config-schema`: an object with a
+//! string `mode` and an optional integer `port`.
 //! - `loop`: never returns;
 //! - `oom`: allocates until the memory limit stops it;
 //! - `panic`: panics;
@@ -31,11 +37,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use kubewasm_guest::k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kubewasm_guest::k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use kubewasm_guest::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kubewasm_guest::{
     Context, Declaration, Error, Event, ObjectKey, Outcome, Reconciler, ResourceType, Result,
-    Verb,
+    Secondary, Verb,
 };
 use serde::Deserialize;
 
@@ -58,7 +64,21 @@ static CALLS: AtomicU64 = AtomicU64::new(0);
 
 impl Reconciler for Misbehave {
     fn declare() -> Declaration {
-        Declaration::new::<ConfigMap>("misbehave", "0.1.0").primary_verbs([Verb::Apply, Verb::Delete])
+        Declaration::new::<ConfigMap>("misbehave", "0.1.0")
+            .primary_verbs([Verb::Apply, Verb::Delete])
+            .secondary(
+                Secondary::of::<Pod>()
+                    .verbs([Verb::Get, Verb::List])
+                    .label_selector("misbehave=visible"),
+            )
+            .config_schema(serde_json::json!({
+                "type": "object",
+                "required": ["mode"],
+                "properties": {
+                    "mode": {"type": "string"},
+                    "port": {"type": "integer", "minimum": 0, "maximum": 65535}
+                }
+            }))
     }
 
     fn reconcile(ctx: &Context) -> Result<Outcome> {
@@ -128,7 +148,7 @@ impl Reconciler for Misbehave {
             "flood-reads" => loop {
                 ctx.get_text(ctx.resource(), ctx.key())?;
             },
-            "flood-actions" => Ok((0..100_000).fold(Outcome::new(), |o, i| {
+            "flood-actions" => Ok((0..5_000).fold(Outcome::new(), |o, i| {
                 o.apply_json(config_map(&format!("c{i}"), None, ""), true)
             })),
             "big-object" => {
@@ -144,6 +164,19 @@ impl Reconciler for Misbehave {
                 Ok(Outcome::new()
                     .event(Event::normal("Read", "Read", found.to_string()))
                     .delete_of(lying, ctx.key().clone()))
+            }
+            "list-pods" => {
+                let listed: Vec<String> = ctx
+                    .list::<Pod>(None, "")?
+                    .into_iter()
+                    .filter_map(|p| p.metadata.name)
+                    .collect();
+                let hidden = match ctx.get::<Pod>(&ObjectKey::namespaced("default", "hidden")) {
+                    Ok(found) => found.is_some().to_string(),
+                    Err(_) => "denied".to_owned(),
+                };
+                let note = format!("listed={} hidden={hidden}", listed.join(","));
+                Ok(Outcome::new().event(Event::normal("Listed", "List", note)))
             }
             "bad-name" => Ok(Outcome::new().apply_json(config_map("a/b", None, ""), false)),
             "system-namespace" => Ok(Outcome::new()
