@@ -442,9 +442,9 @@ impl Runtime {
                 .total_memories(n.saturating_mul(2))
                 .total_tables(n.saturating_mul(4))
                 .total_stacks(n)
-                .max_core_instances_per_component(64)
-                .max_memories_per_component(16)
-                .max_tables_per_component(32)
+                .max_core_instances_per_component(state::MAX_CORE_INSTANCES as u32)
+                .max_memories_per_component(state::MAX_MEMORIES as u32)
+                .max_tables_per_component(state::MAX_TABLES as u32)
                 .max_memory_size(config.memory_limit)
                 // Reset reused slots with memset rather than madvise: a
                 // fresh instance then takes no page faults on the memory

@@ -292,3 +292,36 @@ impl WasiView for PluginState {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limiter_should_count_every_memory_and_table_of_an_instance() {
+        let mut limiter = Limiter::new(32 << 20, 100);
+        // Two memories of 20 MiB each: the second passes the instance's budget.
+        assert!(limiter.memory_growing(0, 20 << 20, None).is_ok());
+        let err = limiter
+            .memory_growing(0, 20 << 20, None)
+            .expect_err("over the instance budget");
+        assert!(limiter.exhausted);
+        assert!(
+            err.to_string()
+                .starts_with("memory limit of 33554432 bytes exceeded"),
+            "{err}"
+        );
+        // Growing one memory counts only the growth.
+        let mut limiter = Limiter::new(32 << 20, 100);
+        assert!(limiter.memory_growing(0, 16 << 20, None).is_ok());
+        assert!(limiter.memory_growing(16 << 20, 24 << 20, None).is_ok());
+        assert!(limiter.memory_growing(0, 9 << 20, None).is_err());
+        // Tables likewise, and the counts of instances, memories and tables.
+        assert!(limiter.table_growing(0, 60, None).is_ok());
+        assert!(limiter.table_growing(0, 60, None).is_err());
+        assert_eq!(
+            (limiter.instances(), limiter.memories(), limiter.tables()),
+            (MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TABLES)
+        );
+    }
+}
