@@ -159,7 +159,7 @@ impl FromStr for ObjectKey {
 }
 
 /// A verb a plugin may need on a resource type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Verb {
     /// Read one object from the cache.

@@ -145,37 +145,18 @@ fn parse_requirement(clause: &str) -> Result<Requirement, String> {
     })
 }
 
-/// A label key: an optional DNS-subdomain prefix and `/`, then a name of at
-/// most 63 characters of alphanumerics, `-`, `_` and `.`.
+/// A label key, by [`crate::validation::label_key`].
 fn valid_key(key: &str) -> Result<String, String> {
-    let name = key.rsplit_once('/').map_or(
-        key,
-        |(prefix, name)| {
-            if prefix.is_empty() { "" } else { name }
-        },
-    );
-    if name.is_empty() || name.len() > 63 || !is_label_text(name) {
-        return Err(format!("invalid label key `{key}`"));
-    }
-    Ok(key.to_owned())
+    crate::validation::label_key(key)
+        .map(|()| key.to_owned())
+        .map_err(|e| e.to_string())
 }
 
-/// A label value: empty, or at most 63 characters of alphanumerics, `-`,
-/// `_` and `.`, starting and ending with an alphanumeric.
+/// A label value, by [`crate::validation::label_value`].
 fn valid_value(value: &str) -> Result<String, String> {
-    if value.is_empty() || (value.len() <= 63 && is_label_text(value)) {
-        Ok(value.to_owned())
-    } else {
-        Err(format!("invalid label value `{value}`"))
-    }
-}
-
-fn is_label_text(s: &str) -> bool {
-    let edges_ok = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
-    edges_ok(s.chars().next())
-        && edges_ok(s.chars().last())
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    crate::validation::label_value(value)
+        .map(|()| value.to_owned())
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

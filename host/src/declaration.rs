@@ -3,11 +3,12 @@
 //!
 //! These are the host's own types, converted from the WIT bindings once at
 //! load and validated there, so the rest of the host never sees generated
-//! code. They serialize to the JSON that `kubewasm inspect` prints.
+//! code. They serialize to the JSON that `kubewasm inspect` prints, and read
+//! it back (the conformance fixtures hold declarations in that form).
 
 use std::collections::BTreeSet;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::mapper::{MapperError, RestMapper};
 use crate::resource::ResourceType;
@@ -15,7 +16,7 @@ pub use crate::resource::Verb;
 use crate::selector::{Selector, SelectorError};
 
 /// How changes of a secondary resource map to primary keys.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "kind", content = "labelKey")]
 pub enum Mapping {
     /// Read only: changes trigger nothing.
@@ -29,7 +30,7 @@ pub enum Mapping {
 }
 
 /// A resource type other than the primary.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Secondary {
     /// The type.
@@ -44,7 +45,7 @@ pub struct Secondary {
 }
 
 /// A plugin's declaration, validated.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Declaration {
     /// Plugin name (a DNS label).
@@ -54,10 +55,13 @@ pub struct Declaration {
     /// The primary resource type.
     pub primary: ResourceType,
     /// Verbs on the primary; always includes `get`, `list` and `watch`.
+    #[serde(default)]
     pub primary_verbs: BTreeSet<Verb>,
     /// Other resource types.
+    #[serde(default)]
     pub secondaries: Vec<Secondary>,
     /// Whether the host manages the finalizer [`Declaration::finalizer`].
+    #[serde(default)]
     pub managed_finalizer: bool,
     /// Resync period in seconds, if the plugin set one.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -7,7 +7,7 @@
 //! - [`runtime`]: the wasmtime engine, plugin loading, sandboxed calls;
 //! - [`declaration`] and [`grants`]: what a plugin declares and may do;
 //! - [`mapper`]: how the cluster serves each type (plural, scope);
-//! - [`cache`] and [`selector`]: the read side plugins see;
+//! - [`cache`], [`reads`] and [`selector`]: the read side plugins see;
 //! - [`action`]: from desired actions to API requests;
 //! - [`replay`]: one reconcile against fixtures, with no cluster;
 //! - [`cli`]: the `kubewasm` command line.
@@ -37,6 +37,7 @@ pub mod cli;
 pub mod declaration;
 pub mod grants;
 pub mod mapper;
+pub mod reads;
 pub mod replay;
 pub mod runtime;
 pub use kubewasm_core::{resource, selector};

@@ -2,10 +2,7 @@
 //! impls and `add_to_linker` live here.
 //!
 //! Every import is charged against the call's hostcall fuel and log budget
-//! ([`super::limits`]); a read is checked against the plugin's grants, uses
-//! the type as the host resolved it (never the plural or scope the plugin
-//! passes), sees only granted namespaces and, for a secondary declared with
-//! a label selector, only the objects it matches.
+//! ([`super::limits`]); reads follow the rules of [`crate::reads`].
 
 use std::time::Instant;
 
@@ -14,9 +11,8 @@ use wasmtime::component::{HasSelf, Linker};
 
 use super::bindings::{cache, log, types};
 use super::state::PluginState;
-use crate::declaration::Verb;
+use crate::reads::{self, ReadError};
 use crate::resource::{ObjectKey, ResourceType};
-use crate::selector::Selector;
 
 /// Links `kubewasm:controller/{types,cache,log}` into `linker`.
 pub(crate) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
@@ -28,39 +24,12 @@ pub(crate) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Resul
 
 impl types::Host for PluginState {}
 
-impl PluginState {
-    /// The host's form of a type the plugin names, after a grant check.
-    fn granted(
-        &self,
-        verb: Verb,
-        resource: types::ResourceType,
-    ) -> Result<ResourceType, cache::CacheError> {
-        self.grants
-            .check(verb, &ResourceType::from(resource))
-            .cloned()
-            .map_err(|denied| cache::CacheError::Denied(denied.to_string()))
-    }
-
-    fn namespace_granted(
-        &self,
-        verb: Verb,
-        resource: &ResourceType,
-        namespace: &str,
-    ) -> Result<(), cache::CacheError> {
-        self.grants
-            .check_namespace(verb, resource, namespace)
-            .map_err(|denied| cache::CacheError::Denied(denied.to_string()))
-    }
-
-    /// Whether an object may be returned to the plugin: in a granted
-    /// namespace and matching the type's declared selector.
-    fn visible(&self, resource: &ResourceType, object: &serde_json::Value) -> bool {
-        let namespace = ObjectKey::of(object).and_then(|k| k.namespace);
-        namespace.is_none_or(|ns| self.grants.reads_namespace(&ns))
-            && self
-                .grants
-                .selector(resource)
-                .is_none_or(|selector| selector.matches(object))
+impl From<ReadError> for cache::CacheError {
+    fn from(error: ReadError) -> Self {
+        match error {
+            ReadError::Denied(denied) => Self::Denied(denied.to_string()),
+            ReadError::InvalidSelector(error) => Self::InvalidSelector(error.to_string()),
+        }
     }
 }
 
@@ -73,24 +42,16 @@ impl cache::Host for PluginState {
     ) -> wasmtime::Result<Result<Option<String>, cache::CacheError>> {
         self.usage.hostcall(&self.limits)?;
         let started = Instant::now();
-        let result = (|| {
-            let resource = self.granted(Verb::Get, resource)?;
-            let key = ObjectKey::from(key);
-            if let Some(namespace) = key.namespace.as_deref().filter(|_| resource.namespaced) {
-                self.namespace_granted(Verb::Get, &resource, namespace)?;
-            }
-            // A key no object can have (`a/b`, `..`) finds nothing.
-            if kubewasm_core::validation::name(&resource, &key.name).is_err() {
-                return Ok(None);
-            }
-            Ok(self
-                .cache
-                .get(&resource, &key)
-                .filter(|o| self.visible(&resource, o.value()))
-                .map(|o| o.json().to_owned()))
-        })();
+        let found = reads::get(
+            &*self.cache,
+            &self.grants,
+            &ResourceType::from(resource),
+            &ObjectKey::from(key),
+        );
         self.imports += started.elapsed();
-        Ok(result)
+        Ok(found
+            .map(|o| o.map(|o| o.json().to_owned()))
+            .map_err(Into::into))
     }
 
     #[tracing::instrument(name = "kubewasm.cache.list", level = "trace", skip_all, fields(plugin = %self.plugin))]
@@ -102,23 +63,17 @@ impl cache::Host for PluginState {
     ) -> wasmtime::Result<Result<Vec<String>, cache::CacheError>> {
         self.usage.hostcall(&self.limits)?;
         let started = Instant::now();
-        let result = (|| {
-            let resource = self.granted(Verb::List, resource)?;
-            if let Some(namespace) = namespace.as_deref().filter(|_| resource.namespaced) {
-                self.namespace_granted(Verb::List, &resource, namespace)?;
-            }
-            let selector = Selector::parse(&label_selector)
-                .map_err(|e| cache::CacheError::InvalidSelector(e.to_string()))?;
-            Ok(self
-                .cache
-                .list(&resource, namespace.as_deref(), &selector)
-                .iter()
-                .filter(|o| self.visible(&resource, o.value()))
-                .map(|o| o.json().to_owned())
-                .collect())
-        })();
+        let found = reads::list(
+            &*self.cache,
+            &self.grants,
+            &ResourceType::from(resource),
+            namespace.as_deref(),
+            &label_selector,
+        );
         self.imports += started.elapsed();
-        Ok(result)
+        Ok(found
+            .map(|objects| objects.iter().map(|o| o.json().to_owned()).collect())
+            .map_err(Into::into))
     }
 }
 

@@ -1,0 +1,89 @@
+//! What a plugin's cache reads return: the rules of the read side.
+//!
+//! The runtime's `cache` imports and the conformance fixtures both go
+//! through [`get`] and [`list`], so the rules are written once:
+//!
+//! - The plugin must hold the verb (`get` or `list`) on the type, compared
+//!   by group, version and kind; the read uses the type as the host resolved
+//!   it, never the plural or scope the plugin passed.
+//! - A namespace the operator did not grant is denied when named, and its
+//!   objects are left out of a list across all namespaces.
+//! - A secondary declared with a label selector sees only the objects it
+//!   matches, whatever selector the read passes.
+//! - A name no object can have (`a/b`, `..`) finds nothing.
+//! - A list is ordered by namespace, then name.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::cache::{Cache, CachedObject};
+use crate::declaration::Verb;
+use crate::grants::{Denied, Grants};
+use crate::resource::{ObjectKey, ResourceType};
+use crate::selector::{Selector, SelectorError};
+
+/// Why a read was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ReadError {
+    /// The plugin may not read this.
+    #[error(transparent)]
+    Denied(#[from] Denied),
+    /// The label selector does not parse.
+    #[error(transparent)]
+    InvalidSelector(#[from] SelectorError),
+}
+
+/// Whether an object may be returned: in a granted namespace and matching
+/// the type's declared selector.
+fn visible(grants: &Grants, resource: &ResourceType, object: &Value) -> bool {
+    let namespace = ObjectKey::of(object).and_then(|k| k.namespace);
+    namespace.is_none_or(|ns| grants.reads_namespace(&ns))
+        && grants
+            .selector(resource)
+            .is_none_or(|selector| selector.matches(object))
+}
+
+/// Reads one object.
+///
+/// # Errors
+/// [`ReadError::Denied`] when the plugin may not get it.
+pub fn get(
+    cache: &dyn Cache,
+    grants: &Grants,
+    resource: &ResourceType,
+    key: &ObjectKey,
+) -> Result<Option<Arc<CachedObject>>, ReadError> {
+    let resource = grants.check(Verb::Get, resource)?;
+    if let Some(namespace) = key.namespace.as_deref().filter(|_| resource.namespaced) {
+        grants.check_namespace(Verb::Get, resource, namespace)?;
+    }
+    if kubewasm_core::validation::name(resource, &key.name).is_err() {
+        return Ok(None);
+    }
+    Ok(cache
+        .get(resource, key)
+        .filter(|o| visible(grants, resource, o.value())))
+}
+
+/// Lists objects of a type in one namespace or all, by label selector.
+///
+/// # Errors
+/// [`ReadError`] when the plugin may not list them or the selector does not
+/// parse.
+pub fn list(
+    cache: &dyn Cache,
+    grants: &Grants,
+    resource: &ResourceType,
+    namespace: Option<&str>,
+    label_selector: &str,
+) -> Result<Vec<Arc<CachedObject>>, ReadError> {
+    let resource = grants.check(Verb::List, resource)?;
+    if let Some(namespace) = namespace.filter(|_| resource.namespaced) {
+        grants.check_namespace(Verb::List, resource, namespace)?;
+    }
+    let selector = Selector::parse(label_selector)?;
+    let mut found = cache.list(resource, namespace, &selector);
+    found.retain(|o| visible(grants, resource, o.value()));
+    Ok(found)
+}

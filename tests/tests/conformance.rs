@@ -1,0 +1,78 @@
+//! The host runs the conformance fixtures of `tests/conformance/`: the same
+//! cases the Rust, Python and JavaScript test harnesses run, so a plugin's
+//! unit tests deny exactly what the host denies.
+
+use kubewasm::cache::MemoryCache;
+use kubewasm::declaration::Declaration;
+use kubewasm::grants::{Grants, OperatorGrants};
+use kubewasm::reads::{self, ReadError};
+use kubewasm::resource::{ObjectKey, ResourceType};
+use serde_json::Value;
+
+fn fixtures() -> Value {
+    let path = kubewasm_tests::workspace_root().join("tests/conformance/reads.json");
+    let text = std::fs::read_to_string(&path).expect("fixtures readable");
+    serde_json::from_str(&text).expect("fixtures are JSON")
+}
+
+fn key_of(object: &Value) -> String {
+    ObjectKey::of(object).map(|k| k.to_string()).unwrap_or_default()
+}
+
+/// What the host answers to one case, in the fixtures' `expect` form.
+fn answer(cache: &MemoryCache, grants: &Grants, case: &Value) -> Value {
+    let resource: ResourceType = serde_json::from_value(case["type"].clone()).expect("type");
+    let result = match case["read"].as_str() {
+        Some("get") => {
+            let key: ObjectKey = serde_json::from_value(case["key"].clone()).expect("key");
+            reads::get(cache, grants, &resource, &key)
+                .map(|found| serde_json::json!({"found": found.is_some()}))
+        }
+        Some("list") => reads::list(
+            cache,
+            grants,
+            &resource,
+            case["namespace"].as_str(),
+            case["labelSelector"].as_str().unwrap_or_default(),
+        )
+        .map(|items| {
+            let items: Vec<String> = items.iter().map(|o| key_of(o.value())).collect();
+            serde_json::json!({"items": items})
+        }),
+        other => panic!("unknown read {other:?}"),
+    };
+    match result {
+        Ok(answer) => answer,
+        Err(ReadError::Denied(denied)) => serde_json::json!({"denied": denied.to_string()}),
+        Err(ReadError::InvalidSelector(_)) => {
+            serde_json::json!({"invalidSelector": case["labelSelector"]})
+        }
+    }
+}
+
+#[test]
+fn the_host_should_answer_every_conformance_case() {
+    let fixtures = fixtures();
+    let scenarios = fixtures["scenarios"].as_array().expect("scenarios");
+    let mut checked = 0;
+    for scenario in scenarios {
+        let name = scenario["name"].as_str().unwrap_or_default();
+        let declaration: Declaration =
+            serde_json::from_value(scenario["declaration"].clone()).expect("declaration");
+        let declaration = declaration.validate().expect("valid declaration");
+        let grants =
+            Grants::new(&declaration, &OperatorGrants::unrestricted()).expect("granted");
+        let objects = scenario["objects"].as_array().cloned().unwrap_or_default();
+        let cache = MemoryCache::from_objects(objects).expect("objects");
+        for (i, case) in scenario["cases"].as_array().expect("cases").iter().enumerate() {
+            assert_eq!(
+                answer(&cache, &grants, case),
+                case["expect"],
+                "scenario `{name}`, case #{}",
+                i + 1
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "only {checked} cases");
+}
