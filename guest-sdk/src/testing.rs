@@ -104,15 +104,27 @@ impl Harness {
     }
 }
 
-fn allows(declaration: &Declaration, resource: &crate::ResourceType, verb: Verb) -> bool {
-    if &declaration.primary == resource {
-        return matches!(verb, Verb::Get | Verb::List | Verb::Watch)
-            || declaration.primary_verbs.contains(&verb);
+/// The declared form of a type, what the plugin holds on it, and the label
+/// selector its reads are restricted to: the host's rules
+/// (`kubewasm::reads`), checked by the shared conformance fixtures.
+fn held<'a>(
+    declaration: &'a Declaration,
+    resource: &crate::ResourceType,
+) -> Option<(&'a crate::ResourceType, Vec<Verb>, &'a str)> {
+    // Group, version and kind identify a type, as on the host.
+    let same = |t: &crate::ResourceType| {
+        t.group == resource.group && t.version == resource.version && t.kind == resource.kind
+    };
+    if same(&declaration.primary) {
+        let mut verbs = vec![Verb::Get, Verb::List, Verb::Watch];
+        verbs.extend(&declaration.primary_verbs);
+        return Some((&declaration.primary, verbs, ""));
     }
     declaration
         .secondaries
         .iter()
-        .any(|s| &s.resource == resource && s.verbs.contains(&verb))
+        .find(|s| same(&s.resource))
+        .map(|s| (&s.resource, s.verbs.clone(), s.label_selector.as_str()))
 }
 
 /// The native backend: a thread-local fixture set.
@@ -121,7 +133,7 @@ pub(crate) mod backend {
 
     use serde_json::Value;
 
-    use super::{Cached, Fixture, allows};
+    use super::{Cached, Fixture, held};
     use crate::error::{Error, Result};
     use crate::log::Level;
     use crate::types::{Declaration, ObjectKey, ResourceType, Verb};
@@ -137,24 +149,36 @@ pub(crate) mod backend {
         result
     }
 
+    /// Runs `f` on the objects of the declared type `resource` that the
+    /// plugin may see, after the host's grant check.
     fn read<T>(
         resource: &ResourceType,
         verb: Verb,
-        f: impl FnOnce(&[Cached]) -> Result<T>,
+        f: impl FnOnce(&ResourceType, Vec<&Cached>) -> Result<T>,
     ) -> Result<T> {
         FIXTURE.with(|cell| {
             let fixture = cell.borrow();
             let (objects, declaration) = fixture.as_ref().ok_or_else(|| {
                 Error::msg("cache read outside a reconcile: use kubewasm_guest::testing::Harness")
             })?;
-            if !allows(declaration, resource, verb) {
-                return Err(Error::msg(format!(
-                    "read denied: plugin `{}` may not {} {resource}",
+            let denied = |why: &str| {
+                Error::msg(format!(
+                    "read denied: plugin `{}` may not {} {resource}: {why}",
                     declaration.name,
-                    if verb == Verb::Get { "get" } else { "list" }
-                )));
+                    verb.as_str()
+                ))
+            };
+            let (declared, verbs, selector) =
+                held(declaration, resource).ok_or_else(|| denied("the type was not declared"))?;
+            if !verbs.contains(&verb) {
+                return Err(denied("the verb was not declared for this type"));
             }
-            f(objects)
+            let selector = kubewasm_core::Selector::parse(selector)?;
+            let visible = objects
+                .iter()
+                .filter(|(o, _)| is(o, declared) && selector.matches(o))
+                .collect();
+            f(declared, visible)
         })
     }
 
@@ -168,12 +192,15 @@ pub(crate) mod backend {
     }
 
     pub(crate) fn get(resource: &ResourceType, key: &ObjectKey) -> Result<Option<String>> {
-        read(resource, Verb::Get, |objects| {
+        read(resource, Verb::Get, |declared, objects| {
+            // A name no object can have finds nothing, as on the host.
+            if kubewasm_core::validation::name(declared, &key.name).is_err() {
+                return Ok(None);
+            }
             Ok(objects
-                .iter()
+                .into_iter()
                 .find(|(o, _)| {
-                    is(o, resource)
-                        && meta(o, "name") == Some(&key.name)
+                    meta(o, "name") == Some(&key.name)
                         && meta(o, "namespace") == key.namespace.as_deref()
                 })
                 .map(|(_, text)| text.clone()))
@@ -186,12 +213,10 @@ pub(crate) mod backend {
         selector: &str,
     ) -> Result<Vec<String>> {
         let selector = kubewasm_core::Selector::parse(selector)?;
-        read(resource, Verb::List, |objects| {
+        read(resource, Verb::List, |_, objects| {
             let mut found: Vec<&Cached> = objects
-                .iter()
-                .filter(|(o, _)| {
-                    is(o, resource) && (namespace.is_none() || meta(o, "namespace") == namespace)
-                })
+                .into_iter()
+                .filter(|(o, _)| namespace.is_none() || meta(o, "namespace") == namespace)
                 .filter(|(o, _)| selector.matches(o))
                 .collect();
             found.sort_by_key(|(o, _)| (meta(o, "namespace"), meta(o, "name")));
@@ -201,5 +226,119 @@ pub(crate) mod backend {
 
     pub(crate) fn log(level: Level, message: &str, fields: &[(&str, &str)]) {
         eprintln!("[{level:?}] {message} {fields:?}");
+    }
+}
+
+#[cfg(test)]
+mod conformance {
+    //! The shared conformance fixtures (`tests/conformance/reads.json`),
+    //! which the host runs too: the harness must answer as the host does.
+
+    use std::rc::Rc;
+
+    use serde_json::{Value, json};
+
+    use super::backend;
+    use crate::types::{Declaration, ObjectKey, ResourceType, Secondary, Verb};
+
+    fn fixtures() -> Value {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/conformance/reads.json");
+        let text = std::fs::read_to_string(path).expect("fixtures readable");
+        serde_json::from_str(&text).expect("fixtures are JSON")
+    }
+
+    fn of<T: serde::de::DeserializeOwned + Default>(v: &Value) -> T {
+        if v.is_null() {
+            return T::default();
+        }
+        serde_json::from_value(v.clone()).expect("fixture field")
+    }
+
+    fn declaration(v: &Value) -> Declaration {
+        let ty = |v: &Value| -> ResourceType { serde_json::from_value(v.clone()).expect("type") };
+        let verbs: Vec<Verb> = of(&v["primaryVerbs"]);
+        let mut declaration = Declaration::for_type(
+            v["name"].as_str().unwrap_or_default(),
+            v["version"].as_str().unwrap_or_default(),
+            ty(&v["primary"]),
+        )
+        .primary_verbs(verbs);
+        for s in v["secondaries"].as_array().into_iter().flatten() {
+            let verbs: Vec<Verb> = of(&s["verbs"]);
+            declaration = declaration.secondary(
+                Secondary::of_type(ty(&s["type"]))
+                    .verbs(verbs)
+                    .label_selector(s["labelSelector"].as_str().unwrap_or_default()),
+            );
+        }
+        declaration
+    }
+
+    fn answer(case: &Value) -> Value {
+        let resource: ResourceType = serde_json::from_value(case["type"].clone()).expect("type");
+        let result = match case["read"].as_str() {
+            Some("get") => {
+                let key: ObjectKey = serde_json::from_value(case["key"].clone()).expect("key");
+                backend::get(&resource, &key).map(|found| json!({"found": found.is_some()}))
+            }
+            _ => backend::list(
+                &resource,
+                case["namespace"].as_str(),
+                case["labelSelector"].as_str().unwrap_or_default(),
+            )
+            .map(|items| {
+                let items: Vec<String> = items
+                    .iter()
+                    .map(|text| {
+                        let object: Value = serde_json::from_str(text).expect("json");
+                        ObjectKey::of(&object).map(|k| k.to_string()).unwrap_or_default()
+                    })
+                    .collect();
+                json!({"items": items})
+            }),
+        };
+        match result {
+            Ok(answer) => answer,
+            Err(error) => {
+                let text = error.to_string();
+                match text.strip_prefix("read denied: ") {
+                    Some(denied) => json!({"denied": denied}),
+                    None if text.starts_with(&format!(
+                        "invalid label selector `{}`",
+                        case["labelSelector"].as_str().unwrap_or_default()
+                    )) =>
+                    {
+                        json!({"invalidSelector": case["labelSelector"]})
+                    }
+                    None => json!({"error": text}),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_harness_should_answer_every_conformance_case_as_the_host_does() {
+        let fixtures = fixtures();
+        for scenario in fixtures["scenarios"].as_array().expect("scenarios") {
+            let objects: Vec<(Value, String)> = scenario["objects"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|o| (o.clone(), o.to_string()))
+                .collect();
+            let declaration = declaration(&scenario["declaration"]);
+            for (i, case) in scenario["cases"].as_array().expect("cases").iter().enumerate() {
+                let got = backend::with(Rc::new(objects.clone()), declaration.clone(), || {
+                    answer(case)
+                });
+                assert_eq!(
+                    got,
+                    case["expect"],
+                    "scenario `{}`, case #{}",
+                    scenario["name"],
+                    i + 1
+                );
+            }
+        }
     }
 }
