@@ -12,9 +12,9 @@ import json
 import sys
 from typing import Optional
 
-from . import _backend
+from . import _backend, _rules
 from ._context import Context
-from ._types import GET, LIST, ObjectKey, Outcome, ResourceType
+from ._types import GET, LIST, WATCH, ObjectKey, Outcome, ResourceType
 
 
 class Harness:
@@ -45,36 +45,52 @@ class Harness:
         finally:
             _backend._native = None
 
-    # The backend protocol.
-    def _allowed(self, type: ResourceType, verb: str) -> bool:
+    # The backend protocol: the host's read rules (``kubewasm::reads``),
+    # held to its answers by the shared conformance fixtures.
+    def _held(self, type: ResourceType):
+        """The declared form of ``type``, the verbs held on it and the
+        requirements of its declared selector; types match by group,
+        version and kind."""
         d = self.declaration
-        if type == d.primary:
-            return verb in (GET, LIST) or verb in d.primary_verbs
-        return any(s.type == type and verb in s.verbs for s in d.secondaries)
+        same = lambda t: (t.group, t.version, t.kind) == (type.group, type.version, type.kind)  # noqa: E731
+        if same(d.primary):
+            return d.primary, [GET, LIST, WATCH, *d.primary_verbs], []
+        for s in d.secondaries:
+            if same(s.type):
+                return s.type, s.verbs, _rules.parse_selector(s.label_selector)
+        return None
 
-    def _check(self, type: ResourceType, verb: str) -> None:
-        if not self._allowed(type, verb):
+    def _visible(self, type: ResourceType, verb: str) -> tuple:
+        held = self._held(type)
+        why = "the type was not declared" if held is None else (
+            None if verb in held[1] else "the verb was not declared for this type")
+        if why:
             raise PermissionError(
-                f"read denied: plugin `{self.declaration.name}` may not {verb} {type}: the type was not declared"
-            )
-
-    def _of(self, type: ResourceType):
-        return [o for o in self.objects if o.get("apiVersion") == type.api_version and o.get("kind") == type.kind]
+                f"read denied: plugin `{self.declaration.name}` may not {verb} {type}: {why}")
+        declared, _, requirements = held
+        return declared, [
+            o for o in self.objects
+            if o.get("apiVersion") == declared.api_version and o.get("kind") == declared.kind
+            and _rules.matches(requirements, o)
+        ]
 
     def get(self, type: ResourceType, key: ObjectKey) -> Optional[str]:
-        self._check(type, GET)
-        for o in self._of(type):
+        declared, objects = self._visible(type, GET)
+        if not _rules.is_valid_name(declared, key.name):
+            return None
+        for o in objects:
             meta = o.get("metadata", {})
             if meta.get("name") == key.name and meta.get("namespace") == key.namespace:
                 return json.dumps(o)
         return None
 
     def list(self, type: ResourceType, namespace: Optional[str], selector: str) -> list:
-        self._check(type, LIST)
+        requirements = _rules.parse_selector(selector)
+        _, objects = self._visible(type, LIST)
         found = [
-            o for o in self._of(type)
+            o for o in objects
             if (namespace is None or o.get("metadata", {}).get("namespace") == namespace)
-            and _matches(selector, o.get("metadata", {}).get("labels") or {})
+            and _rules.matches(requirements, o)
         ]
         found.sort(key=lambda o: (o["metadata"].get("namespace") or "", o["metadata"]["name"]))
         return [json.dumps(o) for o in found]
@@ -83,36 +99,3 @@ class Harness:
         self.logs.append((level, message, dict(fields)))
         print(f"[{level}] {message} {dict(fields)}", file=sys.stderr)
 
-
-def _matches(selector: str, labels: dict) -> bool:
-    """The API server's selector grammar: ``k=v``, ``k==v``, ``k!=v``,
-    ``k in (a,b)``, ``k notin (a,b)``, ``k``, ``!k``."""
-    clauses, depth, start = [], 0, 0
-    for i, c in enumerate(selector):
-        depth += {"(": 1, ")": -1}.get(c, 0)
-        if c == "," and depth == 0:
-            clauses.append(selector[start:i])
-            start = i + 1
-    clauses.append(selector[start:])
-    for clause in filter(None, (c.strip() for c in clauses)):
-        words = clause.split(None, 1)
-        if len(words) == 2 and words[1].split("(")[0].strip() in ("in", "notin"):
-            op, values = words[1].split("(", 1)
-            wanted = {v.strip() for v in values.rstrip(")").split(",")}
-            inside = labels.get(words[0]) in wanted
-            if inside != (op.strip() == "in"):
-                return False
-        elif clause.startswith("!"):
-            if clause[1:].strip() in labels:
-                return False
-        elif "!=" in clause:
-            k, v = clause.split("!=", 1)
-            if labels.get(k.strip()) == v.strip():
-                return False
-        elif "=" in clause:
-            k, v = clause.replace("==", "=").split("=", 1)
-            if labels.get(k.strip()) != v.strip():
-                return False
-        elif clause not in labels:
-            return False
-    return True

@@ -1,0 +1,138 @@
+"""The host's rules for names, labels and label selectors, for the native
+test harness: the same rules as the host's ``kubewasm_core::validation``
+and ``kubewasm_core::selector``, held to the same answers by the shared
+conformance fixtures (``tests/conformance/reads.json``)."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_NAME_PART = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def is_dns_label(s: str) -> bool:
+    return len(s) <= 63 and bool(_DNS_LABEL.match(s))
+
+
+def is_dns_subdomain(s: str) -> bool:
+    return len(s) <= 253 and all(is_dns_label(p) for p in s.split("."))
+
+
+def is_valid_name(type, name: str) -> bool:
+    """Whether ``name`` can name an object of ``type``, by its type's rule."""
+    if type.group == "" and type.kind == "Namespace":
+        return is_dns_label(name)
+    if type.group == "" and type.kind == "Service":
+        return is_dns_label(name) and name[:1].isalpha()
+    if type.group == "rbac.authorization.k8s.io":
+        return (0 < len(name) <= 253 and name not in (".", "..")
+                and all(33 <= ord(c) <= 126 and c not in "/%" for c in name))
+    return is_dns_subdomain(name)
+
+
+def is_label_key(key: str) -> bool:
+    if "/" in key:
+        prefix, name = key.split("/", 1)
+        return bool(prefix) and is_dns_subdomain(prefix) and len(name) <= 63 and bool(_NAME_PART.match(name))
+    return len(key) <= 63 and bool(_NAME_PART.match(key))
+
+
+def is_label_value(value: str) -> bool:
+    return value == "" or (len(value) <= 63 and bool(_NAME_PART.match(value)))
+
+
+class SelectorError(ValueError):
+    """A label selector the host refuses; the text names it."""
+
+
+def parse_selector(selector: str) -> list:
+    """Parses the API server's selector grammar into requirements
+    ``(op, key, values)``; raises SelectorError where the host does."""
+
+    def fail(reason: str):
+        return SelectorError(f"invalid label selector `{selector}`: {reason}")
+
+    clauses, depth, start = [], 0, 0
+    for i, c in enumerate(selector):
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            if depth == 0:
+                raise fail("unbalanced `)`")
+            depth -= 1
+        elif c == "," and depth == 0:
+            clauses.append(selector[start:i])
+            start = i + 1
+    if depth:
+        raise fail("unbalanced `(`")
+    clauses.append(selector[start:])
+    requirements = []
+    for clause in (c.strip() for c in clauses):
+        if not clause:
+            if not selector.strip():
+                continue
+            raise fail("empty requirement")
+        requirements.append(_requirement(clause, fail))
+    return requirements
+
+
+def _key(key: str, fail) -> str:
+    if not is_label_key(key):
+        raise fail(f"invalid label key `{key}`")
+    return key
+
+
+def _value(value: str, fail) -> str:
+    if not is_label_value(value):
+        raise fail(f"invalid label value `{value}`")
+    return value
+
+
+def _requirement(clause: str, fail) -> tuple:
+    if clause.startswith("!"):
+        return ("!", _key(clause[1:].strip(), fail), None)
+    if "!=" in clause:
+        k, v = clause.split("!=", 1)
+        return ("!=", _key(k.strip(), fail), _value(v.strip(), fail))
+    if "==" in clause or "=" in clause:
+        k, v = clause.split("==", 1) if "==" in clause else clause.split("=", 1)
+        return ("=", _key(k.strip(), fail), _value(v.strip(), fail))
+    words = clause.split(None, 1)
+    key = _key(words[0], fail)
+    if len(words) == 1:
+        return ("exists", key, None)
+    rest = words[1].strip()
+    if rest.startswith("notin"):
+        op, values = "notin", rest[len("notin"):].strip()
+    elif rest.startswith("in"):
+        op, values = "in", rest[len("in"):].strip()
+    else:
+        raise fail(f"unknown operator in `{clause}`")
+    if not (values.startswith("(") and values.endswith(")")):
+        raise fail(f"expected a parenthesised set of values in `{clause}`")
+    return (op, key, {_value(v.strip(), fail) for v in values[1:-1].split(",")})
+
+
+def matches(requirements: list, obj: dict) -> bool:
+    """Whether an object's labels satisfy every requirement."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+
+    def label(key: str) -> Optional[str]:
+        value = labels.get(key)
+        return value if isinstance(value, str) else None
+
+    for op, key, values in requirements:
+        value = label(key)
+        ok = {
+            "=": lambda: value == values,
+            "!=": lambda: value != values,
+            "in": lambda: value is not None and value in values,
+            "notin": lambda: value is None or value not in values,
+            "exists": lambda: value is not None,
+            "!": lambda: value is None,
+        }[op]()
+        if not ok:
+            return False
+    return True
