@@ -74,8 +74,10 @@ lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --target $(WASM_TARGET) $(addprefix -p ,$(RUST_PLUGINS) $(RUST_TEST_PLUGINS)) -- -D warnings
 
-# Tests plugin authors write in their own language.
+# Tests plugin authors write in their own language, and the SDK harnesses
+# run of the shared conformance fixtures (tests/conformance/).
 guest-tests: $(NPM_STAMP)
+	cd guest-sdk/python && $(PYTHON) -m unittest -v
 	cd plugins/tenant-bootstrap && PYTHONPATH=../../guest-sdk/python $(PYTHON) -m unittest -v
 	node --test guest-sdk/js/test/ plugins/configmap-replicator/
 

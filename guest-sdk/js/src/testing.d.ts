@@ -7,4 +7,5 @@ export declare class Harness {
   reconcile(key: ObjectKey, options?: { lastFailure?: string }): Outcome;
   finalize(key: ObjectKey): Outcome;
 }
+/** Whether `labels` satisfy `selector`; throws for a selector the host refuses. */
 export declare function matches(selector: string, labels: Record<string, string>): boolean;

@@ -6,6 +6,7 @@
 //   const outcome = new Harness(myPlugin).object(cm).reconcile(new ObjectKey('default', 'a'));
 
 import { Context, Outcome, Verb, setBackend } from './index.js';
+import { SelectorError, isValidName, matchesRequirements, parseSelector } from './rules.js';
 
 /** Objects and a configuration to run a reconciler against. */
 export class Harness {
@@ -39,37 +40,63 @@ export class Harness {
     }
   }
 
-  #allowed(type, verb) {
+  // The host's read rules (`kubewasm::reads`), held to its answers by the
+  // shared conformance fixtures: types match by group, version and kind;
+  // a secondary's declared selector restricts its reads; a name no object
+  // can have finds nothing.
+  #held(type) {
     const d = this.declaration;
     const same = (t) => t.group === type.group && t.version === type.version && t.kind === type.kind;
-    if (same(d.primary)) return verb === Verb.GET || verb === Verb.LIST || d.primaryVerbs.includes(verb);
-    return d.secondaries.some((s) => same(s.type) && s.verbs.includes(verb));
+    if (same(d.primary)) return { declared: d.primary, verbs: [Verb.GET, Verb.LIST, Verb.WATCH, ...d.primaryVerbs], selector: '' };
+    const s = d.secondaries.find((x) => same(x.type));
+    return s && { declared: s.type, verbs: s.verbs, selector: s.labelSelector ?? '' };
+  }
+
+  #visible(type, verb) {
+    const held = this.#held(type);
+    const why = held === undefined ? 'the type was not declared'
+      : held.verbs.includes(verb) ? undefined : 'the verb was not declared for this type';
+    if (why) {
+      const apiVersion = type.group ? `${type.group}/${type.version}` : type.version;
+      throw { payload: { tag: 'denied', val: `plugin \`${this.declaration.name}\` may not ${verb} ${apiVersion} ${type.kind}: ${why}` } };
+    }
+    const { declared } = held;
+    const apiVersion = declared.group ? `${declared.group}/${declared.version}` : declared.version;
+    const requirements = parseSelector(held.selector);
+    return {
+      declared,
+      objects: this.objects.filter((o) => o.apiVersion === apiVersion && o.kind === declared.kind && matchesRequirements(requirements, o)),
+    };
   }
 
   #backend() {
-    const check = (type, verb) => {
-      if (!this.#allowed(type, verb)) {
-        const apiVersion = type.group ? `${type.group}/${type.version}` : type.version;
-        throw { payload: { tag: 'denied', val: `plugin \`${this.declaration.name}\` may not ${verb} ${apiVersion} ${type.kind}: the type was not declared` } };
-      }
-    };
-    const of = (type) => {
-      const apiVersion = type.group ? `${type.group}/${type.version}` : type.version;
-      return this.objects.filter((o) => o.apiVersion === apiVersion && o.kind === type.kind);
+    const invalidSelector = (e) => {
+      if (e instanceof SelectorError) throw { payload: { tag: 'invalid-selector', val: e.message } };
+      throw e;
     };
     return {
       cache: {
         get: (type, key) => {
-          check(type, Verb.GET);
-          const found = of(type).find((o) => o.metadata?.name === key.name && (o.metadata?.namespace ?? undefined) === (key.namespace ?? undefined));
+          const { declared, objects } = this.#visible(type, Verb.GET);
+          if (!isValidName(declared, key.name)) return undefined;
+          const found = objects.find((o) => o.metadata?.name === key.name && (o.metadata?.namespace ?? undefined) === (key.namespace ?? undefined));
           return found === undefined ? undefined : JSON.stringify(found);
         },
         list: (type, namespace, selector) => {
-          check(type, Verb.LIST);
-          return of(type)
-            .filter((o) => namespace === undefined || o.metadata?.namespace === namespace)
-            .filter((o) => matches(selector, o.metadata?.labels ?? {}))
-            .sort((a, b) => `${a.metadata.namespace ?? ''}/${a.metadata.name}`.localeCompare(`${b.metadata.namespace ?? ''}/${b.metadata.name}`))
+          let requirements;
+          try {
+            requirements = parseSelector(selector);
+          } catch (e) {
+            invalidSelector(e);
+          }
+          const keyOf = (o) => [o.metadata.namespace ?? '', o.metadata.name];
+          return this.#visible(type, Verb.LIST).objects
+            .filter((o) => namespace === undefined || namespace === null || o.metadata?.namespace === namespace)
+            .filter((o) => matchesRequirements(requirements, o))
+            .sort((a, b) => {
+              const [x, y] = [keyOf(a), keyOf(b)];
+              return x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : x[1] < y[1] ? -1 : x[1] > y[1] ? 1 : 0;
+            })
             .map((o) => JSON.stringify(o));
         },
       },
@@ -80,35 +107,7 @@ export class Harness {
   }
 }
 
-/** The API server's selector grammar: `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`. */
+/** Whether `labels` satisfy `selector`, in the API server's grammar (`k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`); throws SelectorError for a selector the host refuses. */
 export function matches(selector, labels) {
-  const clauses = [];
-  let depth = 0;
-  let start = 0;
-  [...selector].forEach((c, i) => {
-    if (c === '(') depth += 1;
-    if (c === ')') depth -= 1;
-    if (c === ',' && depth === 0) {
-      clauses.push(selector.slice(start, i));
-      start = i + 1;
-    }
-  });
-  clauses.push(selector.slice(start));
-  return clauses.map((c) => c.trim()).filter(Boolean).every((clause) => {
-    const set = clause.match(/^(\S+)\s+(in|notin)\s*\((.*)\)$/);
-    if (set) {
-      const inside = new Set(set[3].split(',').map((v) => v.trim())).has(labels[set[1]]);
-      return set[2] === 'in' ? inside : !inside;
-    }
-    if (clause.startsWith('!')) return !(clause.slice(1).trim() in labels);
-    if (clause.includes('!=')) {
-      const [k, v] = clause.split('!=');
-      return labels[k.trim()] !== v.trim();
-    }
-    if (clause.includes('=')) {
-      const [k, v] = clause.replace('==', '=').split('=');
-      return labels[k.trim()] === v.trim();
-    }
-    return clause in labels;
-  });
+  return matchesRequirements(parseSelector(selector), { metadata: { labels } });
 }

@@ -1,0 +1,50 @@
+// The shared conformance fixtures (tests/conformance/reads.json), which the
+// host runs too: the harness must answer every case as the host does.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { test } from 'node:test';
+
+import { Declaration, ObjectKey, ReconcileError, ResourceType } from '../src/index.js';
+import { Harness } from '../src/testing.js';
+
+const fixtures = JSON.parse(readFileSync(new URL('../../../tests/conformance/reads.json', import.meta.url), 'utf8'));
+
+const type = (t) => new ResourceType(t.group, t.version, t.kind, t.plural, t.namespaced);
+
+function declaration(d) {
+  const declared = new Declaration(d.name, d.version, type(d.primary)).verbs(...(d.primaryVerbs ?? []));
+  for (const s of d.secondaries ?? []) declared.secondary({ type: type(s.type), verbs: s.verbs, labelSelector: s.labelSelector ?? '' });
+  return declared;
+}
+
+/** A plugin whose reconcile makes one case's read, as plugin code does. */
+const reader = (declared, c) => ({
+  declare: () => declared,
+  reconcile(ctx) {
+    if (c.read === 'get') return { found: ctx.get(type(c.type), new ObjectKey(c.key.namespace ?? undefined, c.key.name)) !== undefined };
+    const items = ctx.list(type(c.type), c.namespace ?? undefined, c.labelSelector ?? '');
+    return { items: items.map((o) => (o.metadata.namespace ? `${o.metadata.namespace}/${o.metadata.name}` : o.metadata.name)) };
+  },
+});
+
+test('the harness answers every conformance case as the host does', () => {
+  let checked = 0;
+  for (const scenario of fixtures.scenarios) {
+    scenario.cases.forEach((c, i) => {
+      const harness = new Harness(reader(declaration(scenario.declaration), c));
+      for (const o of scenario.objects ?? []) harness.object(o);
+      let got;
+      try {
+        got = harness.reconcile(new ObjectKey('default', 'any'));
+      } catch (e) {
+        assert.ok(e instanceof ReconcileError, String(e));
+        if (e.message.startsWith('read denied: ')) got = { denied: e.message.slice('read denied: '.length) };
+        else if (e.message.startsWith(`invalid label selector \`${c.labelSelector}\``)) got = { invalidSelector: c.labelSelector };
+        else got = { error: e.message };
+      }
+      assert.deepEqual(got, c.expect, `scenario \`${scenario.name}\`, case #${i + 1}`);
+      checked += 1;
+    });
+  }
+  assert.ok(checked >= 20, `only ${checked} cases`);
+});
