@@ -1,0 +1,75 @@
+//! The REST mapper agrees with a cluster's discovery: built from the
+//! embedded API server's discovery documents (as the engine builds it from
+//! any cluster), it maps every served type exactly as the mapper `replay`
+//! uses (built-in types plus the fixtures' CRDs), and refuses the same lies.
+
+use kubewasm::mapper::{MapperError, RestMapper};
+use kubewasm::replay::parse_objects;
+use kubewasm::resource::ResourceType;
+use kubewasm_tests::{Apiserver, example_file};
+use serde_json::Value;
+
+fn raw(server: &Apiserver, path: &str) -> Value {
+    serde_json::from_str(&server.ok(&["get", "--raw", path])).expect("discovery is JSON")
+}
+
+#[test]
+fn a_mapper_from_discovery_should_agree_with_the_replay_mapper() {
+    let server = Apiserver::start();
+    let crd_path = example_file("myapp", "crd.yaml");
+    server.ok(&["apply", "-f", crd_path.to_str().unwrap_or_default()]);
+
+    // Every group version the server serves, as kube-rs's discovery walks them.
+    let mut documents = vec![raw(&server, "/api/v1")];
+    let groups = raw(&server, "/apis");
+    for group in groups["groups"].as_array().expect("groups") {
+        for version in group["versions"].as_array().expect("versions") {
+            let gv = version["groupVersion"].as_str().expect("groupVersion");
+            documents.push(raw(&server, &format!("/apis/{gv}")));
+        }
+    }
+    let mut discovered = RestMapper::default();
+    for document in &documents {
+        discovered.add_discovery(document).expect("valid discovery");
+    }
+    let crd = parse_objects(&std::fs::read_to_string(&crd_path).expect("crd")).expect("yaml");
+    let fixtures = RestMapper::for_fixtures(&crd).expect("crd valid");
+    assert!(discovered.len() > 50, "{} types", discovered.len());
+
+    let mut compared = 0;
+    for document in &documents {
+        let (group, version) = kubewasm::resource::split_api_version(
+            document["groupVersion"].as_str().unwrap_or_default(),
+        );
+        for resource in document["resources"].as_array().into_iter().flatten() {
+            let plural = resource["name"].as_str().unwrap_or_default();
+            if plural.contains('/') {
+                continue;
+            }
+            let declared = ResourceType {
+                group: group.into(),
+                version: version.into(),
+                kind: resource["kind"].as_str().unwrap_or_default().into(),
+                plural: plural.into(),
+                namespaced: resource["namespaced"].as_bool().unwrap_or_default(),
+            };
+            assert_eq!(
+                fixtures.resolve(&declared),
+                discovered.resolve(&declared),
+                "{declared}"
+            );
+            assert_eq!(discovered.resolve(&declared), Ok(declared.clone()));
+            compared += 1;
+        }
+    }
+    assert!(compared == discovered.len(), "{compared} of {}", discovered.len());
+
+    let lying = ResourceType {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "ConfigMap".into(),
+        plural: "secrets".into(),
+        namespaced: true,
+    };
+    assert!(matches!(discovered.resolve(&lying), Err(MapperError::Disagrees { .. })));
+}
