@@ -90,7 +90,7 @@ dev: plugins build
 	$(TARGET_DIR)/debug/kubewasm replay $(OUT)/myapp.wasm --objects plugins/myapp/crd.yaml --objects plugins/myapp/example.yaml --key default/demo
 
 bench: plugins test-plugins
-	$(CARGO) bench -p kubewasm-tests --bench contract --bench languages --bench apiserver -- --write BENCHMARKS.md
+	$(CARGO) bench -p kubewasm-tests --bench contract --bench languages --bench apiserver --bench hostile -- --write BENCHMARKS.md
 
 clean:
 	$(CARGO) clean

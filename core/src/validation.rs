@@ -145,7 +145,9 @@ pub fn name(resource: &ResourceType, name: &str) -> Result<(), Invalid> {
                 && name.len() <= 253
                 && name != "."
                 && name != ".."
-                && name.bytes().all(|b| b.is_ascii_graphic() && b != b'/' && b != b'%')
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_graphic() && b != b'/' && b != b'%')
         }
         _ => is_dns_subdomain(name),
     };
@@ -191,7 +193,10 @@ pub fn label_value(value: &str) -> Result<(), Invalid> {
 /// # Errors
 /// The first [`Invalid`] key or value.
 pub fn labels(object: &Value) -> Result<(), Invalid> {
-    let Some(labels) = object.pointer("/metadata/labels").and_then(Value::as_object) else {
+    let Some(labels) = object
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+    else {
         return Ok(());
     };
     for (key, value) in labels {
@@ -199,7 +204,13 @@ pub fn labels(object: &Value) -> Result<(), Invalid> {
         match value {
             Value::String(value) => label_value(value)?,
             Value::Null => {}
-            other => return Err(invalid("label value", &other.to_string(), Rule::LabelString)),
+            other => {
+                return Err(invalid(
+                    "label value",
+                    &other.to_string(),
+                    Rule::LabelString,
+                ));
+            }
         }
     }
     Ok(())
@@ -222,10 +233,27 @@ mod tests {
     #[test]
     fn names_should_follow_the_rule_of_their_type() {
         let cm = ty("", "ConfigMap");
-        for bad in ["", "a/b", "..", ".", "a?b", "A", "-a", "a..b", &"a".repeat(254)] {
+        for bad in [
+            "",
+            "a/b",
+            "..",
+            ".",
+            "a?b",
+            "A",
+            "-a",
+            "a..b",
+            &"a".repeat(254),
+        ] {
             assert!(name(&cm, bad).is_err(), "{bad:?}");
         }
-        let longest = [&"a".repeat(63), &"a".repeat(63), &"a".repeat(63), &"a".repeat(61)].map(String::as_str).join(".");
+        let longest = [
+            &"a".repeat(63),
+            &"a".repeat(63),
+            &"a".repeat(63),
+            &"a".repeat(61),
+        ]
+        .map(String::as_str)
+        .join(".");
         assert_eq!(longest.len(), 253);
         for good in ["a", "a.b-c", "0x", &longest] {
             assert!(name(&cm, good).is_ok(), "{good:?}");
@@ -238,14 +266,25 @@ mod tests {
             assert!(name(&role, bad).is_err(), "{bad:?}");
         }
         let err = name(&cm, "a/b").expect_err("slash");
-        assert!(err.to_string().starts_with("invalid name `a/b`: must be a DNS subdomain"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("invalid name `a/b`: must be a DNS subdomain"),
+            "{err}"
+        );
     }
 
     #[test]
     fn labels_should_follow_qualified_names() {
         assert!(label_key("app").is_ok());
         assert!(label_key("example.com/app").is_ok());
-        for bad in ["", "/app", "a/b/c", "Example.com/app", "-app", &"a".repeat(64)] {
+        for bad in [
+            "",
+            "/app",
+            "a/b/c",
+            "Example.com/app",
+            "-app",
+            &"a".repeat(64),
+        ] {
             assert!(label_key(bad).is_err(), "{bad:?}");
         }
         assert!(label_value("").is_ok() && label_value("v1.2_3").is_ok());

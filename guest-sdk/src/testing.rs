@@ -242,7 +242,10 @@ mod conformance {
     use crate::types::{Declaration, ObjectKey, ResourceType, Secondary, Verb};
 
     fn fixtures() -> Value {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/conformance/reads.json");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/conformance/reads.json"
+        );
         let text = std::fs::read_to_string(path).expect("fixtures readable");
         serde_json::from_str(&text).expect("fixtures are JSON")
     }
@@ -291,7 +294,9 @@ mod conformance {
                     .iter()
                     .map(|text| {
                         let object: Value = serde_json::from_str(text).expect("json");
-                        ObjectKey::of(&object).map(|k| k.to_string()).unwrap_or_default()
+                        ObjectKey::of(&object)
+                            .map(|k| k.to_string())
+                            .unwrap_or_default()
                     })
                     .collect();
                 json!({"items": items})
@@ -327,7 +332,12 @@ mod conformance {
                 .map(|o| (o.clone(), o.to_string()))
                 .collect();
             let declaration = declaration(&scenario["declaration"]);
-            for (i, case) in scenario["cases"].as_array().expect("cases").iter().enumerate() {
+            for (i, case) in scenario["cases"]
+                .as_array()
+                .expect("cases")
+                .iter()
+                .enumerate()
+            {
                 let got = backend::with(Rc::new(objects.clone()), declaration.clone(), || {
                     answer(case)
                 });

@@ -424,8 +424,11 @@ fn plan_event(ctx: PlanContext<'_>, event: DesiredEvent) -> Result<Action, Refus
     };
     // Recording an event is a write in the namespace it lands in.
     check_target(ctx, Verb::Apply, &resource, &key)?;
-    ctx.grants
-        .check_namespace(Verb::Apply, &resource, key.namespace.as_deref().unwrap_or("default"))?;
+    ctx.grants.check_namespace(
+        Verb::Apply,
+        &resource,
+        key.namespace.as_deref().unwrap_or("default"),
+    )?;
     if event.reason.is_empty()
         || event.reason.len() > 128
         || event.action.is_empty()
@@ -594,8 +597,8 @@ mod tests {
     impl Fixture {
         fn new() -> Self {
             let declaration = sample().validate().expect("valid");
-            let grants = Grants::new(&declaration, &OperatorGrants::unrestricted())
-                .expect("granted");
+            let grants =
+                Grants::new(&declaration, &OperatorGrants::unrestricted()).expect("granted");
             Self {
                 declaration,
                 grants,
@@ -803,7 +806,10 @@ mod tests {
                 owned: false,
             }])
             .expect_err("bad label");
-        assert!(err.to_string().contains("invalid label key `bad key!`"), "{err}");
+        assert!(
+            err.to_string().contains("invalid label key `bad key!`"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -816,7 +822,11 @@ mod tests {
                 owned: false,
             }])
             .expect_err("system namespace");
-        assert!(err.to_string().contains("namespace `kube-system` is a system namespace"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("namespace `kube-system` is a system namespace"),
+            "{err}"
+        );
 
         let operator = OperatorGrants::parse("namespaces: [default]").expect("valid");
         let grants = Grants::new(&fx.declaration, &operator).expect("granted");
@@ -834,13 +844,31 @@ mod tests {
             }],
         )
         .expect_err("other tenant");
-        assert!(err.to_string().contains("namespace `team-b` is not granted"), "{err}");
-        assert!(plan(ctx, vec![Desired::Apply { object: deployment(json!({})), owned: true }]).is_ok());
+        assert!(
+            err.to_string()
+                .contains("namespace `team-b` is not granted"),
+            "{err}"
+        );
+        assert!(
+            plan(
+                ctx,
+                vec![Desired::Apply {
+                    object: deployment(json!({})),
+                    owned: true
+                }]
+            )
+            .is_ok()
+        );
     }
 
     #[test]
     fn resource_path_should_encode_what_is_not_a_path_character() {
-        let roles = ty("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", false);
+        let roles = ty(
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRole",
+            "clusterroles",
+            false,
+        );
         assert_eq!(
             resource_path(&roles, None, Some("system:a?b#c")),
             "/apis/rbac.authorization.k8s.io/v1/clusterroles/system:a%3Fb%23c"

@@ -12,7 +12,7 @@ use crate::mapper::{MapperError, RestMapper};
 use crate::replay::{self, ReplayError};
 use crate::resource::{InvalidKey, ObjectKey};
 use crate::runtime::{
-    InstanceReuse, LoadError, LoadOptions, Limits, Runtime, RuntimeConfig, RuntimeError,
+    InstanceReuse, Limits, LoadError, LoadOptions, Runtime, RuntimeConfig, RuntimeError,
 };
 
 /// kubewasm: Kubernetes controllers whose reconcile logic runs in sandboxed
@@ -250,17 +250,22 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     let read = |path: PathBuf| {
         std::fs::read_to_string(&path).map_err(|source| CliError::Read { path, source })
     };
-    let read_bytes =
-        |path: &PathBuf| std::fs::read(path).map_err(|source| CliError::Read { path: path.clone(), source });
+    let read_bytes = |path: &PathBuf| {
+        std::fs::read(path).map_err(|source| CliError::Read {
+            path: path.clone(),
+            source,
+        })
+    };
     match cli.command {
         Command::Apiserver { .. } => {}
         Command::Inspect { plugin } => {
-            let declaration = runtime
-                .inspect(&read_bytes(&plugin)?)
-                .map_err(|source| CliError::Load {
-                    path: plugin,
-                    source,
-                })?;
+            let declaration =
+                runtime
+                    .inspect(&read_bytes(&plugin)?)
+                    .map_err(|source| CliError::Load {
+                        path: plugin,
+                        source,
+                    })?;
             let json = serde_json::to_string_pretty(&declaration)
                 .map_err(|e| CliError::Encode(e.to_string()))?;
             println!("{json}");
@@ -279,10 +284,10 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
                 fixtures.extend(replay::parse_objects(&read(path)?)?);
             }
             let objects = fixtures;
-            let cache = MemoryCache::from_objects(objects.iter().cloned()).map_err(ReplayError::from)?;
-            let mut options = LoadOptions::new(std::sync::Arc::new(RestMapper::for_fixtures(
-                &objects,
-            )?));
+            let cache =
+                MemoryCache::from_objects(objects.iter().cloned()).map_err(ReplayError::from)?;
+            let mut options =
+                LoadOptions::new(std::sync::Arc::new(RestMapper::for_fixtures(&objects)?));
             if let Some(path) = grants {
                 options = options.grants(OperatorGrants::from_file(&path)?);
             }

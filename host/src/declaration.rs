@@ -193,7 +193,6 @@ impl Declaration {
     }
 }
 
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

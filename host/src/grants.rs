@@ -113,7 +113,9 @@ pub enum GrantsFileError {
     #[error("invalid grants file: {0}")]
     Parse(#[source] serde_yaml::Error),
     /// A verb is unknown.
-    #[error("invalid grants file: unknown verb `{0}` (expected get, list, watch, apply, apply-status, delete or *)")]
+    #[error(
+        "invalid grants file: unknown verb `{0}` (expected get, list, watch, apply, apply-status, delete or *)"
+    )]
     Verb(String),
     /// A namespace is not a DNS label.
     #[error("invalid grants file: namespace `{0}` is not a valid namespace name")]

@@ -46,7 +46,9 @@ pub struct RestMapper {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum MapperError {
     /// The cluster does not serve the type.
-    #[error("{resource} is not served by the cluster (no such group, version and kind in discovery)")]
+    #[error(
+        "{resource} is not served by the cluster (no such group, version and kind in discovery)"
+    )]
     Unknown {
         /// The type, `apiVersion Kind`.
         resource: String,
@@ -89,7 +91,13 @@ impl RestMapper {
     pub fn builtin() -> Self {
         let mut mapper = Self::default();
         for info in kubewasm_apiserver::registry::Registry::builtin().all() {
-            mapper.insert(&info.group, &info.version, &info.kind, &info.plural, info.namespaced);
+            mapper.insert(
+                &info.group,
+                &info.version,
+                &info.kind,
+                &info.plural,
+                info.namespaced,
+            );
         }
         mapper
     }
@@ -114,14 +122,19 @@ impl RestMapper {
     /// # Errors
     /// [`MapperError::Invalid`] with the reason the API server would give.
     pub fn add_crd(&mut self, crd: &Value) -> Result<(), MapperError> {
-        let served = kubewasm_apiserver::crd::served_types(crd).map_err(|reason| {
-            MapperError::Invalid {
+        let served =
+            kubewasm_apiserver::crd::served_types(crd).map_err(|reason| MapperError::Invalid {
                 what: "CustomResourceDefinition",
                 reason,
-            }
-        })?;
+            })?;
         for info in served {
-            self.insert(&info.group, &info.version, &info.kind, &info.plural, info.namespaced);
+            self.insert(
+                &info.group,
+                &info.version,
+                &info.kind,
+                &info.plural,
+                info.namespaced,
+            );
         }
         Ok(())
     }
@@ -257,9 +270,11 @@ mod tests {
 
         let mut mapper = RestMapper::default();
         mapper
-            .add_discovery(&json!({"kind": "APIResourceList", "groupVersion": "apps/v1", "resources": [
+            .add_discovery(
+                &json!({"kind": "APIResourceList", "groupVersion": "apps/v1", "resources": [
                 {"name": "deployments", "kind": "Deployment", "namespaced": true, "verbs": []},
-                {"name": "deployments/scale", "kind": "Scale", "namespaced": true, "verbs": []}]}))
+                {"name": "deployments/scale", "kind": "Scale", "namespaced": true, "verbs": []}]}),
+            )
             .expect("valid discovery");
         assert_eq!(mapper.len(), 1);
         let err = mapper

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use kubewasm::action::{self, Desired, DesiredEvent, EventType, PlanContext};
 use kubewasm::cache::{Cache, MemoryCache};
-use kubewasm::grants::Grants;
+use kubewasm::grants::{Grants, OperatorGrants};
 use kubewasm::resource::{ObjectKey, ResourceType};
 use kubewasm::runtime::{InstanceReuse, Plugin, Request, Runtime, RuntimeConfig};
 use kubewasm_guest::testing::Harness;
@@ -158,7 +158,11 @@ fn main() {
             .expect("load")
     });
     let cached_runtime = Runtime::new(config).expect("engine");
-    let (_, cached_load) = time_once(|| cached_runtime.load_file(&myapp_path, &kubewasm_tests::load_options()).expect("load"));
+    let (_, cached_load) = time_once(|| {
+        cached_runtime
+            .load_file(&myapp_path, &kubewasm_tests::load_options())
+            .expect("load")
+    });
     let _ = std::fs::remove_dir_all(&cache_dir);
 
     let runtime = |reuse| {
@@ -171,9 +175,15 @@ fn main() {
     };
     let fresh_rt = runtime(InstanceReuse::Fresh);
     let reuse_rt = runtime(InstanceReuse::Reuse);
-    let fresh = fresh_rt.load_file(&myapp_path, &kubewasm_tests::load_options()).expect("myapp");
-    let reuse = reuse_rt.load_file(&myapp_path, &kubewasm_tests::load_options()).expect("myapp");
-    let probe = reuse_rt.load_file(&misbehave_path, &kubewasm_tests::load_options()).expect("misbehave");
+    let fresh = fresh_rt
+        .load_file(&myapp_path, &kubewasm_tests::load_options())
+        .expect("myapp");
+    let reuse = reuse_rt
+        .load_file(&myapp_path, &kubewasm_tests::load_options())
+        .expect("myapp");
+    let probe = reuse_rt
+        .load_file(&misbehave_path, &kubewasm_tests::load_options())
+        .expect("misbehave");
 
     let (myapp_obj, deploy_obj, cm_obj) = (myapp_object(), deployment_object(), configmap_object());
     let sizes = (size(&myapp_obj), size(&deploy_obj), size(&cm_obj));
@@ -194,7 +204,7 @@ fn main() {
     );
     let harness = Harness::new().object(myapp_obj).object(deploy_obj);
     let native_ctx = NativeCtx {
-        grants: Grants::from_declaration(fresh.declaration()),
+        grants: Grants::new(fresh.declaration(), &OperatorGrants::unrestricted()).expect("granted"),
         plugin: runtime(InstanceReuse::Fresh)
             .load_file(&myapp_path, &kubewasm_tests::load_options())
             .expect("myapp"),

@@ -49,8 +49,16 @@ fn main() {
         let path = test_plugin(guest);
         let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         // Cold: compiled and written to the cache. Then loaded from it.
-        let (fresh, compile) = time_once(|| fresh_rt.load_file(&path, &kubewasm_tests::load_options()).expect("compiles"));
-        let (warm, cached_load) = time_once(|| warm_rt.load_file(&path, &kubewasm_tests::load_options()).expect("loads cached"));
+        let (fresh, compile) = time_once(|| {
+            fresh_rt
+                .load_file(&path, &kubewasm_tests::load_options())
+                .expect("compiles")
+        });
+        let (warm, cached_load) = time_once(|| {
+            warm_rt
+                .load_file(&path, &kubewasm_tests::load_options())
+                .expect("loads cached")
+        });
         Language {
             name,
             guest,

@@ -16,7 +16,9 @@ fn fixtures() -> Value {
 }
 
 fn key_of(object: &Value) -> String {
-    ObjectKey::of(object).map(|k| k.to_string()).unwrap_or_default()
+    ObjectKey::of(object)
+        .map(|k| k.to_string())
+        .unwrap_or_default()
 }
 
 /// What the host answers to one case, in the fixtures' `expect` form.
@@ -60,11 +62,15 @@ fn the_host_should_answer_every_conformance_case() {
         let declaration: Declaration =
             serde_json::from_value(scenario["declaration"].clone()).expect("declaration");
         let declaration = declaration.validate().expect("valid declaration");
-        let grants =
-            Grants::new(&declaration, &OperatorGrants::unrestricted()).expect("granted");
+        let grants = Grants::new(&declaration, &OperatorGrants::unrestricted()).expect("granted");
         let objects = scenario["objects"].as_array().cloned().unwrap_or_default();
         let cache = MemoryCache::from_objects(objects).expect("objects");
-        for (i, case) in scenario["cases"].as_array().expect("cases").iter().enumerate() {
+        for (i, case) in scenario["cases"]
+            .as_array()
+            .expect("cases")
+            .iter()
+            .enumerate()
+        {
             assert_eq!(
                 answer(&cache, &grants, case),
                 case["expect"],

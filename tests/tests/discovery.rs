@@ -62,7 +62,11 @@ fn a_mapper_from_discovery_should_agree_with_the_replay_mapper() {
             compared += 1;
         }
     }
-    assert!(compared == discovered.len(), "{compared} of {}", discovered.len());
+    assert!(
+        compared == discovered.len(),
+        "{compared} of {}",
+        discovered.len()
+    );
 
     let lying = ResourceType {
         group: String::new(),
@@ -71,5 +75,8 @@ fn a_mapper_from_discovery_should_agree_with_the_replay_mapper() {
         plural: "secrets".into(),
         namespaced: true,
     };
-    assert!(matches!(discovered.resolve(&lying), Err(MapperError::Disagrees { .. })));
+    assert!(matches!(
+        discovered.resolve(&lying),
+        Err(MapperError::Disagrees { .. })
+    ));
 }

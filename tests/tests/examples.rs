@@ -113,7 +113,10 @@ fn myapp_should_do_nothing_for_a_deleted_primary() {
 #[test]
 fn config_rollout_should_annotate_by_label_mapping() {
     let plugin = runtime(RuntimeConfig::default())
-        .load_file(example_plugin("config-rollout"), &kubewasm_tests::load_options())
+        .load_file(
+            example_plugin("config-rollout"),
+            &kubewasm_tests::load_options(),
+        )
         .expect("loads");
     let decl = plugin.declaration();
     assert_eq!(
@@ -167,7 +170,11 @@ fn precompiled_cache_should_serve_the_second_load_and_refuse_planted_artifacts()
     let config = RuntimeConfig::default().max_instances(16).cache_dir(&cache);
     let runtime = |config: RuntimeConfig| Runtime::new(config).expect("engine");
     let load = |name: &str, test: bool| {
-        let path = if test { test_plugin(name) } else { example_plugin(name) };
+        let path = if test {
+            test_plugin(name)
+        } else {
+            example_plugin(name)
+        };
         runtime(config.clone())
             .load_file(path, &kubewasm_tests::load_options())
             .expect("loads")
@@ -184,8 +191,14 @@ fn precompiled_cache_should_serve_the_second_load_and_refuse_planted_artifacts()
     };
     let first = load("myapp", false);
     let [artifact] = artifacts().try_into().expect("one artifact");
-    let name = artifact.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    assert!(name.starts_with(first.digest()) && name.ends_with(".cwasm"), "{name}");
+    let name = artifact
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    assert!(
+        name.starts_with(first.digest()) && name.ends_with(".cwasm"),
+        "{name}"
+    );
     let valid = std::fs::read(&artifact).expect("artifact");
 
     // A new engine with the same configuration loads the artifact.
@@ -202,13 +215,21 @@ fn precompiled_cache_should_serve_the_second_load_and_refuse_planted_artifacts()
     let mut tampered = valid.clone();
     let middle = tampered.len() / 2;
     tampered[middle] ^= 0x55;
-    for planted in [b"garbage".to_vec(), tampered, std::fs::read(&foreign).expect("foreign")] {
+    for planted in [
+        b"garbage".to_vec(),
+        tampered,
+        std::fs::read(&foreign).expect("foreign"),
+    ] {
         std::fs::write(&artifact, planted).expect("plant");
         let reloaded = load("myapp", false);
         assert_eq!(reloaded.declaration(), first.declaration());
         assert_eq!(reloaded.digest(), first.digest());
         assert_ne!(reloaded.digest(), other.digest());
-        assert_eq!(std::fs::read(&artifact).expect("rewritten"), valid, "recompiled and stored again");
+        assert_eq!(
+            std::fs::read(&artifact).expect("rewritten"),
+            valid,
+            "recompiled and stored again"
+        );
     }
 
     // The directory is private; one others can write is refused.
@@ -217,5 +238,8 @@ fn precompiled_cache_should_serve_the_second_load_and_refuse_planted_artifacts()
     assert_eq!(mode, 0o700);
     std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o757)).expect("chmod");
     let err = Runtime::new(config).expect_err("world-writable cache");
-    assert!(err.to_string().contains("writable by its group or others"), "{err}");
+    assert!(
+        err.to_string().contains("writable by its group or others"),
+        "{err}"
+    );
 }

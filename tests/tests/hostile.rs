@@ -149,8 +149,10 @@ fn operator_grants_should_narrow_reads_writes_and_refuse_excess() {
             &load_options().grants(OperatorGrants::parse(text).expect("valid grants")),
         )
     };
-    let err = narrowed("rules:\n- {apiGroups: [''], kinds: [ConfigMap, Pod], verbs: [get, list, watch, apply]}\n")
-        .expect_err("delete not granted");
+    let err = narrowed(
+        "rules:\n- {apiGroups: [''], kinds: [ConfigMap, Pod], verbs: [get, list, watch, apply]}\n",
+    )
+    .expect_err("delete not granted");
     assert!(matches!(err, LoadError::NotGranted(_)), "{err}");
     assert_eq!(
         err.to_string(),
@@ -167,12 +169,18 @@ fn operator_grants_should_narrow_reads_writes_and_refuse_excess() {
         "{message}"
     );
     let listed = tenant
-        .reconcile(cache(), &Request {
-            key: ObjectKey::namespaced("team-a", "cm"),
-            ..request("list-pods")
-        })
+        .reconcile(
+            cache(),
+            &Request {
+                key: ObjectKey::namespaced("team-a", "cm"),
+                ..request("list-pods")
+            },
+        )
         .expect("lists");
-    assert_eq!(listed.actions[0].request().body["note"], "listed= hidden=denied");
+    assert_eq!(
+        listed.actions[0].request().body["note"],
+        "listed= hidden=denied"
+    );
     assert_still_serving(&plugin("misbehave"));
 }
 
@@ -193,7 +201,10 @@ fn assert_sleep_stopped(plugin: &Plugin) {
     let err = call(plugin, "sleep").expect_err("sleeps");
     let elapsed = started.elapsed();
     assert!(
-        matches!(err, ReconcileError::Call(CallError::DeadlineExceeded { .. })),
+        matches!(
+            err,
+            ReconcileError::Call(CallError::DeadlineExceeded { .. })
+        ),
         "{err}"
     );
     assert!(
@@ -235,10 +246,14 @@ fn floods_should_stop_at_their_limit_and_drop_the_instance() {
         let err = call(&plugin, mode).expect_err(mode);
         assert_eq!(limit_of(&err), Some(limit), "{mode}: {err}");
         assert!(
-            err.to_string().starts_with(&format!("limit {limit} exceeded")),
+            err.to_string()
+                .starts_with(&format!("limit {limit} exceeded")),
             "{err}"
         );
-        assert!(started.elapsed() < DEADLINE, "{mode} stopped by the limit, not the deadline");
+        assert!(
+            started.elapsed() < DEADLINE,
+            "{mode} stopped by the limit, not the deadline"
+        );
         assert!(runtime().limit_counts().get(limit) > before);
         // The instance that overran was dropped: the next call gets a fresh
         // one, whose call counter starts at 1.
@@ -252,12 +267,18 @@ fn floods_should_stop_at_their_limit_and_drop_the_instance() {
 fn interpreted_floods_should_stop_at_their_limit() {
     for name in ["misbehave-py", "misbehave-js"] {
         let plugin = plugin(name);
-        for (mode, limit) in [("flood-log", Limit::LogRecords), ("flood-actions", Limit::Actions)] {
+        for (mode, limit) in [
+            ("flood-log", Limit::LogRecords),
+            ("flood-actions", Limit::Actions),
+        ] {
             let err = call(&plugin, mode).expect_err(mode);
             assert_eq!(limit_of(&err), Some(limit), "{name} {mode}: {err}");
         }
         let err = call(&plugin, "bad-name").expect_err("bad name");
-        assert!(err.to_string().contains("invalid name `a/b`"), "{name}: {err}");
+        assert!(
+            err.to_string().contains("invalid name `a/b`"),
+            "{name}: {err}"
+        );
         let ok = call(&plugin, "ok").expect("still serves");
         assert_eq!(ok.actions[0].request().body["metadata"]["name"], "cm-copy");
     }
@@ -286,7 +307,13 @@ fn map_keys_should_be_bounded_and_validated() {
         .map(cache(), &configmap, &object(101, "cm"))
         .expect_err("too many");
     assert!(
-        matches!(err, MapError::Call(CallError::LimitExceeded(LimitExceeded { limit: Limit::MapKeys, .. }))),
+        matches!(
+            err,
+            MapError::Call(CallError::LimitExceeded(LimitExceeded {
+                limit: Limit::MapKeys,
+                ..
+            }))
+        ),
         "{err}"
     );
     let err = plugin
@@ -302,7 +329,10 @@ fn configuration_should_match_the_config_schema() {
     let err = plugin
         .check_config(r#"{"mode": "ok", "port": 70000}"#)
         .expect_err("port out of range");
-    assert!(matches!(err, ConfigError::Schema { ref path, .. } if path == "/port"), "{err}");
+    assert!(
+        matches!(err, ConfigError::Schema { ref path, .. } if path == "/port"),
+        "{err}"
+    );
     let bad = Request {
         config: r#"{"mode": 5}"#.into(),
         ..request("ok")

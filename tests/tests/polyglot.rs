@@ -34,7 +34,11 @@ macro_rules! plugin {
     ($name:ident, $path:expr) => {
         fn $name() -> &'static Plugin {
             static PLUGIN: OnceLock<Plugin> = OnceLock::new();
-            PLUGIN.get_or_init(|| runtime().load_file($path, &kubewasm_tests::load_options()).expect(stringify!($name)))
+            PLUGIN.get_or_init(|| {
+                runtime()
+                    .load_file($path, &kubewasm_tests::load_options())
+                    .expect(stringify!($name))
+            })
         }
     };
 }

@@ -227,9 +227,7 @@ fn plugins_should_get_no_files_environment_arguments_or_network() {
         config: json!({"mode": "escape", "port": port}).to_string(),
         ..request("escape")
     };
-    let outcome = plugin
-        .reconcile(configmap_cache(), &probe)
-        .expect("probes");
+    let outcome = plugin.reconcile(configmap_cache(), &probe).expect("probes");
     let note = body(&outcome.actions[0])["note"]
         .as_str()
         .unwrap_or_default()
@@ -287,11 +285,15 @@ fn reused_instances_should_be_dropped_after_a_trap() {
 #[test]
 fn non_components_and_other_worlds_should_be_refused_at_load() {
     let runtime = shared(InstanceReuse::Fresh);
-    let err = runtime.load(b"{\"not\": \"wasm\"}", &kubewasm_tests::load_options()).expect_err("not wasm");
+    let err = runtime
+        .load(b"{\"not\": \"wasm\"}", &kubewasm_tests::load_options())
+        .expect_err("not wasm");
     assert!(matches!(err, LoadError::NotWasm), "{err}");
 
     // A core module: the smallest valid one.
-    let err = runtime.load(b"\0asm\x01\0\0\0", &kubewasm_tests::load_options()).expect_err("core module");
+    let err = runtime
+        .load(b"\0asm\x01\0\0\0", &kubewasm_tests::load_options())
+        .expect_err("core module");
     assert!(
         err.to_string()
             .contains("a core WebAssembly module, not a component"),

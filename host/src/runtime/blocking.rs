@@ -86,12 +86,15 @@ pub(crate) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Resul
             Ok((timer(store.data_mut().table(), at)?,))
         },
     )?;
-    clock.func_wrap("subscribe-instant", |mut store: Store<'_>, (when,): (u64,)| {
-        let state = store.data_mut();
-        let now = state.monotonic_now();
-        let at = Instant::now().checked_add(Duration::from_nanos(when.saturating_sub(now)));
-        Ok((timer(state.table(), at)?,))
-    })?;
+    clock.func_wrap(
+        "subscribe-instant",
+        |mut store: Store<'_>, (when,): (u64,)| {
+            let state = store.data_mut();
+            let now = state.monotonic_now();
+            let at = Instant::now().checked_add(Duration::from_nanos(when.saturating_sub(now)));
+            Ok((timer(state.table(), at)?,))
+        },
+    )?;
 
     let mut streams = linker.instance(&format!("wasi:io/streams@{WASI}"))?;
     macro_rules! blocking {
@@ -114,7 +117,12 @@ pub(crate) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Resul
         (bytes: Vec<u8>),
         blocking_write_and_flush
     );
-    blocking!("[method]output-stream.blocking-flush", DynOutputStream, (), blocking_flush);
+    blocking!(
+        "[method]output-stream.blocking-flush",
+        DynOutputStream,
+        (),
+        blocking_flush
+    );
     blocking!(
         "[method]output-stream.blocking-write-zeroes-and-flush",
         DynOutputStream,

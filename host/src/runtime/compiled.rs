@@ -283,13 +283,14 @@ mod tests {
             & 0o777;
         assert_eq!(key_mode, 0o600);
         // The key survives a reopen.
-        assert_eq!(
-            CompiledCache::open(&dir).expect("reopened").key,
-            cache.key
-        );
+        assert_eq!(CompiledCache::open(&dir).expect("reopened").key, cache.key);
 
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
         let err = CompiledCache::open(&dir).expect_err("world-writable");
-        assert!(err.to_string().contains("writable by its group or others (mode 777)"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("writable by its group or others (mode 777)"),
+            "{err}"
+        );
     }
 }

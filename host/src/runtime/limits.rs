@@ -196,7 +196,10 @@ mod tests {
         assert!(usage.log(&limits, 10).is_ok());
         assert!(usage.log(&limits, 10).is_ok());
         let err = usage.log(&limits, 10).expect_err("third record");
-        assert_eq!(err.to_string(), "limit log-records-per-call exceeded: 3 > 2");
+        assert_eq!(
+            err.to_string(),
+            "limit log-records-per-call exceeded: 3 > 2"
+        );
         assert!(usage.hostcall(&limits).is_ok());
         assert!(usage.hostcall(&limits).is_ok());
         assert_eq!(

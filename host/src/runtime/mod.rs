@@ -57,8 +57,8 @@ use crate::resource::{ObjectKey, ResourceType};
 pub use limits::{Limit, LimitCounts, LimitExceeded, Limits};
 
 use bindings::{Controller, ControllerPre, exports};
-use compiled::CompiledCache;
 pub use compiled::CacheDirError;
+use compiled::CompiledCache;
 use state::{Limiter, PluginState};
 
 /// The export every plugin must provide.
@@ -811,9 +811,9 @@ impl Plugin {
         let limits = self.runtime.inner.config.limits;
         let (instance, _) = self.checkout(cache, None)?;
         let (keys, _) = self.with_instance(instance, |c, store| {
-            let keys = c
-                .kubewasm_controller_plugin()
-                .call_map_keys(store, &resource.into(), object)?;
+            let keys =
+                c.kubewasm_controller_plugin()
+                    .call_map_keys(store, &resource.into(), object)?;
             limits.check(Limit::MapKeys, keys.len() as u64)?;
             Ok(keys)
         })?;
@@ -904,7 +904,9 @@ impl Plugin {
         store.data_mut().call_deadline = Instant::now() + config.deadline;
         let controller = self.pre.instantiate(&mut store).map_err(|error| {
             if error.downcast_ref::<Trap>().is_some()
-                || error.downcast_ref::<blocking::BlockedPastDeadline>().is_some()
+                || error
+                    .downcast_ref::<blocking::BlockedPastDeadline>()
+                    .is_some()
                 || store.data().limiter.exhausted
             {
                 let stderr = forward_output(store.data());
@@ -1014,7 +1016,9 @@ fn check_outcome(limits: &Limits, outcome: &exports::Outcome) -> Result<(), Limi
         let bytes = match action {
             exports::Action::Apply(apply) => apply.object.len(),
             exports::Action::ApplyStatus(object) => object.len(),
-            exports::Action::Delete(d) => d.key.name.len() + d.key.namespace.as_ref().map_or(0, String::len),
+            exports::Action::Delete(d) => {
+                d.key.name.len() + d.key.namespace.as_ref().map_or(0, String::len)
+            }
             exports::Action::Event(e) => e.reason.len() + e.action.len() + e.note.len(),
         } as u64;
         limits.check(Limit::ObjectBytes, bytes)?;
@@ -1048,7 +1052,10 @@ fn classify(
     if let Some(exceeded) = error.downcast_ref::<LimitExceeded>() {
         return CallError::LimitExceeded(*exceeded);
     }
-    if error.downcast_ref::<blocking::BlockedPastDeadline>().is_some() {
+    if error
+        .downcast_ref::<blocking::BlockedPastDeadline>()
+        .is_some()
+    {
         return CallError::DeadlineExceeded { deadline };
     }
     match error.downcast_ref::<Trap>() {

@@ -14,8 +14,8 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use crate::cache::{Cache, MemoryCache};
 use super::limits::{Limits, Usage};
+use crate::cache::{Cache, MemoryCache};
 use crate::grants::Grants;
 use crate::resource::ObjectKey;
 

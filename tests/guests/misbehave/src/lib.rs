@@ -179,8 +179,9 @@ impl Reconciler for Misbehave {
                 Ok(Outcome::new().event(Event::normal("Listed", "List", note)))
             }
             "bad-name" => Ok(Outcome::new().apply_json(config_map("a/b", None, ""), false)),
-            "system-namespace" => Ok(Outcome::new()
-                .apply_json(config_map("planted", Some("kube-system"), ""), false)),
+            "system-namespace" => Ok(
+                Outcome::new().apply_json(config_map("planted", Some("kube-system"), ""), false)
+            ),
             "read-undeclared" => {
                 let secret = ctx.get::<Secret>(&ObjectKey::namespaced("default", "token"))?;
                 Ok(Outcome::new().event(Event::normal(
