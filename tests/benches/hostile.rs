@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use kubewasm::cache::{Cache, MemoryCache};
 use kubewasm::resource::ObjectKey;
-use kubewasm::runtime::{InstanceReuse, Plugin, Request, Runtime, RuntimeConfig};
+use kubewasm::runtime::{
+    CallError, InstanceReuse, Plugin, ReconcileError, Request, Runtime, RuntimeConfig,
+};
 use kubewasm_tests::bench::{is_real_run, median, out_path, write_section};
 use kubewasm_tests::{example_plugin, load_options, test_plugin};
 use serde_json::json;
@@ -97,9 +99,17 @@ fn main() {
                         config: json!({"mode": mode}).to_string(),
                         ..Request::new(ObjectKey::namespaced("default", "cm"))
                     };
-                    if hostile.reconcile(Arc::clone(&cm), &request).is_err() {
-                        failed.fetch_add(1, Ordering::Relaxed);
-                    }
+                    let stopped = match hostile.reconcile(Arc::clone(&cm), &request) {
+                        Err(ReconcileError::Call(error)) => matches!(
+                            (*mode, error),
+                            ("loop" | "sleep", CallError::DeadlineExceeded { .. })
+                                | ("oom", CallError::MemoryExhausted { .. })
+                                | ("flood-log", CallError::LimitExceeded(_))
+                        ),
+                        _ => false,
+                    };
+                    assert!(stopped, "{mode} was not stopped with its typed error");
+                    failed.fetch_add(1, Ordering::Relaxed);
                 }
             })
         };
