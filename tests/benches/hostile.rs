@@ -15,24 +15,10 @@ use kubewasm::runtime::{
     CallError, InstanceReuse, Plugin, ReconcileError, Request, Runtime, RuntimeConfig,
 };
 use kubewasm_tests::bench::{is_real_run, median, out_path, write_section};
-use kubewasm_tests::{example_plugin, load_options, test_plugin};
+use kubewasm_tests::{example_plugin, load_options, myapp_cache, test_plugin};
 use serde_json::json;
 
 const HOSTILE_MODES: [&str; 4] = ["loop", "sleep", "oom", "flood-log"];
-
-fn myapp_cache() -> Arc<dyn Cache> {
-    Arc::new(
-        MemoryCache::from_objects([
-            json!({"apiVersion": "example.com/v1", "kind": "MyApp",
-                   "metadata": {"name": "demo", "namespace": "default", "uid": "u-demo", "generation": 1},
-                   "spec": {"replicas": 2, "image": "nginx", "port": 80}}),
-            json!({"apiVersion": "apps/v1", "kind": "Deployment",
-                   "metadata": {"name": "demo", "namespace": "default"},
-                   "spec": {"selector": {}, "template": {}}, "status": {"availableReplicas": 2}}),
-        ])
-        .expect("fixture"),
-    )
-}
 
 /// Reconciles `myapp` for `window` and returns the calls per second.
 fn rate(plugin: &Plugin, cache: &Arc<dyn Cache>, window: Duration) -> f64 {

@@ -66,6 +66,43 @@ pub fn load_options() -> kubewasm::runtime::LoadOptions {
     kubewasm::runtime::LoadOptions::new(std::sync::Arc::new(mapper))
 }
 
+/// A cache holding a MyApp `default/demo` and its available Deployment: what
+/// a myapp reconcile reads.
+pub fn myapp_cache() -> std::sync::Arc<dyn kubewasm::cache::Cache> {
+    std::sync::Arc::new(
+        kubewasm::cache::MemoryCache::from_objects([
+            serde_json::json!({"apiVersion": "example.com/v1", "kind": "MyApp",
+                   "metadata": {"name": "demo", "namespace": "default", "uid": "u-demo", "generation": 1},
+                   "spec": {"replicas": 2, "image": "nginx", "port": 80}}),
+            serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                   "metadata": {"name": "demo", "namespace": "default"},
+                   "spec": {"selector": {}, "template": {}}, "status": {"availableReplicas": 2}}),
+        ])
+        .expect("valid fixture"),
+    )
+}
+
+/// Runs a call that must be stopped at `deadline`: it fails with
+/// `DeadlineExceeded` after at least the deadline and less than twice it.
+pub fn assert_stopped_at_deadline<T: std::fmt::Debug>(
+    deadline: Duration,
+    call: impl FnOnce() -> Result<T, kubewasm::runtime::ReconcileError>,
+) {
+    use kubewasm::runtime::{CallError, ReconcileError};
+    let started = Instant::now();
+    let err = call().expect_err("stopped");
+    let elapsed = started.elapsed();
+    assert!(
+        matches!(err, ReconcileError::Call(CallError::DeadlineExceeded { deadline: d }) if d == deadline),
+        "{err}"
+    );
+    assert!(
+        elapsed >= deadline && elapsed < 2 * deadline,
+        "stopped after {elapsed:?}, not within [{deadline:?}, {:?})",
+        2 * deadline
+    );
+}
+
 /// An example's fixture file in `plugins/<name>/`.
 pub fn example_file(plugin: &str, file: &str) -> PathBuf {
     workspace_root().join("plugins").join(plugin).join(file)

@@ -197,20 +197,7 @@ fn a_secondary_selector_should_restrict_reads() {
 /// A sleeping guest is stopped within twice its deadline, on a plain
 /// thread and on an async worker thread alike.
 fn assert_sleep_stopped(plugin: &Plugin) {
-    let started = Instant::now();
-    let err = call(plugin, "sleep").expect_err("sleeps");
-    let elapsed = started.elapsed();
-    assert!(
-        matches!(
-            err,
-            ReconcileError::Call(CallError::DeadlineExceeded { .. })
-        ),
-        "{err}"
-    );
-    assert!(
-        elapsed >= DEADLINE && elapsed < 2 * DEADLINE,
-        "stopped after {elapsed:?}"
-    );
+    kubewasm_tests::assert_stopped_at_deadline(DEADLINE, || call(plugin, "sleep"));
 }
 
 #[test]
