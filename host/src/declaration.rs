@@ -264,4 +264,22 @@ pub(crate) mod tests {
             Err(DeclarationError::Selector { .. })
         ));
     }
+
+    #[test]
+    fn config_validator_should_compile_schemas_and_refuse_invalid_ones() {
+        let mut decl = sample();
+        assert!(decl.config_validator().expect("no schema").is_none());
+        decl.config_schema = Some(serde_json::json!({"type": "object", "required": ["mode"]}));
+        let validator = decl.config_validator().expect("valid").expect("compiled");
+        assert!(validator.is_valid(&serde_json::json!({"mode": "x"})));
+        assert!(!validator.is_valid(&serde_json::json!({})));
+        decl.config_schema = Some(serde_json::json!({"type": 5}));
+        assert!(matches!(
+            decl.config_validator(),
+            Err(DeclarationError::InvalidConfigSchema(_))
+        ));
+        // Remote references are never fetched.
+        decl.config_schema = Some(serde_json::json!({"$ref": "https://example.com/schema.json"}));
+        assert!(decl.config_validator().is_err());
+    }
 }

@@ -215,8 +215,26 @@ fn a_sleeping_plugin_should_be_stopped_at_its_deadline() {
 async fn a_sleeping_plugin_should_not_panic_an_async_worker() {
     // Blocking WASI calls never enter tokio, so even a call made (wrongly)
     // on a worker thread ends with the typed error, not a panic.
-    let plugin = plugin("misbehave");
-    assert_sleep_stopped(&plugin);
+    let on_worker = tokio::spawn(async {
+        let rust = plugin("misbehave");
+        assert_sleep_stopped(&rust);
+        // Writing to stderr (a panic message) opens, writes and drops WASI
+        // streams: none of it may enter tokio either.
+        let err = call(&rust, "panic").expect_err("panics");
+        assert!(
+            matches!(err, ReconcileError::Call(CallError::Panicked { .. })),
+            "{err}"
+        );
+        assert_still_serving(&rust);
+        let python = plugin("misbehave-py");
+        assert_sleep_stopped(&python);
+        let err = call(&python, "raise").expect_err("raises");
+        assert!(
+            err.to_string().contains("misbehave-py was asked to raise"),
+            "{err}"
+        );
+    });
+    on_worker.await.expect("no panic on the worker");
 }
 
 #[test]
