@@ -74,6 +74,15 @@ pub struct Declaration {
     pub config_schema: Option<serde_json::Value>,
 }
 
+/// Most secondaries a declaration may have.
+pub const MAX_SECONDARIES: usize = 64;
+
+/// Most bytes of a secondary's label selector, or of the config schema.
+pub const MAX_DECLARED_TEXT: usize = 64 << 10;
+
+/// Most bytes a compiled `pattern` of the config schema may take.
+const MAX_PATTERN_BYTES: usize = 1 << 20;
+
 /// Why a declaration was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum DeclarationError {
@@ -103,6 +112,14 @@ pub enum DeclarationError {
     /// The configuration schema is not a valid JSON Schema.
     #[error("config schema is not a valid JSON Schema: {0}")]
     InvalidConfigSchema(String),
+    /// A part of the declaration is larger than the host accepts.
+    #[error("declaration too large: {what} (at most {max})")]
+    TooLarge {
+        /// What.
+        what: String,
+        /// The bound.
+        max: usize,
+    },
     /// A declared type is not served as declared.
     #[error("declared type refused: {0}")]
     Mapping(#[source] MapperError),
@@ -136,6 +153,36 @@ impl Declaration {
     pub fn validate(mut self) -> Result<Self, DeclarationError> {
         if !kubewasm_core::validation::is_dns_label(&self.name) {
             return Err(DeclarationError::InvalidName(self.name));
+        }
+        let too_large = |what: String, max| Err(DeclarationError::TooLarge { what, max });
+        if self.secondaries.len() > MAX_SECONDARIES {
+            return too_large(
+                format!("{} secondaries", self.secondaries.len()),
+                MAX_SECONDARIES,
+            );
+        }
+        if self.version.len() > 256 {
+            return too_large(format!("a version of {} bytes", self.version.len()), 256);
+        }
+        let schema_bytes = self
+            .config_schema
+            .as_ref()
+            .map_or(0, |s| s.to_string().len());
+        if schema_bytes > MAX_DECLARED_TEXT {
+            return too_large(
+                format!("a config schema of {schema_bytes} bytes"),
+                MAX_DECLARED_TEXT,
+            );
+        }
+        if let Some(s) = self
+            .secondaries
+            .iter()
+            .find(|s| s.label_selector.len() > MAX_DECLARED_TEXT)
+        {
+            return too_large(
+                format!("a label selector of {} bytes", s.label_selector.len()),
+                MAX_DECLARED_TEXT,
+            );
         }
         let mut seen = BTreeSet::new();
         for ty in self.resource_types() {
@@ -179,6 +226,8 @@ impl Declaration {
 
     /// The compiled configuration schema, if the plugin declared one.
     /// Remote references are never fetched: a schema is self-contained.
+    /// Patterns compile to the linear-time `regex` engine (with a size
+    /// bound), so no configuration can make validation backtrack for long.
     ///
     /// # Errors
     /// [`DeclarationError::InvalidConfigSchema`] with the validator's message.
@@ -186,7 +235,11 @@ impl Declaration {
         self.config_schema
             .as_ref()
             .map(|schema| {
-                jsonschema::validator_for(schema)
+                jsonschema::options()
+                    .with_pattern_options(
+                        jsonschema::PatternOptions::regex().size_limit(MAX_PATTERN_BYTES),
+                    )
+                    .build(schema)
                     .map_err(|e| DeclarationError::InvalidConfigSchema(e.to_string()))
             })
             .transpose()
@@ -281,5 +334,37 @@ pub(crate) mod tests {
         // Remote references are never fetched.
         decl.config_schema = Some(serde_json::json!({"$ref": "https://example.com/schema.json"}));
         assert!(decl.config_validator().is_err());
+    }
+
+    #[test]
+    fn validate_should_bound_the_declaration() {
+        let mut many = sample();
+        many.secondaries = (0..=MAX_SECONDARIES)
+            .map(|i| Secondary {
+                resource: ty("v1", &format!("Kind{i}"), &format!("kinds{i}"), true),
+                ..sample().secondaries[0].clone()
+            })
+            .collect();
+        assert!(matches!(
+            many.validate(),
+            Err(DeclarationError::TooLarge { .. })
+        ));
+        let mut selector = sample();
+        selector.secondaries[0].label_selector = "a,".repeat(MAX_DECLARED_TEXT);
+        assert!(matches!(
+            selector.validate(),
+            Err(DeclarationError::TooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn config_patterns_should_not_backtrack() {
+        let mut decl = sample();
+        decl.config_schema = Some(serde_json::json!({"type": "string", "pattern": "^(a+)+$"}));
+        let validator = decl.config_validator().expect("valid").expect("compiled");
+        let started = std::time::Instant::now();
+        let evil = format!("{}!", "a".repeat(50_000));
+        assert!(!validator.is_valid(&serde_json::json!(evil)));
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
     }
 }

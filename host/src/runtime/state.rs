@@ -19,6 +19,10 @@ use crate::cache::{Cache, MemoryCache};
 use crate::grants::Grants;
 use crate::resource::ObjectKey;
 
+/// Most random bytes one WASI call may ask for (wasmtime-wasi's default is
+/// 64 MiB, allocated by the host before the guest sees it).
+const MAX_RANDOM_BYTES: u64 = 1 << 20;
+
 /// Most bytes of stdout or stderr kept per call; the rest is dropped.
 const OUTPUT_CAPACITY: usize = 64 * 1024;
 
@@ -243,6 +247,7 @@ impl PluginState {
         let stdout = CapturedOutput::default();
         let stderr = CapturedOutput::default();
         let wasi = WasiCtxBuilder::new()
+            .max_random_size(MAX_RANDOM_BYTES)
             .stdout(stdout.clone())
             .stderr(stderr.clone())
             .allow_tcp(false)
