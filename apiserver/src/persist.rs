@@ -66,7 +66,8 @@ impl Persistence {
     /// # Errors
     /// [`PersistError`] if the directory or the database cannot be opened.
     pub fn open(dir: &Path) -> Result<Self, PersistError> {
-        std::fs::create_dir_all(dir).map_err(err)?;
+        // The database holds Secrets: only the owner may enter the directory.
+        crate::tls::create_private_dir(dir).map_err(err)?;
         let db = Database::create(dir.join("state.redb")).map_err(err)?;
         let tx = db.begin_write().map_err(err)?;
         tx.open_table(OBJECTS).map_err(err)?;

@@ -152,7 +152,15 @@ async fn serve(
             .get(hyper::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
-        if presented != Some(token) {
+        // Constant time: the comparison must not tell how much of a guess
+        // was right.
+        let matches = presented.is_some_and(|p| {
+            bool::from(subtle::ConstantTimeEq::ct_eq(
+                p.as_bytes(),
+                token.as_bytes(),
+            ))
+        });
+        if !matches {
             return json(401, &ApiError::unauthorized().status());
         }
     }

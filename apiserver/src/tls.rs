@@ -25,14 +25,37 @@ pub enum TlsError {
     Store(String),
 }
 
-/// Writes a file only its owner can read.
-fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Writes a file only its owner can read (0600), replacing it atomically.
+///
+/// # Errors
+/// The I/O error.
+pub fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options.open(path)?.write_all(bytes)
+    let tmp = path.with_extension("tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let mut file = options.open(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Creates a directory (and its parents) that only its owner can enter
+/// (0700), or tightens an existing one to that.
+///
+/// # Errors
+/// The I/O error.
+pub fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
 }
 
 /// A CA, a serving certificate signed by it, and a bearer token.
@@ -115,11 +138,18 @@ impl Credentials {
                     .decode(field(f))
                     .map_err(|e| TlsError::Store(format!("{}: {f}: {e}", path.display())))
             };
+            let token = field("token");
+            if token.trim().is_empty() {
+                return Err(TlsError::Store(format!(
+                    "{}: the bearer token is missing or empty",
+                    path.display()
+                )));
+            }
             return Ok(Self {
                 ca_pem: field("caPem"),
                 cert_der: CertificateDer::from(decode("certDer")?),
                 key_der: decode("keyDer")?,
-                token: field("token"),
+                token,
             });
         }
         let fresh = Self::generate(ip)?;
@@ -129,7 +159,7 @@ impl Credentials {
             "keyDer": STANDARD.encode(&fresh.key_der),
             "token": fresh.token,
         });
-        std::fs::create_dir_all(dir).map_err(io)?;
+        create_private_dir(dir).map_err(io)?;
         write_private(&path, saved.to_string().as_bytes()).map_err(io)?;
         Ok(fresh)
     }

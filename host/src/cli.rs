@@ -355,15 +355,12 @@ fn apiserver(
             .await
             .map_err(|e| CliError::Apiserver(e.to_string()))?;
         let url = format!("https://{}", server.addr());
-        let tmp = kubeconfig_out.with_extension("tmp");
-        let write = |path: &std::path::Path, text: &str| {
-            std::fs::write(path, text).map_err(|source| CliError::Write {
-                path: path.to_owned(),
-                source,
-            })
-        };
-        write(&tmp, &credentials.kubeconfig(&url))?;
-        std::fs::rename(&tmp, kubeconfig_out).map_err(|source| CliError::Write {
+        // The kubeconfig holds the admin token: owner-only, written atomically.
+        kubewasm_apiserver::tls::write_private(
+            kubeconfig_out,
+            credentials.kubeconfig(&url).as_bytes(),
+        )
+        .map_err(|source| CliError::Write {
             path: kubeconfig_out.to_owned(),
             source,
         })?;

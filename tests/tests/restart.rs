@@ -127,3 +127,44 @@ async fn restart_with_data_dir_should_lose_nothing_and_watchers_should_recover()
     assert!(second.terminate().success());
     Ok(())
 }
+
+#[test]
+fn secrets_at_rest_should_be_private_and_an_empty_token_refused() -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let data = tempfile::tempdir()?;
+    let data_dir = data.path().join("state");
+    let server = Apiserver::start_with(&["--data-dir", data_dir.to_str().unwrap_or_default()]);
+    let mode = |path: &std::path::Path| -> anyhow::Result<u32> {
+        Ok(std::fs::metadata(path)?.permissions().mode() & 0o777)
+    };
+    assert_eq!(mode(&server.kubeconfig)?, 0o600, "kubeconfig");
+    assert_eq!(mode(&data_dir)?, 0o700, "data directory");
+    assert_eq!(
+        mode(&data_dir.join("credentials.json"))?,
+        0o600,
+        "credentials"
+    );
+    // A token that is close but not equal is refused.
+    let (ok, _, stderr) = server.kubectl(&["get", "ns", "--token", "x"]);
+    assert!(!ok && stderr.contains("provide credentials"), "{stderr}");
+    assert!(server.terminate().success());
+
+    // Saved credentials without a token: a clear error at start, not an open server.
+    let path = data_dir.join("credentials.json");
+    let mut saved: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+    saved["token"] = "".into();
+    std::fs::write(&path, saved.to_string())?;
+    let out = std::process::Command::new(kubewasm_tests::kubewasm_bin())
+        .args(["apiserver", "--listen", "127.0.0.1:0", "--kubeconfig-out"])
+        .arg(data.path().join("kubeconfig"))
+        .arg("--data-dir")
+        .arg(&data_dir)
+        .output()?;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the bearer token is missing or empty"),
+        "{stderr}"
+    );
+    Ok(())
+}
