@@ -979,6 +979,7 @@ impl Api {
         mut object: Value,
         strict: bool,
     ) -> Result<Value, ApiError> {
+        crate::objects::normalize_builtin(info, &mut object);
         let Some(schema) = &info.schema else {
             if let (true, Some(typed)) = (strict, info.typed) {
                 let known = typed(&object)

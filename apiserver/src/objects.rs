@@ -107,6 +107,54 @@ pub fn canonical_order(object: Value) -> Value {
     Value::Object(ordered)
 }
 
+/// What the real API server's registry strategies do to a built-in object
+/// on every write: a Secret's `stringData` is merged into `data` (base64)
+/// and dropped; a Namespace without a phase is `Active`.
+pub fn normalize_builtin(info: &crate::registry::ResourceInfo, object: &mut Value) {
+    if info.custom || !info.group.is_empty() {
+        return;
+    }
+    match info.kind.as_str() {
+        "Secret" => {
+            use base64::Engine as _;
+            let Some(map) = object.as_object_mut() else {
+                return;
+            };
+            let Some(Value::Object(plain)) = map.shift_remove("stringData") else {
+                return;
+            };
+            let data = map
+                .entry("data")
+                .or_insert_with(|| Value::Object(serde_json::Map::new()));
+            if !data.is_object() {
+                *data = Value::Object(serde_json::Map::new());
+            }
+            if let Some(data) = data.as_object_mut() {
+                for (key, value) in plain {
+                    if let Value::String(text) = value {
+                        let encoded = base64::engine::general_purpose::STANDARD.encode(text);
+                        data.insert(key, Value::String(encoded));
+                    }
+                }
+            }
+        }
+        "Namespace" => {
+            let phase = object.pointer("/status/phase").and_then(Value::as_str);
+            if phase.is_none()
+                && let Some(map) = object.as_object_mut()
+            {
+                let status = map
+                    .entry("status")
+                    .or_insert_with(|| Value::Object(serde_json::Map::new()));
+                if let Some(status) = status.as_object_mut() {
+                    status.insert("phase".into(), "Active".into());
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -478,3 +478,45 @@ fn describe_get_watch_and_finalized_deletes_should_work() {
     assert!(!ok && stderr.contains("NotFound"), "{stderr}");
     server.terminate();
 }
+
+#[test]
+fn namespaces_should_be_active_and_secret_string_data_merged() {
+    let server = Apiserver::start();
+    server.ok(&["create", "namespace", "team-x"]);
+    assert_eq!(
+        server.ok(&[
+            "get",
+            "namespace",
+            "team-x",
+            "-o",
+            "jsonpath={.status.phase}"
+        ]),
+        "Active"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let secret = write(
+        dir.path(),
+        "secret.yaml",
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: creds}\ndata: {user: YWRtaW4=}\nstringData: {password: s3cret}\n",
+    );
+    server.ok(&["apply", "-f", secret.to_str().unwrap_or_default()]);
+    let stored: serde_json::Value =
+        serde_json::from_str(&server.ok(&["get", "secret", "creds", "-o", "json"])).expect("json");
+    assert_eq!(
+        stored["data"],
+        serde_json::json!({"user": "YWRtaW4=", "password": "czNjcmV0"})
+    );
+    assert!(stored.get("stringData").is_none(), "{stored}");
+    // `kubectl create secret` (a protobuf body) stores its literal in `data`.
+    server.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "more",
+        "--from-literal=token=abc",
+    ]);
+    assert_eq!(
+        server.ok(&["get", "secret", "more", "-o", "jsonpath={.data.token}"]),
+        "YWJj"
+    );
+}
