@@ -29,7 +29,7 @@ help:
 plugins: rust-plugins $(OUT)/tenant-bootstrap.wasm $(OUT)/configmap-replicator.wasm
 	@ls -l $(OUT)
 
-test-plugins: rust-test-plugins $(TEST_OUT)/misbehave-py.wasm $(TEST_OUT)/misbehave-js.wasm
+test-plugins: rust-test-plugins $(TEST_OUT)/misbehave-py.wasm $(TEST_OUT)/misbehave-js.wasm $(TEST_OUT)/liar-py.wasm
 
 rust-plugins:
 	$(CARGO) build --profile plugin --target $(WASM_TARGET) $(addprefix -p ,$(RUST_PLUGINS))
@@ -58,6 +58,10 @@ $(OUT)/configmap-replicator.wasm: $(wildcard plugins/configmap-replicator/*.js) 
 $(TEST_OUT)/misbehave-py.wasm: $(wildcard tests/guests/misbehave-py/*.py) $(PY_SDK) $(WIT)
 	@mkdir -p $(TEST_OUT)
 	$(COMPONENTIZE_PY) misbehave -p tests/guests/misbehave-py -p guest-sdk/python -o $@
+
+$(TEST_OUT)/liar-py.wasm: $(wildcard tests/guests/liar-py/*.py) $(PY_SDK) $(WIT)
+	@mkdir -p $(TEST_OUT)
+	$(COMPONENTIZE_PY) liar -p tests/guests/liar-py -p guest-sdk/python -o $@
 
 $(TEST_OUT)/misbehave-js.wasm: $(wildcard tests/guests/misbehave-js/*.js) $(JS_SDK) $(WIT) $(NPM_STAMP)
 	@mkdir -p $(TEST_OUT)

@@ -15,7 +15,7 @@ use kubewasm::runtime::{
 use kubewasm_tests::{compiled_cache_dir, load_options, test_plugin};
 use serde_json::{Value, json};
 
-const DEADLINE: Duration = Duration::from_millis(300);
+const DEADLINE: Duration = Duration::from_millis(500);
 
 /// Small limits, so each flood hits its own limit quickly.
 fn limits() -> Limits {
@@ -108,6 +108,43 @@ fn a_lying_plural_should_be_refused_at_load_naming_the_type() {
         err.to_string(),
         "invalid declaration: declared type refused: v1 ConfigMap is declared as `secrets, namespaced` but the cluster serves it as `configmaps, namespaced`: the plural and scope come from discovery"
     );
+}
+
+#[test]
+fn a_lying_python_declaration_should_be_refused_too() {
+    let err = runtime()
+        .load_file(test_plugin("liar-py"), &load_options())
+        .expect_err("lies");
+    assert!(
+        err.to_string().contains(
+            "v1 ConfigMap is declared as `secrets, namespaced` but the cluster serves it as `configmaps, namespaced`"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn interpreted_plugins_should_meet_the_same_rules() {
+    for name in ["misbehave-py", "misbehave-js"] {
+        let plugin = plugin(name);
+        let applied = |mode: &str| {
+            let outcome = call(&plugin, mode).unwrap_or_else(|e| panic!("{name} {mode}: {e}"));
+            outcome.actions[0].request().body["metadata"]["name"].clone()
+        };
+        assert_eq!(applied("lie-plural"), "lied-true", "{name}");
+        assert_eq!(applied("list-pods"), "listed-shown-hidden-false", "{name}");
+        let err = call(&plugin, "system-namespace").expect_err("kube-system");
+        assert!(
+            err.to_string().contains("is a system namespace"),
+            "{name}: {err}"
+        );
+        let bad = Request {
+            config: r#"{"mode": 5}"#.into(),
+            ..request("ok")
+        };
+        let err = plugin.reconcile(cache(), &bad).expect_err("schema");
+        assert!(matches!(err, ReconcileError::Config(_)), "{name}: {err}");
+    }
 }
 
 #[test]
