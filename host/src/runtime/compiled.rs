@@ -226,28 +226,34 @@ fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
 }
 
 /// The directory's secret key, created from the OS's randomness if absent.
+///
+/// A new key is written whole to a file of its own, then linked into place:
+/// the link either appears with all 32 bytes or fails because another
+/// process (or thread) linked its key first, which is then read instead.
 fn read_or_create_key(path: &Path) -> std::io::Result<[u8; 32]> {
-    let mut key = [0u8; 32];
-    match std::fs::File::open(path) {
-        Ok(mut file) => {
-            file.read_exact(&mut key)?;
-            return Ok(key);
-        }
+    let read = |path: &Path| -> std::io::Result<[u8; 32]> {
+        let mut key = [0u8; 32];
+        std::fs::File::open(path)?.read_exact(&mut key)?;
+        Ok(key)
+    };
+    match read(path) {
+        Ok(key) => return Ok(key),
         Err(error) if error.kind() != std::io::ErrorKind::NotFound => return Err(error),
         Err(_) => {}
     }
+    let mut key = [0u8; 32];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut key)?;
-    match private_file(path) {
-        Ok(mut file) => {
-            file.write_all(&key)?;
-            file.sync_all()?;
-            Ok(key)
-        }
-        // Another process created it first: use theirs.
-        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
-            std::fs::File::open(path)?.read_exact(&mut key)?;
-            Ok(key)
-        }
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let unique = NEXT.fetch_add(1, Ordering::Relaxed);
+    let tmp = path.with_extension(format!("tmp.{}.{unique}", std::process::id()));
+    let mut file = private_file(&tmp)?;
+    file.write_all(&key)?;
+    file.sync_all()?;
+    let linked = std::fs::hard_link(&tmp, path);
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => Ok(key),
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => read(path),
         Err(error) => Err(error),
     }
 }
@@ -284,6 +290,19 @@ mod tests {
         assert_eq!(key_mode, 0o600);
         // The key survives a reopen.
         assert_eq!(CompiledCache::open(&dir).expect("reopened").key, cache.key);
+
+        // Racing first opens all end with the same, whole key.
+        let racing = root.path().join("racing");
+        let keys: Vec<[u8; 32]> = std::thread::scope(|s| {
+            let opens: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| CompiledCache::open(&racing).expect("opens").key))
+                .collect();
+            opens
+                .into_iter()
+                .map(|o| o.join().expect("thread"))
+                .collect()
+        });
+        assert!(keys.windows(2).all(|w| w[0] == w[1]));
 
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
         let err = CompiledCache::open(&dir).expect_err("world-writable");

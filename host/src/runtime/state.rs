@@ -329,4 +329,37 @@ mod tests {
             (MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TABLES)
         );
     }
+
+    /// Instantiates a component of `modules` core modules, each with a
+    /// memory of `pages` 64 KiB pages, under a budget of `limit` bytes.
+    fn instantiate_memories(modules: usize, pages: u32, limit: usize) -> (bool, bool) {
+        let mut config = wasmtime::Config::new();
+        config.wasm_component_model(true);
+        let engine = wasmtime::Engine::new(&config).expect("engine");
+        let mut text = String::from("(component");
+        for i in 0..modules {
+            text.push_str(&format!(" (core module $m{i} (memory {pages}))"));
+        }
+        for i in 0..modules {
+            text.push_str(&format!(" (core instance (instantiate $m{i}))"));
+        }
+        text.push(')');
+        let bytes = wat::parse_str(&text).expect("valid component text");
+        let component = wasmtime::component::Component::new(&engine, bytes).expect("compiles");
+        let mut store = wasmtime::Store::new(&engine, Limiter::new(limit, 100));
+        store.limiter(|l| l);
+        let linker = wasmtime::component::Linker::<Limiter>::new(&engine);
+        let ok = linker.instantiate(&mut store, &component).is_ok();
+        (ok, store.data().exhausted)
+    }
+
+    #[test]
+    fn a_component_with_many_memories_should_share_one_budget() {
+        // Two memories of 20 MiB: each fits a 32 MiB budget, both do not.
+        assert_eq!(instantiate_memories(2, 320, 32 << 20), (false, true));
+        assert_eq!(instantiate_memories(2, 320, 64 << 20), (true, false));
+        // More memories than an instance may have are refused, however small.
+        assert!(!instantiate_memories(MAX_MEMORIES + 1, 1, 256 << 20).0);
+        assert!(instantiate_memories(MAX_MEMORIES, 1, 256 << 20).0);
+    }
 }
