@@ -438,14 +438,7 @@ fn plan_event(ctx: PlanContext<'_>, event: DesiredEvent) -> Result<Action, Refus
             "an event needs a reason and an action of 1 to 128 characters",
         ));
     }
-    let mut note = event.note;
-    if note.len() > 1024 {
-        let mut end = 1024;
-        while !note.is_char_boundary(end) {
-            end -= 1;
-        }
-        note.truncate(end);
-    }
+    let note = truncate(event.note, 1024);
     let mut regarding = json!({
         "apiVersion": resource.api_version(),
         "kind": resource.kind,
@@ -482,6 +475,18 @@ fn plan_event(ctx: PlanContext<'_>, event: DesiredEvent) -> Result<Action, Refus
         "regarding": regarding,
     });
     Ok(Action::Event { object })
+}
+
+/// Cuts `text` to at most `max` bytes, on a character boundary.
+pub(crate) fn truncate(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
 }
 
 /// The URL path of a collection (`name` is `None`) or an object.

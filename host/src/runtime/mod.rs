@@ -747,13 +747,16 @@ impl Plugin {
     /// # Errors
     /// [`ConfigError`] with the validator's message.
     pub fn check_config(&self, config: &str) -> Result<(), ConfigError> {
-        let mut valid = self
-            .valid_config
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if valid.as_deref() == Some(config) {
+        let valid = || {
+            self.valid_config
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+        };
+        if valid().as_deref() == Some(config) {
             return Ok(());
         }
+        // Validated outside the lock: a new configuration never stalls the
+        // calls running with the current one.
         let value: serde_json::Value = serde_json::from_str(config).map_err(ConfigError::Json)?;
         if let Some(validator) = &self.config_validator
             && let Err(error) = validator.validate(&value)
@@ -763,7 +766,7 @@ impl Plugin {
                 path: error.instance_path().to_string(),
             });
         }
-        *valid = Some(config.to_owned());
+        *valid() = Some(config.to_owned());
         Ok(())
     }
 
@@ -861,7 +864,7 @@ impl Plugin {
             Ok(outcome)
         })?;
         let outcome = outcome.map_err(|failure| ReconcileError::Failed {
-            message: truncate(failure.message, MAX_FAILURE_BYTES),
+            message: action::truncate(failure.message, MAX_FAILURE_BYTES),
         })?;
         let planning = Instant::now();
         let primary = cache.get(&self.declaration.primary, &request.key);
@@ -994,18 +997,6 @@ impl Plugin {
 
 /// Most bytes of a plugin's failure message kept.
 const MAX_FAILURE_BYTES: usize = 4096;
-
-/// Cuts `text` to at most `max` bytes, on a character boundary.
-fn truncate(mut text: String, max: usize) -> String {
-    if text.len() > max {
-        let mut end = max;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-    }
-    text
-}
 
 /// Checks an outcome against the output limits before anything of it is
 /// parsed or planned.
