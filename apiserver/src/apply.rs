@@ -391,7 +391,7 @@ pub fn apply(
         meta.shift_remove("resourceVersion");
     }
     if request.custom {
-        crate::api::merge_patch(&mut next, &body);
+        crate::patch::merge_patch(&mut next, &body);
     } else {
         // Apply bodies hold no directives: a strategic merge merges by key.
         let _ = crate::strategic::apply(&mut next, &body);

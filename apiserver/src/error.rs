@@ -2,6 +2,10 @@
 
 use serde_json::{Value, json};
 
+use crate::bounds::BoundError;
+use crate::decode::DecodeError;
+use crate::patch::PatchError;
+use crate::protobuf::ProtobufError;
 use crate::registry::ResourceInfo;
 use crate::store::StoreError;
 
@@ -175,7 +179,42 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl From<DecodeError> for ApiError {
+    fn from(error: DecodeError) -> Self {
+        match error {
+            DecodeError::Unsupported(_) | DecodeError::Protobuf(ProtobufError::Unsupported(_)) => {
+                Self::new(415, "UnsupportedMediaType", error.to_string())
+            }
+            DecodeError::Json(_) | DecodeError::Yaml(_) | DecodeError::Protobuf(_) => {
+                Self::bad_request(error.to_string())
+            }
+        }
+    }
+}
+
 impl ApiError {
+    /// An object out of [`crate::bounds`]: 413 when too large, 422 when
+    /// too deep.
+    pub fn out_of_bounds(info: &ResourceInfo, name: &str, error: &BoundError) -> Self {
+        match error {
+            BoundError::TooLarge { .. } => {
+                Self::new(413, "RequestEntityTooLarge", error.to_string()).about(info, name)
+            }
+            BoundError::TooDeep { .. } => Self::invalid(info, name, error),
+        }
+    }
+
+    /// A JSON patch that failed: 413 when it grows the object too much,
+    /// 422 otherwise.
+    pub fn patch_failed(info: &ResourceInfo, name: &str, error: &PatchError) -> Self {
+        match error {
+            PatchError::TooLarge { .. } => {
+                Self::new(413, "RequestEntityTooLarge", error.to_string()).about(info, name)
+            }
+            _ => Self::invalid(info, name, error),
+        }
+    }
+
     fn with_name(mut self, name: &str) -> Self {
         self.details = Some(json!({"name": name}));
         self

@@ -9,12 +9,15 @@
 
 pub mod api;
 pub mod apply;
+pub mod bounds;
 mod builtin;
 pub mod crd;
+pub mod decode;
 pub mod error;
 pub mod gc;
 pub mod objects;
 pub mod openapi;
+pub mod patch;
 pub mod persist;
 pub mod protobuf;
 pub mod registry;

@@ -1,0 +1,62 @@
+//! Serving CustomResourceDefinitions: a created CRD's versions join the
+//! registry before the reply; a deleted one's leave it with its objects.
+
+use std::sync::Arc;
+
+use kubewasm_core::ObjectKey;
+use serde_json::Value;
+
+use super::Api;
+use crate::crd;
+use crate::error::ApiError;
+use crate::store::{ListAt, StoreError};
+
+impl Api {
+    /// Serves a CRD's versions and marks it established, before the reply.
+    pub(super) fn establish(&self, key: &ObjectKey, crd: &Value) -> Result<Arc<Value>, ApiError> {
+        let types = crd::served_types(crd).map_err(ApiError::bad_request)?;
+        {
+            let mut registry = self
+                .registry
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(first) = types.first() {
+                registry.remove(&first.group, &first.plural);
+            }
+            for t in types {
+                registry.insert(t);
+            }
+        }
+        let status = crd::established_status(crd);
+        let storage = crate::store::ResourceKey::new(crd::GROUP, crd::PLURAL);
+        let written = self.store.update::<ApiError>(&storage, key, |current| {
+            let mut next = current.clone();
+            next["status"] = status;
+            Ok(next)
+        })?;
+        Ok(written.object)
+    }
+
+    /// Stops serving a deleted CRD's resource and deletes its objects.
+    pub(super) fn retire(&self, crd: &Value) {
+        let (Some(group), Some(plural)) = (
+            crd.pointer("/spec/group").and_then(Value::as_str),
+            crd.pointer("/spec/names/plural").and_then(Value::as_str),
+        ) else {
+            return;
+        };
+        self.registry
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(group, plural);
+        let storage = crate::store::ResourceKey::new(group, plural);
+        if let Ok(snapshot) = self.store.list(&storage, None, ListAt::Latest) {
+            for object in snapshot.items {
+                if let Some(key) = ObjectKey::of(&object) {
+                    // Gone already is fine: another delete won the race.
+                    let _ = self.store.delete::<StoreError>(&storage, &key, |_| Ok(()));
+                }
+            }
+        }
+    }
+}

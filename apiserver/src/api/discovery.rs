@@ -1,0 +1,114 @@
+//! Discovery: `/version`, the group and resource lists, aggregated
+//! discovery (`apidiscovery.k8s.io/v2`).
+
+use serde_json::{Value, json};
+
+use super::Api;
+
+/// What `/version` says: the Kubernetes release whose API this serves.
+pub(super) fn version() -> Value {
+    json!({
+        "major": "1", "minor": "33", "gitVersion": "v1.33.0-kubewasm", "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "go1.24.0", "compiler": "rustc", "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+    })
+}
+
+impl Api {
+    pub(super) fn group_list(&self) -> Value {
+        let groups: Vec<Value> = self
+            .registry()
+            .groups()
+            .into_iter()
+            .filter(|g| !g.name.is_empty())
+            .map(|g| {
+                let versions: Vec<Value> = g
+                    .versions
+                    .iter()
+                    .map(|v| json!({"groupVersion": format!("{}/{v}", g.name), "version": v}))
+                    .collect();
+                json!({"name": g.name, "versions": versions, "preferredVersion": versions[0]})
+            })
+            .collect();
+        json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+    }
+
+    /// Aggregated discovery: every group (the core group for `/api`, the
+    /// named ones for `/apis`) with its versions and resources in one reply.
+    pub(super) fn aggregated(&self, core: bool) -> Value {
+        let registry = self.registry();
+        let items: Vec<Value> = registry
+            .groups()
+            .into_iter()
+            .filter(|g| g.name.is_empty() == core)
+            .map(|g| {
+                let versions: Vec<Value> = g
+                    .versions
+                    .iter()
+                    .map(|v| {
+                        let resources: Vec<Value> = registry
+                            .in_version(&g.name, v)
+                            .map(|r| {
+                                let kind = json!({"group": r.group, "version": r.version, "kind": r.kind});
+                                let mut subresources = Vec::new();
+                                if r.status {
+                                    subresources.push(json!({"subresource": "status", "responseKind": kind, "verbs": ["get", "patch", "update"]}));
+                                }
+                                if r.scale {
+                                    subresources.push(json!({"subresource": "scale",
+                                        "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+                                        "verbs": ["get", "patch", "update"]}));
+                                }
+                                json!({
+                                    "resource": r.plural,
+                                    "responseKind": kind,
+                                    "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
+                                    "singularResource": r.singular,
+                                    "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+                                    "shortNames": r.short_names,
+                                    "categories": r.categories,
+                                    "subresources": subresources,
+                                })
+                            })
+                            .collect();
+                        json!({"version": v, "resources": resources, "freshness": "Current"})
+                    })
+                    .collect();
+                json!({"metadata": {"name": g.name}, "versions": versions})
+            })
+            .collect();
+        json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})
+    }
+
+    pub(super) fn resource_list(&self, group: &str, version: &str) -> Value {
+        let group_version = if group.is_empty() {
+            version.to_owned()
+        } else {
+            format!("{group}/{version}")
+        };
+        let mut resources = Vec::new();
+        for r in self.registry().in_version(group, version) {
+            resources.push(json!({
+                "name": r.plural,
+                "singularName": r.singular,
+                "namespaced": r.namespaced,
+                "kind": r.kind,
+                "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+                "shortNames": r.short_names,
+                "categories": r.categories,
+            }));
+            for (sub, kind) in [("status", r.status), ("scale", r.scale)] {
+                if kind {
+                    resources.push(json!({
+                        "name": format!("{}/{sub}", r.plural),
+                        "singularName": "",
+                        "namespaced": r.namespaced,
+                        "kind": if sub == "scale" { "Scale" } else { r.kind.as_str() },
+                        "verbs": ["get", "patch", "update"],
+                    }));
+                }
+            }
+        }
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources})
+    }
+}

@@ -1,0 +1,145 @@
+//! Label and field selectors of lists and watches.
+
+use std::collections::HashMap;
+
+use kubewasm_core::Selector;
+use serde_json::Value;
+
+use crate::error::ApiError;
+
+/// A field selector: the fields a resource type allows (see
+/// `selectable_fields`), with `=`, `==` and `!=`.
+#[derive(Debug, Default)]
+struct FieldSelector {
+    terms: Vec<(String, bool, String)>,
+}
+
+/// Fields a type can be selected by beyond `metadata.name` and
+/// `metadata.namespace`, as the API server registers them per type.
+fn selectable_fields(plural: &str) -> &'static [&'static str] {
+    match plural {
+        "events" => &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+            "regarding.kind",
+            "regarding.name",
+            "regarding.namespace",
+            "regarding.uid",
+        ],
+        "pods" => &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ],
+        "secrets" => &["type"],
+        "namespaces" => &["status.phase"],
+        "nodes" => &["spec.unschedulable"],
+        "replicasets" | "replicationcontrollers" => &["status.replicas"],
+        "jobs" => &["status.successful"],
+        "certificatesigningrequests" => &["spec.signerName"],
+        _ => &[],
+    }
+}
+
+impl FieldSelector {
+    pub(super) fn parse_for(s: &str, plural: &str) -> Result<Self, ApiError> {
+        let selector = Self::parse(s)?;
+        if let Some((field, _, _)) = selector.terms.iter().find(|(f, _, _)| {
+            !matches!(f.as_str(), "metadata.name" | "metadata.namespace")
+                && !selectable_fields(plural).contains(&f.as_str())
+        }) {
+            return Err(ApiError::bad_request(format!(
+                "field label not supported: {field}"
+            )));
+        }
+        Ok(selector)
+    }
+
+    pub(super) fn parse(s: &str) -> Result<Self, ApiError> {
+        let mut terms = Vec::new();
+        for term in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            let (field, equal, value) = if let Some((f, v)) = term.split_once("!=") {
+                (f, false, v)
+            } else if let Some((f, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
+                (f, true, v)
+            } else {
+                return Err(ApiError::bad_request(format!(
+                    "invalid field selector: {term}"
+                )));
+            };
+            let field = field.trim();
+            terms.push((field.to_owned(), equal, value.trim().to_owned()));
+        }
+        Ok(Self { terms })
+    }
+
+    pub(super) fn matches(&self, object: &Value) -> bool {
+        self.terms.iter().all(|(field, equal, value)| {
+            let pointer = format!("/{}", field.replace('.', "/"));
+            let actual = match object.pointer(&pointer) {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Null) | None => String::new(),
+                Some(other) => other.to_string(),
+            };
+            (actual == *value) == *equal
+        })
+    }
+}
+
+/// Label and field selectors together.
+pub(super) struct Filter {
+    labels: Selector,
+    fields: FieldSelector,
+}
+
+impl Filter {
+    pub(super) fn from_query(
+        query: &HashMap<String, String>,
+        plural: &str,
+    ) -> Result<Self, ApiError> {
+        let labels = Selector::parse(query.get("labelSelector").map_or("", String::as_str))
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let fields = FieldSelector::parse_for(
+            query.get("fieldSelector").map_or("", String::as_str),
+            plural,
+        )?;
+        Ok(Self { labels, fields })
+    }
+
+    pub(super) fn matches(&self, object: &Value) -> bool {
+        self.labels.matches(object) && self.fields.matches(object)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn field_selectors_should_support_name_and_namespace_only() {
+        let f = FieldSelector::parse_for("metadata.name=a,metadata.namespace!=b", "configmaps")
+            .expect("valid");
+        assert!(f.matches(&json!({"metadata": {"name": "a", "namespace": "c"}})));
+        assert!(!f.matches(&json!({"metadata": {"name": "a", "namespace": "b"}})));
+        assert!(FieldSelector::parse_for("spec.nodeName=x", "configmaps").is_err());
+        let events = FieldSelector::parse_for("involvedObject.name=web,type!=Normal", "events")
+            .expect("valid");
+        assert!(events.matches(&json!({"involvedObject": {"name": "web"}, "type": "Warning"})));
+        assert!(!events.matches(&json!({"involvedObject": {"name": "web"}, "type": "Normal"})));
+    }
+}

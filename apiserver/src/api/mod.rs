@@ -1,0 +1,350 @@
+//! The REST API over the store: routing, then one module per concern,
+//! generic over every resource type. Independent of the HTTP server: a
+//! request in, a [`Reply`] out.
+//!
+//! - [`query`]: query parameters, parsed and range-checked;
+//! - `filter`: label and field selectors;
+//! - `discovery`: `/api`, `/apis`, aggregated discovery, `/version`;
+//! - `read`: get and list (paged with continue tokens);
+//! - `write`: create, update, patch, server-side apply;
+//! - `delete`: delete and deletecollection;
+//! - `subresource`: `/scale`, `/approval`;
+//! - `crds`: serving and retiring CustomResourceDefinitions;
+//! - `watch`: watch streams.
+//!
+//! Body decoding is [`crate::decode`], patch algorithms [`crate::patch`],
+//! size and depth bounds [`crate::bounds`].
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use kubewasm_core::ObjectKey;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::decode::Format;
+use crate::error::ApiError;
+use crate::objects::canonical_order;
+use crate::registry::{Registry, ResourceInfo};
+use crate::store::Store;
+
+mod crds;
+mod delete;
+mod discovery;
+mod filter;
+pub mod query;
+mod read;
+mod subresource;
+mod watch;
+mod write;
+
+pub use crate::bounds::MAX_BODY;
+pub use query::parse_query;
+
+/// What a request gets back.
+#[derive(Debug)]
+pub enum Reply {
+    /// A JSON document with an HTTP status code.
+    Json(u16, Value),
+    /// Plain text (health checks).
+    Text(u16, String),
+    /// An aggregated discovery document (`apidiscovery.k8s.io/v2`).
+    Discovery(Value),
+    /// A watch: newline-delimited JSON events, until the channel closes.
+    Watch(mpsc::Receiver<Bytes>),
+}
+
+/// A parsed request.
+#[derive(Debug)]
+pub struct Request<'a> {
+    /// HTTP method.
+    pub method: &'a str,
+    /// Path, without the query.
+    pub path: &'a str,
+    /// Decoded query parameters.
+    pub query: HashMap<String, String>,
+    /// Content type of the body.
+    pub content_type: &'a str,
+    /// What the client accepts (aggregated discovery is asked for here).
+    pub accept: &'a str,
+    /// The body.
+    pub body: Bytes,
+}
+
+/// Settings of the API.
+#[derive(Clone, Debug)]
+pub struct ApiConfig {
+    /// How often a watch with bookmarks sends one.
+    pub bookmark_interval: Duration,
+    /// Watch timeout when the client sets none.
+    pub default_watch_timeout: Duration,
+    /// Run the workload simulator ([`crate::simulator`]) with this delay.
+    pub simulate_workloads: Option<Duration>,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        Self {
+            bookmark_interval: Duration::from_secs(60),
+            default_watch_timeout: Duration::from_secs(1800),
+            simulate_workloads: None,
+        }
+    }
+}
+
+/// The API: a store, the registry of served types, settings.
+#[derive(Clone, Debug)]
+pub struct Api {
+    store: Store,
+    registry: Arc<RwLock<Registry>>,
+    config: ApiConfig,
+}
+
+/// Where a request lands.
+enum Route {
+    Version,
+    Health,
+    OpenApiIndex,
+    OpenApi(String, String),
+    CoreVersions,
+    Groups,
+    Group(String),
+    ResourceList(String, String),
+    Resource(Box<Target>),
+}
+
+/// A request on a resource: collection or object, maybe a subresource.
+struct Target {
+    info: ResourceInfo,
+    namespace: Option<String>,
+    name: Option<String>,
+    subresource: Option<String>,
+}
+
+/// The object with `apiVersion` and `kind` of the version served, in the
+/// API server's field order.
+fn served(info: &ResourceInfo, object: &Value) -> Value {
+    let mut object = object.clone();
+    if let Some(map) = object.as_object_mut() {
+        map.insert("apiVersion".into(), info.api_version().into());
+        map.insert("kind".into(), info.kind.clone().into());
+    }
+    canonical_order(object)
+}
+
+fn rv_of(object: &Value) -> Option<&str> {
+    object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+}
+
+impl Request<'_> {
+    /// The body, decoded by its content type within [`crate::bounds`].
+    fn document(&self) -> Result<Value, ApiError> {
+        Ok(crate::decode::decode(
+            Format::of(self.content_type)?,
+            &self.body,
+        )?)
+    }
+}
+
+impl Api {
+    /// An API over `store` serving the built-in types.
+    pub fn new(store: Store, config: ApiConfig) -> Self {
+        Self {
+            store,
+            registry: Arc::new(RwLock::new(Registry::builtin())),
+            config,
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ApiConfig {
+        &self.config
+    }
+
+    fn registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
+        self.registry
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Answers one request.
+    pub async fn handle(&self, request: Request<'_>) -> Reply {
+        match self.dispatch(request).await {
+            Ok(reply) => reply,
+            Err(error) => Reply::Json(error.code, error.status()),
+        }
+    }
+
+    async fn dispatch(&self, request: Request<'_>) -> Result<Reply, ApiError> {
+        if request.body.len() > MAX_BODY {
+            return Err(ApiError::too_large(MAX_BODY));
+        }
+        match self.route(request.path)? {
+            Route::Version => Ok(Reply::Json(200, discovery::version())),
+            Route::Health => Ok(Reply::Text(200, "ok".into())),
+            Route::OpenApiIndex => Ok(Reply::Json(200, crate::openapi::index(&self.registry()))),
+            Route::OpenApi(group, version) => {
+                crate::openapi::document(&self.registry(), &group, &version)
+                    .map(|doc| Reply::Json(200, doc))
+                    .ok_or_else(|| ApiError::no_route(request.path))
+            }
+            Route::CoreVersions | Route::Groups
+                if request.accept.contains("as=APIGroupDiscoveryList") =>
+            {
+                Ok(Reply::Discovery(
+                    self.aggregated(request.path.trim_end_matches('/') == "/api"),
+                ))
+            }
+            Route::CoreVersions => Ok(Reply::Json(
+                200,
+                json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+                    {"clientCIDR": "0.0.0.0/0", "serverAddress": ""}]}),
+            )),
+            Route::Groups => Ok(Reply::Json(200, self.group_list())),
+            Route::Group(name) => self
+                .group_list()
+                .get("groups")
+                .and_then(Value::as_array)
+                .and_then(|groups| groups.iter().find(|g| g["name"] == name.as_str()).cloned())
+                .map(|mut group| {
+                    group["kind"] = "APIGroup".into();
+                    group["apiVersion"] = "v1".into();
+                    Reply::Json(200, group)
+                })
+                .ok_or_else(|| ApiError::no_route(request.path)),
+            Route::ResourceList(group, version) => {
+                Ok(Reply::Json(200, self.resource_list(&group, &version)))
+            }
+            Route::Resource(target) => self.resource(*target, request).await,
+        }
+    }
+
+    fn route(&self, path: &str) -> Result<Route, ApiError> {
+        let segments: Vec<&str> = path
+            .trim_matches('/')
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .collect();
+        let (group, version, rest) = match segments.as_slice() {
+            ["version"] => return Ok(Route::Version),
+            ["healthz" | "readyz" | "livez", ..] => return Ok(Route::Health),
+            ["openapi", "v3"] => return Ok(Route::OpenApiIndex),
+            ["openapi", "v3", "api", version] => {
+                return Ok(Route::OpenApi(String::new(), (*version).to_owned()));
+            }
+            ["openapi", "v3", "apis", group, version] => {
+                return Ok(Route::OpenApi((*group).to_owned(), (*version).to_owned()));
+            }
+            ["api"] => return Ok(Route::CoreVersions),
+            ["apis"] => return Ok(Route::Groups),
+            ["apis", group] => return Ok(Route::Group((*group).to_owned())),
+            ["api", version, rest @ ..] => ("", *version, rest),
+            ["apis", group, version, rest @ ..] => (*group, *version, rest),
+            _ => return Err(ApiError::no_route(path)),
+        };
+        if rest.is_empty() {
+            if self.registry().in_version(group, version).next().is_none() {
+                return Err(ApiError::no_route(path));
+            }
+            return Ok(Route::ResourceList(group.to_owned(), version.to_owned()));
+        }
+        let registry = self.registry();
+        let resolve = |plural: &str| {
+            registry
+                .get(group, version, plural)
+                .cloned()
+                .ok_or_else(|| ApiError::no_route(path))
+        };
+        let target = |info: ResourceInfo,
+                      namespace: Option<&str>,
+                      rest: &[&str]|
+         -> Result<Route, ApiError> {
+            if rest.len() > 2 {
+                return Err(ApiError::no_route(path));
+            }
+            Ok(Route::Resource(Box::new(Target {
+                info,
+                namespace: namespace.map(str::to_owned),
+                name: rest.first().map(|s| (*s).to_owned()),
+                subresource: rest.get(1).map(|s| (*s).to_owned()),
+            })))
+        };
+        match rest {
+            // A namespaced collection or object: namespaces/{ns}/{plural}/…
+            ["namespaces", namespace, plural, tail @ ..]
+                if !matches!(*plural, "status" | "finalize") =>
+            {
+                let info = resolve(plural)?;
+                if !info.namespaced {
+                    return Err(ApiError::no_route(path));
+                }
+                target(info, Some(namespace), tail)
+            }
+            [plural, tail @ ..] => {
+                let info = resolve(plural)?;
+                if info.namespaced && !tail.is_empty() {
+                    return Err(ApiError::no_route(path));
+                }
+                target(info, None, tail)
+            }
+            [] => Err(ApiError::no_route(path)),
+        }
+    }
+}
+
+impl Api {
+    async fn resource(&self, target: Target, request: Request<'_>) -> Result<Reply, ApiError> {
+        let watching = request
+            .query
+            .get("watch")
+            .is_some_and(|w| w == "true" || w == "1");
+        match (request.method, &target.name, target.subresource.as_deref()) {
+            ("GET", None, None) if watching => self.watch(&target, &request.query),
+            ("GET", None, None) => self.list(&target, &request.query),
+            ("GET", Some(name), None | Some("status")) => self.get(&target, name),
+            ("GET", Some(name), Some("scale")) if target.info.scale => {
+                self.get_scale(&target, name)
+            }
+            ("PUT" | "PATCH", Some(name), Some("scale")) if target.info.scale => {
+                self.update_scale(&target, name, &request)
+            }
+            // A CertificateSigningRequest's approval is a write of its status
+            // conditions, like `/status`.
+            ("PUT", Some(name), Some("approval"))
+                if target.info.plural == "certificatesigningrequests" =>
+            {
+                let status = Target {
+                    subresource: Some("status".to_owned()),
+                    info: target.info.clone(),
+                    namespace: target.namespace.clone(),
+                    name: target.name.clone(),
+                };
+                self.update(&status, name, &request)
+            }
+            ("POST", None, None) => self.create(&target, &request),
+            ("PUT", Some(name), None | Some("status")) => self.update(&target, name, &request),
+            ("PATCH", Some(name), None | Some("status")) => self.patch(&target, name, &request),
+            ("DELETE", Some(name), None) => self.delete(&target, name, &request),
+            (method, _, _) => Err(ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource ({method} {})",
+                request.path
+            ))),
+        }
+    }
+
+    fn key(&self, target: &Target, name: &str) -> ObjectKey {
+        ObjectKey {
+            namespace: target.namespace.clone(),
+            name: name.to_owned(),
+        }
+    }
+}
