@@ -34,6 +34,7 @@ pub fn served_types(crd: &Value) -> Result<Vec<ResourceInfo>, String> {
     let group = str_at(crd, "/spec/group").ok_or("spec.group: Required value")?;
     let plural = str_at(crd, "/spec/names/plural").ok_or("spec.names.plural: Required value")?;
     let kind = str_at(crd, "/spec/names/kind").ok_or("spec.names.kind: Required value")?;
+    check_names(crd, group, plural)?;
     let name = str_at(crd, "/metadata/name").unwrap_or("");
     if name != format!("{plural}.{group}") {
         return Err(format!(
@@ -98,6 +99,48 @@ pub fn served_types(crd: &Value) -> Result<Vec<ResourceInfo>, String> {
         .collect())
 }
 
+/// The annotation that lets a CRD use a `k8s.io` or `kubernetes.io` group.
+pub const API_APPROVED: &str = "api-approved.kubernetes.io";
+
+/// The group and plural a CRD may claim: a dotted DNS subdomain that no
+/// built-in type uses (so a CRD can never shadow, or on deletion take,
+/// a built-in resource), a protected group only when approved, a DNS label
+/// for a plural.
+fn check_names(crd: &Value, group: &str, plural: &str) -> Result<(), String> {
+    use kubewasm_core::validation::{is_dns_label, is_dns_subdomain};
+    if !group.contains('.') || !is_dns_subdomain(group) {
+        return Err(format!(
+            "spec.group: Invalid value: \"{group}\": should be a domain with at least one dot"
+        ));
+    }
+    if crate::registry::Registry::builtin()
+        .all()
+        .any(|t| t.group == group)
+    {
+        return Err(format!(
+            "spec.group: Invalid value: \"{group}\": is served by the built-in API"
+        ));
+    }
+    let protected = [".k8s.io", ".kubernetes.io"]
+        .iter()
+        .any(|suffix| group.ends_with(suffix) || group == &suffix[1..]);
+    let approved = crd
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(API_APPROVED))
+        .is_some();
+    if protected && !approved {
+        return Err(format!(
+            "metadata.annotations[{API_APPROVED}]: Required value: protected groups must have approval annotation \"{API_APPROVED}\", see https://github.com/kubernetes/enhancements/pull/1111"
+        ));
+    }
+    if !is_dns_label(plural) {
+        return Err(format!(
+            "spec.names.plural: Invalid value: \"{plural}\": a lowercase RFC 1123 label"
+        ));
+    }
+    Ok(())
+}
+
 /// The status of an accepted, established CRD.
 pub fn established_status(crd: &Value) -> Value {
     let names = crd
@@ -151,6 +194,34 @@ mod tests {
         let status = established_status(&crd("myapps.example.com"));
         assert_eq!(status["conditions"][1]["type"], "Established");
         assert_eq!(status["storedVersions"], json!(["v1"]));
+    }
+
+    #[test]
+    fn a_crd_should_never_claim_a_built_in_or_protected_group() {
+        let claim = |group: &str, plural: &str| {
+            let mut c = crd(&format!("{plural}.{group}"));
+            c["spec"]["group"] = group.into();
+            c["spec"]["names"]["plural"] = plural.into();
+            served_types(&c)
+        };
+        for (group, plural) in [
+            ("apps", "deployments"),
+            ("", "configmaps"),
+            ("rbac.authorization.k8s.io", "roles"),
+            ("apiextensions.k8s.io", "customresourcedefinitions"),
+            ("example.com", "Bad_Plural"),
+            ("new.k8s.io", "things"),
+        ] {
+            assert!(
+                claim(group, plural).is_err(),
+                "{group}/{plural} was accepted"
+            );
+        }
+        let mut approved = crd("things.new.k8s.io");
+        approved["spec"]["group"] = "new.k8s.io".into();
+        approved["spec"]["names"]["plural"] = "things".into();
+        approved["metadata"]["annotations"] = json!({API_APPROVED: "unapproved, testing"});
+        assert!(served_types(&approved).is_ok());
     }
 
     #[test]

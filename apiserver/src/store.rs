@@ -158,9 +158,9 @@ pub enum StoreError {
         /// The store's RV.
         current: u64,
     },
-    /// The database refused the write; nothing changed.
-    #[error("failed to persist: {0}")]
-    Persist(String),
+    /// The database failed: the write is refused, or was not kept.
+    #[error(transparent)]
+    Persist(#[from] PersistError),
 }
 
 type Objects = BTreeMap<ObjectKey, Arc<Value>>;
@@ -178,7 +178,9 @@ struct State {
 #[derive(Debug)]
 struct Shared {
     state: Mutex<State>,
-    changed: Notify,
+    /// Woken by every change, and by the database when the durable RV
+    /// moves.
+    changed: Arc<Notify>,
     persistence: Option<Persistence>,
 }
 
@@ -240,7 +242,7 @@ impl Store {
 
     /// An empty store whose next write takes RV `rv + 1`.
     pub fn starting_at(rv: u64, history: usize) -> Self {
-        Self::build(rv, BTreeMap::new(), history, None)
+        Self::build(rv, BTreeMap::new(), history, None, Arc::default())
     }
 
     /// A store kept in the database in `dir` (see [`crate::persist`]): what
@@ -249,7 +251,8 @@ impl Store {
     /// # Errors
     /// [`PersistError`] if the database cannot be opened or read.
     pub fn open(dir: &std::path::Path, history: usize) -> Result<Self, PersistError> {
-        let persistence = Persistence::open(dir)?;
+        let changed = Arc::new(Notify::new());
+        let persistence = Persistence::open(dir, Arc::clone(&changed))?;
         let (rv, loaded) = persistence.load()?;
         let mut objects: BTreeMap<ResourceKey, Objects> = BTreeMap::new();
         for (resource, key, value) in loaded {
@@ -258,7 +261,13 @@ impl Store {
                 .or_default()
                 .insert(key, Arc::new(value));
         }
-        Ok(Self::build(rv, objects, history, Some(persistence)))
+        Ok(Self::build(
+            rv,
+            objects,
+            history,
+            Some(persistence),
+            changed,
+        ))
     }
 
     fn build(
@@ -266,6 +275,7 @@ impl Store {
         objects: BTreeMap<ResourceKey, Objects>,
         history: usize,
         persistence: Option<Persistence>,
+        changed: Arc<Notify>,
     ) -> Self {
         Self {
             shared: Arc::new(Shared {
@@ -276,50 +286,48 @@ impl Store {
                     capacity: history.max(1),
                     compacted: rv,
                 }),
-                changed: Notify::new(),
+                changed,
                 persistence,
             }),
         }
     }
 
-    /// Makes every acknowledged write durable (a no-op in memory).
+    /// Waits until every change at or below `rv` is durable (at once in
+    /// memory): what a write waits for before it is acknowledged.
     ///
     /// # Errors
-    /// [`PersistError`] if the database cannot commit.
-    pub fn flush(&self) -> Result<(), PersistError> {
-        match &self.shared.persistence {
-            Some(p) => p.flush(),
-            None => Ok(()),
+    /// [`StoreError::Persist`] once the database has failed.
+    pub async fn synced(&self, rv: u64) -> Result<(), StoreError> {
+        let Some(persistence) = &self.shared.persistence else {
+            return Ok(());
+        };
+        loop {
+            let changed = self.shared.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            persistence.check()?;
+            if persistence.durable_rv() >= rv {
+                return Ok(());
+            }
+            changed.await;
         }
     }
 
-    fn persist_put(
-        &self,
-        rv: u64,
-        resource: &ResourceKey,
-        key: &ObjectKey,
-        object: &Value,
-    ) -> Result<(), StoreError> {
-        match &self.shared.persistence {
-            Some(p) => p
-                .put(rv, resource, key, object)
-                .map_err(|e| StoreError::Persist(e.to_string())),
-            None => Ok(()),
-        }
+    /// Waits until every write so far is durable.
+    ///
+    /// # Errors
+    /// [`StoreError::Persist`] once the database has failed.
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        self.synced(self.current_rv()).await
     }
 
-    fn persist_remove(
-        &self,
-        rv: u64,
-        resource: &ResourceKey,
-        key: &ObjectKey,
-    ) -> Result<(), StoreError> {
-        match &self.shared.persistence {
-            Some(p) => p
-                .remove(rv, resource, key)
-                .map_err(|e| StoreError::Persist(e.to_string())),
-            None => Ok(()),
-        }
+    /// The RV up to which watchers may see: the durable one, so nobody
+    /// watches a change a crash could take back.
+    fn visible_rv(&self, state: &State) -> u64 {
+        self.shared
+            .persistence
+            .as_ref()
+            .map_or(state.rv, Persistence::durable_rv)
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -374,10 +382,9 @@ impl Store {
     ) -> Result<Arc<Value>, StoreError> {
         let rv = state.rv + 1;
         stamp(&mut object, rv);
-        if kind == EventType::Deleted {
-            self.persist_remove(rv, resource, key)?;
-        } else {
-            self.persist_put(rv, resource, key, &object)?;
+        if let Some(persistence) = &self.shared.persistence {
+            let kept = (kind != EventType::Deleted).then_some(&object);
+            persistence.record(rv, resource, key, kept)?;
         }
         let object = Arc::new(object);
         state.rv = rv;
@@ -636,8 +643,9 @@ impl Watcher {
                 oldest: state.compacted,
             });
         }
+        let visible = self.store.visible_rv(&state);
         let start = state.history.partition_point(|e| e.rv <= self.position);
-        for event in state.history.range(start..) {
+        for event in state.history.range(start..).take_while(|e| e.rv <= visible) {
             self.position = event.rv;
             if self.resource.as_ref().is_none_or(|r| r == &event.resource) {
                 return Ok(Some(event.clone()));

@@ -371,7 +371,7 @@ fn apiserver(
         wait_for_shutdown().await;
         eprintln!("kubewasm apiserver: shutting down");
         drop(server);
-        server_store.flush().map_err(|e| failed(&e))?;
+        server_store.flush().await.map_err(|e| failed(&e))?;
         Ok(())
     })
 }

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::Api;
 use crate::crd;
 use crate::error::ApiError;
-use crate::store::{ListAt, StoreError};
+use crate::store::{ListAt, ResourceKey, StoreError};
 
 impl Api {
     /// Serves a CRD's versions and marks it established, before the reply.
@@ -28,7 +28,7 @@ impl Api {
             }
         }
         let status = crd::established_status(crd);
-        let storage = crate::store::ResourceKey::new(crd::GROUP, crd::PLURAL);
+        let storage = ResourceKey::new(crd::GROUP, crd::PLURAL);
         let written = self.store.update::<ApiError>(&storage, key, |current| {
             let mut next = current.clone();
             next["status"] = status;
@@ -37,8 +37,36 @@ impl Api {
         Ok(written.object)
     }
 
-    /// Stops serving a deleted CRD's resource and deletes its objects.
+    /// Serves the CRDs the store holds (after a restart). One that breaks
+    /// today's rules is left unserved, with a warning.
+    pub(super) fn serve_stored_crds(&self) {
+        let storage = ResourceKey::new(crd::GROUP, crd::PLURAL);
+        let Ok(stored) = self.store.list(&storage, None, ListAt::Latest) else {
+            return;
+        };
+        let mut registry = self
+            .registry
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for definition in stored.items {
+            match crd::served_types(&definition) {
+                Ok(types) => types.into_iter().for_each(|t| registry.insert(t)),
+                Err(reason) => tracing::warn!(
+                    crd = definition.pointer("/metadata/name").and_then(serde_json::Value::as_str),
+                    %reason,
+                    "stored CRD not served"
+                ),
+            }
+        }
+    }
+
+    /// Stops serving a deleted CRD's resource and deletes its objects; a
+    /// CRD that never passed the rules (so was never served) touches
+    /// nothing.
     pub(super) fn retire(&self, crd: &Value) {
+        if crd::served_types(crd).is_err() {
+            return;
+        }
         let (Some(group), Some(plural)) = (
             crd.pointer("/spec/group").and_then(Value::as_str),
             crd.pointer("/spec/names/plural").and_then(Value::as_str),
@@ -49,7 +77,7 @@ impl Api {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(group, plural);
-        let storage = crate::store::ResourceKey::new(group, plural);
+        let storage = ResourceKey::new(group, plural);
         if let Ok(snapshot) = self.store.list(&storage, None, ListAt::Latest) {
             for object in snapshot.items {
                 if let Some(key) = ObjectKey::of(&object) {

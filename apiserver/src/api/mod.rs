@@ -151,13 +151,16 @@ impl Request<'_> {
 }
 
 impl Api {
-    /// An API over `store` serving the built-in types.
+    /// An API over `store` serving the built-in types and the CRDs the
+    /// store holds.
     pub fn new(store: Store, config: ApiConfig) -> Self {
-        Self {
+        let api = Self {
             store,
             registry: Arc::new(RwLock::new(Registry::builtin())),
             config,
-        }
+        };
+        api.serve_stored_crds();
+        api
     }
 
     /// The store.
@@ -177,8 +180,18 @@ impl Api {
     }
 
     /// Answers one request.
+    ///
+    /// A request that may have written is answered only once what it wrote
+    /// is durable (see [`crate::persist`]); if it cannot be made durable
+    /// the answer is a 500, whatever the verb said.
     pub async fn handle(&self, request: Request<'_>) -> Reply {
-        match self.dispatch(request).await {
+        let writes = !matches!(request.method, "GET" | "HEAD" | "OPTIONS");
+        let reply = self.dispatch(request).await;
+        if writes && let Err(error) = self.store.flush().await {
+            let error = ApiError::from(error);
+            return Reply::Json(error.code, error.status());
+        }
+        match reply {
             Ok(reply) => reply,
             Err(error) => Reply::Json(error.code, error.status()),
         }
