@@ -132,6 +132,13 @@ impl ApiError {
         )
     }
 
+    /// 429 TooManyRequests: a bound on what one may hold at once.
+    pub fn too_many_requests(message: impl Into<String>) -> Self {
+        let mut error = Self::new(429, "TooManyRequests", message);
+        error.details = Some(json!({"retryAfterSeconds": 1}));
+        error
+    }
+
     /// 504 Timeout: a resourceVersion newer than the server's.
     pub fn timeout(message: impl Into<String>) -> Self {
         Self::new(504, "Timeout", message)

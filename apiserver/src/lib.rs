@@ -11,6 +11,7 @@ pub mod api;
 pub mod apply;
 pub mod bounds;
 mod builtin;
+pub mod connection;
 pub mod crd;
 pub mod decode;
 pub mod error;

@@ -214,7 +214,7 @@ impl Persistence {
         Ok((rv, objects))
     }
 
-    /// Queues an object's new state (`Some`) or its removal (`None`) at
+    /// Queues an object's new state (`Some`, as JSON) or its removal (`None`) at
     /// `rv`; durable once [`Persistence::durable_rv`] reaches `rv`.
     /// Called in RV order (under the store's lock).
     ///
@@ -225,10 +225,9 @@ impl Persistence {
         rv: u64,
         resource: &ResourceKey,
         key: &ObjectKey,
-        object: Option<&Value>,
+        bytes: Option<Vec<u8>>,
     ) -> Result<(), PersistError> {
         self.check()?;
-        let bytes = object.map(serde_json::to_vec).transpose().map_err(io)?;
         let change = Change {
             rv,
             key: db_key(resource, key),
@@ -345,7 +344,12 @@ mod tests {
         {
             let p = Persistence::open(&dir, Arc::default()).expect("opens");
             let put = |rv, name, v: Value| {
-                p.record(rv, &cms, &ObjectKey::namespaced("a", name), Some(&v))
+                p.record(
+                    rv,
+                    &cms,
+                    &ObjectKey::namespaced("a", name),
+                    serde_json::to_vec(&v).ok(),
+                )
             };
             put(1, "x", json!({"v": 1})).expect("put");
             put(2, "y", json!({"v": 2})).expect("put");

@@ -10,12 +10,15 @@ use http_body_util::{BodyExt, Full, Limited, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::service::service_fn;
 use hyper::{Response, StatusCode};
+use hyper_util::rt::TokioTimer;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 use crate::api::{Api, MAX_BODY, Reply, Request, parse_query};
+use crate::connection::{Busy, ConnectionLimits, Guarded, InFlight, accept_backoff};
 use crate::error::ApiError;
 use crate::tls::{Credentials, TlsError};
 
@@ -62,6 +65,19 @@ impl ApiServer {
         api: Api,
         credentials: Option<Credentials>,
     ) -> Result<Self, ServerError> {
+        Self::start_with(addr, api, credentials, ConnectionLimits::default()).await
+    }
+
+    /// [`ApiServer::start`] with other connection bounds.
+    ///
+    /// # Errors
+    /// [`ServerError`] if the address cannot be bound or TLS configured.
+    pub async fn start_with(
+        addr: SocketAddr,
+        api: Api,
+        credentials: Option<Credentials>,
+        limits: ConnectionLimits,
+    ) -> Result<Self, ServerError> {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let tls = credentials
@@ -73,46 +89,36 @@ impl ApiServer {
         if let Some(delay) = api.config().simulate_workloads {
             background.push(crate::simulator::spawn(api.store().clone(), delay));
         }
+        let slots = Arc::new(Semaphore::new(limits.max_connections));
         let accept = tokio::spawn(async move {
+            let mut failures = 0;
             loop {
+                // At the cap, stop accepting until a connection closes.
+                let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+                    return;
+                };
                 let (stream, peer) = match listener.accept().await {
-                    Ok(conn) => conn,
+                    Ok(conn) => {
+                        failures = 0;
+                        conn
+                    }
                     Err(error) => {
                         tracing::warn!(%error, "accept failed");
+                        tokio::time::sleep(accept_backoff(failures)).await;
+                        failures = failures.saturating_add(1);
                         continue;
                     }
                 };
-                let api = api.clone();
-                let token = token.clone();
+                let connection = Connection {
+                    api: api.clone(),
+                    token: token.clone(),
+                    limits,
+                    peer,
+                };
                 let tls = tls.clone();
                 tokio::spawn(async move {
-                    let service = service_fn(move |request| {
-                        let api = api.clone();
-                        let token = token.clone();
-                        async move { Ok::<_, Infallible>(serve(&api, token.as_deref(), request).await) }
-                    });
-                    let builder = auto::Builder::new(TokioExecutor::new());
-                    let served = match tls {
-                        Some(tls) => match tls.accept(stream).await {
-                            Ok(stream) => {
-                                builder
-                                    .serve_connection(TokioIo::new(stream), service)
-                                    .await
-                            }
-                            Err(error) => {
-                                tracing::debug!(%peer, %error, "TLS handshake failed");
-                                return;
-                            }
-                        },
-                        None => {
-                            builder
-                                .serve_connection(TokioIo::new(stream), service)
-                                .await
-                        }
-                    };
-                    if let Err(error) = served {
-                        tracing::debug!(%peer, %error, "connection ended with an error");
-                    }
+                    connection.serve(stream, tls).await;
+                    drop(slot);
                 });
             }
         });
@@ -129,6 +135,71 @@ impl ApiServer {
     }
 }
 
+/// One accepted connection.
+struct Connection {
+    api: Api,
+    token: Option<Arc<str>>,
+    limits: ConnectionLimits,
+    peer: SocketAddr,
+}
+
+impl Connection {
+    /// Serves the connection until it closes or breaks a bound.
+    async fn serve(self, stream: TcpStream, tls: Option<tokio_rustls::TlsAcceptor>) {
+        let in_flight = InFlight::default();
+        let result = match tls {
+            Some(tls) => {
+                match tokio::time::timeout(self.limits.handshake_timeout, tls.accept(stream)).await
+                {
+                    Ok(Ok(stream)) => self.http(stream, in_flight).await,
+                    Ok(Err(error)) => {
+                        tracing::debug!(peer = %self.peer, %error, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(peer = %self.peer, "TLS handshake timed out");
+                        return;
+                    }
+                }
+            }
+            None => self.http(stream, in_flight).await,
+        };
+        if let Err(error) = result {
+            tracing::debug!(peer = %self.peer, %error, "connection ended with an error");
+        }
+    }
+
+    async fn http<S>(
+        &self,
+        stream: S,
+        in_flight: InFlight,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let api = self.api.clone();
+        let token = self.token.clone();
+        let requests = in_flight.clone();
+        let service = service_fn(move |request| {
+            let api = api.clone();
+            let token = token.clone();
+            let busy = requests.start();
+            async move { Ok::<_, Infallible>(serve(&api, token.as_deref(), request, busy).await) }
+        });
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(self.limits.header_read_timeout);
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(self.limits.max_streams);
+        let io = TokioIo::new(Guarded::new(stream, in_flight, self.limits.idle_timeout));
+        builder.serve_connection(io, service).await
+    }
+}
+
 fn json(code: u16, value: &serde_json::Value) -> Response<Body> {
     let mut response = Response::new(Full::new(Bytes::from(value.to_string())).boxed());
     *response.status_mut() =
@@ -140,10 +211,13 @@ fn json(code: u16, value: &serde_json::Value) -> Response<Body> {
     response
 }
 
+/// Answers one request; `busy` marks it in flight until the response is
+/// done (a watch's, when its stream ends).
 async fn serve(
     api: &Api,
     token: Option<&str>,
     request: hyper::Request<Incoming>,
+    busy: Busy,
 ) -> Response<Body> {
     let (parts, body) = request.into_parts();
     if let Some(token) = token {
@@ -208,12 +282,13 @@ async fn serve(
             response
         }
         Reply::Watch(events) => {
-            let stream = futures_util::stream::unfold(events, |mut events| async move {
-                events
-                    .recv()
-                    .await
-                    .map(|line| (Ok::<_, Infallible>(Frame::data(line)), events))
-            });
+            let stream =
+                futures_util::stream::unfold((events, busy), |(mut events, busy)| async move {
+                    events
+                        .recv()
+                        .await
+                        .map(|line| (Ok::<_, Infallible>(Frame::data(line)), (events, busy)))
+                });
             let mut response = Response::new(BodyExt::boxed(StreamBody::new(stream)));
             response.headers_mut().insert(
                 hyper::header::CONTENT_TYPE,

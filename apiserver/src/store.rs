@@ -17,8 +17,12 @@
 //!   as the history still holds them; past that it gets
 //!   [`StoreError::Expired`] (served to clients as a 410 ERROR event).
 //! - [`Store::list`] returns a snapshot at one RV. Asking again for the same
-//!   RV (a later page of the same list) rebuilds that snapshot from the
-//!   history, or fails with `Expired` once it is compacted.
+//!   RV (a later page of the same list) returns the same snapshot while it
+//!   is among the last few taken, or else rebuilds it from the history, or
+//!   fails with `Expired` once the history is compacted past it.
+//! - Changes are durable before they are acknowledged or watched (see
+//!   [`crate::persist`]); a get or a list may show a change a few
+//!   milliseconds before its commit completes.
 //! - A deleted object's last event carries it stamped with the deletion RV.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -32,6 +36,10 @@ use crate::persist::{PersistError, Persistence};
 
 /// Default number of events the history keeps.
 pub const DEFAULT_HISTORY: usize = 10_000;
+
+/// Default bound of the history in bytes: what the objects of its events
+/// take as JSON. Events of big objects are compacted sooner.
+pub const DEFAULT_HISTORY_BYTES: usize = 256 << 20;
 
 /// Where a resource type's objects are filed: its group and plural.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -120,7 +128,19 @@ pub struct Snapshot {
     /// The RV the snapshot shows.
     pub rv: u64,
     /// The objects, ordered by namespace then name.
-    pub items: Vec<Arc<Value>>,
+    pub items: Arc<[Arc<Value>]>,
+}
+
+/// How many list snapshots the store keeps, so that the pages of a list
+/// share one snapshot instead of rebuilding it from the history each.
+const SNAPSHOTS_KEPT: usize = 8;
+
+/// What a kept snapshot shows.
+#[derive(Debug, PartialEq, Eq)]
+struct SnapshotKey {
+    resource: ResourceKey,
+    namespace: Option<String>,
+    rv: u64,
 }
 
 /// Why a store operation failed.
@@ -169,10 +189,16 @@ type Objects = BTreeMap<ObjectKey, Arc<Value>>;
 struct State {
     rv: u64,
     objects: BTreeMap<ResourceKey, Objects>,
-    history: VecDeque<Event>,
+    /// Events, oldest first, with their objects' size in bytes.
+    history: VecDeque<(Event, usize)>,
     capacity: usize,
+    /// Bytes of the objects in the history (as JSON), and their bound.
+    history_bytes: usize,
+    capacity_bytes: usize,
     /// Events with an RV at or below this are gone from the history.
     compacted: u64,
+    /// The latest list snapshots taken, oldest first.
+    snapshots: VecDeque<(SnapshotKey, Arc<[Arc<Value>]>)>,
 }
 
 #[derive(Debug)]
@@ -240,6 +266,14 @@ impl Store {
         Self::starting_at(0, history)
     }
 
+    /// An empty store keeping `history` events and at most `bytes` bytes of
+    /// their objects.
+    pub fn bounded(history: usize, bytes: usize) -> Self {
+        let store = Self::new(history);
+        store.state().capacity_bytes = bytes;
+        store
+    }
+
     /// An empty store whose next write takes RV `rv + 1`.
     pub fn starting_at(rv: u64, history: usize) -> Self {
         Self::build(rv, BTreeMap::new(), history, None, Arc::default())
@@ -284,7 +318,10 @@ impl Store {
                     objects,
                     history: VecDeque::new(),
                     capacity: history.max(1),
+                    history_bytes: 0,
+                    capacity_bytes: DEFAULT_HISTORY_BYTES,
                     compacted: rv,
+                    snapshots: VecDeque::new(),
                 }),
                 changed,
                 persistence,
@@ -382,8 +419,11 @@ impl Store {
     ) -> Result<Arc<Value>, StoreError> {
         let rv = state.rv + 1;
         stamp(&mut object, rv);
+        let encoded = serde_json::to_vec(&object)
+            .map_err(|e| StoreError::Persist(PersistError::Io(e.to_string())))?;
+        let bytes = encoded.len();
         if let Some(persistence) = &self.shared.persistence {
-            let kept = (kind != EventType::Deleted).then_some(&object);
+            let kept = (kind != EventType::Deleted).then_some(encoded);
             persistence.record(rv, resource, key, kept)?;
         }
         let object = Arc::new(object);
@@ -394,13 +434,16 @@ impl Store {
         } else {
             objects.insert(key.clone(), Arc::clone(&object));
         }
-        state.record(Event {
-            rv,
-            resource: resource.clone(),
-            kind,
-            object: Arc::clone(&object),
-            previous,
-        });
+        state.record(
+            Event {
+                rv,
+                resource: resource.clone(),
+                kind,
+                object: Arc::clone(&object),
+                previous,
+            },
+            bytes,
+        );
         drop(state);
         self.shared.changed.notify_waiters();
         Ok(object)
@@ -518,62 +561,45 @@ impl Store {
         namespace: Option<&str>,
         at: ListAt,
     ) -> Result<Snapshot, StoreError> {
-        let state = self.state();
-        let in_scope =
-            |key: &ObjectKey| namespace.is_none() || key.namespace.as_deref() == namespace;
-        let current = || state.objects.get(resource).into_iter().flatten();
-        let (rv, objects): (u64, Objects) = match at {
-            ListAt::Latest => (
-                state.rv,
-                current().map(|(k, v)| (k.clone(), Arc::clone(v))).collect(),
-            ),
+        let mut state = self.state();
+        let requested = match at {
+            ListAt::Latest => None,
             ListAt::NotOlderThan(requested) | ListAt::Exact(requested) if requested > state.rv => {
                 return Err(StoreError::TooLarge {
                     requested,
                     current: state.rv,
                 });
             }
-            ListAt::NotOlderThan(_) => (
-                state.rv,
-                current().map(|(k, v)| (k.clone(), Arc::clone(v))).collect(),
-            ),
-            ListAt::Exact(requested) => {
-                if requested < state.compacted {
-                    return Err(StoreError::Expired {
-                        requested,
-                        oldest: state.compacted,
-                    });
-                }
-                let mut objects: Objects =
-                    current().map(|(k, v)| (k.clone(), Arc::clone(v))).collect();
-                // Undo, newest first, every change of this type after `requested`.
-                for event in state.history.iter().rev().take_while(|e| e.rv > requested) {
-                    if &event.resource != resource {
-                        continue;
-                    }
-                    let Some(key) = ObjectKey::of(&event.object) else {
-                        continue;
-                    };
-                    match (&event.kind, &event.previous) {
-                        (EventType::Added, _) | (_, None) => {
-                            objects.remove(&key);
-                        }
-                        (_, Some(previous)) => {
-                            objects.insert(key, Arc::clone(previous));
-                        }
-                    }
-                }
-                (requested, objects)
+            ListAt::NotOlderThan(_) => None,
+            ListAt::Exact(requested) if requested < state.compacted => {
+                return Err(StoreError::Expired {
+                    requested,
+                    oldest: state.compacted,
+                });
             }
+            ListAt::Exact(requested) => Some(requested),
         };
-        Ok(Snapshot {
+        let rv = requested.unwrap_or(state.rv);
+        let wanted = SnapshotKey {
+            resource: resource.clone(),
+            namespace: namespace.map(str::to_owned),
             rv,
-            items: objects
-                .into_iter()
-                .filter(|(k, _)| in_scope(k))
-                .map(|(_, v)| v)
-                .collect(),
-        })
+        };
+        if let Some((_, items)) = state.snapshots.iter().find(|(k, _)| *k == wanted) {
+            return Ok(Snapshot {
+                rv,
+                items: Arc::clone(items),
+            });
+        }
+        let items: Arc<[Arc<Value>]> = match requested {
+            None => state.current(resource, namespace).map(Arc::clone).collect(),
+            Some(requested) => state.rebuild(resource, namespace, requested),
+        };
+        if state.snapshots.len() == SNAPSHOTS_KEPT {
+            state.snapshots.pop_front();
+        }
+        state.snapshots.push_back((wanted, Arc::clone(&items)));
+        Ok(Snapshot { rv, items })
     }
 
     /// A watcher of `resource` (every type when `None`) from RV `from`:
@@ -605,13 +631,84 @@ impl Store {
 }
 
 impl State {
-    fn record(&mut self, event: Event) {
-        if self.history.len() == self.capacity
-            && let Some(oldest) = self.history.pop_front()
+    /// The current objects of `resource` in `namespace` (all when `None`),
+    /// in key order.
+    fn current<'a>(
+        &'a self,
+        resource: &ResourceKey,
+        namespace: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a Arc<Value>> + 'a {
+        let objects = self.objects.get(resource);
+        let all = objects
+            .filter(|_| namespace.is_none())
+            .into_iter()
+            .flat_map(BTreeMap::values);
+        let start = ObjectKey::namespaced(namespace.unwrap_or_default(), "");
+        let one = objects
+            .filter(|_| namespace.is_some())
+            .into_iter()
+            .flat_map(move |o| o.range(start.clone()..))
+            .take_while(move |(k, _)| k.namespace.as_deref() == namespace)
+            .map(|(_, v)| v);
+        all.chain(one)
+    }
+
+    /// The objects of `resource` in `namespace` as they were at RV
+    /// `requested`: the current ones, with every later change undone.
+    fn rebuild(
+        &self,
+        resource: &ResourceKey,
+        namespace: Option<&str>,
+        requested: u64,
+    ) -> Arc<[Arc<Value>]> {
+        let mut objects: Objects = self
+            .objects
+            .get(resource)
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| namespace.is_none() || k.namespace.as_deref() == namespace)
+            .map(|(k, v)| (k.clone(), Arc::clone(v)))
+            .collect();
+        // Undo, newest first, every change of this type after `requested`.
+        for (event, _) in self
+            .history
+            .iter()
+            .rev()
+            .take_while(|(e, _)| e.rv > requested)
         {
+            if &event.resource != resource {
+                continue;
+            }
+            let Some(key) = ObjectKey::of(&event.object) else {
+                continue;
+            };
+            if namespace.is_some() && key.namespace.as_deref() != namespace {
+                continue;
+            }
+            match (&event.kind, &event.previous) {
+                (EventType::Added, _) | (_, None) => {
+                    objects.remove(&key);
+                }
+                (_, Some(previous)) => {
+                    objects.insert(key, Arc::clone(previous));
+                }
+            }
+        }
+        objects.into_values().collect()
+    }
+
+    /// Appends an event of `bytes` bytes, compacting the oldest ones past
+    /// either bound (events or bytes; the newest event always stays).
+    fn record(&mut self, event: Event, bytes: usize) {
+        self.history.push_back((event, bytes));
+        self.history_bytes += bytes;
+        while self.history.len() > 1
+            && (self.history.len() > self.capacity || self.history_bytes > self.capacity_bytes)
+            && let Some((oldest, size)) = self.history.pop_front()
+        {
+            self.history_bytes -= size;
             self.compacted = oldest.rv;
         }
-        self.history.push_back(event);
     }
 }
 
@@ -644,8 +741,14 @@ impl Watcher {
             });
         }
         let visible = self.store.visible_rv(&state);
-        let start = state.history.partition_point(|e| e.rv <= self.position);
-        for event in state.history.range(start..).take_while(|e| e.rv <= visible) {
+        let start = state
+            .history
+            .partition_point(|(e, _)| e.rv <= self.position);
+        for (event, _) in state
+            .history
+            .range(start..)
+            .take_while(|(e, _)| e.rv <= visible)
+        {
             self.position = event.rv;
             if self.resource.as_ref().is_none_or(|r| r == &event.resource) {
                 return Ok(Some(event.clone()));
@@ -899,5 +1002,58 @@ mod tests {
             .expect("not expired");
         assert_eq!((event.rv, event.kind), (1, EventType::Added));
         task.await.expect("writer");
+    }
+
+    #[test]
+    fn history_should_be_bounded_in_bytes() {
+        let store = Store::bounded(1000, 10_000);
+        let (key, mut value) = cm("a", "x", "0");
+        value["data"]["k"] = json!("y".repeat(3_000));
+        store.create(&cms(), &key, value).expect("created");
+        for i in 0..5 {
+            store
+                .update(&cms(), &key, set_data(&format!("{i}{}", "z".repeat(3_000))))
+                .expect("updated");
+        }
+        // Six events of ~3 KB each; 10 KB keeps the last three.
+        assert_eq!(store.oldest_rv(), 3);
+        assert!(matches!(
+            store.watch(Some(cms()), 2),
+            Err(StoreError::Expired { .. })
+        ));
+        assert!(store.watch(Some(cms()), 3).is_ok());
+    }
+
+    #[test]
+    fn snapshots_should_be_scoped_ordered_and_reused_by_later_pages() {
+        let store = Store::default();
+        for (ns, name) in [("a-b", "y"), ("a", "x"), ("b", "z"), ("a", "w")] {
+            let (key, value) = cm(ns, name, "0");
+            store.create(&cms(), &key, value).expect("created");
+        }
+        let all = store.list(&cms(), None, ListAt::Latest).expect("list");
+        let keys: Vec<_> = all.items.iter().filter_map(|o| ObjectKey::of(o)).collect();
+        assert_eq!(
+            keys,
+            [
+                ObjectKey::namespaced("a", "w"),
+                ObjectKey::namespaced("a", "x"),
+                ObjectKey::namespaced("a-b", "y"),
+                ObjectKey::namespaced("b", "z")
+            ]
+        );
+        let a = store.list(&cms(), Some("a"), ListAt::Latest).expect("list");
+        assert_eq!(a.items.len(), 2);
+        let (key, value) = cm("a", "v", "0");
+        store.create(&cms(), &key, value).expect("created");
+        // The later page sees the same snapshot, the very same one.
+        let again = store
+            .list(&cms(), None, ListAt::Exact(all.rv))
+            .expect("page");
+        assert!(Arc::ptr_eq(&again.items, &all.items));
+        let a_again = store
+            .list(&cms(), Some("a"), ListAt::Exact(a.rv))
+            .expect("page");
+        assert_eq!(a_again.items.len(), 2);
     }
 }

@@ -48,8 +48,8 @@ impl Api {
             .registry
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        for definition in stored.items {
-            match crd::served_types(&definition) {
+        for definition in stored.items.iter() {
+            match crd::served_types(definition) {
                 Ok(types) => types.into_iter().for_each(|t| registry.insert(t)),
                 Err(reason) => tracing::warn!(
                     crd = definition.pointer("/metadata/name").and_then(serde_json::Value::as_str),
@@ -79,8 +79,8 @@ impl Api {
             .remove(group, plural);
         let storage = ResourceKey::new(group, plural);
         if let Ok(snapshot) = self.store.list(&storage, None, ListAt::Latest) {
-            for object in snapshot.items {
-                if let Some(key) = ObjectKey::of(&object) {
+            for object in snapshot.items.iter() {
+                if let Some(key) = ObjectKey::of(object) {
                     // Gone already is fine: another delete won the race.
                     let _ = self.store.delete::<StoreError>(&storage, &key, |_| Ok(()));
                 }

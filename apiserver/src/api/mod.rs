@@ -82,6 +82,8 @@ pub struct ApiConfig {
     pub default_watch_timeout: Duration,
     /// Run the workload simulator ([`crate::simulator`]) with this delay.
     pub simulate_workloads: Option<Duration>,
+    /// Most watches open at once; past it a watch gets 429.
+    pub max_watches: usize,
 }
 
 impl Default for ApiConfig {
@@ -90,6 +92,7 @@ impl Default for ApiConfig {
             bookmark_interval: Duration::from_secs(60),
             default_watch_timeout: Duration::from_secs(1800),
             simulate_workloads: None,
+            max_watches: 4096,
         }
     }
 }
@@ -100,6 +103,8 @@ pub struct Api {
     store: Store,
     registry: Arc<RwLock<Registry>>,
     config: ApiConfig,
+    /// One permit per open watch.
+    watches: Arc<tokio::sync::Semaphore>,
 }
 
 /// Where a request lands.
@@ -157,6 +162,7 @@ impl Api {
         let api = Self {
             store,
             registry: Arc::new(RwLock::new(Registry::builtin())),
+            watches: Arc::new(tokio::sync::Semaphore::new(config.max_watches)),
             config,
         };
         api.serve_stored_crds();

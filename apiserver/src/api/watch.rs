@@ -2,11 +2,12 @@
 //! order, with selector transitions, bookmarks and a timeout.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
 use super::filter::Filter;
 use super::query::parse_rv;
@@ -32,8 +33,12 @@ impl Api {
             .get("resourceVersion")
             .filter(|v| !v.is_empty())
             .cloned();
+        let permit = Arc::clone(&self.watches)
+            .try_acquire_owned()
+            .map_err(|_| ApiError::too_many_requests("too many watches are open; retry later"))?;
         let (tx, rx) = mpsc::channel(256);
         let job = WatchJob {
+            _permit: permit,
             api: self.clone(),
             info: target.info.clone(),
             namespace: target.namespace.clone(),
@@ -51,6 +56,8 @@ impl Api {
 
 /// One watch connection's work.
 struct WatchJob {
+    /// Held while the watch runs.
+    _permit: OwnedSemaphorePermit,
     api: Api,
     info: ResourceInfo,
     namespace: Option<String>,
