@@ -173,6 +173,68 @@ impl Apiserver {
         stdout
     }
 
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Resident memory of the server process, in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .ok()
+            .and_then(|status| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmRSS:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            })
+            .unwrap_or(0)
+    }
+
+    /// Whether the process still runs.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The `host:port` it serves, from its kubeconfig.
+    pub fn listen(&self) -> String {
+        std::fs::read_to_string(&self.kubeconfig)
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("server: https://"))
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// A kube-rs client from its kubeconfig.
+    pub async fn client(&self) -> anyhow::Result<kube::Client> {
+        let text = std::fs::read_to_string(&self.kubeconfig)?;
+        let kubeconfig = kube::config::Kubeconfig::from_yaml(&text)?;
+        let config = kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await?;
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// SIGKILL: no chance to flush anything.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then the exit status and what it wrote on stderr.
+    pub fn terminate_logged(mut self) -> (std::process::ExitStatus, String) {
+        let stderr = self.child.stderr.take();
+        let status = self.terminate();
+        let mut text = String::new();
+        if let Some(mut err) = stderr {
+            let _ = std::io::Read::read_to_string(&mut err, &mut text);
+        }
+        (status, text)
+    }
+
     /// SIGTERM, then the exit status.
     pub fn terminate(mut self) -> std::process::ExitStatus {
         let pid = self.child.id().to_string();

@@ -9,19 +9,10 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
 use kube::api::{ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, Config};
 use kubewasm_tests::Apiserver;
-
-async fn client(server: &Apiserver) -> anyhow::Result<Client> {
-    let text = std::fs::read_to_string(&server.kubeconfig)?;
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&text)?;
-    let config =
-        Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-            .await?;
-    Ok(Client::try_from(config)?)
-}
 
 fn cm(name: &str) -> ConfigMap {
     let mut cm = ConfigMap::default();
@@ -37,14 +28,10 @@ async fn restart_with_data_dir_should_lose_nothing_and_watchers_should_recover()
     let data_dir = data.path().to_str().unwrap_or_default().to_owned();
     let first = Apiserver::start_with(&["--data-dir", &data_dir]);
     let kubeconfig = std::fs::read_to_string(&first.kubeconfig)?;
-    let listen = kubeconfig
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("server: https://"))
-        .unwrap_or_default()
-        .to_owned();
+    let listen = first.listen();
 
     // A watcher that keeps going across the restart.
-    let client_a = client(&first).await?;
+    let client_a = first.client().await?;
     let cms: Api<ConfigMap> = Api::namespaced(client_a, "default");
     let seen = Arc::new(Mutex::new(BTreeSet::new()));
     let sink = Arc::clone(&seen);
@@ -62,7 +49,7 @@ async fn restart_with_data_dir_should_lose_nothing_and_watchers_should_recover()
         }
     });
 
-    let writer: Api<ConfigMap> = Api::namespaced(client(&first).await?, "default");
+    let writer: Api<ConfigMap> = Api::namespaced(first.client().await?, "default");
     let mut last_rv = 0u64;
     for i in 0..5 {
         let created = writer
@@ -82,7 +69,7 @@ async fn restart_with_data_dir_should_lose_nothing_and_watchers_should_recover()
         kubeconfig,
         "same credentials after a restart"
     );
-    let writer: Api<ConfigMap> = Api::namespaced(client(&second).await?, "default");
+    let writer: Api<ConfigMap> = Api::namespaced(second.client().await?, "default");
     for i in 0..5 {
         let created = writer
             .create(&PostParams::default(), &cm(&format!("after-{i}")))
