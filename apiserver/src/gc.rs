@@ -13,9 +13,10 @@
 //! Deleting means what an API delete means: an object with finalizers gets
 //! a `deletionTimestamp` and stays until they are removed.
 //!
-//! # Caveat
-//! Finding dependents scans the store (one pass per deletion): fine at the
-//! scale of a development cluster and of the tests.
+//! Dependents and owners are found through the store's indexes (by owner
+//! uid, by uid) and a namespace's objects by range reads: a deletion costs
+//! what it touches, not the size of the store. Only the sweep after the
+//! collector fell behind the history scans everything.
 
 use std::sync::Arc;
 
@@ -44,16 +45,9 @@ fn finalizers(object: &Value) -> Vec<String> {
 }
 
 fn owner_uids(object: &Value) -> Vec<String> {
-    object
-        .pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .map(|refs| {
-            refs.iter()
-                .filter_map(|r| r.get("uid").and_then(Value::as_str))
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
+    crate::index::owner_uids(object)
+        .map(str::to_owned)
+        .collect()
 }
 
 fn deleting(object: &Value) -> bool {
@@ -145,11 +139,11 @@ fn sweep(store: &Store) {
 }
 
 fn dependents(store: &Store, owner: &str) -> Vec<(ResourceKey, Arc<Value>)> {
-    store.find(|o| owner_uids(o).iter().any(|u| u == owner))
+    store.dependents(owner)
 }
 
-fn exists(store: &Store, uid_wanted: &str) -> bool {
-    !store.find(|o| uid(o) == Some(uid_wanted)).is_empty()
+fn exists(store: &Store, uid: &str) -> bool {
+    store.by_uid(uid).is_some()
 }
 
 /// Background deletion: dependents whose owners are all gone are deleted.
@@ -165,7 +159,7 @@ fn collect_dependents_of(store: &Store, owner: &str) {
 }
 
 fn release_foreground_owner(store: &Store, owner: &str) {
-    for (resource, object) in store.find(|o| uid(o) == Some(owner)) {
+    if let Some((resource, object)) = store.by_uid(owner) {
         if deleting(&object)
             && finalizers(&object).iter().any(|f| f == FOREGROUND)
             && dependents(store, owner).is_empty()
@@ -236,9 +230,7 @@ fn remove_finalizer(store: &Store, resource: &ResourceKey, object: &Value, final
 }
 
 fn empty_namespace(store: &Store, namespace: &str) {
-    for (resource, object) in
-        store.find(|o| o.pointer("/metadata/namespace").and_then(Value::as_str) == Some(namespace))
-    {
+    for (resource, object) in store.in_namespace(namespace) {
         delete(store, &resource, &object);
     }
 }
@@ -249,9 +241,7 @@ fn finish_namespace(store: &Store, namespace: &str) {
     let terminating = store
         .get(&namespaces(), &key)
         .is_some_and(|ns| deleting(&ns));
-    let empty = store
-        .find(|o| o.pointer("/metadata/namespace").and_then(Value::as_str) == Some(namespace))
-        .is_empty();
+    let empty = store.in_namespace(namespace).is_empty();
     if terminating && empty {
         let _ = store.delete::<StoreError>(&namespaces(), &key, |_| Ok(()));
     }

@@ -16,6 +16,7 @@ pub mod crd;
 pub mod decode;
 pub mod error;
 pub mod gc;
+mod index;
 pub mod objects;
 pub mod openapi;
 pub mod patch;

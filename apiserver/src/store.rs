@@ -32,6 +32,7 @@ use kubewasm_core::ObjectKey;
 use serde_json::Value;
 use tokio::sync::Notify;
 
+use crate::index::Indexes;
 use crate::persist::{PersistError, Persistence};
 
 /// Default number of events the history keeps.
@@ -199,6 +200,8 @@ struct State {
     compacted: u64,
     /// The latest list snapshots taken, oldest first.
     snapshots: VecDeque<(SnapshotKey, Arc<[Arc<Value>]>)>,
+    /// Objects by uid and by owner uid.
+    indexes: Indexes,
 }
 
 #[derive(Debug)]
@@ -311,6 +314,12 @@ impl Store {
         persistence: Option<Persistence>,
         changed: Arc<Notify>,
     ) -> Self {
+        let mut indexes = Indexes::default();
+        for (resource, stored) in &objects {
+            for (key, object) in stored {
+                indexes.update(&(resource.clone(), key.clone()), None, Some(object));
+            }
+        }
         Self {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
@@ -322,6 +331,7 @@ impl Store {
                     capacity_bytes: DEFAULT_HISTORY_BYTES,
                     compacted: rv,
                     snapshots: VecDeque::new(),
+                    indexes,
                 }),
                 changed,
                 persistence,
@@ -391,8 +401,45 @@ impl Store {
         self.state().objects.get(resource)?.get(key).cloned()
     }
 
+    /// The object with `uid`, with its type (an index lookup).
+    pub fn by_uid(&self, uid: &str) -> Option<(ResourceKey, Arc<Value>)> {
+        let state = self.state();
+        let (resource, key) = state.indexes.by_uid(uid)?;
+        let object = state.objects.get(resource)?.get(key)?;
+        Some((resource.clone(), Arc::clone(object)))
+    }
+
+    /// The objects naming `owner` (a uid) in their `ownerReferences`, with
+    /// their types (an index lookup).
+    pub fn dependents(&self, owner: &str) -> Vec<(ResourceKey, Arc<Value>)> {
+        let state = self.state();
+        state
+            .indexes
+            .dependents(owner)
+            .filter_map(|(resource, key)| {
+                let object = state.objects.get(resource)?.get(key)?;
+                Some((resource.clone(), Arc::clone(object)))
+            })
+            .collect()
+    }
+
+    /// Every object of every type in `namespace`, with its type (one range
+    /// read per type).
+    pub fn in_namespace(&self, namespace: &str) -> Vec<(ResourceKey, Arc<Value>)> {
+        let state = self.state();
+        state
+            .objects
+            .keys()
+            .flat_map(|resource| {
+                state
+                    .current(resource, Some(namespace))
+                    .map(move |o| (resource.clone(), Arc::clone(o)))
+            })
+            .collect()
+    }
+
     /// Every stored object `pick` selects, with its type: a scan of the whole
-    /// store under one lock (what the garbage collector needs).
+    /// store under one lock (the collector's sweep after it fell behind).
     pub fn find(&self, pick: impl Fn(&Value) -> bool) -> Vec<(ResourceKey, Arc<Value>)> {
         let state = self.state();
         state
@@ -428,6 +475,10 @@ impl Store {
         }
         let object = Arc::new(object);
         state.rv = rv;
+        let after = (kind != EventType::Deleted).then_some(object.as_ref());
+        state
+            .indexes
+            .update(&(resource.clone(), key.clone()), previous.as_deref(), after);
         let objects = state.objects.entry(resource.clone()).or_default();
         if kind == EventType::Deleted {
             objects.remove(key);
