@@ -159,13 +159,12 @@ fn collect_dependents_of(store: &Store, owner: &str) {
 }
 
 fn release_foreground_owner(store: &Store, owner: &str) {
-    if let Some((resource, object)) = store.by_uid(owner) {
-        if deleting(&object)
-            && finalizers(&object).iter().any(|f| f == FOREGROUND)
-            && dependents(store, owner).is_empty()
-        {
-            remove_finalizer(store, &resource, &object, FOREGROUND);
-        }
+    if let Some((resource, object)) = store.by_uid(owner)
+        && deleting(&object)
+        && finalizers(&object).iter().any(|f| f == FOREGROUND)
+        && dependents(store, owner).is_empty()
+    {
+        remove_finalizer(store, &resource, &object, FOREGROUND);
     }
 }
 
