@@ -47,6 +47,7 @@ where
         custom: false,
         schema: None,
         typed: Some(typed::<K>),
+        printer_columns: Vec::new(),
     }
 }
 

@@ -17,6 +17,7 @@ pub mod decode;
 pub mod error;
 pub mod gc;
 mod index;
+pub mod namespace;
 pub mod objects;
 pub mod openapi;
 pub mod patch;

@@ -49,6 +49,8 @@ pub struct ResourceInfo {
     /// encode back): what survives it is what the type knows, so strict field
     /// validation reports what does not.
     pub typed: Option<TypedRoundTrip>,
+    /// A CRD version's `additionalPrinterColumns`, for tables.
+    pub printer_columns: Vec<serde_json::Value>,
 }
 
 impl ResourceInfo {

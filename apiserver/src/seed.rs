@@ -1,5 +1,7 @@
 //! What a fresh cluster holds: the system namespaces, the `kubernetes`
-//! Service, the default ClusterRoles.
+//! Service and its EndpointSlice, one simulated Ready Node, the
+//! component statuses, the default ClusterRoles. (Each namespace's
+//! ServiceAccount and root CA come from [`crate::namespace`].)
 
 use kubewasm_core::ObjectKey;
 use serde_json::{Value, json};
@@ -15,6 +17,9 @@ fn meta(name: &str, namespace: Option<&str>) -> Value {
     }
     m
 }
+
+/// The simulated node's name.
+pub const NODE: &str = "kubewasm-node";
 
 /// The objects of a fresh cluster, as (storage key, key, object).
 fn objects() -> Vec<(ResourceKey, ObjectKey, Value)> {
@@ -38,6 +43,44 @@ fn objects() -> Vec<(ResourceKey, ObjectKey, Value)> {
                         "sessionAffinity": "None"},
                "status": {"loadBalancer": {}}}),
     ));
+    let mut slice_meta = meta("kubernetes", Some("default"));
+    slice_meta["labels"] = json!({"kubernetes.io/service-name": "kubernetes",
+                                  "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"});
+    all.push((
+        ResourceKey::new("discovery.k8s.io", "endpointslices"),
+        ObjectKey::namespaced("default", "kubernetes"),
+        json!({"kind": "EndpointSlice", "apiVersion": "discovery.k8s.io/v1", "metadata": slice_meta,
+               "addressType": "IPv4",
+               "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true, "serving": true, "terminating": false}}],
+               "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}]}),
+    ));
+    let mut node_meta = meta(NODE, None);
+    node_meta["labels"] = json!({"kubernetes.io/hostname": NODE, "kubernetes.io/os": "linux",
+                                 "kubernetes.io/arch": "amd64", "node-role.kubernetes.io/control-plane": ""});
+    let ready = json!({"type": "Ready", "status": "True", "reason": "KubeletReady",
+                       "message": "kubelet is posting ready status (simulated)",
+                       "lastHeartbeatTime": now(), "lastTransitionTime": now()});
+    let capacity = json!({"cpu": "2", "memory": "8Gi", "pods": "110", "ephemeral-storage": "50Gi"});
+    all.push((
+        ResourceKey::new("", "nodes"),
+        ObjectKey::cluster(NODE),
+        json!({"kind": "Node", "apiVersion": "v1", "metadata": node_meta,
+               "spec": {"podCIDR": "10.244.0.0/24", "podCIDRs": ["10.244.0.0/24"]},
+               "status": {"conditions": [ready], "capacity": capacity.clone(), "allocatable": capacity,
+                          "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": NODE}],
+                          "nodeInfo": {"kubeletVersion": "v1.33.0", "kubeProxyVersion": "v1.33.0",
+                                       "containerRuntimeVersion": "kubewasm://simulated", "operatingSystem": "linux",
+                                       "architecture": "amd64", "osImage": "kubewasm", "kernelVersion": "",
+                                       "machineID": "", "systemUUID": "", "bootID": ""}}}),
+    ));
+    for component in ["controller-manager", "scheduler", "etcd-0"] {
+        all.push((
+            ResourceKey::new("", "componentstatuses"),
+            ObjectKey::cluster(component),
+            json!({"kind": "ComponentStatus", "apiVersion": "v1", "metadata": meta(component, None),
+                   "conditions": [{"type": "Healthy", "status": "True", "message": "ok"}]}),
+        ));
+    }
     let all_rules = json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, {"nonResourceURLs": ["*"], "verbs": ["*"]}]);
     let rw = json!([
         "create",

@@ -85,7 +85,11 @@ impl ApiServer {
             .map(|c| c.server_config().map(tokio_rustls::TlsAcceptor::from))
             .transpose()?;
         let token: Option<Arc<str>> = credentials.as_ref().map(|c| Arc::from(c.token()));
-        let mut background = vec![crate::gc::spawn(api.store().clone())];
+        let root_ca = credentials.as_ref().map(|c| c.ca_pem().to_owned());
+        let mut background = vec![
+            crate::gc::spawn(api.store().clone()),
+            crate::namespace::spawn(api.store().clone(), root_ca),
+        ];
         if let Some(delay) = api.config().simulate_workloads {
             background.push(crate::simulator::spawn(api.store().clone(), delay));
         }

@@ -29,6 +29,7 @@ use crate::error::ApiError;
 use crate::objects::canonical_order;
 use crate::registry::{Registry, ResourceInfo};
 use crate::store::Store;
+use representation::As;
 
 mod crds;
 mod delete;
@@ -36,7 +37,9 @@ mod discovery;
 mod filter;
 pub mod query;
 mod read;
+mod representation;
 mod subresource;
+mod table;
 mod watch;
 mod write;
 
@@ -322,14 +325,15 @@ impl Api {
 
 impl Api {
     async fn resource(&self, target: Target, request: Request<'_>) -> Result<Reply, ApiError> {
+        let representation = As::of(request.accept);
         let watching = request
             .query
             .get("watch")
             .is_some_and(|w| w == "true" || w == "1");
         match (request.method, &target.name, target.subresource.as_deref()) {
-            ("GET", None, None) if watching => self.watch(&target, &request.query),
-            ("GET", None, None) => self.list(&target, &request.query),
-            ("GET", Some(name), None | Some("status")) => self.get(&target, name),
+            ("GET", None, None) if watching => self.watch(&target, &request.query, representation),
+            ("GET", None, None) => self.list(&target, &request.query, representation),
+            ("GET", Some(name), None | Some("status")) => self.get(&target, name, representation),
             ("GET", Some(name), Some("scale")) if target.info.scale => {
                 self.get_scale(&target, name)
             }
@@ -353,6 +357,7 @@ impl Api {
             ("PUT", Some(name), None | Some("status")) => self.update(&target, name, &request),
             ("PATCH", Some(name), None | Some("status")) => self.patch(&target, name, &request),
             ("DELETE", Some(name), None) => self.delete(&target, name, &request),
+            ("DELETE", None, None) => self.delete_collection(&target, &request),
             (method, _, _) => Err(ApiError::method_not_allowed(format!(
                 "the server does not allow this method on the requested resource ({method} {})",
                 request.path

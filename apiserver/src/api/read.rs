@@ -9,23 +9,33 @@ use serde_json::{Value, json};
 
 use super::filter::Filter;
 use super::query::parse_rv;
-use super::{Api, Reply, Target, served};
+use super::representation::{self, As};
+use super::{Api, Reply, Target};
 use crate::error::ApiError;
 use crate::store::ListAt;
 
 impl Api {
-    pub(super) fn get(&self, target: &Target, name: &str) -> Result<Reply, ApiError> {
+    pub(super) fn get(
+        &self,
+        target: &Target,
+        name: &str,
+        representation: As,
+    ) -> Result<Reply, ApiError> {
         let object = self
             .store
             .get(&target.info.storage_key(), &self.key(target, name))
             .ok_or_else(|| ApiError::not_found(&target.info, name))?;
-        Ok(Reply::Json(200, served(&target.info, &object)))
+        Ok(Reply::Json(
+            200,
+            representation::object(representation, &target.info, &object, true),
+        ))
     }
 
     pub(super) fn list(
         &self,
         target: &Target,
         query: &HashMap<String, String>,
+        representation: As,
     ) -> Result<Reply, ApiError> {
         let filter = Filter::from_query(query, &target.info.plural)?;
         let limit = super::query::limit(query)?.unwrap_or(usize::MAX);
@@ -75,11 +85,9 @@ impl Api {
             .into();
             metadata["remainingItemCount"] = remaining.into();
         }
-        let items: Vec<Value> = page.iter().map(|o| served(&target.info, o)).collect();
         Ok(Reply::Json(
             200,
-            json!({"kind": target.info.list_kind, "apiVersion": target.info.api_version(),
-                   "metadata": metadata, "items": items}),
+            representation::list(representation, &target.info, metadata, &page),
         ))
     }
 }

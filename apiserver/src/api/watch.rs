@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -11,7 +12,8 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
 use super::filter::Filter;
 use super::query::parse_rv;
-use super::{Api, Reply, Target, served};
+use super::representation::{self, As};
+use super::{Api, Reply, Target};
 use crate::error::ApiError;
 use crate::objects::metadata_mut;
 use crate::registry::ResourceInfo;
@@ -22,6 +24,7 @@ impl Api {
         &self,
         target: &Target,
         query: &HashMap<String, String>,
+        representation: As,
     ) -> Result<Reply, ApiError> {
         let filter = Filter::from_query(query, &target.info.plural)?;
         let bookmarks = query
@@ -48,6 +51,8 @@ impl Api {
             timeout,
             rv,
             tx,
+            representation,
+            columns_sent: AtomicBool::new(false),
         };
         tokio::spawn(job.run());
         Ok(Reply::Watch(rx))
@@ -67,6 +72,9 @@ struct WatchJob {
     timeout: Duration,
     rv: Option<String>,
     tx: mpsc::Sender<Bytes>,
+    representation: As,
+    /// Whether a table's column definitions went out.
+    columns_sent: AtomicBool,
 }
 
 impl WatchJob {
@@ -93,6 +101,14 @@ impl WatchJob {
         }) && self.filter.matches(object)
     }
 
+    /// Sends an object event in the representation asked for (a table
+    /// carries its column definitions in the first event only).
+    async fn send_object(&self, kind: &str, object: &Value) -> bool {
+        let columns = !self.columns_sent.swap(true, Ordering::Relaxed);
+        let object = representation::object(self.representation, &self.info, object, columns);
+        self.send(kind, object).await
+    }
+
     /// The event a client of this watch sees, with selector transitions:
     /// an object leaving the selection is DELETED, one entering is ADDED.
     pub(super) fn translate(&self, event: &Event) -> Option<(&'static str, Value)> {
@@ -103,18 +119,17 @@ impl WatchJob {
             if let Some(m) = metadata_mut(&mut object) {
                 m.insert("resourceVersion".into(), event.rv.to_string().into());
             }
-            served(&self.info, &object)
+            object
         };
+        let current = || (*event.object).clone();
         match event.kind {
-            EventType::Added if now => Some(("ADDED", served(&self.info, &event.object))),
-            EventType::Modified if now && before => {
-                Some(("MODIFIED", served(&self.info, &event.object)))
-            }
-            EventType::Modified if now => Some(("ADDED", served(&self.info, &event.object))),
+            EventType::Added if now => Some(("ADDED", current())),
+            EventType::Modified if now && before => Some(("MODIFIED", current())),
+            EventType::Modified if now => Some(("ADDED", current())),
             EventType::Modified if before => {
                 event.previous.as_deref().map(|p| ("DELETED", stamped(p)))
             }
-            EventType::Deleted if before => Some(("DELETED", served(&self.info, &event.object))),
+            EventType::Deleted if before => Some(("DELETED", current())),
             _ => None,
         }
     }
@@ -140,7 +155,7 @@ impl WatchJob {
                     Err(e) => return self.fail(e.into()).await,
                 };
                 for object in snapshot.items.iter().filter(|o| self.filter.matches(o)) {
-                    if !self.send("ADDED", served(&self.info, object)).await {
+                    if !self.send_object("ADDED", object).await {
                         return;
                     }
                 }
@@ -168,7 +183,7 @@ impl WatchJob {
                 event = watcher.next() => match event {
                     Ok(event) => {
                         if let Some((kind, object)) = self.translate(&event)
-                            && !self.send(kind, object).await {
+                            && !self.send_object(kind, &object).await {
                                 return;
                             }
                     }
