@@ -102,6 +102,21 @@ impl ApiError {
         Self::new(401, "Unauthorized", "Unauthorized")
     }
 
+    /// 403 Forbidden.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(403, "Forbidden", message)
+    }
+
+    /// 422 Invalid, for a kind that is not a stored resource (a review, a
+    /// TokenRequest).
+    pub fn invalid_kind(kind: &str, name: &str, why: impl std::fmt::Display) -> Self {
+        Self::new(
+            422,
+            "Invalid",
+            format!("{kind} \"{name}\" is invalid: {why}"),
+        )
+    }
+
     /// 405 MethodNotAllowed.
     pub fn method_not_allowed(message: impl Into<String>) -> Self {
         Self::new(405, "MethodNotAllowed", message)

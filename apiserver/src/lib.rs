@@ -9,6 +9,7 @@
 
 pub mod api;
 pub mod apply;
+pub mod auth;
 pub mod bounds;
 mod builtin;
 pub mod connection;

@@ -18,6 +18,95 @@ fn meta(name: &str, namespace: Option<&str>) -> Value {
     m
 }
 
+/// The user-facing roles of a real cluster, aggregated as there: `view`
+/// holds `system:aggregate-to-view` (reads, no Secrets); `edit` holds
+/// `view` and `system:aggregate-to-edit` (writes, Secrets); `admin` holds
+/// `edit` and `system:aggregate-to-admin` (Roles and RoleBindings).
+/// Each entry: name, `aggregate-to-*` labels, the label it aggregates, rules.
+fn default_roles() -> Vec<(&'static str, Vec<&'static str>, Option<&'static str>, Value)> {
+    let workloads = json!([
+        {"apiGroups": [""], "resources": ["configmaps", "endpoints", "persistentvolumeclaims", "pods", "pods/log",
+            "pods/status", "replicationcontrollers", "replicationcontrollers/scale", "services", "serviceaccounts",
+            "events", "limitranges", "resourcequotas", "namespaces", "namespaces/status"]},
+        {"apiGroups": ["apps"], "resources": ["daemonsets", "deployments", "deployments/scale", "deployments/status",
+            "replicasets", "replicasets/scale", "statefulsets", "statefulsets/scale", "controllerrevisions"]},
+        {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"]},
+        {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"]},
+        {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses", "networkpolicies"]},
+        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"]},
+        {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"]},
+    ]);
+    let with_verbs = |rules: &Value, verbs: &[&str]| -> Value {
+        Value::Array(
+            rules
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|r| {
+                    let mut r = r.clone();
+                    r["verbs"] = json!(verbs);
+                    r
+                })
+                .collect(),
+        )
+    };
+    let read = ["get", "list", "watch"];
+    let write = ["create", "delete", "deletecollection", "patch", "update"];
+    let mut edit = with_verbs(&workloads, &write);
+    if let Some(rules) = edit.as_array_mut() {
+        rules.push(json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch", "create", "delete", "deletecollection", "patch", "update"]}));
+        rules.push(
+            json!({"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]}),
+        );
+        rules.push(json!({"apiGroups": [""], "resources": ["pods/exec", "pods/attach", "pods/portforward", "pods/eviction"], "verbs": ["create", "get"]}));
+    }
+    let admin = json!([
+        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
+         "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]},
+        {"apiGroups": ["authorization.k8s.io"], "resources": ["localsubjectaccessreviews"], "verbs": ["create"]},
+    ]);
+    vec![
+        (
+            "cluster-admin",
+            vec![],
+            None,
+            json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, {"nonResourceURLs": ["*"], "verbs": ["*"]}]),
+        ),
+        ("admin", vec![], Some("aggregate-to-admin"), json!([])),
+        (
+            "edit",
+            vec!["aggregate-to-admin"],
+            Some("aggregate-to-edit"),
+            json!([]),
+        ),
+        (
+            "view",
+            vec!["aggregate-to-edit"],
+            Some("aggregate-to-view"),
+            json!([]),
+        ),
+        (
+            "system:aggregate-to-admin",
+            vec!["aggregate-to-admin"],
+            None,
+            admin,
+        ),
+        (
+            "system:aggregate-to-edit",
+            vec!["aggregate-to-edit"],
+            None,
+            edit,
+        ),
+        (
+            "system:aggregate-to-view",
+            vec!["aggregate-to-view"],
+            None,
+            with_verbs(&workloads, &read),
+        ),
+    ]
+}
+
 /// The simulated node's name.
 pub const NODE: &str = "kubewasm-node";
 
@@ -81,39 +170,23 @@ fn objects() -> Vec<(ResourceKey, ObjectKey, Value)> {
                    "conditions": [{"type": "Healthy", "status": "True", "message": "ok"}]}),
         ));
     }
-    let all_rules = json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, {"nonResourceURLs": ["*"], "verbs": ["*"]}]);
-    let rw = json!([
-        "create",
-        "delete",
-        "deletecollection",
-        "get",
-        "list",
-        "patch",
-        "update",
-        "watch"
-    ]);
-    let ro = json!(["get", "list", "watch"]);
-    for (name, rules) in [
-        ("cluster-admin", all_rules),
-        (
-            "admin",
-            json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": rw}]),
-        ),
-        (
-            "edit",
-            json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": rw}]),
-        ),
-        (
-            "view",
-            json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ro}]),
-        ),
-    ] {
+    for (name, labels, aggregation, rules) in default_roles() {
         let mut metadata = meta(name, None);
-        metadata["labels"] = json!({"kubernetes.io/bootstrapping": "rbac-defaults"});
+        let mut all_labels = json!({"kubernetes.io/bootstrapping": "rbac-defaults"});
+        for label in labels {
+            all_labels[format!("rbac.authorization.k8s.io/{label}")] = "true".into();
+        }
+        metadata["labels"] = all_labels;
+        let mut role = json!({"kind": "ClusterRole", "apiVersion": "rbac.authorization.k8s.io/v1",
+                              "metadata": metadata, "rules": rules});
+        if let Some(to) = aggregation {
+            role["aggregationRule"] = json!({"clusterRoleSelectors": [
+                {"matchLabels": {format!("rbac.authorization.k8s.io/{to}"): "true"}}]});
+        }
         all.push((
             ResourceKey::new("rbac.authorization.k8s.io", "clusterroles"),
             ObjectKey::cluster(name),
-            json!({"kind": "ClusterRole", "apiVersion": "rbac.authorization.k8s.io/v1", "metadata": metadata, "rules": rules}),
+            role,
         ));
     }
     all

@@ -18,6 +18,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 use crate::api::{Api, MAX_BODY, Reply, Request, parse_query};
+use crate::auth::Impersonation;
 use crate::connection::{Busy, ConnectionLimits, Guarded, InFlight, accept_backoff};
 use crate::error::ApiError;
 use crate::tls::{Credentials, TlsError};
@@ -84,7 +85,10 @@ impl ApiServer {
             .as_ref()
             .map(|c| c.server_config().map(tokio_rustls::TlsAcceptor::from))
             .transpose()?;
-        let token: Option<Arc<str>> = credentials.as_ref().map(|c| Arc::from(c.token()));
+        let api = match &credentials {
+            Some(c) => api.with_authentication(c.token()),
+            None => api,
+        };
         let root_ca = credentials.as_ref().map(|c| c.ca_pem().to_owned());
         let mut background = vec![
             crate::gc::spawn(api.store().clone()),
@@ -115,7 +119,6 @@ impl ApiServer {
                 };
                 let connection = Connection {
                     api: api.clone(),
-                    token: token.clone(),
                     limits,
                     peer,
                 };
@@ -142,7 +145,6 @@ impl ApiServer {
 /// One accepted connection.
 struct Connection {
     api: Api,
-    token: Option<Arc<str>>,
     limits: ConnectionLimits,
     peer: SocketAddr,
 }
@@ -182,13 +184,11 @@ impl Connection {
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
         let api = self.api.clone();
-        let token = self.token.clone();
         let requests = in_flight.clone();
         let service = service_fn(move |request| {
             let api = api.clone();
-            let token = token.clone();
             let busy = requests.start();
-            async move { Ok::<_, Infallible>(serve(&api, token.as_deref(), request, busy).await) }
+            async move { Ok::<_, Infallible>(serve(&api, request, busy).await) }
         });
         let mut builder = auto::Builder::new(TokioExecutor::new());
         builder
@@ -217,31 +217,31 @@ fn json(code: u16, value: &serde_json::Value) -> Response<Body> {
 
 /// Answers one request; `busy` marks it in flight until the response is
 /// done (a watch's, when its stream ends).
-async fn serve(
-    api: &Api,
-    token: Option<&str>,
-    request: hyper::Request<Incoming>,
-    busy: Busy,
-) -> Response<Body> {
+async fn serve(api: &Api, request: hyper::Request<Incoming>, busy: Busy) -> Response<Body> {
     let (parts, body) = request.into_parts();
-    if let Some(token) = token {
-        let presented = parts
+    let bearer = parts
+        .headers
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let user = match api.authenticate(bearer) {
+        Ok(user) => user,
+        Err(error) => return json(error.code, &error.status()),
+    };
+    let header = |name: &str| {
+        parts
             .headers
-            .get(hyper::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        // Constant time: the comparison must not tell how much of a guess
-        // was right.
-        let matches = presented.is_some_and(|p| {
-            bool::from(subtle::ConstantTimeEq::ct_eq(
-                p.as_bytes(),
-                token.as_bytes(),
-            ))
-        });
-        if !matches {
-            return json(401, &ApiError::unauthorized().status());
-        }
-    }
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let impersonate = Impersonation {
+        user: header("impersonate-user").into_iter().next(),
+        groups: header("impersonate-group"),
+        uid: header("impersonate-uid").into_iter().next(),
+    };
     let body = match Limited::new(body, MAX_BODY).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(_) => {
@@ -266,6 +266,8 @@ async fn serve(
         content_type,
         accept,
         body,
+        user,
+        impersonate,
     };
     tracing::debug!(method = request.method, path = request.path, "request");
     match api.handle(request).await {

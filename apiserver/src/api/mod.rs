@@ -24,13 +24,17 @@ use kubewasm_core::ObjectKey;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use crate::auth::token::Signer;
+use crate::auth::{Authenticator, Impersonation, User};
 use crate::decode::Format;
 use crate::error::ApiError;
 use crate::objects::canonical_order;
 use crate::registry::{Registry, ResourceInfo};
 use crate::store::Store;
+use access::Review;
 use representation::As;
 
+mod access;
 mod crds;
 mod delete;
 mod discovery;
@@ -74,6 +78,10 @@ pub struct Request<'a> {
     pub accept: &'a str,
     /// The body.
     pub body: Bytes,
+    /// Who sent it (see [`Api::authenticate`]).
+    pub user: User,
+    /// Whom it asks to act as (`Impersonate-*` headers).
+    pub impersonate: Impersonation,
 }
 
 /// Settings of the API.
@@ -108,6 +116,8 @@ pub struct Api {
     config: ApiConfig,
     /// One permit per open watch.
     watches: Arc<tokio::sync::Semaphore>,
+    /// None: no authentication, everyone is the admin.
+    authenticator: Option<Authenticator>,
 }
 
 /// Where a request lands.
@@ -120,6 +130,7 @@ enum Route {
     Groups,
     Group(String),
     ResourceList(String, String),
+    Review(Review),
     Resource(Box<Target>),
 }
 
@@ -167,9 +178,22 @@ impl Api {
             registry: Arc::new(RwLock::new(Registry::builtin())),
             watches: Arc::new(tokio::sync::Semaphore::new(config.max_watches)),
             config,
+            authenticator: None,
         };
         api.serve_stored_crds();
         api
+    }
+
+    /// The API with authentication and authorization: `admin_token` is the
+    /// admin's, ServiceAccount tokens are signed with a key derived from it.
+    #[must_use]
+    pub fn with_authentication(mut self, admin_token: &str) -> Self {
+        self.authenticator = Some(Authenticator::new(
+            admin_token,
+            Signer::derived_from(admin_token),
+            self.store.clone(),
+        ));
+        self
     }
 
     /// The store.
@@ -206,11 +230,13 @@ impl Api {
         }
     }
 
-    async fn dispatch(&self, request: Request<'_>) -> Result<Reply, ApiError> {
+    async fn dispatch(&self, mut request: Request<'_>) -> Result<Reply, ApiError> {
         if request.body.len() > MAX_BODY {
             return Err(ApiError::too_large(MAX_BODY));
         }
+        request.user = self.acting_user(&request.user, &request.impersonate)?;
         match self.route(request.path)? {
+            Route::Review(review) => self.review(review, &request),
             Route::Version => Ok(Reply::Json(200, discovery::version())),
             Route::Health => Ok(Reply::Text(200, "ok".into())),
             Route::OpenApiIndex => Ok(Reply::Json(200, crate::openapi::index(&self.registry()))),
@@ -265,6 +291,25 @@ impl Api {
             }
             ["openapi", "v3", "apis", group, version] => {
                 return Ok(Route::OpenApi((*group).to_owned(), (*version).to_owned()));
+            }
+            [
+                "apis",
+                "authorization.k8s.io",
+                "v1",
+                "selfsubjectaccessreviews",
+            ] => {
+                return Ok(Route::Review(Review::Access));
+            }
+            [
+                "apis",
+                "authorization.k8s.io",
+                "v1",
+                "selfsubjectrulesreviews",
+            ] => {
+                return Ok(Route::Review(Review::Rules));
+            }
+            ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"] => {
+                return Ok(Route::Review(Review::WhoAmI));
             }
             ["api"] => return Ok(Route::CoreVersions),
             ["apis"] => return Ok(Route::Groups),
@@ -325,6 +370,7 @@ impl Api {
 
 impl Api {
     async fn resource(&self, target: Target, request: Request<'_>) -> Result<Reply, ApiError> {
+        self.authorize(&target, &request)?;
         let representation = As::of(request.accept);
         let watching = request
             .query
@@ -356,6 +402,9 @@ impl Api {
             ("POST", None, None) => self.create(&target, &request),
             ("PUT", Some(name), None | Some("status")) => self.update(&target, name, &request),
             ("PATCH", Some(name), None | Some("status")) => self.patch(&target, name, &request),
+            ("POST", Some(name), Some("token")) if target.info.plural == "serviceaccounts" => {
+                self.request_token(&target, name, &request)
+            }
             ("DELETE", Some(name), None) => self.delete(&target, name, &request),
             ("DELETE", None, None) => self.delete_collection(&target, &request),
             (method, _, _) => Err(ApiError::method_not_allowed(format!(

@@ -1,0 +1,208 @@
+//! Authentication and authorization as a real cluster does them: a
+//! ServiceAccount token from TokenRequest reads what its Role grants and is
+//! refused the rest, with kubectl and kube-rs; impersonation needs the
+//! `impersonate` verb; self access reviews answer for the caller; deleting
+//! the account revokes its tokens.
+
+use k8s_openapi::api::authentication::v1::TokenRequest;
+use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::api::{DeleteParams, PostParams};
+use kube::{Api, Client};
+use kubewasm_tests::Apiserver;
+use serde_json::json;
+
+/// A kubeconfig like the server's, with `token` instead of the admin's.
+fn kubeconfig_with(server: &Apiserver, token: &str, dir: &std::path::Path) -> std::path::PathBuf {
+    let admin = std::fs::read_to_string(&server.kubeconfig).unwrap_or_default();
+    let text: String = admin
+        .lines()
+        .map(|l| match l.trim_start().strip_prefix("token: ") {
+            Some(_) => format!("{}token: {token}", &l[..l.len() - l.trim_start().len()]),
+            None => l.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let path = dir.join("bot.kubeconfig");
+    std::fs::write(&path, text).unwrap_or_default();
+    path
+}
+
+fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .expect("kubectl runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+async fn create<K>(api: Api<K>, value: serde_json::Value) -> anyhow::Result<K>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    Ok(api
+        .create(&PostParams::default(), &serde_json::from_value(value)?)
+        .await?)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_account_token_should_get_what_its_role_grants_and_nothing_else()
+-> anyhow::Result<()> {
+    let server = Apiserver::start();
+    let admin = server.client().await?;
+    create(
+        Api::<Namespace>::all(admin.clone()),
+        json!({"metadata": {"name": "team"}}),
+    )
+    .await?;
+    create(
+        Api::<ServiceAccount>::namespaced(admin.clone(), "team"),
+        json!({"metadata": {"name": "bot"}}),
+    )
+    .await?;
+    create(Api::<Role>::namespaced(admin.clone(), "team"), json!({"metadata": {"name": "reader"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}]}))
+    .await?;
+    create(
+        Api::<RoleBinding>::namespaced(admin.clone(), "team"),
+        json!({"metadata": {"name": "bot-reads"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "bot", "namespace": "team"}]}),
+    )
+    .await?;
+    create(
+        Api::<ConfigMap>::namespaced(admin.clone(), "team"),
+        json!({"metadata": {"name": "settings"}, "data": {"a": "1"}}),
+    )
+    .await?;
+    create(
+        Api::<Secret>::namespaced(admin.clone(), "team"),
+        json!({"metadata": {"name": "key"}, "stringData": {"k": "v"}}),
+    )
+    .await?;
+
+    // TokenRequest, as `kubectl create token` sends it.
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), "team");
+    let request: TokenRequest =
+        serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 3600}}))?;
+    let issued = accounts
+        .create_token_request("bot", &PostParams::default(), &request)
+        .await?;
+    let token = issued.status.map(|s| s.token).unwrap_or_default();
+    assert!(token.split('.').count() == 3, "a JWT: {token}");
+
+    let dir = tempfile::tempdir()?;
+    let bot = kubeconfig_with(&server, &token, dir.path());
+    let (ok, out, err) = kubectl(&bot, &["get", "configmaps", "-n", "team", "-o", "name"]);
+    assert!(ok && out.contains("configmap/settings"), "{out}{err}");
+    for refused in [
+        vec!["get", "configmaps", "-n", "default"],
+        vec!["get", "secrets", "-n", "team"],
+        vec!["delete", "configmap", "settings", "-n", "team"],
+        vec!["get", "namespaces"],
+        vec!["get", "configmaps", "-n", "team", "--as", "kubewasm-admin"],
+    ] {
+        let (ok, out, err) = kubectl(&bot, &refused);
+        assert!(
+            !ok && err.contains("Forbidden"),
+            "{refused:?} was not refused: {out}{err}"
+        );
+    }
+    let (_, _, err) = kubectl(&bot, &["get", "secrets", "-n", "team"]);
+    assert!(
+        err.contains("User \"system:serviceaccount:team:bot\" cannot list resource \"secrets\" in API group \"\" in the namespace \"team\""),
+        "{err}"
+    );
+
+    // The admin may impersonate the account, and sees what it sees.
+    let (ok, out, err) = server.kubectl(&[
+        "get",
+        "configmaps",
+        "-n",
+        "team",
+        "-o",
+        "name",
+        "--as",
+        "system:serviceaccount:team:bot",
+    ]);
+    assert!(ok && out.contains("configmap/settings"), "{out}{err}");
+    let (ok, _, err) = server.kubectl(&[
+        "get",
+        "secrets",
+        "-n",
+        "team",
+        "--as",
+        "system:serviceaccount:team:bot",
+    ]);
+    assert!(!ok && err.contains("Forbidden"), "{err}");
+
+    // A self access review answers for the caller.
+    let text = std::fs::read_to_string(&bot)?;
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::from_yaml(&text)?,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await?;
+    let as_bot = Client::try_from(config)?;
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(as_bot.clone());
+    for (verb, resource, expected) in [
+        ("list", "configmaps", true),
+        ("delete", "configmaps", false),
+        ("get", "secrets", false),
+    ] {
+        let review: SelfSubjectAccessReview =
+            serde_json::from_value(json!({"spec": {"resourceAttributes": {
+            "namespace": "team", "verb": verb, "resource": resource}}}))?;
+        let answer = reviews.create(&PostParams::default(), &review).await?;
+        assert_eq!(
+            answer.status.map(|s| s.allowed),
+            Some(expected),
+            "{verb} {resource}"
+        );
+    }
+
+    // Deleting the account revokes its token.
+    accounts.delete("bot", &DeleteParams::default()).await?;
+    let cms: Api<ConfigMap> = Api::namespaced(as_bot, "team");
+    let revoked = cms.get("settings").await;
+    assert!(
+        matches!(&revoked, Err(kube::Error::Api(s)) if s.code == 401),
+        "{revoked:?}"
+    );
+    let forged = kubeconfig_with(&server, "not-a-token", dir.path());
+    let (ok, _, err) = kubectl(&forged, &["get", "configmaps"]);
+    assert!(!ok && err.contains("Unauthorized"), "{err}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_roles_should_bind_as_on_a_real_cluster() -> anyhow::Result<()> {
+    let server = Apiserver::start();
+    let admin = server.client().await?;
+    create(
+        Api::<RoleBinding>::namespaced(admin.clone(), "default"),
+        json!({"metadata": {"name": "alice-view"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "User", "name": "alice"}]}),
+    )
+    .await?;
+    let as_alice = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--as", "alice"]);
+        server.kubectl(&all)
+    };
+    assert!(as_alice(&["get", "configmaps"]).0);
+    assert!(as_alice(&["get", "pods"]).0);
+    assert!(!as_alice(&["get", "secrets"]).0, "view reads no secrets");
+    assert!(!as_alice(&["delete", "configmap", "kube-root-ca.crt"]).0);
+    assert!(!as_alice(&["get", "configmaps", "-n", "kube-system"]).0);
+    Ok(())
+}
