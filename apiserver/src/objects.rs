@@ -23,6 +23,11 @@ pub fn validate_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The string at `pointer`, or `""`.
+pub fn text_at<'a>(value: &'a Value, pointer: &str) -> &'a str {
+    value.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
 /// The strings of the JSON array at `pointer` (none when absent).
 pub fn strings_at(value: &Value, pointer: &str) -> Vec<String> {
     value

@@ -120,6 +120,17 @@ async fn a_watch_should_keep_its_connection_past_the_idle_timeout() -> anyhow::R
     Ok(())
 }
 
+/// Opens a watch over a raw connection: the stream and the status line.
+async fn open_watch(addr: SocketAddr) -> anyhow::Result<(TcpStream, [u8; 12])> {
+    let mut stream = TcpStream::connect(addr).await?;
+    stream
+        .write_all(b"GET /api/v1/configmaps?watch=true HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await?;
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).await?;
+    Ok((stream, head))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watches_past_the_cap_should_get_429() -> anyhow::Result<()> {
     let config = ApiConfig {
@@ -129,35 +140,16 @@ async fn watches_past_the_cap_should_get_429() -> anyhow::Result<()> {
     let (_server, addr) = start(None, config).await?;
     let mut open = Vec::new();
     for _ in 0..3 {
-        let mut stream = TcpStream::connect(addr).await?;
-        stream
-            .write_all(b"GET /api/v1/configmaps?watch=true HTTP/1.1\r\nHost: x\r\n\r\n")
-            .await?;
-        let mut head = [0u8; 12];
-        stream.read_exact(&mut head).await?;
+        let (stream, head) = open_watch(addr).await?;
         assert_eq!(&head, b"HTTP/1.1 200");
         open.push(stream);
     }
-    let mut stream = TcpStream::connect(addr).await?;
-    stream
-        .write_all(b"GET /api/v1/configmaps?watch=true HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await?;
-    let mut head = [0u8; 12];
-    stream.read_exact(&mut head).await?;
+    let (_, head) = open_watch(addr).await?;
     assert_eq!(&head, b"HTTP/1.1 429");
     // Closing one frees its slot.
     drop(open.pop());
     let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let mut stream = TcpStream::connect(addr).await?;
-        stream
-            .write_all(b"GET /api/v1/configmaps?watch=true HTTP/1.1\r\nHost: x\r\n\r\n")
-            .await?;
-        let mut head = [0u8; 12];
-        stream.read_exact(&mut head).await?;
-        if &head == b"HTTP/1.1 200" {
-            break;
-        }
+    while open_watch(addr).await?.1 != *b"HTTP/1.1 200" {
         assert!(Instant::now() < deadline, "the slot was never freed");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -108,6 +108,21 @@ pub fn example_file(plugin: &str, file: &str) -> PathBuf {
     workspace_root().join("plugins").join(plugin).join(file)
 }
 
+/// Runs kubectl with `kubeconfig`: success, stdout, stderr.
+pub fn kubectl_with(kubeconfig: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .expect("kubectl runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// A `kubewasm apiserver` process, stopped with SIGTERM when dropped.
 pub struct Apiserver {
     child: Child,
@@ -153,17 +168,7 @@ impl Apiserver {
 
     /// Runs kubectl against it: success, stdout, stderr.
     pub fn kubectl(&self, args: &[&str]) -> (bool, String, String) {
-        let out = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(args)
-            .output()
-            .expect("kubectl runs");
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        kubectl_with(&self.kubeconfig, args)
     }
 
     /// Runs kubectl and expects success; returns stdout.

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
-use kubewasm_tests::Apiserver;
+use kubewasm_tests::{Apiserver, kubectl_with};
 use serde_json::json;
 
 /// A kubeconfig like the server's, with `token` instead of the admin's.
@@ -27,20 +27,6 @@ fn kubeconfig_with(server: &Apiserver, token: &str, dir: &std::path::Path) -> st
     let path = dir.join("bot.kubeconfig");
     std::fs::write(&path, text).unwrap_or_default();
     path
-}
-
-fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> (bool, String, String) {
-    let out = std::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .expect("kubectl runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 async fn create<K>(api: Api<K>, value: serde_json::Value) -> anyhow::Result<K>
@@ -101,7 +87,7 @@ async fn a_service_account_token_should_get_what_its_role_grants_and_nothing_els
 
     let dir = tempfile::tempdir()?;
     let bot = kubeconfig_with(&server, &token, dir.path());
-    let (ok, out, err) = kubectl(&bot, &["get", "configmaps", "-n", "team", "-o", "name"]);
+    let (ok, out, err) = kubectl_with(&bot, &["get", "configmaps", "-n", "team", "-o", "name"]);
     assert!(ok && out.contains("configmap/settings"), "{out}{err}");
     for refused in [
         vec!["get", "configmaps", "-n", "default"],
@@ -110,13 +96,13 @@ async fn a_service_account_token_should_get_what_its_role_grants_and_nothing_els
         vec!["get", "namespaces"],
         vec!["get", "configmaps", "-n", "team", "--as", "kubewasm-admin"],
     ] {
-        let (ok, out, err) = kubectl(&bot, &refused);
+        let (ok, out, err) = kubectl_with(&bot, &refused);
         assert!(
             !ok && err.contains("Forbidden"),
             "{refused:?} was not refused: {out}{err}"
         );
     }
-    let (_, _, err) = kubectl(&bot, &["get", "secrets", "-n", "team"]);
+    let (_, _, err) = kubectl_with(&bot, &["get", "secrets", "-n", "team"]);
     assert!(
         err.contains("User \"system:serviceaccount:team:bot\" cannot list resource \"secrets\" in API group \"\" in the namespace \"team\""),
         "{err}"
@@ -178,7 +164,7 @@ async fn a_service_account_token_should_get_what_its_role_grants_and_nothing_els
         "{revoked:?}"
     );
     let forged = kubeconfig_with(&server, "not-a-token", dir.path());
-    let (ok, _, err) = kubectl(&forged, &["get", "configmaps"]);
+    let (ok, _, err) = kubectl_with(&forged, &["get", "configmaps"]);
     assert!(!ok && err.contains("Unauthorized"), "{err}");
     Ok(())
 }

@@ -15,7 +15,7 @@ use crate::auth::rbac::{Attributes, Policy};
 use crate::auth::token::{DEFAULT_EXPIRATION, MAX_EXPIRATION, MIN_EXPIRATION};
 use crate::auth::{AuthError, Impersonation, User};
 use crate::error::ApiError;
-use crate::objects::new_uid;
+use crate::objects::{new_uid, text_at};
 
 /// The self-reviews.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -255,11 +255,7 @@ impl Api {
             .pointer("/metadata/uid")
             .and_then(Value::as_str)
             .unwrap_or("");
-        let mut body = if request.body.iter().all(u8::is_ascii_whitespace) {
-            json!({})
-        } else {
-            request.document()?
-        };
+        let mut body = request.document_or_empty()?;
         let seconds = body
             .pointer("/spec/expirationSeconds")
             .and_then(Value::as_i64)
@@ -303,9 +299,5 @@ impl Api {
 }
 
 fn text(value: &Value, field: &str) -> String {
-    value
-        .get(field)
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned()
+    text_at(value, &format!("/{field}")).to_owned()
 }

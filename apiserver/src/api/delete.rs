@@ -26,11 +26,7 @@ struct DeleteOptions {
 
 impl DeleteOptions {
     fn of(request: &Request<'_>) -> Result<Self, ApiError> {
-        let body: Value = if request.body.iter().all(u8::is_ascii_whitespace) {
-            json!({})
-        } else {
-            request.document()?
-        };
+        let body = request.document_or_empty()?;
         let text = |pointer: &str| {
             body.pointer(pointer)
                 .and_then(Value::as_str)

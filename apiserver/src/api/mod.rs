@@ -167,6 +167,15 @@ impl Request<'_> {
             &self.body,
         )?)
     }
+
+    /// [`Request::document`], or `{}` when the body is empty (optional
+    /// options: DeleteOptions, a TokenRequest).
+    fn document_or_empty(&self) -> Result<Value, ApiError> {
+        if self.body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(json!({}));
+        }
+        self.document()
+    }
 }
 
 impl Api {

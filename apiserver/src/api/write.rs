@@ -56,6 +56,26 @@ impl Api {
         Ok(body)
     }
 
+    /// [`Api::body`] of a write to the object `name`: a name in the body
+    /// must be that one.
+    fn body_named(
+        info: &ResourceInfo,
+        request: &Request<'_>,
+        name: &str,
+    ) -> Result<Value, ApiError> {
+        let body = Self::body(info, request)?;
+        if body
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .is_some_and(|n| n != name)
+        {
+            return Err(ApiError::bad_request(
+                "the name of the object does not match the name on the URL",
+            ));
+        }
+        Ok(body)
+    }
+
     pub(super) fn dry_run(query: &HashMap<String, String>) -> bool {
         query.get("dryRun").is_some_and(|d| d == "All")
     }
@@ -407,16 +427,7 @@ impl Api {
         request: &Request<'_>,
     ) -> Result<Reply, ApiError> {
         let info = target.info.clone();
-        let desired = Self::body(&info, request)?;
-        if desired
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .is_some_and(|n| n != name)
-        {
-            return Err(ApiError::bad_request(
-                "the name of the object does not match the name on the URL",
-            ));
-        }
+        let desired = Self::body_named(&info, request, name)?;
         let subresource = target.subresource.clone();
         let wanted_rv = rv_of(&desired).map(str::to_owned);
         let custom = info.custom;
@@ -517,16 +528,7 @@ impl Api {
         let strict = Self::strict(&request.query);
         // YAML is the declared format; JSON (what kubectl and kube-rs send) is
         // YAML, and the media type says YAML.
-        let applied = Self::body(&info, request)?;
-        if applied
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .is_some_and(|n| n != name)
-        {
-            return Err(ApiError::bad_request(
-                "the name of the object does not match the name on the URL",
-            ));
-        }
+        let applied = Self::body_named(&info, request, name)?;
         let api_version = info.api_version();
         let apply_request = apply::ApplyRequest {
             manager: &manager,

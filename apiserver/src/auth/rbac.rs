@@ -18,6 +18,7 @@
 use serde_json::Value;
 
 use super::User;
+use crate::objects::{strings_at, text_at as text};
 use crate::store::{ListAt, ResourceKey, Store};
 
 /// What a request does, for authorization.
@@ -78,20 +79,7 @@ impl Attributes {
 }
 
 fn strings(value: &Value, field: &str) -> Vec<String> {
-    value
-        .get(field)
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn text<'a>(value: &'a Value, pointer: &str) -> &'a str {
-    value.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+    strings_at(value, &format!("/{field}"))
 }
 
 /// Whether a binding's subjects include `user`.
