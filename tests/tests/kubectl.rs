@@ -406,6 +406,137 @@ fn kubectl_create_should_work_with_its_protobuf_bodies() {
 }
 
 #[test]
+fn every_protobuf_creator_of_kubectl_should_work() {
+    let server = Apiserver::start();
+    let jsonpath = |args: &[&str], path: &str| {
+        let mut all = vec!["get"];
+        all.extend(args);
+        let path = format!("jsonpath={path}");
+        all.extend(["-o", &path]);
+        server.ok(&all)
+    };
+    server.ok(&[
+        "create",
+        "deployment",
+        "web",
+        "--image=nginx",
+        "--replicas=3",
+        "--port=80",
+    ]);
+    assert_eq!(
+        jsonpath(
+            &["deployment", "web"],
+            "{.spec.replicas} {.spec.template.spec.containers[0].ports[0].containerPort}"
+        ),
+        "3 80"
+    );
+    server.ok(&[
+        "create",
+        "job",
+        "once",
+        "--image=busybox",
+        "--",
+        "echo",
+        "hi",
+    ]);
+    assert_eq!(
+        jsonpath(
+            &["job", "once"],
+            "{.spec.template.spec.containers[0].command}"
+        ),
+        r#"["echo","hi"]"#
+    );
+    server.ok(&[
+        "create",
+        "cronjob",
+        "tick",
+        "--image=busybox",
+        "--schedule=*/5 * * * *",
+        "--",
+        "date",
+    ]);
+    assert_eq!(
+        jsonpath(&["cronjob", "tick"], "{.spec.schedule}"),
+        "*/5 * * * *"
+    );
+    server.ok(&["create", "service", "clusterip", "web", "--tcp=80:8080"]);
+    assert_eq!(
+        jsonpath(&["service", "web"], "{.spec.ports[0].targetPort}"),
+        "8080"
+    );
+    server.ok(&[
+        "create",
+        "role",
+        "reader",
+        "--verb=get,list",
+        "--resource=configmaps",
+    ]);
+    server.ok(&[
+        "create",
+        "rolebinding",
+        "reads",
+        "--role=reader",
+        "--user=alice",
+    ]);
+    server.ok(&[
+        "create",
+        "clusterrole",
+        "pods",
+        "--verb=get",
+        "--resource=pods",
+    ]);
+    server.ok(&[
+        "create",
+        "clusterrolebinding",
+        "pods",
+        "--clusterrole=pods",
+        "--group=ops",
+    ]);
+    assert_eq!(
+        jsonpath(
+            &["rolebinding", "reads"],
+            "{.roleRef.name} {.subjects[0].name}"
+        ),
+        "reader alice"
+    );
+    server.ok(&["create", "quota", "small", "--hard=pods=10,cpu=2"]);
+    assert_eq!(jsonpath(&["quota", "small"], "{.spec.hard.cpu}"), "2");
+    server.ok(&[
+        "create",
+        "pdb",
+        "web",
+        "--selector=app=web",
+        "--min-available=50%",
+    ]);
+    assert_eq!(jsonpath(&["pdb", "web"], "{.spec.minAvailable}"), "50%");
+    server.ok(&["create", "priorityclass", "high", "--value=1000"]);
+    assert_eq!(jsonpath(&["priorityclass", "high"], "{.value}"), "1000");
+    server.ok(&["create", "ingress", "web", "--rule=example.com/=web:80"]);
+    assert_eq!(
+        jsonpath(
+            &["ingress", "web"],
+            "{.spec.rules[0].http.paths[0].backend.service.name}"
+        ),
+        "web"
+    );
+    // Tokens, and the reviews behind `auth can-i` and `auth whoami`.
+    server.ok(&["create", "serviceaccount", "bot"]);
+    let token = server.ok(&["create", "token", "bot", "--duration=20m"]);
+    assert_eq!(token.trim().split('.').count(), 3, "{token}");
+    assert_eq!(
+        server
+            .ok(&["auth", "can-i", "list", "configmaps", "--as=alice"])
+            .trim(),
+        "yes"
+    );
+    let (allowed, out, _) =
+        server.kubectl(&["auth", "can-i", "delete", "configmaps", "--as=alice"]);
+    assert!(!allowed && out.trim() == "no", "{out}");
+    assert!(server.ok(&["auth", "whoami"]).contains("kubewasm-admin"));
+    server.terminate();
+}
+
+#[test]
 fn describe_get_watch_and_finalized_deletes_should_work() {
     let server = Apiserver::start();
     let dir = tempfile::tempdir().expect("tempdir");
