@@ -19,7 +19,10 @@
 //! # Caveat
 //! Merge keys come from the table of built-in list fields
 //! ([`crate::strategic`]); custom resources' lists are atomic (their
-//! `x-kubernetes-list-type` is not read yet).
+//! `x-kubernetes-list-type` is not read yet), except metadata's, which merge
+//! as for every type: `finalizers` is a set (each value owned on its own,
+//! `v:"…"`) and `ownerReferences` a map keyed by `uid`, so two managers'
+//! finalizers and owners coexist.
 
 use std::collections::BTreeSet;
 
@@ -47,9 +50,18 @@ const UNOWNED_METADATA: [&str; 9] = [
     "selfLink",
 ];
 
+/// Whether a list field merges the same for every type: the metadata lists.
+fn metadata_list(field: &str) -> bool {
+    matches!(field, "finalizers" | "ownerReferences")
+}
+
 fn element_key(field: &str, item: &Value, custom: bool) -> Option<String> {
-    if custom {
+    if custom && !metadata_list(field) {
         return None;
+    }
+    if crate::strategic::primitive_set(field) {
+        // A set of primitives: each element is owned by its value.
+        return item.is_string().then(|| format!("v:{item}"));
     }
     let key = crate::strategic::list_merge_key(field, item)?;
     let value = item.get(key)?;
@@ -110,6 +122,10 @@ fn collect(set: &mut FieldSet, path: Path, field: &str, value: &Value, custom: b
                 };
                 let mut element = path.clone();
                 element.push(key);
+                if !item.is_object() {
+                    set.insert(element);
+                    continue;
+                }
                 let mut dot = element.clone();
                 dot.push(".".into());
                 set.insert(dot);
@@ -183,17 +199,32 @@ fn step<'a>(node: &'a Value, segment: &str) -> Option<&'a Value> {
     if let Some(field) = segment.strip_prefix("f:") {
         return node.get(field);
     }
+    if let Some(value) = set_value(segment) {
+        return node.as_array()?.iter().find(|item| **item == value);
+    }
     let key: Map<String, Value> = serde_json::from_str(segment.strip_prefix("k:")?).ok()?;
     node.as_array()?
         .iter()
         .find(|item| key.iter().all(|(k, v)| item.get(k) == Some(v)))
 }
 
-/// Removes the value at a path; removing `.` of a list element removes it.
+/// The value of a set element's segment (`v:"example.com/x"`).
+fn set_value(segment: &str) -> Option<Value> {
+    serde_json::from_str(segment.strip_prefix("v:")?).ok()
+}
+
+/// Removes the value at a path; removing `.` of a list element removes it,
+/// and so does removing a set element.
 fn remove_at(object: &mut Value, path: &[String]) {
     let Some((last, parent)) = path.split_last() else {
         return;
     };
+    if let Some(value) = set_value(last) {
+        if let Some(Value::Array(items)) = value_at_mut(object, parent) {
+            items.retain(|item| *item != value);
+        }
+        return;
+    }
     if last == "." {
         if let Some((element, list_path)) = parent.split_last() {
             let key: Option<Map<String, Value>> = element
@@ -238,6 +269,8 @@ pub fn describe(path: &[String]) -> String {
             let key: Map<String, Value> = serde_json::from_str(key).unwrap_or_default();
             let inner: Vec<String> = key.iter().map(|(k, v)| format!("{k}={v}")).collect();
             out.push_str(&format!("[{}]", inner.join(",")));
+        } else if let Some(value) = segment.strip_prefix("v:") {
+            out.push_str(&format!("[{value}]"));
         }
     }
     out
@@ -391,7 +424,16 @@ pub fn apply(
         meta.shift_remove("resourceVersion");
     }
     if request.custom {
+        // Custom resources' lists are atomic, but metadata's are not: the
+        // finalizers are a set and owner references merge by uid, so two
+        // managers' entries coexist.
+        let metadata = body
+            .as_object_mut()
+            .and_then(|m| m.shift_remove("metadata"));
         crate::patch::merge_patch(&mut next, &body);
+        if let Some(metadata) = metadata {
+            let _ = crate::strategic::apply(&mut next, &json!({"metadata": metadata}));
+        }
     } else {
         // Apply bodies hold no directives: a strategic merge merges by key.
         let _ = crate::strategic::apply(&mut next, &body);
@@ -507,6 +549,45 @@ mod tests {
         let second = apply(&first, &cm(json!({"a": "1"})), request("m", false)).expect("applies");
         assert_eq!(second["data"], json!({"a": "1"}));
         assert_eq!(owners(&second)["m/Apply"], [".data.a"]);
+    }
+
+    #[test]
+    fn two_managers_finalizers_and_owner_references_should_coexist() {
+        for custom in [false, true] {
+            let by = |manager| ApplyRequest {
+                manager,
+                force: false,
+                api_version: "example.com/v1",
+                custom,
+            };
+            let a = json!({"metadata": {"name": "x", "finalizers": ["a.example.com/f"],
+                "ownerReferences": [{"uid": "1", "name": "one", "kind": "K", "apiVersion": "v1"}]}});
+            let b = json!({"metadata": {"name": "x", "finalizers": ["b.example.com/f"],
+                "ownerReferences": [{"uid": "2", "name": "two", "kind": "K", "apiVersion": "v1"}]}});
+            let first = apply(&json!({}), &a, by("a")).expect("a applies");
+            let both = apply(&first, &b, by("b")).expect("b applies, no conflict");
+            assert_eq!(
+                both["metadata"]["finalizers"],
+                json!(["a.example.com/f", "b.example.com/f"]),
+                "custom: {custom}"
+            );
+            let uids: Vec<&Value> = both["metadata"]["ownerReferences"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|r| r.get("uid"))
+                .collect();
+            assert_eq!(uids, [&json!("1"), &json!("2")], "custom: {custom}");
+            // A drops its finalizer: B's stays.
+            let a_done = json!({"metadata": {"name": "x", "ownerReferences": [
+                {"uid": "1", "name": "one", "kind": "K", "apiVersion": "v1"}]}});
+            let after = apply(&both, &a_done, by("a")).expect("a re-applies");
+            assert_eq!(
+                after["metadata"]["finalizers"],
+                json!(["b.example.com/f"]),
+                "custom: {custom}"
+            );
+        }
     }
 
     #[test]

@@ -46,7 +46,7 @@ pub(crate) fn list_merge_key(field: &str, item: &Value) -> Option<&'static str> 
 }
 
 /// Fields whose lists are sets of primitives merged by value.
-fn primitive_set(field: &str) -> bool {
+pub(crate) fn primitive_set(field: &str) -> bool {
     matches!(field, "finalizers")
 }
 
