@@ -266,3 +266,63 @@ async fn metadata_reads_and_watches_should_carry_only_metadata() -> anyhow::Resu
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subresources_should_write_their_part_by_put_and_patch() -> anyhow::Result<()> {
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Patch, PatchParams};
+
+    let server = Apiserver::start();
+    let client = server.client().await?;
+    // `kubectl certificate approve` (a PUT of /approval, in protobuf).
+    let csrs: Api<CertificateSigningRequest> = Api::all(client.clone());
+    for name in ["first", "second"] {
+        let csr: CertificateSigningRequest = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "spec": {"request": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0K",
+                     "signerName": "example.com/signer", "usages": ["client auth"]}}))?;
+        csrs.create(&PostParams::default(), &csr).await?;
+    }
+    server.ok(&["certificate", "approve", "first"]);
+    let first = csrs.get("first").await?;
+    let conditions = first.status.and_then(|s| s.conditions).unwrap_or_default();
+    assert_eq!(
+        conditions.first().map(|c| c.type_.as_str()),
+        Some("Approved")
+    );
+    // The same by PATCH; the spec is not the subresource's to change.
+    csrs.patch_subresource(
+        "approval",
+        "second",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({
+            "spec": {"signerName": "evil.example.com/signer"},
+            "status": {"conditions": [{"type": "Denied", "status": "True", "reason": "Nope"}]}})),
+    )
+    .await?;
+    let second = csrs.get("second").await?;
+    assert_eq!(second.spec.signer_name, "example.com/signer");
+    let denied = second.status.and_then(|s| s.conditions).unwrap_or_default();
+    assert_eq!(denied.first().map(|c| c.type_.as_str()), Some("Denied"));
+
+    // A Pod's ephemeral containers, as `kubectl debug` adds them.
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    let pod: Pod = serde_json::from_value(serde_json::json!({"metadata": {"name": "web"},
+        "spec": {"containers": [{"name": "web", "image": "nginx"}]}}))?;
+    pods.create(&PostParams::default(), &pod).await?;
+    pods.patch_subresource(
+        "ephemeralcontainers",
+        "web",
+        &PatchParams::default(),
+        &Patch::Strategic(serde_json::json!({"spec": {
+            "containers": [{"name": "sneaky", "image": "evil"}],
+            "ephemeralContainers": [{"name": "debugger", "image": "busybox"}]}})),
+    )
+    .await?;
+    let spec = pods.get("web").await?.spec.unwrap_or_default();
+    assert_eq!(spec.containers.len(), 1, "only ephemeral containers change");
+    let ephemeral = spec.ephemeral_containers.unwrap_or_default();
+    assert_eq!(ephemeral.first().map(|c| c.name.as_str()), Some("debugger"));
+    Ok(())
+}

@@ -388,29 +388,26 @@ impl Api {
         match (request.method, &target.name, target.subresource.as_deref()) {
             ("GET", None, None) if watching => self.watch(&target, &request.query, representation),
             ("GET", None, None) => self.list(&target, &request.query, representation),
-            ("GET", Some(name), None | Some("status")) => self.get(&target, name, representation),
+            ("GET", Some(name), None) => self.get(&target, name, representation),
+            ("GET", Some(name), Some(sub)) if write::part_of(&target.info, sub).is_some() => {
+                self.get(&target, name, representation)
+            }
             ("GET", Some(name), Some("scale")) if target.info.scale => {
                 self.get_scale(&target, name)
             }
             ("PUT" | "PATCH", Some(name), Some("scale")) if target.info.scale => {
                 self.update_scale(&target, name, &request)
             }
-            // A CertificateSigningRequest's approval is a write of its status
-            // conditions, like `/status`.
-            ("PUT", Some(name), Some("approval"))
-                if target.info.plural == "certificatesigningrequests" =>
-            {
-                let status = Target {
-                    subresource: Some("status".to_owned()),
-                    info: target.info.clone(),
-                    namespace: target.namespace.clone(),
-                    name: target.name.clone(),
-                };
-                self.update(&status, name, &request)
-            }
             ("POST", None, None) => self.create(&target, &request),
-            ("PUT", Some(name), None | Some("status")) => self.update(&target, name, &request),
-            ("PATCH", Some(name), None | Some("status")) => self.patch(&target, name, &request),
+            ("PUT", Some(name), None) => self.update(&target, name, &request),
+            ("PATCH", Some(name), None) => self.patch(&target, name, &request),
+            // Subresources that write a part of the object, by PUT or PATCH.
+            ("PUT", Some(name), Some(sub)) if write::part_of(&target.info, sub).is_some() => {
+                self.update(&target, name, &request)
+            }
+            ("PATCH", Some(name), Some(sub)) if write::part_of(&target.info, sub).is_some() => {
+                self.patch(&target, name, &request)
+            }
             ("POST", Some(name), Some("token")) if target.info.plural == "serviceaccounts" => {
                 self.request_token(&target, name, &request)
             }

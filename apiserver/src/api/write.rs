@@ -18,6 +18,18 @@ use crate::patch::{json_patch, merge_patch};
 use crate::registry::ResourceInfo;
 use crate::store::StoreError;
 
+/// The part of an object a subresource writes: `/status` its status (and a
+/// CertificateSigningRequest's `/approval` its status conditions), a Pod's
+/// `/ephemeralcontainers` its `spec.ephemeralContainers`.
+pub(super) fn part_of(info: &ResourceInfo, subresource: &str) -> Option<&'static str> {
+    match (info.group.as_str(), info.plural.as_str(), subresource) {
+        (_, _, "status") => Some("/status"),
+        ("certificates.k8s.io", "certificatesigningrequests", "approval") => Some("/status"),
+        ("", "pods", "ephemeralcontainers") => Some("/spec/ephemeralContainers"),
+        _ => None,
+    }
+}
+
 /// The patch flavours, by content type.
 #[derive(Clone, Copy)]
 enum PatchType {
@@ -203,15 +215,20 @@ impl Api {
             .get("metadata")
             .cloned()
             .unwrap_or_else(|| json!({}));
-        if subresource == Some("status") {
+        if let Some(part) = subresource.and_then(|s| part_of(info, s)) {
+            // A subresource writes its part of the object, and nothing else.
             let mut next = current.clone();
-            match desired.get_mut("status").map(Value::take) {
-                Some(status) => next["status"] = status,
-                None => {
-                    if let Some(map) = next.as_object_mut() {
-                        map.remove("status");
-                    }
-                }
+            let (parent, field) = part.rsplit_once('/').unwrap_or(("", part));
+            let value = desired.pointer_mut(part).map(Value::take);
+            if let Some(Value::Object(map)) = if parent.is_empty() {
+                Some(&mut next)
+            } else {
+                next.pointer_mut(parent)
+            } {
+                match value {
+                    Some(value) => map.insert(field.to_owned(), value),
+                    None => map.shift_remove(field),
+                };
             }
             return Ok(next);
         }
