@@ -17,7 +17,21 @@ fn typed<K: serde::de::DeserializeOwned + serde::Serialize>(
     serde_json::to_value(decoded).map_err(|e| e.to_string())
 }
 
-fn info<K: Resource + ListableResource + serde::de::DeserializeOwned + serde::Serialize>(
+/// K's OpenAPI v3 schema, from k8s-openapi's descriptions of every field.
+fn field_schema<K: schemars::JsonSchema>() -> crate::registry::FieldSchema {
+    let mut generator = schemars::generate::SchemaSettings::openapi3().into_generator();
+    let reference = generator.subschema_for::<K>().to_value();
+    let definitions = generator.take_definitions(true);
+    (reference, definitions)
+}
+
+fn info<
+    K: Resource
+        + ListableResource
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + schemars::JsonSchema,
+>(
     status: bool,
 ) -> ResourceInfo
 where
@@ -47,6 +61,7 @@ where
         custom: false,
         schema: None,
         typed: Some(typed::<K>),
+        field_schema: Some(field_schema::<K>),
         printer_columns: Vec::new(),
     }
 }

@@ -94,6 +94,7 @@ pub fn served_types(crd: &Value) -> Result<Vec<ResourceInfo>, String> {
                     .cloned()
                     .map(std::sync::Arc::new),
                 typed: None,
+                field_schema: None,
                 printer_columns: v
                     .get("additionalPrinterColumns")
                     .and_then(Value::as_array)

@@ -5,9 +5,11 @@
 //! and item paths with their operations, a `fieldValidation` parameter on
 //! writes (kubectl then sends `fieldValidation=Strict` and leaves validation
 //! to the server), and a schema per kind carrying
-//! `x-kubernetes-group-version-kind`. The schemas are open objects: field
-//! level schemas (for `explain` and client-side validation) are not served
-//! yet.
+//! `x-kubernetes-group-version-kind`. Built-in kinds have field-level
+//! schemas (k8s-openapi's, with every field's description and type, so
+//! `kubectl explain deployments.spec.replicas` works); custom resources
+//! have open objects here (their CRD schemas are enforced by
+//! [`crate::schema`]).
 
 use serde_json::{Map, Value, json};
 
@@ -120,6 +122,19 @@ pub fn document(registry: &Registry, group: &str, version: &str) -> Option<Value
         paths.insert(format!("{collection}/{{name}}"), item.clone());
         if info.status {
             paths.insert(format!("{collection}/{{name}}/status"), item);
+        }
+        if let Some(field_schema) = info.field_schema {
+            let (reference, definitions) = field_schema();
+            let name = reference
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| r.rsplit('/').next())
+                .map_or_else(|| schema_name(info), str::to_owned);
+            schemas.extend(definitions);
+            if let Some(Value::Object(schema)) = schemas.get_mut(&name) {
+                schema.insert("x-kubernetes-group-version-kind".into(), gvk(info));
+            }
+            continue;
         }
         schemas.insert(
             schema_name(info),

@@ -49,9 +49,19 @@ pub struct ResourceInfo {
     /// encode back): what survives it is what the type knows, so strict field
     /// validation reports what does not.
     pub typed: Option<TypedRoundTrip>,
+    /// A built-in kind's field-level OpenAPI schema: its own schema (a
+    /// reference) and the definitions it uses.
+    pub field_schema: Option<fn() -> FieldSchema>,
     /// A CRD version's `additionalPrinterColumns`, for tables.
     pub printer_columns: Vec<serde_json::Value>,
 }
+
+/// A kind's OpenAPI v3 schema: a `$ref` to it, and the component schemas
+/// it refers to, by name (`io.k8s.api.apps.v1.Deployment`).
+pub type FieldSchema = (
+    serde_json::Value,
+    serde_json::Map<String, serde_json::Value>,
+);
 
 impl ResourceInfo {
     /// Where its objects are stored: shared by all its versions.

@@ -326,3 +326,17 @@ async fn subresources_should_write_their_part_by_put_and_patch() -> anyhow::Resu
     assert_eq!(ephemeral.first().map(|c| c.name.as_str()), Some("debugger"));
     Ok(())
 }
+
+#[test]
+fn kubectl_explain_should_describe_nested_fields_of_built_in_kinds() {
+    let server = Apiserver::start();
+    let replicas = server.ok(&["explain", "deployments.spec.replicas"]);
+    assert!(replicas.contains("FIELD: replicas <integer>"), "{replicas}");
+    assert!(replicas.contains("Number of desired pods"), "{replicas}");
+    let image = server.ok(&["explain", "pods.spec.containers.image"]);
+    assert!(image.contains("FIELD: image <string>"), "{image}");
+    let data = server.ok(&["explain", "configmaps.data"]);
+    assert!(data.contains("map[string]string"), "{data}");
+    let (ok, _, err) = server.kubectl(&["explain", "configmaps.nonsense"]);
+    assert!(!ok && err.contains("nonsense"), "{err}");
+}
