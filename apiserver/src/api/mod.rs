@@ -95,6 +95,8 @@ pub struct ApiConfig {
     pub simulate_workloads: Option<Duration>,
     /// Most watches open at once; past it a watch gets 429.
     pub max_watches: usize,
+    /// Most watches one user may have open at once; past it, 429.
+    pub max_watches_per_user: usize,
 }
 
 impl Default for ApiConfig {
@@ -104,6 +106,7 @@ impl Default for ApiConfig {
             default_watch_timeout: Duration::from_secs(1800),
             simulate_workloads: None,
             max_watches: 4096,
+            max_watches_per_user: 1024,
         }
     }
 }
@@ -115,7 +118,7 @@ pub struct Api {
     registry: Arc<RwLock<Registry>>,
     config: ApiConfig,
     /// One permit per open watch.
-    watches: Arc<tokio::sync::Semaphore>,
+    watches: Arc<watch::WatchSlots>,
     /// None: no authentication, everyone is the admin.
     authenticator: Option<Authenticator>,
 }
@@ -185,7 +188,10 @@ impl Api {
         let api = Self {
             store,
             registry: Arc::new(RwLock::new(Registry::builtin())),
-            watches: Arc::new(tokio::sync::Semaphore::new(config.max_watches)),
+            watches: Arc::new(watch::WatchSlots::new(
+                config.max_watches,
+                config.max_watches_per_user,
+            )),
             config,
             authenticator: None,
         };
@@ -386,7 +392,9 @@ impl Api {
             .get("watch")
             .is_some_and(|w| w == "true" || w == "1");
         match (request.method, &target.name, target.subresource.as_deref()) {
-            ("GET", None, None) if watching => self.watch(&target, &request.query, representation),
+            ("GET", None, None) if watching => {
+                self.watch(&target, &request.query, representation, &request.user.name)
+            }
             ("GET", None, None) => self.list(&target, &request.query, representation),
             ("GET", Some(name), None) => self.get(&target, name, representation),
             ("GET", Some(name), Some(sub)) if write::part_of(&target.info, sub).is_some() => {
