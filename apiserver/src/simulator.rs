@@ -4,9 +4,14 @@
 //! spec changes (its `generation` is ahead of `status.observedGeneration`),
 //! the simulator writes the status a healthy controller-manager and kubelet
 //! would produce: every desired replica ready, available and updated, the
-//! generation observed, `Available` and `Progressing` conditions. It lets an
-//! operator's status have something real to read in `kubewasm dev`. It is
-//! off unless asked for ([`crate::api::ApiConfig::simulate_workloads`]).
+//! generation observed, `Available` and `Progressing` conditions. A Pod
+//! with no phase yet (or `Pending`) is bound to the simulated Node and
+//! marked `Running`, every container ready and started, with the
+//! `PodScheduled`, `Initialized`, `ContainersReady` and `Ready` conditions,
+//! as a kubelet would report it (kwok's `pod-ready` stage); its containers
+//! never exit. It lets an operator's status have something real to read in
+//! `kubewasm dev`. It is off unless asked for
+//! ([`crate::api::ApiConfig::simulate_workloads`]).
 
 use std::time::Duration;
 
@@ -18,6 +23,79 @@ use crate::objects::now;
 use crate::store::{EventType, ResourceKey, Store, StoreError};
 
 const KINDS: [&str; 3] = ["deployments", "replicasets", "statefulsets"];
+
+/// Whether the simulator handles objects of this type.
+fn simulated(resource: &ResourceKey) -> bool {
+    (resource.group == "apps" && KINDS.contains(&resource.plural.as_str()))
+        || (resource.group.is_empty() && resource.plural == "pods")
+}
+
+/// Whether a Pod waits for its (simulated) kubelet.
+fn pod_pending(pod: &Value) -> bool {
+    pod.pointer("/metadata/deletionTimestamp").is_none()
+        && matches!(
+            pod.pointer("/status/phase").and_then(Value::as_str),
+            None | Some("Pending")
+        )
+}
+
+/// A Pod as a kubelet reports it running: bound, every container started
+/// and ready.
+pub fn running_pod(pod: &Value) -> Value {
+    let time = now();
+    let mut next = pod.clone();
+    if next.pointer("/spec/nodeName").is_none_or(Value::is_null) {
+        next["spec"]["nodeName"] = crate::seed::NODE.into();
+    }
+    let statuses = |field: &str| -> Vec<Value> {
+        pod.pointer(&format!("/spec/{field}"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                json!({"name": c["name"], "image": c["image"], "imageID": "",
+                "containerID": format!("kubewasm://{}", crate::objects::new_uid()),
+                "ready": field == "containers", "started": field == "containers",
+                "restartCount": 0,
+                "state": if field == "containers" {
+                    json!({"running": {"startedAt": time}})
+                } else {
+                    json!({"terminated": {"exitCode": 0, "reason": "Completed",
+                           "startedAt": time, "finishedAt": time}})
+                }})
+            })
+            .collect()
+    };
+    let condition = |kind: &str| {
+        json!({"type": kind, "status": "True", "lastProbeTime": null,
+                                       "lastTransitionTime": time})
+    };
+    let conditions = [
+        "PodReadyToStartContainers",
+        "Initialized",
+        "Ready",
+        "ContainersReady",
+        "PodScheduled",
+    ]
+    .map(condition);
+    let mut status = json!({
+        "phase": "Running",
+        "hostIP": "10.0.0.1",
+        "hostIPs": [{"ip": "10.0.0.1"}],
+        "podIP": "10.244.0.2",
+        "podIPs": [{"ip": "10.244.0.2"}],
+        "startTime": time,
+        "qosClass": "BestEffort",
+        "conditions": conditions,
+        "containerStatuses": statuses("containers"),
+    });
+    let init = statuses("initContainers");
+    if !init.is_empty() {
+        status["initContainerStatuses"] = init.into();
+    }
+    next["status"] = status;
+    next
+}
 
 fn pending(object: &Value) -> bool {
     let generation = object
@@ -79,14 +157,15 @@ pub fn spawn(store: Store, delay: Duration) -> JoinHandle<()> {
             };
             while let Ok(event) = watcher.next().await {
                 from = event.rv;
-                let plural = event.resource.plural.as_str();
-                if event.resource.group != "apps"
-                    || !KINDS.contains(&plural)
-                    || event.kind == EventType::Deleted
-                {
+                if !simulated(&event.resource) || event.kind == EventType::Deleted {
                     continue;
                 }
-                if !pending(&event.object) {
+                let waiting = if event.resource.plural == "pods" {
+                    pod_pending(&event.object)
+                } else {
+                    pending(&event.object)
+                };
+                if !waiting {
                     continue;
                 }
                 let Some(key) = ObjectKey::of(&event.object) else {
@@ -106,11 +185,19 @@ pub fn spawn(store: Store, delay: Duration) -> JoinHandle<()> {
 fn settle(store: &Store, resource: &ResourceKey, key: &ObjectKey) {
     // Gone or already settled is fine.
     let _ = store.update::<StoreError>(resource, key, |current| {
-        let mut next = current.clone();
-        if pending(current) {
+        Ok(if resource.plural == "pods" {
+            if pod_pending(current) {
+                running_pod(current)
+            } else {
+                current.clone()
+            }
+        } else if pending(current) {
+            let mut next = current.clone();
             next["status"] = simulated_status(&resource.plural, current);
-        }
-        Ok(next)
+            next
+        } else {
+            current.clone()
+        })
     });
 }
 
@@ -128,6 +215,41 @@ mod tests {
         assert_eq!(status["conditions"][0]["type"], "Available");
         let settled = json!({"metadata": {"generation": 3}, "status": status});
         assert!(!pending(&settled));
+    }
+
+    #[test]
+    fn a_pod_should_run_on_the_simulated_node_with_every_container_ready() {
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [
+            {"name": "a", "image": "busybox"}, {"name": "b", "image": "nginx"}],
+            "initContainers": [{"name": "init", "image": "busybox"}]}});
+        assert!(pod_pending(&pod));
+        let running = running_pod(&pod);
+        assert!(!pod_pending(&running));
+        assert_eq!(running["spec"]["nodeName"], crate::seed::NODE);
+        assert_eq!(running["status"]["phase"], "Running");
+        let ready: Vec<_> = running["status"]["containerStatuses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| (c["name"].as_str(), c["ready"].as_bool()))
+            .collect();
+        assert_eq!(ready, [(Some("a"), Some(true)), (Some("b"), Some(true))]);
+        assert_eq!(
+            running["status"]["initContainerStatuses"][0]["state"]["terminated"]["exitCode"],
+            0
+        );
+        let conditions: Vec<_> = running["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["status"] == "True")
+            .filter_map(|c| c["type"].as_str())
+            .collect();
+        for wanted in ["PodScheduled", "Initialized", "ContainersReady", "Ready"] {
+            assert!(conditions.contains(&wanted), "{conditions:?}");
+        }
+        let bound = json!({"spec": {"nodeName": "elsewhere", "containers": []}});
+        assert_eq!(running_pod(&bound)["spec"]["nodeName"], "elsewhere");
     }
 
     #[tokio::test(start_paused = true)]

@@ -106,6 +106,88 @@ pub enum Action {
         /// The Event object.
         object: Value,
     },
+    /// The host adds or removes its managed finalizer on the primary: a
+    /// JSON patch that tests the primary's uid (and, to remove, the entry
+    /// it takes out), so it never touches another object of the same name
+    /// or another controller's finalizer.
+    Finalizer {
+        /// Added (`true`) or removed.
+        add: bool,
+        /// The primary's type.
+        resource: ResourceType,
+        /// The primary's identity.
+        key: ObjectKey,
+        /// The JSON patch.
+        patch: Value,
+    },
+}
+
+impl Action {
+    /// Adds `finalizer` to `primary` (as cached), or `None` if it is there.
+    pub fn add_finalizer(
+        resource: &ResourceType,
+        key: &ObjectKey,
+        primary: &Value,
+        finalizer: &str,
+    ) -> Option<Self> {
+        let finalizers = primary
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array);
+        if finalizers.is_some_and(|f| f.iter().any(|v| v == finalizer)) {
+            return None;
+        }
+        let uid = primary
+            .pointer("/metadata/uid")
+            .cloned()
+            .unwrap_or(Value::Null);
+        let add = match finalizers {
+            // Appending leaves entries others add meanwhile in place.
+            Some(_) => json!({"op": "add", "path": "/metadata/finalizers/-", "value": finalizer}),
+            // Absent tests equal to null (as the API server's JSON patch does).
+            None => json!({"op": "add", "path": "/metadata/finalizers", "value": [finalizer]}),
+        };
+        let mut patch = vec![json!({"op": "test", "path": "/metadata/uid", "value": uid})];
+        if finalizers.is_none() {
+            patch.push(json!({"op": "test", "path": "/metadata/finalizers", "value": null}));
+        }
+        patch.push(add);
+        Some(Self::Finalizer {
+            add: true,
+            resource: resource.clone(),
+            key: key.clone(),
+            patch: Value::Array(patch),
+        })
+    }
+
+    /// Removes `finalizer` from `primary` (as cached), or `None` if it is
+    /// not there.
+    pub fn remove_finalizer(
+        resource: &ResourceType,
+        key: &ObjectKey,
+        primary: &Value,
+        finalizer: &str,
+    ) -> Option<Self> {
+        let index = primary
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)?
+            .iter()
+            .position(|v| v == finalizer)?;
+        let uid = primary
+            .pointer("/metadata/uid")
+            .cloned()
+            .unwrap_or(Value::Null);
+        let path = format!("/metadata/finalizers/{index}");
+        Some(Self::Finalizer {
+            add: false,
+            resource: resource.clone(),
+            key: key.clone(),
+            patch: json!([
+                {"op": "test", "path": "/metadata/uid", "value": uid},
+                {"op": "test", "path": path, "value": finalizer},
+                {"op": "remove", "path": path},
+            ]),
+        })
+    }
 }
 
 /// One API request, as the applier sends it.
@@ -157,6 +239,8 @@ pub struct PlanContext<'a> {
     pub key: &'a ObjectKey,
     /// The primary object as cached, if it exists.
     pub primary: Option<&'a Value>,
+    /// The time of the reconcile (events carry it).
+    pub now: jiff::Timestamp,
 }
 
 /// Metadata fields the server owns; stripped from apply bodies.
@@ -462,7 +546,7 @@ fn plan_event(ctx: PlanContext<'_>, event: DesiredEvent) -> Result<Action, Refus
             "generateName": format!("{}.", key.name),
             "namespace": key.namespace.as_deref().unwrap_or("default"),
         },
-        "eventTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
+        "eventTime": ctx.now.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
         "reportingController": format!("kubewasm.dev/{}", ctx.declaration.name),
         "reportingInstance": "kubewasm",
         "type": match event.event_type {
@@ -569,6 +653,22 @@ impl Action {
                 content_type: "application/json",
                 body: json!({"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}),
             },
+            Self::Finalizer {
+                add,
+                resource,
+                key,
+                patch,
+            } => ApiRequest {
+                action: if *add {
+                    "addFinalizer"
+                } else {
+                    "removeFinalizer"
+                },
+                method: "PATCH",
+                path: resource_path(resource, key.namespace.as_deref(), Some(&key.name)),
+                content_type: "application/json-patch+json",
+                body: patch.clone(),
+            },
             Self::Event { object } => ApiRequest {
                 action: "event",
                 method: "POST",
@@ -620,6 +720,7 @@ mod tests {
                     grants: &self.grants,
                     key: &self.key,
                     primary: Some(&self.primary),
+                    now: jiff::Timestamp::UNIX_EPOCH,
                 },
                 desired,
             )
@@ -840,6 +941,7 @@ mod tests {
             grants: &grants,
             key: &fx.key,
             primary: Some(&fx.primary),
+            now: jiff::Timestamp::UNIX_EPOCH,
         };
         let err = plan(
             ctx,
@@ -877,6 +979,49 @@ mod tests {
         assert_eq!(
             resource_path(&roles, None, Some("system:a?b#c")),
             "/apis/rbac.authorization.k8s.io/v1/clusterroles/system:a%3Fb%23c"
+        );
+    }
+
+    #[test]
+    fn finalizer_patches_should_test_the_uid_and_keep_other_finalizers() {
+        let fx = Fixture::new();
+        let resource = &fx.declaration.primary;
+        let f = "kubewasm.dev/myapp";
+        let add = Action::add_finalizer(resource, &fx.key, &fx.primary, f).expect("absent");
+        let request = add.request();
+        assert_eq!(
+            (request.action, request.method, request.content_type),
+            ("addFinalizer", "PATCH", "application/json-patch+json")
+        );
+        assert_eq!(
+            request.path,
+            "/apis/example.com/v1/namespaces/default/myapps/demo"
+        );
+        assert_eq!(
+            request.body,
+            json!([{"op": "test", "path": "/metadata/uid", "value": "u-1"},
+                   {"op": "test", "path": "/metadata/finalizers", "value": null},
+                   {"op": "add", "path": "/metadata/finalizers", "value": [f]}])
+        );
+
+        let mut held = fx.primary.clone();
+        held["metadata"]["finalizers"] = json!(["other.io/keep"]);
+        let add = Action::add_finalizer(resource, &fx.key, &held, f).expect("absent");
+        assert_eq!(
+            add.request().body[1],
+            json!({"op": "add", "path": "/metadata/finalizers/-", "value": f}),
+            "appends, leaving others in place"
+        );
+        assert_eq!(Action::remove_finalizer(resource, &fx.key, &held, f), None);
+
+        held["metadata"]["finalizers"] = json!(["other.io/keep", f]);
+        assert_eq!(Action::add_finalizer(resource, &fx.key, &held, f), None);
+        let remove = Action::remove_finalizer(resource, &fx.key, &held, f).expect("present");
+        assert_eq!(
+            remove.request().body,
+            json!([{"op": "test", "path": "/metadata/uid", "value": "u-1"},
+                   {"op": "test", "path": "/metadata/finalizers/1", "value": f},
+                   {"op": "remove", "path": "/metadata/finalizers/1"}])
         );
     }
 }

@@ -12,7 +12,7 @@ use crate::mapper::{MapperError, RestMapper};
 use crate::replay::{self, ReplayError};
 use crate::resource::{InvalidKey, ObjectKey};
 use crate::runtime::{
-    InstanceReuse, Limits, LoadError, LoadOptions, Runtime, RuntimeConfig, RuntimeError,
+    InstanceReuse, Limits, LoadError, LoadOptions, Request, Runtime, RuntimeConfig, RuntimeError,
 };
 
 /// kubewasm: Kubernetes controllers whose reconcile logic runs in sandboxed
@@ -94,6 +94,32 @@ enum Command {
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
+    /// Run every plugin in a directory as a controller against a cluster,
+    /// until SIGTERM or Ctrl-C.
+    Run {
+        /// The kubeconfig to use [default: $KUBECONFIG, ~/.kube/config, or
+        /// the in-cluster configuration].
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        #[command(flatten)]
+        host: HostFlags,
+        /// Grant a plugin with no grants file exactly what it declares.
+        #[arg(long)]
+        trust_declarations: bool,
+    },
+    /// The embedded API server (workload simulation on) and the host in one
+    /// process, with the CRDs found in the plugin directory installed; serves
+    /// until Ctrl-C.
+    Dev {
+        /// Address of the API server; port 0 picks a free one.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: std::net::SocketAddr,
+        /// Where to write the kubeconfig for kubectl.
+        #[arg(long, default_value = "target/kubewasm-dev.kubeconfig")]
+        kubeconfig_out: PathBuf,
+        #[command(flatten)]
+        host: HostFlags,
+    },
     /// Print a plugin's declaration as JSON.
     Inspect {
         /// The plugin component.
@@ -123,6 +149,41 @@ enum Command {
         #[arg(short = 'o', long, value_enum, default_value_t = Format::Yaml)]
         output: Format,
     },
+}
+
+/// The host's flags, shared by `run` and `dev`.
+#[derive(Debug, clap::Args)]
+struct HostFlags {
+    /// Directory of plugin components (`NAME.wasm`, grants in `NAME.grants.yaml`).
+    #[arg(long, default_value = "target/plugins")]
+    plugins: PathBuf,
+    /// Where `/metrics`, `/healthz` and `/readyz` listen; port 0 picks a free one.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    metrics_addr: std::net::SocketAddr,
+    /// Reconciles running at once, across all plugins.
+    #[arg(long, default_value_t = 8)]
+    workers: usize,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+impl HostFlags {
+    fn options(&self, trust_declarations: bool) -> crate::daemon::HostOptions {
+        crate::daemon::HostOptions {
+            plugins: self.plugins.clone(),
+            metrics_addr: self.metrics_addr,
+            trust_declarations,
+            workers: self.workers,
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -173,6 +234,12 @@ pub enum CliError {
     /// The API server failed.
     #[error("apiserver: {0}")]
     Apiserver(String),
+    /// The host failed.
+    #[error(transparent)]
+    Daemon(#[from] crate::daemon::DaemonError),
+    /// No client could be configured for the cluster.
+    #[error("failed to configure the cluster client: {0}")]
+    Client(String),
     /// A file could not be written.
     #[error("failed to write {path}: {source}")]
     Write {
@@ -187,7 +254,11 @@ pub enum CliError {
 /// Parses the command line, runs it, and reports errors on stderr.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    let json = match &cli.command {
+        Command::Run { host, .. } | Command::Dev { host, .. } => host.log_format == LogFormat::Json,
+        _ => false,
+    };
+    init_tracing(json);
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
@@ -197,14 +268,20 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("KUBEWASM_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,kubewasm::plugin=info"));
-    tracing_subscriber::fmt()
+fn init_tracing(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("KUBEWASM_LOG").unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("warn,kubewasm=info,kubewasm::plugin=info")
+    });
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init();
+    }
 }
 
 fn default_cache_dir() -> Option<PathBuf> {
@@ -219,11 +296,11 @@ fn default_cache_dir() -> Option<PathBuf> {
 /// # Errors
 /// [`CliError`] says what failed.
 pub fn run(cli: Cli) -> Result<(), CliError> {
-    let plugin_runtime = || {
+    let plugin_runtime = |reuse| {
         let mut config = RuntimeConfig::default()
             .deadline(Duration::from_millis(cli.deadline_ms))
             .memory_limit(cli.memory_limit_mib << 20)
-            .instance_reuse(InstanceReuse::Fresh)
+            .instance_reuse(reuse)
             .limits(Limits::from(&cli.limits))
             .max_instances(8);
         if let Some(dir) = cli.cache_dir.clone().or_else(default_cache_dir) {
@@ -245,7 +322,29 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
                 data_dir.as_deref(),
             );
         }
-        _ => plugin_runtime()?,
+        Command::Run {
+            kubeconfig,
+            host,
+            trust_declarations,
+        } => {
+            let runtime = plugin_runtime(InstanceReuse::Reuse)?;
+            let options = host.options(*trust_declarations);
+            return block_on(async move {
+                let client = client(kubeconfig.as_deref()).await?;
+                crate::daemon::run(client, runtime, options, wait_for_shutdown()).await?;
+                Ok(())
+            });
+        }
+        Command::Dev {
+            listen,
+            kubeconfig_out,
+            host,
+        } => {
+            let runtime = plugin_runtime(InstanceReuse::Reuse)?;
+            let options = host.options(true);
+            return block_on(dev(*listen, kubeconfig_out, runtime, options));
+        }
+        _ => plugin_runtime(InstanceReuse::Fresh)?,
     };
     let read = |path: PathBuf| {
         std::fs::read_to_string(&path).map_err(|source| CliError::Read { path, source })
@@ -257,7 +356,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         })
     };
     match cli.command {
-        Command::Apiserver { .. } => {}
+        Command::Apiserver { .. } | Command::Run { .. } | Command::Dev { .. } => {}
         Command::Inspect { plugin } => {
             let declaration =
                 runtime
@@ -301,7 +400,11 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
                 Some(path) => replay::parse_config(&read(path)?)?,
                 None => "{}".to_owned(),
             };
-            let report = replay::replay(&plugin, cache, config, key)?;
+            let request = Request {
+                config,
+                ..Request::new(key)
+            };
+            let report = replay::replay(&plugin, cache, &request)?;
             let text = match output {
                 Format::Yaml => {
                     serde_yaml::to_string(&report).map_err(|e| CliError::Encode(e.to_string()))?
@@ -318,21 +421,48 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Serves the embedded API server until SIGTERM or Ctrl-C.
-fn apiserver(
-    listen: std::net::SocketAddr,
-    kubeconfig_out: &std::path::Path,
-    simulate_workloads: bool,
-    data_dir: Option<&std::path::Path>,
-) -> Result<(), CliError> {
-    use kubewasm_apiserver::api::{Api, ApiConfig};
-    use kubewasm_apiserver::{seed, server::ApiServer, store::Store, tls::Credentials};
-
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+/// Runs `future` on a new multi-threaded tokio runtime.
+fn block_on(future: impl Future<Output = Result<(), CliError>>) -> Result<(), CliError> {
+    tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| CliError::Apiserver(format!("failed to start the async runtime: {e}")))?;
-    runtime.block_on(async {
+        .map_err(|e| CliError::Apiserver(format!("failed to start the async runtime: {e}")))?
+        .block_on(future)
+}
+
+/// A client from `kubeconfig`, or the default configuration.
+async fn client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client, CliError> {
+    let failed = |e: &dyn std::fmt::Display| CliError::Client(e.to_string());
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path).map_err(|e| failed(&e))?;
+            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| failed(&e))?
+        }
+        None => kube::Config::infer().await.map_err(|e| failed(&e))?,
+    };
+    kube::Client::try_from(config).map_err(|e| failed(&e))
+}
+
+/// A running embedded API server and what it needs to be stopped cleanly.
+struct Embedded {
+    server: kubewasm_apiserver::server::ApiServer,
+    store: kubewasm_apiserver::store::Store,
+    url: String,
+}
+
+impl Embedded {
+    /// Starts the embedded API server and writes its kubeconfig.
+    async fn start(
+        listen: std::net::SocketAddr,
+        kubeconfig_out: &std::path::Path,
+        simulate_workloads: bool,
+        data_dir: Option<&std::path::Path>,
+    ) -> Result<Self, CliError> {
+        use kubewasm_apiserver::api::{Api, ApiConfig};
+        use kubewasm_apiserver::{seed, server::ApiServer, store::Store, tls::Credentials};
+
         let failed = |e: &dyn std::fmt::Display| CliError::Apiserver(e.to_string());
         let (store, credentials) = match data_dir {
             Some(dir) => (
@@ -350,10 +480,13 @@ fn apiserver(
             simulate_workloads: simulate_workloads.then_some(Duration::from_secs(1)),
             ..ApiConfig::default()
         };
-        let server_store = store.clone();
-        let server = ApiServer::start(listen, Api::new(store, config), Some(credentials.clone()))
-            .await
-            .map_err(|e| CliError::Apiserver(e.to_string()))?;
+        let server = ApiServer::start(
+            listen,
+            Api::new(store.clone(), config),
+            Some(credentials.clone()),
+        )
+        .await
+        .map_err(|e| failed(&e))?;
         let url = format!("https://{}", server.addr());
         // The kubeconfig holds the admin token: owner-only, written atomically.
         kubewasm_apiserver::tls::write_private(
@@ -364,16 +497,77 @@ fn apiserver(
             path: kubeconfig_out.to_owned(),
             source,
         })?;
+        Ok(Self { server, store, url })
+    }
+
+    /// Stops serving and flushes the store.
+    async fn stop(self) -> Result<(), CliError> {
+        drop(self.server);
+        self.store
+            .flush()
+            .await
+            .map_err(|e| CliError::Apiserver(e.to_string()))
+    }
+}
+
+/// Serves the embedded API server until SIGTERM or Ctrl-C.
+fn apiserver(
+    listen: std::net::SocketAddr,
+    kubeconfig_out: &std::path::Path,
+    simulate_workloads: bool,
+    data_dir: Option<&std::path::Path>,
+) -> Result<(), CliError> {
+    block_on(async {
+        let embedded =
+            Embedded::start(listen, kubeconfig_out, simulate_workloads, data_dir).await?;
         eprintln!(
-            "kubewasm apiserver: serving {url}; kubeconfig in {}",
+            "kubewasm apiserver: serving {}; kubeconfig in {}",
+            embedded.url,
             kubeconfig_out.display()
         );
         wait_for_shutdown().await;
         eprintln!("kubewasm apiserver: shutting down");
-        drop(server);
-        server_store.flush().await.map_err(|e| failed(&e))?;
-        Ok(())
+        embedded.stop().await
     })
+}
+
+/// `kubewasm dev`: the embedded API server and the host, until Ctrl-C.
+async fn dev(
+    listen: std::net::SocketAddr,
+    kubeconfig_out: &std::path::Path,
+    runtime: Runtime,
+    options: crate::daemon::HostOptions,
+) -> Result<(), CliError> {
+    if let Some(parent) = kubeconfig_out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(parent).map_err(|source| CliError::Write {
+            path: parent.to_owned(),
+            source,
+        })?;
+    }
+    let embedded = Embedded::start(listen, kubeconfig_out, true, None).await?;
+    let client = client(Some(kubeconfig_out)).await?;
+    let crds = crate::daemon::install_crds(&client, &options.plugins).await?;
+    let kubeconfig = kubeconfig_out.display();
+    eprintln!(
+        "kubewasm dev: API server at {} (workload simulation on); CRDs installed: {}\n\
+         \x20 export KUBECONFIG={kubeconfig}\n\
+         \x20 kubectl apply -f plugins/myapp/example.yaml\n\
+         \x20 kubectl get myapps,deployments,services\n\
+         \x20 kubectl get myapp demo -o jsonpath='{{.status}}'\n\
+         Ctrl-C stops it.",
+        embedded.url,
+        if crds.is_empty() {
+            "none".to_owned()
+        } else {
+            crds.join(", ")
+        },
+    );
+    let result = crate::daemon::run(client, runtime, options, wait_for_shutdown()).await;
+    embedded.stop().await?;
+    result.map_err(CliError::from)
 }
 
 /// Resolves on SIGTERM or Ctrl-C.

@@ -9,6 +9,8 @@
 //! - [`mapper`]: how the cluster serves each type (plural, scope);
 //! - [`cache`], [`reads`] and [`selector`]: the read side plugins see;
 //! - [`action`]: from desired actions to API requests;
+//! - [`step`]: one reconcile step, the same for the engine and replay;
+//! - [`engine`]: the controller engine (informers, work queues, applier);
 //! - [`replay`]: one reconcile against fixtures, with no cluster;
 //! - [`cli`]: the `kubewasm` command line.
 //!
@@ -34,10 +36,13 @@
 pub mod action;
 pub mod cache;
 pub mod cli;
+pub mod daemon;
 pub mod declaration;
+pub mod engine;
 pub mod grants;
 pub mod mapper;
 pub mod reads;
 pub mod replay;
 pub mod runtime;
+pub mod step;
 pub use kubewasm_core::{resource, selector};

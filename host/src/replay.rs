@@ -2,11 +2,11 @@
 //!
 //! `kubewasm replay` loads objects (multi-document YAML, `kind: List`
 //! flattened) into a [`MemoryCache`], runs one call of a plugin for a key
-//! and returns the [`ApiRequest`]s the host would send. A primary that is
-//! being deleted (it has a `deletionTimestamp`) of a plugin with a managed
-//! finalizer gets `finalize`, as in the host; every other key gets
-//! `reconcile`. Plugin authors use it in their tests; bug reports attach
-//! its inputs.
+//! and returns the [`ApiRequest`]s the host would send. It runs the very
+//! step the engine runs ([`step::run`]): the same choice of `reconcile` or
+//! `finalize`, the same finalizer patches, the same planning, so what it
+//! prints is what the engine sends. Plugin authors use it in their tests;
+//! bug reports attach its inputs.
 
 use std::sync::Arc;
 
@@ -15,8 +15,8 @@ use serde_json::Value;
 
 use crate::action::ApiRequest;
 use crate::cache::{Cache, MemoryCache, MemoryCacheError};
-use crate::resource::ObjectKey;
-use crate::runtime::{Outcome, Plugin, ReconcileError, Request};
+use crate::runtime::{Plugin, Request};
+use crate::step::{self, StepError};
 
 /// Why a replay failed.
 #[derive(Debug, thiserror::Error)]
@@ -37,35 +37,24 @@ pub enum ReplayError {
     #[error("failed to parse the configuration: {0}")]
     Config(#[source] serde_yaml::Error),
     /// The plugin's call failed.
-    #[error("{call} of {key} failed: {source}")]
-    Reconcile {
-        /// `reconcile` or `finalize`.
-        call: &'static str,
-        /// The key.
-        key: ObjectKey,
-        /// Why.
-        #[source]
-        source: Box<ReconcileError>,
-    },
+    #[error("{0}: {source}", source = .0.source)]
+    Step(#[source] StepError),
 }
 
 /// What a replay prints.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Report {
-    /// `reconcile` or `finalize`.
+    /// `reconcile`, `finalize` or `none`.
     pub call: &'static str,
     /// The key reconciled.
     pub key: String,
-    /// The requests the host would send, in order.
+    /// The requests the host would send, in order (its finalizer patches
+    /// included).
     pub actions: Vec<ApiRequest>,
     /// The requeue the plugin asked for, in milliseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requeue_after_ms: Option<u128>,
-    /// Whether the primary keeps the managed finalizer, when the plugin
-    /// manages one: the host adds it (`true`) or removes it (`false`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub finalizer: Option<bool>,
 }
 
 /// Parses multi-document YAML (or JSON) into objects; `kind: List`
@@ -106,55 +95,24 @@ pub fn parse_config(text: &str) -> Result<String, ReplayError> {
     })
 }
 
-/// Runs one call of `plugin` for `key` against the objects of `cache`
-/// (built with [`MemoryCache::from_objects`], which refuses an object
-/// without its identity).
+/// Runs one step of `plugin` for `request.key` against the objects of
+/// `cache` (built with [`MemoryCache::from_objects`], which refuses an
+/// object without its identity).
 ///
 /// # Errors
-/// [`ReplayError`] if the call fails.
+/// [`ReplayError::Step`] if the call fails.
 pub fn replay(
     plugin: &Plugin,
     cache: MemoryCache,
-    config: String,
-    key: ObjectKey,
+    request: &Request,
 ) -> Result<Report, ReplayError> {
     let cache: Arc<dyn Cache> = Arc::new(cache);
-    let declaration = plugin.declaration();
-    let deleting = cache.get(&declaration.primary, &key).is_some_and(|p| {
-        p.value()
-            .pointer("/metadata/deletionTimestamp")
-            .is_some_and(|t| !t.is_null())
-    });
-    let request = Request {
-        config,
-        ..Request::new(key.clone())
-    };
-    let (call, result) = if deleting && declaration.managed_finalizer {
-        ("finalize", plugin.finalize(cache, &request))
-    } else {
-        ("reconcile", plugin.reconcile(cache, &request))
-    };
-    let Outcome {
-        actions,
-        requeue_after,
-        finalizer,
-        ..
-    } = result.map_err(|source| ReplayError::Reconcile {
-        call,
-        key: key.clone(),
-        source: Box::new(source),
-    })?;
+    let step = step::run(plugin, cache, request).map_err(ReplayError::Step)?;
     Ok(Report {
-        call,
-        key: key.to_string(),
-        actions: actions.iter().map(|a| a.request()).collect(),
-        requeue_after_ms: requeue_after.map(|d| d.as_millis()),
-        finalizer: if declaration.managed_finalizer {
-            // After a successful finalize the host removes it.
-            Some(call == "reconcile" && finalizer.unwrap_or(true))
-        } else {
-            None
-        },
+        call: step.call.name(),
+        key: request.key.to_string(),
+        actions: step.actions.iter().map(|a| a.request()).collect(),
+        requeue_after_ms: step.requeue_after.map(|d| d.as_millis()),
     })
 }
 

@@ -340,3 +340,74 @@ fn kubectl_explain_should_describe_nested_fields_of_built_in_kinds() {
     let (ok, _, err) = server.kubectl(&["explain", "configmaps.nonsense"]);
     assert!(!ok && err.contains("nonsense"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulated_pods_should_run_and_writes_should_answer_as_asked() -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    use kube::api::{Patch, PatchParams};
+    use kube::core::{ObjectMeta, PartialObjectMetaExt};
+    use kube::runtime::wait::{await_condition, conditions};
+
+    let server = Apiserver::start_with(&["--simulate-workloads"]);
+    let client = server.client().await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "sleeper", "labels": {"app": "demo"}},
+        "spec": {"restartPolicy": "Never",
+                 "containers": [{"name": "main", "image": "busybox", "command": ["sleep", "60"]}]}}))?;
+    pods.create(&PostParams::default(), &pod).await?;
+    // As a kubelet would: bound, Running, every container ready.
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        await_condition(pods.clone(), "sleeper", conditions::is_pod_running()),
+    )
+    .await??;
+    let running = pods.get("sleeper").await?;
+    let status = running.status.unwrap_or_default();
+    assert_eq!(
+        running.spec.and_then(|s| s.node_name).as_deref(),
+        Some("kubewasm-node")
+    );
+    assert!(
+        status
+            .conditions
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "ContainersReady" && c.status == "True")
+    );
+    let (ok, out, _) = server.kubectl(&["get", "pod", "sleeper", "--no-headers"]);
+    assert!(
+        ok && out.contains("1/1") && out.contains("Running"),
+        "{out}"
+    );
+
+    // A metadata patch answers with PartialObjectMetadata, as kube-rs asks.
+    let patch = ObjectMeta {
+        annotations: Some([("seen".to_owned(), "yes".to_owned())].into()),
+        ..ObjectMeta::default()
+    }
+    .into_request_partial::<Pod>();
+    let patched = pods
+        .patch_metadata("sleeper", &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    assert_eq!(
+        patched.types.map(|t| t.kind).as_deref(),
+        Some("PartialObjectMetadata")
+    );
+    assert_eq!(
+        patched
+            .metadata
+            .annotations
+            .and_then(|a| a.get("seen").cloned())
+            .as_deref(),
+        Some("yes")
+    );
+
+    // Typed field selectors: an absent `spec.unschedulable` is `false`.
+    let nodes: Api<Node> = Api::all(client);
+    let schedulable = ListParams::default().fields("spec.unschedulable==false");
+    assert_eq!(nodes.list(&schedulable).await?.items.len(), 1);
+    nodes.cordon("kubewasm-node").await?;
+    assert_eq!(nodes.list(&schedulable).await?.items.len(), 0);
+    Ok(())
+}

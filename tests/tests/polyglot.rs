@@ -284,19 +284,23 @@ fn replicator_should_remove_every_copy_when_the_source_is_deleted() {
         replica("ns-b", json!({"K": "1"})),
     ];
     let cache = kubewasm::cache::MemoryCache::from_objects(objects).expect("valid fixtures");
-    let report = replay::replay(replicator(), cache, "{}".into(), src_key()).expect("finalizes");
+    let report = replay::replay(replicator(), cache, &Request::new(src_key())).expect("finalizes");
     assert_eq!(report.call, "finalize");
     assert_eq!(
         summary(&report.actions),
         [
             "DELETE /api/v1/namespaces/ns-a/configmaps/settings",
-            "DELETE /api/v1/namespaces/ns-b/configmaps/settings"
-        ]
-    );
-    assert_eq!(
-        report.finalizer,
-        Some(false),
+            "DELETE /api/v1/namespaces/ns-b/configmaps/settings",
+            "PATCH /api/v1/namespaces/default/configmaps/settings",
+        ],
         "the host removes its finalizer after a successful finalize"
+    );
+    assert_eq!(report.actions[2].action, "removeFinalizer");
+    assert_eq!(
+        report.actions[2].body,
+        json!([{"op": "test", "path": "/metadata/uid", "value": "src"},
+               {"op": "test", "path": "/metadata/finalizers/0", "value": "kubewasm.dev/configmap-replicator"},
+               {"op": "remove", "path": "/metadata/finalizers/0"}])
     );
 }
 

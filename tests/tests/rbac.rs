@@ -192,3 +192,96 @@ async fn the_default_roles_should_bind_as_on_a_real_cluster() -> anyhow::Result<
     assert!(!as_alice(&["get", "configmaps", "-n", "kube-system"]).0);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_review_should_check_audiences_and_bearers_need_the_api_audience()
+-> anyhow::Result<()> {
+    use k8s_openapi::api::authentication::v1::TokenReview;
+    let server = Apiserver::start();
+    let admin = server.client().await?;
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), "default");
+    create(accounts.clone(), json!({"metadata": {"name": "robot"}})).await?;
+    let issue = |audiences: serde_json::Value| {
+        let accounts = accounts.clone();
+        async move {
+            let request: TokenRequest =
+                serde_json::from_value(json!({"spec": {"audiences": audiences}}))?;
+            let issued = accounts
+                .create_token_request("robot", &PostParams::default(), &request)
+                .await?;
+            anyhow::Ok(issued)
+        }
+    };
+    let reviews: Api<TokenReview> = Api::all(admin.clone());
+    let review = |token: String, audiences: serde_json::Value| {
+        let reviews = reviews.clone();
+        async move {
+            let review: TokenReview =
+                serde_json::from_value(json!({"spec": {"token": token, "audiences": audiences}}))?;
+            let answer = reviews.create(&PostParams::default(), &review).await?;
+            anyhow::Ok(answer.status.unwrap_or_default())
+        }
+    };
+
+    // A token for another audience: valid for it, refused as a bearer.
+    let vault = issue(json!(["vault"])).await?;
+    let token = vault.status.map(|s| s.token).unwrap_or_default();
+    let status = review(token.clone(), json!(["vault", "other"])).await?;
+    assert_eq!(status.authenticated, Some(true));
+    assert_eq!(status.audiences, Some(vec!["vault".to_owned()]));
+    assert_eq!(
+        status.user.and_then(|u| u.username).as_deref(),
+        Some("system:serviceaccount:default:robot")
+    );
+    let status = review(token.clone(), json!(["other"])).await?;
+    assert_eq!(status.authenticated, Some(false));
+    assert!(
+        status.error.is_some_and(|e| e.contains("audiences")),
+        "names the audience mismatch"
+    );
+    let dir = tempfile::tempdir()?;
+    let (ok, _, err) = kubectl_with(
+        &kubeconfig_with(&server, &token, dir.path()),
+        &["get", "cm"],
+    );
+    assert!(!ok && err.contains("provide credentials"), "a 401: {err}");
+
+    // With no audience the API server's own is issued, reviewed and accepted.
+    let default = issue(json!([])).await?;
+    let audiences = default.spec.audiences.clone();
+    assert_eq!(audiences, ["https://kubernetes.default.svc.cluster.local"]);
+    let token = default.status.map(|s| s.token).unwrap_or_default();
+    assert_eq!(
+        review(token.clone(), json!([])).await?.authenticated,
+        Some(true)
+    );
+    let (ok, _, err) = kubectl_with(
+        &kubeconfig_with(&server, &token, dir.path()),
+        &["auth", "whoami"],
+    );
+    assert!(ok, "{err}");
+
+    // Garbage is unauthenticated, and reviewing needs `create tokenreviews`.
+    let status = review("not-a-token".to_owned(), json!([])).await?;
+    assert_eq!(status.authenticated, Some(false));
+    let as_robot = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::from_yaml(&std::fs::read_to_string(kubeconfig_with(
+            &server,
+            &token,
+            dir.path(),
+        ))?)?,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await?;
+    let refused = Api::<TokenReview>::all(Client::try_from(as_robot)?)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"spec": {"token": token}}))?,
+        )
+        .await;
+    assert!(
+        matches!(&refused, Err(kube::Error::Api(s)) if s.code == 403),
+        "{refused:?}"
+    );
+    Ok(())
+}

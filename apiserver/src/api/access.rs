@@ -26,6 +26,9 @@ pub(super) enum Review {
     Rules,
     /// `SelfSubjectReview`: who am I?
     WhoAmI,
+    /// `TokenReview`: whom does this token stand for? (Needs `create
+    /// tokenreviews`, as `system:auth-delegator` grants it.)
+    Token,
 }
 
 impl Api {
@@ -228,6 +231,39 @@ impl Api {
             Review::WhoAmI => {
                 body["status"] = json!({"userInfo": user.info()});
             }
+            Review::Token => {
+                let create = Attributes {
+                    verb: "create".into(),
+                    group: "authentication.k8s.io".into(),
+                    resource: "tokenreviews".into(),
+                    ..Attributes::default()
+                };
+                if !policy.allows(user, &create) {
+                    return Err(ApiError::forbidden(create.forbidden_message(user)));
+                }
+                let token = body
+                    .pointer("/spec/token")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                let wanted: Vec<String> = body
+                    .pointer("/spec/audiences")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect();
+                let reviewed = match &self.authenticator {
+                    Some(authenticator) => authenticator.review(token, &wanted),
+                    None => Err(AuthError::Missing),
+                };
+                body["status"] = match reviewed {
+                    Ok((reviewed, audiences)) => json!({"authenticated": true,
+                        "user": reviewed.info(), "audiences": audiences}),
+                    Err(error) => json!({"authenticated": false, "user": {},
+                        "error": format!("[{error}]")}),
+                };
+            }
         }
         if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.insert("creationTimestamp".into(), Value::Null);
@@ -279,6 +315,11 @@ impl Api {
                     .collect()
             })
             .unwrap_or_default();
+        let audiences = if audiences.is_empty() {
+            vec![crate::auth::token::API_AUDIENCE.to_owned()]
+        } else {
+            audiences
+        };
         let now = jiff::Timestamp::now().as_second();
         let namespace = target.namespace.as_deref().unwrap_or("");
         let token = authenticator

@@ -89,14 +89,33 @@ impl FieldSelector {
 
     pub(super) fn matches(&self, object: &Value) -> bool {
         self.terms.iter().all(|(field, equal, value)| {
-            let pointer = format!("/{}", field.replace('.', "/"));
+            let pointer = format!("/{}", stored_field(field).replace('.', "/"));
             let actual = match object.pointer(&pointer) {
                 Some(Value::String(s)) => s.clone(),
-                Some(Value::Null) | None => String::new(),
+                Some(Value::Null) | None => absent_value(field).to_owned(),
                 Some(other) => other.to_string(),
             };
             (actual == *value) == *equal
         })
+    }
+}
+
+/// Where a selectable field is stored, when its label differs (Jobs select
+/// `status.successful` from `status.succeeded`).
+fn stored_field(field: &str) -> &str {
+    match field {
+        "status.successful" => "status.succeeded",
+        other => other,
+    }
+}
+
+/// What an absent field selects as: Go formats the zero value of a typed
+/// field (`spec.unschedulable` of a schedulable Node is `false`).
+fn absent_value(field: &str) -> &'static str {
+    match field {
+        "spec.unschedulable" | "spec.hostNetwork" => "false",
+        "status.replicas" | "status.successful" => "0",
+        _ => "",
     }
 }
 
@@ -141,5 +160,17 @@ mod tests {
             .expect("valid");
         assert!(events.matches(&json!({"involvedObject": {"name": "web"}, "type": "Warning"})));
         assert!(!events.matches(&json!({"involvedObject": {"name": "web"}, "type": "Normal"})));
+    }
+
+    #[test]
+    fn absent_typed_fields_should_select_as_their_zero_value() {
+        let schedulable =
+            FieldSelector::parse_for("spec.unschedulable==false", "nodes").expect("valid");
+        assert!(schedulable.matches(&json!({"metadata": {"name": "n"}})));
+        assert!(!schedulable.matches(&json!({"spec": {"unschedulable": true}})));
+        let done = FieldSelector::parse_for("status.successful=1", "jobs").expect("valid");
+        assert!(done.matches(&json!({"status": {"succeeded": 1}})));
+        let none = FieldSelector::parse_for("status.successful=0", "jobs").expect("valid");
+        assert!(none.matches(&json!({"status": {}})));
     }
 }

@@ -326,6 +326,9 @@ impl Api {
             ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"] => {
                 return Ok(Route::Review(Review::WhoAmI));
             }
+            ["apis", "authentication.k8s.io", "v1", "tokenreviews"] => {
+                return Ok(Route::Review(Review::Token));
+            }
             ["api"] => return Ok(Route::CoreVersions),
             ["apis"] => return Ok(Route::Groups),
             ["apis", group] => return Ok(Route::Group((*group).to_owned())),
@@ -391,7 +394,7 @@ impl Api {
             .query
             .get("watch")
             .is_some_and(|w| w == "true" || w == "1");
-        match (request.method, &target.name, target.subresource.as_deref()) {
+        let reply = match (request.method, &target.name, target.subresource.as_deref()) {
             ("GET", None, None) if watching => {
                 self.watch(&target, &request.query, representation, &request.user.name)
             }
@@ -425,7 +428,23 @@ impl Api {
                 "the server does not allow this method on the requested resource ({method} {})",
                 request.path
             ))),
-        }
+        }?;
+        Ok(match reply {
+            // A write answers with the object in the representation asked
+            // for, as reads do (kube-rs's `patch_metadata` expects
+            // `PartialObjectMetadata` back); a Status stays a Status.
+            Reply::Json(code, object)
+                if request.method != "GET"
+                    && representation != As::Object
+                    && object["kind"] == target.info.kind.as_str() =>
+            {
+                Reply::Json(
+                    code,
+                    representation::object(representation, &target.info, &object, true),
+                )
+            }
+            reply => reply,
+        })
     }
 
     fn key(&self, target: &Target, name: &str) -> ObjectKey {

@@ -43,7 +43,20 @@ pub enum TokenError {
     /// Its account is gone, or is another account of the same name.
     #[error("service account {0} no longer exists")]
     Revoked(String),
+    /// Issued for other audiences than the one asked for.
+    #[error("token audiences {token:?} is invalid for the target audiences {wanted:?}")]
+    Audience {
+        /// The token's audiences.
+        token: Vec<String>,
+        /// The audiences asked for.
+        wanted: Vec<String>,
+    },
 }
+
+/// The API server's own audience: tokens requested with no audience get it,
+/// and a bearer token must carry it (or, issued before audiences were
+/// recorded, none).
+pub const API_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
 
 /// Signs and verifies account tokens.
 #[derive(Clone)]
@@ -100,11 +113,28 @@ impl Signer {
         format!("{signed}.{signature}")
     }
 
-    /// The user a token stands for.
+    /// The user a bearer token stands for: a valid token that carries the
+    /// API server's audience.
     ///
     /// # Errors
     /// [`TokenError`].
     pub fn verify(&self, token: &str, store: &Store) -> Result<User, TokenError> {
+        let (user, audiences) = self.review(token, store)?;
+        if !audiences.is_empty() && !audiences.iter().any(|a| a == API_AUDIENCE) {
+            return Err(TokenError::Audience {
+                token: audiences,
+                wanted: vec![API_AUDIENCE.to_owned()],
+            });
+        }
+        Ok(user)
+    }
+
+    /// The user a token stands for and the audiences it was issued for,
+    /// whatever they are (what a TokenReview asks).
+    ///
+    /// # Errors
+    /// [`TokenError`].
+    pub fn review(&self, token: &str, store: &Store) -> Result<(User, Vec<String>), TokenError> {
         let mut parts = token.split('.');
         let (Some(header), Some(payload), Some(signature), None) =
             (parts.next(), parts.next(), parts.next(), parts.next())
@@ -150,7 +180,18 @@ impl Signer {
         {
             return Err(TokenError::Revoked(format!("{namespace}/{name}")));
         }
-        Ok(User::service_account(namespace, name, Some(uid.to_owned())))
+        let audiences = claims
+            .get("aud")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect();
+        Ok((
+            User::service_account(namespace, name, Some(uid.to_owned())),
+            audiences,
+        ))
     }
 }
 

@@ -362,16 +362,19 @@ pub struct Request {
     pub retries: u32,
     /// Why the previous attempt failed.
     pub last_failure: Option<String>,
+    /// The time of the call, as the host's clock gives it (events carry it).
+    pub now: jiff::Timestamp,
 }
 
 impl Request {
-    /// A first attempt with no configuration.
+    /// A first attempt with no configuration, now.
     pub fn new(key: ObjectKey) -> Self {
         Self {
             key,
             config: "{}".into(),
             retries: 0,
             last_failure: None,
+            now: jiff::Timestamp::now(),
         }
     }
 }
@@ -875,6 +878,7 @@ impl Plugin {
                 grants: &self.grants,
                 key: &request.key,
                 primary: primary.as_ref().map(|p| p.value()),
+                now: request.now,
             },
             desired,
         )?;

@@ -1,0 +1,264 @@
+//! The host as a long-running process: `kubewasm run` (against any
+//! cluster) and `kubewasm dev` (the embedded API server and the host in one
+//! process).
+//!
+//! # `run`
+//! 1. Reads the cluster's discovery into a [`RestMapper`].
+//! 2. Loads every `*.wasm` in the plugin directory, each narrowed by the
+//!    operator's grants file beside it (`NAME.grants.yaml`). A plugin with
+//!    no grants file is refused, saying so, unless `trust_declarations`
+//!    grants every plugin exactly what it declared. A plugin that fails to
+//!    load is logged and skipped; the others run.
+//! 3. Starts each as a controller, serves `/metrics`, `/healthz` and
+//!    `/readyz` (ready once every informer has listed once).
+//! 4. On shutdown: stops taking keys, lets in-flight steps finish.
+//!
+//! # `dev`
+//! Starts the embedded API server (workload simulation on), writes its
+//! kubeconfig, applies every CustomResourceDefinition found among the
+//! plugin directory's `*.yaml` files, then runs the host against it with
+//! `trust_declarations` (the examples run as they declare).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::Value;
+
+use crate::engine::Engine;
+use crate::engine::controller::Settings;
+use crate::engine::discovery::{self, DiscoveryError};
+use crate::engine::serve;
+use crate::grants::{GrantsFileError, OperatorGrants};
+use crate::mapper::RestMapper;
+use crate::runtime::{LoadError, LoadOptions, Runtime};
+
+/// How `run` runs the host.
+#[derive(Clone, Debug)]
+pub struct HostOptions {
+    /// Where the plugins are.
+    pub plugins: PathBuf,
+    /// Where `/metrics`, `/healthz` and `/readyz` listen.
+    pub metrics_addr: SocketAddr,
+    /// Grant every plugin what it declares when it has no grants file.
+    pub trust_declarations: bool,
+    /// Steps running at once, host-wide.
+    pub workers: usize,
+    /// How long in-flight steps may take to finish at shutdown.
+    pub shutdown_grace: Duration,
+}
+
+/// Why the host could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// Discovery failed.
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    /// The plugin directory could not be read.
+    #[error("failed to read the plugin directory {path}: {source}")]
+    PluginDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The metrics address could not be bound.
+    #[error("failed to listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A CustomResourceDefinition could not be installed.
+    #[error("failed to install {path}: {source}")]
+    Crd {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+/// Why one plugin was not started.
+#[derive(Debug, thiserror::Error)]
+enum Refused {
+    #[error(
+        "no grants file {grants} beside it (pass --trust-declarations to grant what it declares)"
+    )]
+    NoGrants { grants: PathBuf },
+    #[error(transparent)]
+    Grants(#[from] GrantsFileError),
+    #[error("failed to read it: {0}")]
+    Read(#[source] std::io::Error),
+    #[error(transparent)]
+    Load(#[from] LoadError),
+}
+
+/// The components in `dir`, sorted, with the grants file each would use.
+fn plugin_files(dir: &Path) -> Result<Vec<(PathBuf, PathBuf)>, DaemonError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| DaemonError::PluginDir {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let mut files: Vec<(PathBuf, PathBuf)> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
+        .map(|p| {
+            let grants = p.with_extension("grants.yaml");
+            (p, grants)
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+fn load(
+    runtime: &Runtime,
+    mapper: &Arc<RestMapper>,
+    path: &Path,
+    grants: &Path,
+    trust: bool,
+) -> Result<crate::runtime::Plugin, Refused> {
+    let operator = if grants.exists() {
+        OperatorGrants::from_file(grants)?
+    } else if trust {
+        OperatorGrants::unrestricted()
+    } else {
+        return Err(Refused::NoGrants {
+            grants: grants.to_owned(),
+        });
+    };
+    let bytes = std::fs::read(path).map_err(Refused::Read)?;
+    Ok(runtime.load(
+        &bytes,
+        &LoadOptions::new(Arc::clone(mapper)).grants(operator),
+    )?)
+}
+
+/// Runs the host against the cluster `client` reaches until `shutdown`
+/// resolves.
+///
+/// # Errors
+/// [`DaemonError`] if discovery, the plugin directory or the metrics
+/// address fail; a plugin that fails to load is logged, not fatal.
+pub async fn run(
+    client: kube::Client,
+    runtime: Runtime,
+    options: HostOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), DaemonError> {
+    let mapper = Arc::new(discovery::mapper(&client).await?);
+    let mut engine = Engine::new(client, options.workers);
+    for (path, grants) in plugin_files(&options.plugins)? {
+        let (runtime, mapper, trust) = (
+            runtime.clone(),
+            Arc::clone(&mapper),
+            options.trust_declarations,
+        );
+        let loading = path.clone();
+        let loaded =
+            tokio::task::spawn_blocking(move || load(&runtime, &mapper, &loading, &grants, trust))
+                .await;
+        match loaded {
+            Ok(Ok(plugin)) => {
+                tracing::info!(plugin = %plugin.declaration().name, digest = %plugin.digest(),
+                    path = %path.display(), "plugin loaded");
+                engine.start(Arc::new(plugin), Settings::default());
+            }
+            Ok(Err(error)) => {
+                tracing::error!(path = %path.display(), %error, "plugin refused");
+            }
+            Err(error) => tracing::error!(path = %path.display(), %error, "plugin load failed"),
+        }
+    }
+    let ready = Arc::new(AtomicBool::new(false));
+    let (addr, server) = serve::serve(options.metrics_addr, engine.probe(Arc::clone(&ready)))
+        .await
+        .map_err(|source| DaemonError::Listen {
+            addr: options.metrics_addr,
+            source,
+        })?;
+    tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
+    eprintln!("kubewasm: metrics on http://{addr}/metrics");
+    let mut shutdown = std::pin::pin!(shutdown);
+    tokio::select! {
+        () = engine.wait_synced() => {
+            ready.store(true, Ordering::Relaxed);
+            tracing::info!("caches synced; ready");
+            shutdown.as_mut().await;
+        }
+        () = shutdown.as_mut() => {}
+    }
+    tracing::info!("shutting down: finishing in-flight reconciles");
+    ready.store(false, Ordering::Relaxed);
+    if tokio::time::timeout(options.shutdown_grace, engine.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(grace = ?options.shutdown_grace, "in-flight reconciles outlived the grace period");
+    }
+    server.abort();
+    Ok(())
+}
+
+/// Applies every CustomResourceDefinition among `dir`'s `*.yaml` files, and
+/// returns their names.
+///
+/// # Errors
+/// [`DaemonError::Crd`] naming the file.
+pub async fn install_crds(client: &kube::Client, dir: &Path) -> Result<Vec<String>, DaemonError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| DaemonError::PluginDir {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+        .collect();
+    paths.sort();
+    let resource = crate::engine::informer::api_resource(&crate::resource::ResourceType {
+        group: "apiextensions.k8s.io".into(),
+        version: "v1".into(),
+        kind: "CustomResourceDefinition".into(),
+        plural: "customresourcedefinitions".into(),
+        namespaced: false,
+    });
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let mut installed = Vec::new();
+    for path in paths {
+        let failed = |source: Box<dyn std::error::Error + Send + Sync>| DaemonError::Crd {
+            path: path.clone(),
+            source,
+        };
+        let text = std::fs::read_to_string(&path).map_err(|e| failed(Box::new(e)))?;
+        let objects = crate::replay::parse_objects(&text).map_err(|e| failed(Box::new(e)))?;
+        for crd in objects
+            .into_iter()
+            .filter(|o| o["kind"] == "CustomResourceDefinition")
+        {
+            let name = crd
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            api.patch(
+                &name,
+                &PatchParams::apply("kubewasm-dev").force(),
+                &Patch::Apply(&crd),
+            )
+            .await
+            .map_err(|e| failed(Box::new(e)))?;
+            installed.push(name);
+        }
+    }
+    Ok(installed)
+}

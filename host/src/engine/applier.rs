@@ -1,0 +1,140 @@
+//! The applier: the only place the engine writes to the cluster.
+//!
+//! It sends the [`ApiRequest`] of each planned [`Action`], in order, and
+//! stops at the first failure (the rest are not sent: the key is retried
+//! and the plugin plans again from what the cluster then holds). Actions
+//! reach it only through [`crate::step::run`], whose planning checked each
+//! against the plugin's grants; the applier adds no write of its own.
+//!
+//! # Failures
+//! [`ApplyError`] says whether a failure is worth retrying soon: conflicts
+//! (409), throttling (429), server errors (5xx) and connection failures are
+//! [`ApplyError::is_transient`]; the engine retries every failure through
+//! the queue's backoff either way, never by blocking a worker. A delete or a
+//! finalizer removal of an object that is already gone (404) is success.
+
+use http::{Method, Request};
+use kube::Client;
+
+use crate::action::{Action, ApiRequest};
+
+/// Why an action was not applied.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The API server refused the request.
+    #[error("{action} {path} refused: {code} {reason}: {message}")]
+    Refused {
+        /// The action (`apply`, `delete`, ...).
+        action: &'static str,
+        /// The request path.
+        path: String,
+        /// HTTP status code.
+        code: u16,
+        /// The Status reason (`Conflict`, `Forbidden`, ...).
+        reason: String,
+        /// The Status message.
+        message: String,
+    },
+    /// The request did not get an answer.
+    #[error("{action} {path} failed: {source}")]
+    Transport {
+        /// The action.
+        action: &'static str,
+        /// The request path.
+        path: String,
+        /// What failed.
+        #[source]
+        source: kube::Error,
+    },
+    /// The request could not be built (a bug, never plugin input: paths are
+    /// built from validated parts).
+    #[error("{action} {path}: invalid request: {source}")]
+    Build {
+        /// The action.
+        action: &'static str,
+        /// The request path.
+        path: String,
+        /// Why.
+        #[source]
+        source: http::Error,
+    },
+}
+
+impl ApplyError {
+    /// Whether the failure is likely to pass on its own (conflict,
+    /// throttling, server error, transport).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Refused { code, .. } => matches!(code, 409 | 429) || *code >= 500,
+            Self::Transport { .. } => true,
+            Self::Build { .. } => false,
+        }
+    }
+}
+
+/// Sends actions to the API server.
+#[derive(Clone)]
+pub struct Applier {
+    client: Client,
+}
+
+impl Applier {
+    /// An applier writing through `client`.
+    pub fn new(client: Client) -> Self {
+        Self { client }
+    }
+
+    /// Applies `actions` in order; stops at the first failure.
+    ///
+    /// # Errors
+    /// The first [`ApplyError`], with how many actions were applied before.
+    pub async fn apply(&self, actions: &[Action]) -> Result<(), (usize, ApplyError)> {
+        for (done, action) in actions.iter().enumerate() {
+            self.send(action.request())
+                .await
+                .map_err(|error| (done, error))?;
+        }
+        Ok(())
+    }
+
+    async fn send(&self, request: ApiRequest) -> Result<(), ApplyError> {
+        let ApiRequest {
+            action,
+            method,
+            path,
+            content_type,
+            body,
+        } = request;
+        let http_request = Request::builder()
+            .method(Method::from_bytes(method.as_bytes()).unwrap_or(Method::PATCH))
+            .uri(&path)
+            .header(http::header::CONTENT_TYPE, content_type)
+            .header(http::header::ACCEPT, "application/json")
+            .body(body.to_string().into_bytes())
+            .map_err(|source| ApplyError::Build {
+                action,
+                path: path.clone(),
+                source,
+            })?;
+        match self.client.request_text(http_request).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status))
+                if status.code == 404 && matches!(action, "delete" | "removeFinalizer") =>
+            {
+                Ok(())
+            }
+            Err(kube::Error::Api(status)) => Err(ApplyError::Refused {
+                action,
+                path,
+                code: status.code,
+                reason: status.reason.clone(),
+                message: status.message.clone(),
+            }),
+            Err(source) => Err(ApplyError::Transport {
+                action,
+                path,
+                source,
+            }),
+        }
+    }
+}

@@ -1,0 +1,499 @@
+//! One plugin, run as a controller: its informer subscriptions, its work
+//! queue, its workers.
+//!
+//! # Expected flow
+//! [`Controller::start`] subscribes to an informer for the primary and for
+//! each secondary (shared with every other plugin reading the same type and
+//! selector), turns every change into primary keys by the declared mapping,
+//! and starts `concurrency` workers. A worker takes a key from the queue,
+//! runs [`step::run`] on a blocking thread (a Wasm call never runs on an
+//! async worker), sends the step's actions through the [`Applier`] and
+//! reports the result to the queue: success forgets the key (or requeues it
+//! after `requeue-after`), a failure of the plugin, of planning (a denied
+//! action) or of the API server retries it with backoff.
+//!
+//! # Mapping secondaries to primary keys
+//! - `owner-references`: each owner of the primary's kind and group;
+//! - `label(key)`: the label's value, `name` (in the object's namespace) or
+//!   `namespace/name`;
+//! - `custom`: the plugin's `map-keys`, called on a blocking thread;
+//! - `none`: nothing.
+//!
+//! # Fairness
+//! Every plugin's workers take a permit of one host-wide, first-come
+//! first-served semaphore for each step. A plugin holds at most its
+//! concurrency in permits and queues at most as many waiters, so however
+//! long its backlog, another plugin's key waits for at most one round of
+//! every plugin's concurrency, never for the backlog.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinSet;
+
+use super::applier::Applier;
+use super::informer::{Change, Handler, InformerKey, Informers, Store, Subscription};
+use super::metrics::Metrics;
+use super::queue::{Backoff, Done, Priority, WorkQueue};
+use crate::cache::{Cache, CachedObject};
+use crate::declaration::Mapping;
+use crate::resource::{ObjectKey, ResourceType};
+use crate::runtime::{Plugin, Request};
+use crate::selector::Selector;
+use crate::step;
+
+/// How the engine runs a plugin.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Workers for this plugin (the plugin's wish, capped by the host).
+    pub concurrency: usize,
+    /// Resync period when the plugin sets none.
+    pub resync: Duration,
+    /// Backoff and retry rate.
+    pub backoff: Backoff,
+    /// The plugin's configuration, JSON text.
+    pub config: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            concurrency: 2,
+            resync: Duration::from_secs(10 * 3600),
+            backoff: Backoff::default(),
+            config: "{}".to_owned(),
+        }
+    }
+}
+
+/// What every controller of the host shares.
+#[derive(Clone)]
+pub struct Shared {
+    /// The informers.
+    pub informers: Informers,
+    /// The writer.
+    pub applier: Applier,
+    /// Permits for steps, host-wide and first come first served.
+    pub permits: Arc<Semaphore>,
+    /// The metrics registry.
+    pub metrics: Arc<Metrics>,
+}
+
+/// A plugin running as a controller. Dropping it stops its workers and
+/// releases its informers.
+pub struct Controller {
+    name: String,
+    queue: Arc<WorkQueue>,
+    cache: Arc<InformerCache>,
+    _subscriptions: Vec<Subscription>,
+    tasks: JoinSet<()>,
+}
+
+impl Controller {
+    /// Starts `plugin`. Must be called within a tokio runtime.
+    pub fn start(plugin: Arc<Plugin>, settings: Settings, shared: &Shared) -> Self {
+        let declaration = plugin.declaration().clone();
+        let name = declaration.name.clone();
+        let queue = Arc::new(WorkQueue::new(settings.backoff));
+        let mut tasks = JoinSet::new();
+        let (custom_tx, custom_rx) = mpsc::unbounded_channel::<(ResourceType, Arc<CachedObject>)>();
+        let mut subscriptions = Vec::new();
+        let mut stores = Vec::new();
+
+        let primary = declaration.primary.clone();
+        let primary_handler: Handler = {
+            let queue = Arc::clone(&queue);
+            Arc::new(move |change: Change<'_>| {
+                if let Some(key) = ObjectKey::of(change.object().value()) {
+                    queue.add(key, Priority::Event);
+                }
+            })
+        };
+        let primary_sub = shared.informers.subscribe(
+            &InformerKey {
+                resource: primary.clone(),
+                selector: String::new(),
+            },
+            primary_handler,
+        );
+        stores.push(Arc::clone(primary_sub.store()));
+        let primary_store = Arc::clone(primary_sub.store());
+        subscriptions.push(primary_sub);
+
+        for secondary in &declaration.secondaries {
+            let handler = mapping_handler(
+                &secondary.mapping,
+                &secondary.resource,
+                &primary,
+                &queue,
+                &custom_tx,
+            );
+            let sub = shared.informers.subscribe(
+                &InformerKey {
+                    resource: secondary.resource.clone(),
+                    selector: secondary.label_selector.clone(),
+                },
+                handler,
+            );
+            stores.push(Arc::clone(sub.store()));
+            subscriptions.push(sub);
+        }
+        drop(custom_tx);
+        let cache = Arc::new(InformerCache { stores });
+        let failures: Arc<Mutex<HashMap<ObjectKey, String>>> = Arc::default();
+
+        let worker = Worker {
+            plugin: Arc::clone(&plugin),
+            cache: Arc::clone(&cache),
+            queue: Arc::clone(&queue),
+            shared: shared.clone(),
+            config: settings.config.clone(),
+            failures,
+        };
+        let concurrency = declaration
+            .max_concurrency
+            .map_or(settings.concurrency, |wish| {
+                usize::try_from(wish)
+                    .unwrap_or(usize::MAX)
+                    .min(settings.concurrency)
+            })
+            .max(1);
+        for _ in 0..concurrency {
+            tasks.spawn(worker.clone().run());
+        }
+        tasks.spawn(map_custom(
+            Arc::clone(&plugin),
+            Arc::clone(&cache),
+            Arc::clone(&queue),
+            custom_rx,
+        ));
+        let resync = declaration
+            .resync_seconds
+            .map_or(settings.resync, |s| Duration::from_secs(u64::from(s)));
+        tasks.spawn(resync_loop(primary_store, Arc::clone(&queue), resync));
+        shared.metrics.register_queue(&name, Arc::clone(&queue));
+        tracing::info!(plugin = %name, concurrency, "controller started");
+        Self {
+            name,
+            queue,
+            cache,
+            _subscriptions: subscriptions,
+            tasks,
+        }
+    }
+
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether every informer this plugin reads has listed once.
+    pub fn synced(&self) -> bool {
+        self.cache.stores.iter().all(|s| s.synced())
+    }
+
+    /// Waits until every informer this plugin reads has listed once.
+    pub async fn wait_synced(&self) {
+        for store in &self.cache.stores {
+            store.wait_synced().await;
+        }
+    }
+
+    /// Stops taking keys and waits for in-flight steps to finish.
+    pub async fn shutdown(mut self) {
+        self.queue.shutdown();
+        while self.tasks.join_next().await.is_some() {}
+    }
+}
+
+/// Maps a secondary's changes to primary keys, by its declared mapping.
+fn mapping_handler(
+    mapping: &Mapping,
+    resource: &ResourceType,
+    primary: &ResourceType,
+    queue: &Arc<WorkQueue>,
+    custom: &mpsc::UnboundedSender<(ResourceType, Arc<CachedObject>)>,
+) -> Handler {
+    let queue = Arc::clone(queue);
+    let primary = primary.clone();
+    match mapping {
+        Mapping::None => Arc::new(|_| {}),
+        Mapping::OwnerReferences => Arc::new(move |change: Change<'_>| {
+            for key in owners(change.object().value(), &primary) {
+                queue.add(key, Priority::Event);
+            }
+        }),
+        Mapping::Label(label) => {
+            let label = label.clone();
+            Arc::new(move |change: Change<'_>| {
+                if let Some(key) = labelled(change.object().value(), &label, &primary) {
+                    queue.add(key, Priority::Event);
+                }
+            })
+        }
+        Mapping::Custom => {
+            let custom = custom.clone();
+            let resource = resource.clone();
+            Arc::new(move |change: Change<'_>| {
+                // The receiver lives as long as the controller.
+                let _ = custom.send((resource.clone(), Arc::new(clone_object(change.object()))));
+            })
+        }
+    }
+}
+
+fn clone_object(object: &CachedObject) -> CachedObject {
+    CachedObject::new(object.value().clone())
+}
+
+/// Primary keys among an object's owner references.
+fn owners(object: &Value, primary: &ResourceType) -> Vec<ObjectKey> {
+    let namespace = object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str);
+    object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|owner| {
+            owner["kind"] == primary.kind.as_str()
+                && owner["apiVersion"]
+                    .as_str()
+                    .is_some_and(|v| crate::resource::split_api_version(v).0 == primary.group)
+        })
+        .filter_map(|owner| owner["name"].as_str())
+        .map(|name| key_in(primary, namespace, name))
+        .collect()
+}
+
+/// The primary key a label names: `name` (in the object's namespace) or
+/// `namespace/name`.
+fn labelled(object: &Value, label: &str, primary: &ResourceType) -> Option<ObjectKey> {
+    let value = object.pointer("/metadata/labels")?.get(label)?.as_str()?;
+    let namespace = object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str);
+    Some(match value.split_once('/') {
+        Some((ns, name)) => key_in(primary, Some(ns), name),
+        None => key_in(primary, namespace, value),
+    })
+}
+
+fn key_in(primary: &ResourceType, namespace: Option<&str>, name: &str) -> ObjectKey {
+    match namespace.filter(|_| primary.namespaced) {
+        Some(ns) => ObjectKey::namespaced(ns, name),
+        None => ObjectKey::cluster(name),
+    }
+}
+
+/// Runs `map-keys` for the secondaries mapped by the plugin.
+async fn map_custom(
+    plugin: Arc<Plugin>,
+    cache: Arc<InformerCache>,
+    queue: Arc<WorkQueue>,
+    mut changes: mpsc::UnboundedReceiver<(ResourceType, Arc<CachedObject>)>,
+) {
+    while let Some((resource, object)) = changes.recv().await {
+        let (plugin, cache) = (Arc::clone(&plugin), Arc::clone(&cache));
+        let mapped = tokio::task::spawn_blocking(move || {
+            plugin.map(cache as Arc<dyn Cache>, &resource, object.json())
+        })
+        .await;
+        match mapped {
+            Ok(Ok(keys)) => keys.into_iter().for_each(|k| queue.add(k, Priority::Event)),
+            Ok(Err(error)) => tracing::warn!(%error, "map-keys failed"),
+            Err(error) => tracing::error!(%error, "map-keys task failed"),
+        }
+    }
+}
+
+/// Queues every primary once per period, spread over the period.
+async fn resync_loop(store: Arc<Store>, queue: Arc<WorkQueue>, period: Duration) {
+    store.wait_synced().await;
+    loop {
+        tokio::time::sleep(period).await;
+        let objects = store.list(None);
+        let count = objects.len().max(1);
+        for (i, object) in objects.iter().enumerate() {
+            if let Some(key) = ObjectKey::of(object.value()) {
+                // Jitter: keys spread evenly over a tenth of the period.
+                let spread = period / 10 * u32::try_from(i).unwrap_or(u32::MAX)
+                    / u32::try_from(count).unwrap_or(u32::MAX);
+                queue.add_after(key, spread, Priority::Resync);
+            }
+        }
+    }
+}
+
+/// One of a controller's workers.
+#[derive(Clone)]
+struct Worker {
+    plugin: Arc<Plugin>,
+    cache: Arc<InformerCache>,
+    queue: Arc<WorkQueue>,
+    shared: Shared,
+    config: String,
+    /// The last failure of each failing key, handed to the next attempt.
+    failures: Arc<Mutex<HashMap<ObjectKey, String>>>,
+}
+
+impl Worker {
+    async fn run(self) {
+        while let Some(key) = self.queue.next().await {
+            let done = self.reconcile(&key).await;
+            self.queue.done(&key, done);
+        }
+    }
+
+    #[tracing::instrument(name = "reconcile", skip_all, fields(plugin = %self.plugin.declaration().name, key = %key))]
+    async fn reconcile(&self, key: &ObjectKey) -> Done {
+        let name = self.plugin.declaration().name.clone();
+        let metrics = &self.shared.metrics;
+        let Ok(_permit) = self.shared.permits.acquire().await else {
+            return Done::Retry;
+        };
+        let request = Request {
+            config: self.config.clone(),
+            retries: self.queue.failures(key),
+            last_failure: self
+                .failures
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(key)
+                .cloned(),
+            ..Request::new(key.clone())
+        };
+        let started = std::time::Instant::now();
+        let (plugin, cache) = (Arc::clone(&self.plugin), Arc::clone(&self.cache));
+        let stepped =
+            tokio::task::spawn_blocking(move || step::run(&plugin, cache, &request)).await;
+        let failure = match stepped {
+            Err(error) => Some(format!("reconcile task failed: {error}")),
+            Ok(Err(error)) => {
+                metrics.step_failed(&name, &error);
+                Some(format!("{error}: {}", error.source))
+            }
+            Ok(Ok(step)) => {
+                metrics.stepped(&name, &step);
+                match self.shared.applier.apply(&step.actions).await {
+                    Ok(()) => {
+                        metrics.applied(&name, step.actions.len(), 0);
+                        self.forget_failure(key);
+                        metrics.reconciled(&name, "success", started.elapsed());
+                        return step.requeue_after.map_or(Done::Forget, Done::RequeueAfter);
+                    }
+                    Err((applied, error)) => {
+                        metrics.applied(&name, applied, 1);
+                        Some(error.to_string())
+                    }
+                }
+            }
+        };
+        metrics.reconciled(&name, "error", started.elapsed());
+        if let Some(message) = failure {
+            tracing::warn!(error = %message, retries = self.queue.failures(key), "reconcile failed; retrying with backoff");
+            self.failures
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(key.clone(), message);
+        }
+        Done::Retry
+    }
+
+    fn forget_failure(&self, key: &ObjectKey) {
+        self.failures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key);
+    }
+}
+
+/// A plugin's view of the informer stores it subscribed to: the [`Cache`]
+/// its reads go through (the runtime's read rules filter it further by the
+/// plugin's grants).
+#[derive(Debug)]
+pub struct InformerCache {
+    stores: Vec<Arc<Store>>,
+}
+
+impl InformerCache {
+    fn store(&self, resource: &ResourceType) -> Option<&Arc<Store>> {
+        self.stores.iter().find(|s| {
+            let held = s.resource();
+            held.group == resource.group
+                && held.version == resource.version
+                && held.kind == resource.kind
+        })
+    }
+}
+
+impl Cache for InformerCache {
+    fn get(&self, resource: &ResourceType, key: &ObjectKey) -> Option<Arc<CachedObject>> {
+        self.store(resource)?.get(key)
+    }
+
+    fn list(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        selector: &Selector,
+    ) -> Vec<Arc<CachedObject>> {
+        self.store(resource).map_or_else(Vec::new, |store| {
+            store
+                .list(namespace)
+                .into_iter()
+                .filter(|o| selector.matches(o.value()))
+                .collect()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn myapp() -> ResourceType {
+        ResourceType {
+            group: "example.com".into(),
+            version: "v1".into(),
+            kind: "MyApp".into(),
+            plural: "myapps".into(),
+            namespaced: true,
+        }
+    }
+
+    #[test]
+    fn owners_should_map_owners_of_the_primary_kind_and_group_only() {
+        let child = json!({"metadata": {"name": "c", "namespace": "ns", "ownerReferences": [
+            {"apiVersion": "example.com/v1", "kind": "MyApp", "name": "a", "uid": "1"},
+            {"apiVersion": "other.com/v1", "kind": "MyApp", "name": "b", "uid": "2"},
+            {"apiVersion": "example.com/v2", "kind": "MyApp", "name": "c", "uid": "3"},
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "d", "uid": "4"}]}});
+        assert_eq!(
+            owners(&child, &myapp()),
+            [
+                ObjectKey::namespaced("ns", "a"),
+                ObjectKey::namespaced("ns", "c")
+            ]
+        );
+    }
+
+    #[test]
+    fn labelled_should_take_a_name_or_a_namespaced_name() {
+        let object = |value: &str| json!({"metadata": {"name": "x", "namespace": "ns", "labels": {"app": value}}});
+        assert_eq!(
+            labelled(&object("demo"), "app", &myapp()),
+            Some(ObjectKey::namespaced("ns", "demo"))
+        );
+        assert_eq!(
+            labelled(&object("other/demo"), "app", &myapp()),
+            Some(ObjectKey::namespaced("other", "demo"))
+        );
+        assert_eq!(labelled(&object("demo"), "missing", &myapp()), None);
+    }
+}

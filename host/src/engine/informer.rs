@@ -1,0 +1,406 @@
+//! Shared informers: one watch and one store per (resource type, label
+//! selector), however many plugins read it.
+//!
+//! # Lifecycle
+//! [`Informers::subscribe`] returns a [`Subscription`]. The first
+//! subscription to a (type, selector) starts its informer: a task running
+//! kube-runtime's `watcher` (paged initial list, bookmarks, relist on 410,
+//! backoff on errors) into a [`Store`]. Every later subscription shares it.
+//! When the last subscription is dropped the task is aborted and the store
+//! freed.
+//!
+//! # Guarantees
+//! - The store holds every object the watch delivered, stripped of
+//!   `managedFields` and the `last-applied-configuration` annotation, each
+//!   kept parsed and as JSON text ([`CachedObject`]).
+//! - A relist replaces the store in one step when it completes, so reads
+//!   never see a half-listed cluster; handlers then hear of the objects that
+//!   are new or changed (by resourceVersion) and of those that vanished
+//!   while the watch was down, and of nothing else.
+//! - Every handler sees every change (added, modified, deleted, relisted)
+//!   after the store has it. Handlers run on the informer's task and must
+//!   not block: they queue keys.
+//! - [`Store::synced`] turns true once the first list is complete and
+//!   stays true.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
+
+use futures_util::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use serde_json::Value;
+use tokio::sync::watch;
+
+use crate::cache::CachedObject;
+use crate::resource::{ObjectKey, ResourceType};
+
+/// What an informer watches: a type and a label selector (`""` for all).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct InformerKey {
+    /// The type.
+    pub resource: ResourceType,
+    /// The label selector, as the API server takes it.
+    pub selector: String,
+}
+
+/// A change an informer saw, after its store applied it.
+#[derive(Clone, Copy, Debug)]
+pub enum Change<'a> {
+    /// Added or modified (also every object of a relist).
+    Applied(&'a CachedObject),
+    /// Deleted (also an object a relist no longer found).
+    Deleted(&'a CachedObject),
+}
+
+impl<'a> Change<'a> {
+    /// The object, as it is now or as it was last.
+    pub fn object(&self) -> &'a CachedObject {
+        match self {
+            Self::Applied(o) | Self::Deleted(o) => o,
+        }
+    }
+}
+
+/// A function called with every change.
+pub type Handler = Arc<dyn Fn(Change<'_>) + Send + Sync>;
+
+type Objects = BTreeMap<ObjectKey, Arc<CachedObject>>;
+
+/// One informer's objects.
+#[derive(Debug)]
+pub struct Store {
+    resource: ResourceType,
+    objects: RwLock<Objects>,
+    synced: watch::Sender<bool>,
+    restarts: AtomicU64,
+}
+
+impl Store {
+    fn new(resource: ResourceType) -> Self {
+        Self {
+            resource,
+            objects: RwLock::default(),
+            synced: watch::Sender::new(false),
+            restarts: AtomicU64::new(0),
+        }
+    }
+
+    /// The type this store holds.
+    pub fn resource(&self) -> &ResourceType {
+        &self.resource
+    }
+
+    /// The object with this key.
+    pub fn get(&self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
+        self.read().get(key).cloned()
+    }
+
+    /// Objects in `namespace` (all when `None`), by namespace then name.
+    pub fn list(&self, namespace: Option<&str>) -> Vec<Arc<CachedObject>> {
+        let objects = self.read();
+        match namespace {
+            None => objects.values().cloned().collect(),
+            Some(ns) => {
+                let start = ObjectKey::namespaced(ns, "");
+                objects
+                    .range(start..)
+                    .take_while(|(k, _)| k.namespace.as_deref() == Some(ns))
+                    .map(|(_, o)| Arc::clone(o))
+                    .collect()
+            }
+        }
+    }
+
+    /// Objects held.
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    /// Whether it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.read().is_empty()
+    }
+
+    /// Whether the first list is complete.
+    pub fn synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Waits until the first list is complete.
+    pub async fn wait_synced(&self) {
+        let mut rx = self.synced.subscribe();
+        // The sender lives as long as the store.
+        let _ = rx.wait_for(|s| *s).await;
+    }
+
+    /// Times the watch restarted after an error.
+    pub fn restarts(&self) -> u64 {
+        self.restarts.load(Ordering::Relaxed)
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Objects> {
+        self.objects.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Objects> {
+        self.objects.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A running informer: its store, its handlers and its task.
+struct Informer {
+    store: Arc<Store>,
+    handlers: Arc<RwLock<HashMap<u64, Handler>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Informer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Every informer of the host, shared by every plugin.
+#[derive(Clone)]
+pub struct Informers {
+    client: kube::Client,
+    running: Arc<Mutex<HashMap<InformerKey, Weak<Informer>>>>,
+    next_id: Arc<AtomicU64>,
+}
+
+/// A plugin's hold on an informer: its store, and its handler registered
+/// until this is dropped. The last one dropped stops the informer.
+pub struct Subscription {
+    informer: Arc<Informer>,
+    id: u64,
+}
+
+impl Subscription {
+    /// The informer's store.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.informer.store
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.informer
+            .handlers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.id);
+    }
+}
+
+impl Informers {
+    /// No informers yet, watching through `client`.
+    pub fn new(client: kube::Client) -> Self {
+        Self {
+            client,
+            running: Arc::default(),
+            next_id: Arc::new(AtomicU64::new(1)),
+        }
+    }
+
+    /// Subscribes `handler` to the informer of `key`, starting it if it is
+    /// not running. Must be called within a tokio runtime.
+    pub fn subscribe(&self, key: &InformerKey, handler: Handler) -> Subscription {
+        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        running.retain(|_, informer| informer.strong_count() > 0);
+        let informer = match running.get(key).and_then(Weak::upgrade) {
+            Some(informer) => informer,
+            None => {
+                let informer = Arc::new(self.start(key));
+                running.insert(key.clone(), Arc::downgrade(&informer));
+                informer
+            }
+        };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        informer
+            .handlers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, handler);
+        Subscription { informer, id }
+    }
+
+    /// Informers running now, with their object counts.
+    pub fn running(&self) -> Vec<(InformerKey, Arc<Store>)> {
+        let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        running
+            .iter()
+            .filter_map(|(k, w)| w.upgrade().map(|i| (k.clone(), Arc::clone(&i.store))))
+            .collect()
+    }
+
+    fn start(&self, key: &InformerKey) -> Informer {
+        let store = Arc::new(Store::new(key.resource.clone()));
+        let handlers: Arc<RwLock<HashMap<u64, Handler>>> = Arc::default();
+        let api: Api<DynamicObject> =
+            Api::all_with(self.client.clone(), &api_resource(&key.resource));
+        let mut config = watcher::Config::default();
+        if !key.selector.is_empty() {
+            config = config.labels(&key.selector);
+        }
+        let task = tokio::spawn(run(
+            api,
+            config,
+            Arc::clone(&store),
+            Arc::clone(&handlers),
+            key.clone(),
+        ));
+        Informer {
+            store,
+            handlers,
+            task,
+        }
+    }
+}
+
+/// kube's description of a resolved type.
+pub(crate) fn api_resource(resource: &ResourceType) -> ApiResource {
+    ApiResource {
+        group: resource.group.clone(),
+        version: resource.version.clone(),
+        api_version: resource.api_version(),
+        kind: resource.kind.clone(),
+        plural: resource.plural.clone(),
+    }
+}
+
+/// The informer's task: the watch, into the store, out to the handlers.
+async fn run(
+    api: Api<DynamicObject>,
+    config: watcher::Config,
+    store: Arc<Store>,
+    handlers: Arc<RwLock<HashMap<u64, Handler>>>,
+    key: InformerKey,
+) {
+    let notify = |change: Change<'_>| {
+        let handlers: Vec<Handler> = handlers
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        for handler in handlers {
+            handler(change);
+        }
+    };
+    let mut relist: Option<Objects> = None;
+    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    while let Some(event) = stream.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(error) => {
+                store.restarts.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(resource = %key.resource, selector = %key.selector, %error,
+                    "watch failed; retrying with backoff");
+                continue;
+            }
+        };
+        match event {
+            Event::Init => relist = Some(Objects::new()),
+            Event::InitApply(object) => {
+                if let (Some(buffer), Some((okey, cached))) = (relist.as_mut(), cached(object)) {
+                    buffer.insert(okey, cached);
+                }
+            }
+            Event::InitDone => {
+                let Some(fresh) = relist.take() else { continue };
+                // Handlers hear of what is new or changed (by
+                // resourceVersion) and of what is gone, once the store has it.
+                let (changed, gone) = {
+                    let mut objects = store.write();
+                    let old = std::mem::replace(&mut *objects, fresh);
+                    let changed: Vec<Arc<CachedObject>> = objects
+                        .iter()
+                        .filter(|(k, o)| old.get(*k).is_none_or(|was| version(was) != version(o)))
+                        .map(|(_, o)| Arc::clone(o))
+                        .collect();
+                    let gone: Vec<Arc<CachedObject>> = old
+                        .into_iter()
+                        .filter(|(k, _)| !objects.contains_key(k))
+                        .map(|(_, o)| o)
+                        .collect();
+                    (changed, gone)
+                };
+                changed.iter().for_each(|o| notify(Change::Applied(o)));
+                gone.iter().for_each(|o| notify(Change::Deleted(o)));
+                store.synced.send_replace(true);
+                tracing::debug!(resource = %key.resource, objects = store.len(), "informer listed");
+            }
+            Event::Apply(object) => {
+                if let Some((okey, cached)) = cached(object) {
+                    store.write().insert(okey, Arc::clone(&cached));
+                    notify(Change::Applied(&cached));
+                }
+            }
+            Event::Delete(object) => {
+                if let Some((okey, cached)) = cached(object) {
+                    store.write().remove(&okey);
+                    notify(Change::Deleted(&cached));
+                }
+            }
+        }
+    }
+}
+
+fn version(object: &CachedObject) -> Option<&str> {
+    object
+        .value()
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+}
+
+/// The object's key and its cached form, stripped of what no plugin needs.
+fn cached(object: DynamicObject) -> Option<(ObjectKey, Arc<CachedObject>)> {
+    let mut value = serde_json::to_value(&object).ok()?;
+    strip(&mut value);
+    let key = ObjectKey {
+        namespace: object.metadata.namespace.clone(),
+        name: object.metadata.name.clone()?,
+    };
+    Some((key, Arc::new(CachedObject::new(value))))
+}
+
+/// Removes `managedFields` and the `last-applied-configuration` annotation.
+fn strip(value: &mut Value) {
+    let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    metadata.remove("managedFields");
+    if let Some(annotations) = metadata
+        .get_mut("annotations")
+        .and_then(Value::as_object_mut)
+    {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+        if annotations.is_empty() {
+            metadata.remove("annotations");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn strip_should_drop_managed_fields_and_last_applied_only() {
+        let mut object = json!({"metadata": {"name": "a", "managedFields": [{"manager": "x"}],
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "keep": "me"}}});
+        strip(&mut object);
+        assert_eq!(
+            object,
+            json!({"metadata": {"name": "a", "annotations": {"keep": "me"}}})
+        );
+        let mut only = json!({"metadata": {"name": "a",
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"}}});
+        strip(&mut only);
+        assert_eq!(only, json!({"metadata": {"name": "a"}}));
+    }
+}

@@ -1,0 +1,237 @@
+//! The engine's Prometheus metrics, named after controller-runtime's.
+//!
+//! | metric | labels | what |
+//! |---|---|---|
+//! | `kubewasm_reconcile_total` | plugin, result | steps by result (`success`, `error`) |
+//! | `kubewasm_reconcile_errors_total` | plugin, kind | failures by kind (`plugin`, `denied`, `config`, `limit`, `call`, `api`) |
+//! | `kubewasm_reconcile_time_seconds` | plugin | step duration, call and writes (histogram) |
+//! | `kubewasm_instantiate_time_seconds` | plugin | instance creation (histogram; warm calls count zero) |
+//! | `kubewasm_actions_total` | plugin, result | actions sent (`applied`, `failed`) |
+//! | `kubewasm_workqueue_depth` | plugin | keys queued |
+//! | `kubewasm_workqueue_retries_total` | plugin | keys retried after a failure |
+//! | `kubewasm_informer_objects` | resource, selector | objects per informer store |
+//! | `kubewasm_informer_watch_restarts_total` | resource, selector | watch errors survived |
+//!
+//! Gauges that mirror state (queue depth, informer objects) are read when
+//! the metrics are scraped, never pushed.
+
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use super::informer::Informers;
+use super::queue::WorkQueue;
+use crate::runtime::{CallError, ReconcileError};
+use crate::step::{Step, StepError};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginLabel {
+    plugin: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    plugin: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    plugin: String,
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct InformerLabel {
+    resource: String,
+    selector: String,
+}
+
+fn seconds() -> Histogram {
+    Histogram::new(exponential_buckets(0.0001, 2.0, 20))
+}
+
+/// The engine's metrics (see the module documentation).
+pub struct Metrics {
+    registry: Registry,
+    reconciles: Family<ResultLabel, Counter>,
+    errors: Family<KindLabel, Counter>,
+    reconcile_time: Family<PluginLabel, Histogram, fn() -> Histogram>,
+    instantiate_time: Family<PluginLabel, Histogram, fn() -> Histogram>,
+    actions: Family<ResultLabel, Counter>,
+    depth: Family<PluginLabel, Gauge>,
+    retries: Family<PluginLabel, Counter>,
+    informer_objects: Family<InformerLabel, Gauge>,
+    watch_restarts: Family<InformerLabel, Gauge>,
+    queues: Mutex<Vec<(String, Weak<WorkQueue>)>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("kubewasm");
+        let reconciles = Family::default();
+        let errors = Family::default();
+        let reconcile_time = Family::new_with_constructor(seconds as fn() -> Histogram);
+        let instantiate_time = Family::new_with_constructor(seconds as fn() -> Histogram);
+        let actions = Family::default();
+        let depth = Family::default();
+        let retries = Family::default();
+        let informer_objects = Family::default();
+        let watch_restarts = Family::default();
+        registry.register("reconcile", "Reconcile steps by result", reconciles.clone());
+        registry.register("reconcile_errors", "Failed steps by kind", errors.clone());
+        registry.register(
+            "reconcile_time_seconds",
+            "Duration of a step, call and writes",
+            reconcile_time.clone(),
+        );
+        registry.register(
+            "instantiate_time_seconds",
+            "Time creating an instance for a call",
+            instantiate_time.clone(),
+        );
+        registry.register("actions", "Actions sent by result", actions.clone());
+        registry.register("workqueue_depth", "Keys queued", depth.clone());
+        registry.register(
+            "workqueue_retries",
+            "Keys retried after a failure",
+            retries.clone(),
+        );
+        registry.register(
+            "informer_objects",
+            "Objects per informer store",
+            informer_objects.clone(),
+        );
+        registry.register(
+            "informer_watch_restarts",
+            "Watch errors an informer survived",
+            watch_restarts.clone(),
+        );
+        Self {
+            registry,
+            reconciles,
+            errors,
+            reconcile_time,
+            instantiate_time,
+            actions,
+            depth,
+            retries,
+            informer_objects,
+            watch_restarts,
+            queues: Mutex::default(),
+        }
+    }
+}
+
+impl Metrics {
+    /// Reports `queue`'s depth as `plugin`'s, as long as the queue lives.
+    pub fn register_queue(&self, plugin: &str, queue: Arc<WorkQueue>) {
+        let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
+        queues.retain(|(_, q)| q.strong_count() > 0);
+        queues.push((plugin.to_owned(), Arc::downgrade(&queue)));
+    }
+
+    pub(super) fn stepped(&self, plugin: &str, step: &Step) {
+        self.instantiate_time
+            .get_or_create(&label(plugin))
+            .observe(step.stats.instantiate.as_secs_f64());
+    }
+
+    pub(super) fn step_failed(&self, plugin: &str, error: &StepError) {
+        let kind = match &*error.source {
+            ReconcileError::Failed { .. } => "plugin",
+            ReconcileError::Action(_) => "denied",
+            ReconcileError::Config(_) => "config",
+            ReconcileError::Call(CallError::LimitExceeded(_)) => "limit",
+            ReconcileError::Call(_) => "call",
+        };
+        self.errors
+            .get_or_create(&KindLabel {
+                plugin: plugin.to_owned(),
+                kind: kind.to_owned(),
+            })
+            .inc();
+    }
+
+    pub(super) fn applied(&self, plugin: &str, applied: usize, failed: usize) {
+        for (result, count) in [("applied", applied), ("failed", failed)] {
+            if count > 0 {
+                self.actions
+                    .get_or_create(&result_label(plugin, result))
+                    .inc_by(count as u64);
+            }
+        }
+        if failed > 0 {
+            self.errors
+                .get_or_create(&KindLabel {
+                    plugin: plugin.to_owned(),
+                    kind: "api".to_owned(),
+                })
+                .inc();
+        }
+    }
+
+    pub(super) fn reconciled(&self, plugin: &str, result: &str, took: Duration) {
+        self.reconciles
+            .get_or_create(&result_label(plugin, result))
+            .inc();
+        self.reconcile_time
+            .get_or_create(&label(plugin))
+            .observe(took.as_secs_f64());
+        if result != "success" {
+            self.retries.get_or_create(&label(plugin)).inc();
+        }
+    }
+
+    /// The metrics in Prometheus text format, gauges read from `informers`
+    /// and the registered queues now.
+    pub fn encode(&self, informers: &Informers) -> String {
+        for (plugin, queue) in self
+            .queues
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            if let Some(queue) = queue.upgrade() {
+                self.depth
+                    .get_or_create(&label(plugin))
+                    .set(i64::try_from(queue.depth()).unwrap_or(i64::MAX));
+            }
+        }
+        for (key, store) in informers.running() {
+            let label = InformerLabel {
+                resource: key.resource.to_string(),
+                selector: key.selector.clone(),
+            };
+            self.informer_objects
+                .get_or_create(&label)
+                .set(i64::try_from(store.len()).unwrap_or(i64::MAX));
+            self.watch_restarts
+                .get_or_create(&label)
+                .set(i64::try_from(store.restarts()).unwrap_or(i64::MAX));
+        }
+        let mut text = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}
+
+fn label(plugin: &str) -> PluginLabel {
+    PluginLabel {
+        plugin: plugin.to_owned(),
+    }
+}
+
+fn result_label(plugin: &str, result: &str) -> ResultLabel {
+    ResultLabel {
+        plugin: plugin.to_owned(),
+        result: result.to_owned(),
+    }
+}

@@ -1,0 +1,523 @@
+//! A plugin's work queue: which key to reconcile next, and when.
+//!
+//! Each plugin has one. Keys come in from watch events (a primary changed, or
+//! a secondary mapped to it), from the outcome of a reconcile (an error, a
+//! `requeue-after`) and from the periodic resync. The queue decides the order
+//! and the timing; the engine's workers [`WorkQueue::next`] a key, reconcile
+//! it and report back with [`WorkQueue::done`].
+//!
+//! # States of a key
+//! ```text
+//!            add / add_after / retry            next
+//!   absent ──────────────────────────▶ queued ───────▶ processing ──done──▶ absent
+//!                                        ▲                 │ add while processing
+//!                                        └──── done ─── processing + pending
+//! ```
+//!
+//! # Guarantees
+//! - **Deduplication.** A key queued twice is reconciled once; the second
+//!   add keeps the earlier of the two times and the higher of the two
+//!   priorities.
+//! - **Never concurrently with itself.** A key added while it is processing
+//!   is kept pending and queued when [`WorkQueue::done`] is called, so a
+//!   change seen during a reconcile is always followed by one more.
+//! - **Per-key exponential backoff.** Each failure of a key doubles its
+//!   delay, from [`Backoff::base`] (client-go's 5 ms) to [`Backoff::max`]
+//!   (1000 s); a success forgets the count.
+//! - **Overall rate limit on retries.** Retries also take a token from a
+//!   bucket (client-go's 10 per second, burst 100), so a storm of failures
+//!   cannot flood the API server; fresh events are not limited.
+//! - **Fresh events first.** Among ready keys, [`Priority::Event`] goes
+//!   before [`Priority::Requeue`], before [`Priority::Retry`] and
+//!   [`Priority::Resync`] (as controller-runtime's priority queue orders
+//!   them); within a priority, first come first served.
+//! - **Shut down.** After [`WorkQueue::shutdown`] no new key is handed out
+//!   and [`WorkQueue::next`] returns `None`.
+//!
+//! Time is read from the tokio clock, so tests run with paused time.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::resource::ObjectKey;
+
+/// Why a key is queued, in the order ready keys are served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Priority {
+    /// Periodic resync: nothing changed, reconcile anyway.
+    Resync,
+    /// A retry after an error.
+    Retry,
+    /// The plugin asked to be called again.
+    Requeue,
+    /// An object the plugin watches changed.
+    Event,
+}
+
+/// Per-key exponential backoff and the overall retry rate.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Backoff {
+    /// Delay after the first failure.
+    pub base: Duration,
+    /// The largest delay.
+    pub max: Duration,
+    /// Retries allowed per second, overall.
+    pub rate: f64,
+    /// Retries allowed at once before the rate applies.
+    pub burst: u32,
+}
+
+impl Default for Backoff {
+    /// client-go's `DefaultTypedControllerRateLimiter`.
+    fn default() -> Self {
+        Self {
+            base: Duration::from_millis(5),
+            max: Duration::from_secs(1000),
+            rate: 10.0,
+            burst: 100,
+        }
+    }
+}
+
+impl Backoff {
+    /// The delay after `failures` consecutive failures (1 for the first).
+    pub fn delay(&self, failures: u32) -> Duration {
+        let exponent = failures.saturating_sub(1).min(31);
+        self.base
+            .checked_mul(1 << exponent)
+            .map_or(self.max, |d| d.min(self.max))
+    }
+}
+
+/// Where a queued key sits: the time it is ready and its place among ready
+/// keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Slot {
+    ready_at: Instant,
+    priority: Priority,
+}
+
+/// The key's state, as in the module's diagram.
+#[derive(Debug)]
+enum State {
+    Queued { slot: Slot, seq: u64 },
+    Processing { pending: Option<Slot> },
+}
+
+/// Ready keys ordered by priority (highest first), then arrival.
+type ReadyOrder = (Reverse<Priority>, u64);
+
+#[derive(Debug, Default)]
+struct Inner {
+    states: HashMap<ObjectKey, State>,
+    /// Queued keys not yet ready, by time.
+    waiting: BTreeMap<(Instant, u64), ObjectKey>,
+    /// Queued keys that are ready.
+    ready: BTreeMap<ReadyOrder, ObjectKey>,
+    failures: HashMap<ObjectKey, u32>,
+    seq: u64,
+    /// Token bucket for retries: tokens available as of `bucket_at`.
+    tokens: f64,
+    bucket_at: Option<Instant>,
+    shut_down: bool,
+}
+
+/// A plugin's work queue (see the module documentation).
+#[derive(Debug)]
+pub struct WorkQueue {
+    inner: Mutex<Inner>,
+    notify: Notify,
+    backoff: Backoff,
+}
+
+/// What a finished reconcile asks of the queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Done {
+    /// Success: forget the key's failures.
+    Forget,
+    /// Success, and call again after this long.
+    RequeueAfter(Duration),
+    /// Failure: retry with backoff.
+    Retry,
+}
+
+impl WorkQueue {
+    /// An empty queue.
+    pub fn new(backoff: Backoff) -> Self {
+        Self {
+            inner: Mutex::new(Inner {
+                tokens: f64::from(backoff.burst),
+                ..Inner::default()
+            }),
+            notify: Notify::new(),
+            backoff,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues `key` now.
+    pub fn add(&self, key: ObjectKey, priority: Priority) {
+        self.add_after(key, Duration::ZERO, priority);
+    }
+
+    /// Queues `key` to be ready after `delay`.
+    pub fn add_after(&self, key: ObjectKey, delay: Duration, priority: Priority) {
+        let ready_at = Instant::now() + delay;
+        let mut inner = self.lock();
+        if inner.shut_down {
+            return;
+        }
+        inner.insert(key, Slot { ready_at, priority });
+        drop(inner);
+        self.notify.notify_waiters();
+    }
+
+    /// Reports the end of a reconcile of `key` handed out by [`Self::next`].
+    pub fn done(&self, key: &ObjectKey, done: Done) {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        let pending = match inner.states.remove(key) {
+            Some(State::Processing { pending }) => pending,
+            Some(queued @ State::Queued { .. }) => {
+                // Not handed out: nothing to finish.
+                inner.states.insert(key.clone(), queued);
+                return;
+            }
+            None => return,
+        };
+        let then = match done {
+            Done::Forget => {
+                inner.failures.remove(key);
+                None
+            }
+            Done::RequeueAfter(after) => {
+                inner.failures.remove(key);
+                Some(Slot {
+                    ready_at: now + after,
+                    priority: Priority::Requeue,
+                })
+            }
+            Done::Retry => {
+                let failures = inner.failures.entry(key.clone()).or_insert(0);
+                *failures = failures.saturating_add(1);
+                let per_key = self.backoff.delay(*failures);
+                let overall = inner.take_token(now, &self.backoff);
+                Some(Slot {
+                    ready_at: now + per_key.max(overall),
+                    priority: Priority::Retry,
+                })
+            }
+        };
+        if !inner.shut_down {
+            for slot in [pending, then].into_iter().flatten() {
+                inner.insert(key.clone(), slot);
+            }
+        }
+        drop(inner);
+        self.notify.notify_waiters();
+    }
+
+    /// The next ready key, waiting until there is one; `None` once shut down.
+    /// The key is then processing until [`Self::done`].
+    pub async fn next(&self) -> Option<ObjectKey> {
+        loop {
+            let notified = self.notify.notified();
+            let wake_at = {
+                let mut inner = self.lock();
+                if inner.shut_down {
+                    return None;
+                }
+                if let Some(key) = inner.pop(Instant::now()) {
+                    return Some(key);
+                }
+                inner.waiting.keys().next().map(|(at, _)| *at)
+            };
+            match wake_at {
+                Some(at) => {
+                    tokio::select! {
+                        () = notified => {}
+                        () = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => notified.await,
+            }
+        }
+    }
+
+    /// Stops handing out keys; waiting [`Self::next`] calls return `None`.
+    pub fn shutdown(&self) {
+        self.lock().shut_down = true;
+        self.notify.notify_waiters();
+    }
+
+    /// Keys queued (ready or not), not counting those processing.
+    pub fn depth(&self) -> usize {
+        let inner = self.lock();
+        inner.waiting.len() + inner.ready.len()
+    }
+
+    /// Consecutive failures of `key`.
+    pub fn failures(&self, key: &ObjectKey) -> u32 {
+        self.lock().failures.get(key).copied().unwrap_or(0)
+    }
+}
+
+impl Inner {
+    /// Queues `key` at `slot`, or marks it pending if it is processing.
+    fn insert(&mut self, key: ObjectKey, slot: Slot) {
+        match self.states.get_mut(&key) {
+            Some(State::Processing { pending }) => {
+                *pending = Some(pending.map_or(slot, |p| merge(p, slot)));
+            }
+            Some(State::Queued { slot: old, seq }) => {
+                let merged = merge(*old, slot);
+                if merged != *old {
+                    let (old, seq) = (*old, *seq);
+                    self.unlink(old, seq);
+                    self.link(key, merged);
+                }
+            }
+            None => self.link(key, slot),
+        }
+    }
+
+    fn link(&mut self, key: ObjectKey, slot: Slot) {
+        self.seq += 1;
+        let seq = self.seq;
+        self.waiting.insert((slot.ready_at, seq), key.clone());
+        self.states.insert(key, State::Queued { slot, seq });
+    }
+
+    fn unlink(&mut self, slot: Slot, seq: u64) {
+        if self.waiting.remove(&(slot.ready_at, seq)).is_none() {
+            self.ready.remove(&(Reverse(slot.priority), seq));
+        }
+    }
+
+    /// Hands out the best ready key, if any.
+    fn pop(&mut self, now: Instant) -> Option<ObjectKey> {
+        while let Some(entry) = self.waiting.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let ((_, seq), key) = entry.remove_entry();
+            if let Some(State::Queued { slot, .. }) = self.states.get(&key) {
+                let priority = slot.priority;
+                self.ready.insert((Reverse(priority), seq), key);
+            }
+        }
+        let (_, key) = self.ready.pop_first()?;
+        self.states
+            .insert(key.clone(), State::Processing { pending: None });
+        Some(key)
+    }
+
+    /// Takes a retry token; the delay until it is available.
+    fn take_token(&mut self, now: Instant, backoff: &Backoff) -> Duration {
+        if backoff.rate <= 0.0 {
+            return Duration::ZERO;
+        }
+        let burst = f64::from(backoff.burst.max(1));
+        let elapsed = self
+            .bucket_at
+            .map_or(0.0, |at| now.saturating_duration_since(at).as_secs_f64());
+        self.tokens = (self.tokens + elapsed * backoff.rate).min(burst) - 1.0;
+        self.bucket_at = Some(now);
+        if self.tokens >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-self.tokens / backoff.rate)
+        }
+    }
+}
+
+/// The earlier time and the higher priority of two slots.
+fn merge(a: Slot, b: Slot) -> Slot {
+    Slot {
+        ready_at: a.ready_at.min(b.ready_at),
+        priority: a.priority.max(b.priority),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey::namespaced("default", name)
+    }
+
+    fn no_rate_limit() -> Backoff {
+        Backoff {
+            rate: 0.0,
+            ..Backoff::default()
+        }
+    }
+
+    async fn next_now(queue: &WorkQueue) -> Option<ObjectKey> {
+        tokio::time::timeout(Duration::ZERO, queue.next())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    #[test]
+    fn backoff_should_double_from_five_milliseconds_to_a_thousand_seconds() {
+        let b = Backoff::default();
+        assert_eq!(b.delay(1), Duration::from_millis(5));
+        assert_eq!(b.delay(2), Duration::from_millis(10));
+        assert_eq!(b.delay(11), Duration::from_millis(5120));
+        assert_eq!(b.delay(40), Duration::from_secs(1000));
+        assert_eq!(b.delay(u32::MAX), Duration::from_secs(1000));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_queued_twice_should_run_once() {
+        let q = WorkQueue::new(no_rate_limit());
+        q.add(key("a"), Priority::Event);
+        q.add(key("a"), Priority::Event);
+        assert_eq!(q.depth(), 1);
+        assert_eq!(next_now(&q).await, Some(key("a")));
+        assert_eq!(next_now(&q).await, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_added_while_processing_should_run_once_more_after() {
+        let q = WorkQueue::new(no_rate_limit());
+        q.add(key("a"), Priority::Event);
+        let a = next_now(&q).await.expect("ready");
+        q.add(key("a"), Priority::Event);
+        assert_eq!(next_now(&q).await, None, "never concurrently with itself");
+        q.done(&a, Done::Forget);
+        assert_eq!(next_now(&q).await, Some(key("a")));
+        q.done(&a, Done::Forget);
+        assert_eq!(next_now(&q).await, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failures_should_back_off_per_key_and_reset_on_success() {
+        let q = WorkQueue::new(no_rate_limit());
+        q.add(key("a"), Priority::Event);
+        let mut a = q.next().await.expect("key");
+        for failures in 1..=4u32 {
+            let failed_at = Instant::now();
+            q.done(&a, Done::Retry);
+            assert_eq!(q.failures(&a), failures);
+            assert_eq!(next_now(&q).await, None, "not before its backoff");
+            a = q.next().await.expect("retried");
+            assert_eq!(failed_at.elapsed(), Backoff::default().delay(failures));
+        }
+        q.done(&a, Done::Forget);
+        assert_eq!(q.failures(&a), 0);
+        q.add(key("a"), Priority::Event);
+        let a = q.next().await.expect("key");
+        let failed_at = Instant::now();
+        q.done(&a, Done::Retry);
+        let _ = q.next().await.expect("retried");
+        assert_eq!(failed_at.elapsed(), Duration::from_millis(5), "reset");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_event_should_not_wait_for_a_retry_backoff() {
+        let q = WorkQueue::new(no_rate_limit());
+        q.add(key("a"), Priority::Event);
+        let a = q.next().await.expect("key");
+        for _ in 0..10 {
+            q.done(&a, Done::Retry);
+            let _ = q.next().await.expect("retried");
+        }
+        q.done(&a, Done::Retry);
+        q.add(key("a"), Priority::Event);
+        assert_eq!(next_now(&q).await, Some(key("a")), "a change runs now");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requeue_after_should_wait_and_forget_failures() {
+        let q = WorkQueue::new(no_rate_limit());
+        q.add(key("a"), Priority::Event);
+        let a = q.next().await.expect("key");
+        q.done(&a, Done::Retry);
+        let a = q.next().await.expect("retry");
+        let started = Instant::now();
+        q.done(&a, Done::RequeueAfter(Duration::from_secs(30)));
+        assert_eq!(q.failures(&a), 0);
+        assert_eq!(q.next().await, Some(key("a")));
+        assert_eq!(started.elapsed(), Duration::from_secs(30));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn fresh_events_should_go_before_resyncs_and_retries() {
+        let q = WorkQueue::new(no_rate_limit());
+        q.add(key("resync"), Priority::Resync);
+        q.add(key("requeue"), Priority::Requeue);
+        q.add(key("event-1"), Priority::Event);
+        q.add(key("event-2"), Priority::Event);
+        let mut order = Vec::new();
+        while let Some(k) = next_now(&q).await {
+            order.push(k.name);
+        }
+        assert_eq!(order, ["event-1", "event-2", "requeue", "resync"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_second_add_should_keep_the_earlier_time_and_higher_priority() {
+        let q = WorkQueue::new(no_rate_limit());
+        q.add_after(key("a"), Duration::from_secs(60), Priority::Resync);
+        q.add_after(key("a"), Duration::from_secs(5), Priority::Resync);
+        q.add_after(key("a"), Duration::from_secs(90), Priority::Event);
+        let started = Instant::now();
+        assert_eq!(q.next().await, Some(key("a")));
+        assert_eq!(started.elapsed(), Duration::from_secs(5));
+        assert_eq!(q.depth(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retries_should_share_an_overall_rate() {
+        let q = WorkQueue::new(Backoff {
+            base: Duration::from_millis(1),
+            max: Duration::from_millis(1),
+            rate: 10.0,
+            burst: 2,
+        });
+        for i in 0..4 {
+            q.add(key(&format!("k{i}")), Priority::Event);
+        }
+        let mut keys = Vec::new();
+        while let Some(k) = next_now(&q).await {
+            keys.push(k);
+        }
+        let started = Instant::now();
+        for k in &keys {
+            q.done(k, Done::Retry);
+        }
+        let mut at = Vec::new();
+        for _ in 0..4 {
+            let _ = q.next().await.expect("retried");
+            at.push(started.elapsed().as_millis());
+        }
+        // Two from the burst, then one each 100 ms.
+        assert_eq!(at, [1, 1, 100, 200]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_should_end_waiting_workers() {
+        let q = std::sync::Arc::new(WorkQueue::new(Backoff::default()));
+        let waiter = tokio::spawn({
+            let q = q.clone();
+            async move { q.next().await }
+        });
+        tokio::task::yield_now().await;
+        q.shutdown();
+        assert_eq!(waiter.await.expect("joined"), None);
+        q.add(key("a"), Priority::Event);
+        assert_eq!(q.depth(), 0);
+    }
+}

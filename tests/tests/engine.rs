@@ -1,0 +1,253 @@
+//! The controller engine end to end: the real `kubewasm run` binary against
+//! the embedded API server over HTTPS, plugins compiled from source, objects
+//! written with the real kubectl.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kubewasm_tests::{Apiserver, example_file, example_plugin, kubewasm_bin};
+use serde_json::Value;
+
+/// A `kubewasm run` process over a directory of plugins, killed on drop.
+struct Host {
+    child: Child,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Host {
+    /// Runs `kubewasm run` with `plugins` (example plugin names) trusted.
+    fn run(server: &Apiserver, plugins: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for plugin in plugins {
+            std::fs::copy(
+                example_plugin(plugin),
+                dir.path().join(format!("{plugin}.wasm")),
+            )
+            .expect("plugin built (make plugins)");
+        }
+        let log = dir.path().join("host.log");
+        let child = Command::new(kubewasm_bin())
+            .arg("run")
+            .arg("--kubeconfig")
+            .arg(&server.kubeconfig)
+            .arg("--plugins")
+            .arg(dir.path())
+            .args(["--metrics-addr", "127.0.0.1:0", "--trust-declarations"])
+            .arg("--cache-dir")
+            .arg(kubewasm_tests::compiled_cache_dir())
+            .env("KUBEWASM_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("kubewasm run starts");
+        Self {
+            child,
+            log,
+            _dir: dir,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The address `/metrics` listens on, from the log.
+    fn metrics_addr(&self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(addr) = self.log().lines().find_map(|l| {
+                l.split("metrics on http://")
+                    .nth(1)
+                    .and_then(|rest| rest.strip_suffix("/metrics"))
+                    .map(str::to_owned)
+            }) {
+                return addr;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no metrics address: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// GETs a path of the metrics server: status line and body.
+    fn get(&self, path: &str) -> (String, String) {
+        use std::io::{Read, Write};
+        let mut stream =
+            std::net::TcpStream::connect(self.metrics_addr()).expect("metrics server answers");
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        )
+        .expect("request sent");
+        let mut text = String::new();
+        stream.read_to_string(&mut text).expect("response read");
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        (
+            head.lines().next().unwrap_or_default().to_owned(),
+            body.to_owned(),
+        )
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn get_json(server: &Apiserver, args: &[&str]) -> Option<Value> {
+    let mut all = vec!["get"];
+    all.extend_from_slice(args);
+    all.extend(["-o", "json"]);
+    let (ok, stdout, _) = server.kubectl(&all);
+    ok.then(|| serde_json::from_str(&stdout).ok()).flatten()
+}
+
+/// Waits up to 60 s for `check` to hold, naming `what` if it never does.
+fn eventually(what: &str, host: &Host, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !check() {
+        assert!(
+            Instant::now() < deadline,
+            "never: {what}\nhost log:\n{}",
+            host.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn apply(server: &Apiserver, path: &Path) {
+    server.ok(&["apply", "-f", path.to_str().unwrap_or_default()]);
+}
+
+fn apply_text(server: &Apiserver, text: &str) {
+    let file = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(file.path(), text).expect("written");
+    apply(server, file.path());
+}
+
+const DEMO: &str = "apiVersion: example.com/v1\nkind: MyApp\nmetadata:\n  name: demo\n  namespace: default\n\
+                    spec:\n  replicas: 2\n  image: nginx:1.27\n  port: 8080\n";
+
+#[test]
+fn myapp_should_converge_rescale_heal_and_clean_up() {
+    let server = Apiserver::start_with(&["--simulate-workloads"]);
+    apply(&server, &example_file("myapp", "crd.yaml"));
+    let host = Host::run(&server, &["myapp"]);
+    eventually("ready", &host, || host.get("/readyz").0.contains("200"));
+
+    apply_text(&server, DEMO);
+    eventually("the Deployment and Service exist", &host, || {
+        get_json(&server, &["deployment", "demo"]).is_some()
+            && get_json(&server, &["service", "demo"]).is_some()
+    });
+    let deployment =
+        get_json(&server, &["deployment", "demo", "--show-managed-fields"]).expect("deployment");
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    assert_eq!(
+        deployment["metadata"]["ownerReferences"][0]["kind"], "MyApp",
+        "owned by the MyApp"
+    );
+    let managers: Vec<_> = deployment["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["manager"].as_str())
+        .collect();
+    assert!(managers.contains(&"kubewasm-myapp"), "{managers:?}");
+    eventually("status.availableReplicas is 2", &host, || {
+        get_json(&server, &["myapp", "demo"]).is_some_and(|a| a["status"]["availableReplicas"] == 2)
+    });
+
+    // Scaling rescales.
+    server.ok(&[
+        "patch",
+        "myapp",
+        "demo",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"replicas":4}}"#,
+    ]);
+    eventually(
+        "the Deployment rescaled and the status followed",
+        &host,
+        || {
+            get_json(&server, &["deployment", "demo"]).is_some_and(|d| d["spec"]["replicas"] == 4)
+                && get_json(&server, &["myapp", "demo"])
+                    .is_some_and(|a| a["status"]["availableReplicas"] == 4)
+        },
+    );
+
+    // A child deleted by hand comes back.
+    let old_uid =
+        get_json(&server, &["service", "demo"]).expect("service")["metadata"]["uid"].clone();
+    server.ok(&["delete", "service", "demo"]);
+    eventually("the Service came back", &host, || {
+        get_json(&server, &["service", "demo"]).is_some_and(|s| s["metadata"]["uid"] != old_uid)
+    });
+
+    // Deleting the MyApp removes its children (they are owned).
+    server.ok(&["delete", "myapp", "demo"]);
+    eventually("the children are gone", &host, || {
+        get_json(&server, &["deployment", "demo"]).is_none()
+            && get_json(&server, &["service", "demo"]).is_none()
+    });
+
+    let (status, metrics) = host.get("/metrics");
+    assert!(status.contains("200"), "{status}");
+    assert!(
+        metrics.contains(r#"kubewasm_reconcile_total{plugin="myapp",result="success"}"#),
+        "{metrics}"
+    );
+    assert!(metrics.contains("kubewasm_workqueue_depth"), "{metrics}");
+    assert!(
+        metrics.contains(r#"kubewasm_informer_objects{resource="apps/v1 Deployment",selector=""}"#)
+            || metrics.contains("kubewasm_informer_objects{"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn a_plugin_without_grants_should_be_refused_unless_trusted() {
+    let server = Apiserver::start();
+    apply(&server, &example_file("myapp", "crd.yaml"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::copy(example_plugin("myapp"), dir.path().join("myapp.wasm")).expect("built");
+    let mut child = Command::new(kubewasm_bin())
+        .arg("run")
+        .arg("--kubeconfig")
+        .arg(&server.kubeconfig)
+        .arg("--plugins")
+        .arg(dir.path())
+        .args(["--metrics-addr", "127.0.0.1:0"])
+        .arg("--cache-dir")
+        .arg(kubewasm_tests::compiled_cache_dir())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starts");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut stderr = child.stderr.take().expect("stderr");
+    let mut text = String::new();
+    let mut buf = [0u8; 4096];
+    while !text.contains("metrics on") && Instant::now() < deadline {
+        let n = std::io::Read::read(&mut stderr, &mut buf).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        text.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(text.contains("plugin refused"), "{text}");
+    assert!(text.contains("myapp.grants.yaml"), "names the file: {text}");
+    assert!(
+        text.contains("--trust-declarations"),
+        "names the way out: {text}"
+    );
+}
