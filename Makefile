@@ -17,16 +17,22 @@ NPM_STAMP := node_modules/.package-lock.json
 COMPONENTIZE_PY := componentize-py -d wit -w controller componentize
 COMPONENTIZE_JS := node_modules/.bin/kubewasm-componentize
 
-.PHONY: help plugins test-plugins rust-plugins rust-test-plugins build test lint guest-tests fmt dev bench clean
+.PHONY: help setup plugins test-plugins rust-plugins rust-test-plugins build test lint guest-tests fmt dev bench kube-rs-tests clean
 
 help:
-	@echo "make plugins       build every example plugin (Rust, Python, JavaScript) into $(OUT)/"
+	@echo "make setup         install the wasm target, componentize-py and the npm toolchain (make dev and make test do it)"
+	@echo "make plugins       build every example plugin (Rust, Python, JavaScript) into $(OUT)/, with their CRDs"
 	@echo "make test-plugins  build the test guests into $(TEST_OUT)/"
 	@echo "make test          fmt check, clippy -D warnings, unit, integration, doc and guest-language tests"
-	@echo "make dev           run the main job (see README)"
+	@echo "make dev           the main job: the embedded API server and the host running the example plugins"
+	@echo "make kube-rs-tests kube-rs 5.0's own cluster tests against the embedded API server (not in CI)"
 	@echo "make bench         run the benchmarks and rewrite their sections of BENCHMARKS.md"
 
+setup:
+	.ci/setup
+
 plugins: rust-plugins $(OUT)/tenant-bootstrap.wasm $(OUT)/configmap-replicator.wasm
+	@cp plugins/myapp/crd.yaml $(OUT)/myapp.crd.yaml  # kubewasm dev installs the CRDs beside the plugins
 	@ls -l $(OUT)
 
 test-plugins: rust-test-plugins $(TEST_OUT)/misbehave-py.wasm $(TEST_OUT)/misbehave-js.wasm $(TEST_OUT)/liar-py.wasm
@@ -85,13 +91,15 @@ guest-tests: $(NPM_STAMP)
 	cd plugins/tenant-bootstrap && PYTHONPATH=../../guest-sdk/python $(PYTHON) -m unittest -v
 	node --test guest-sdk/js/test/ plugins/configmap-replicator/
 
-test: lint plugins test-plugins build guest-tests
+test: setup lint plugins test-plugins build guest-tests
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
 
-dev: plugins build
-	$(TARGET_DIR)/debug/kubewasm inspect $(OUT)/myapp.wasm
-	$(TARGET_DIR)/debug/kubewasm replay $(OUT)/myapp.wasm --objects plugins/myapp/crd.yaml --objects plugins/myapp/example.yaml --key default/demo
+dev: setup plugins build
+	$(TARGET_DIR)/debug/kubewasm dev --plugins $(OUT) --metrics-addr 127.0.0.1:0 --kubeconfig-out $(TARGET_DIR)/kubewasm-dev.kubeconfig
+
+kube-rs-tests: build
+	tests/kube-rs/run
 
 bench: plugins test-plugins
 	$(CARGO) bench -p kubewasm-tests --bench contract --bench languages --bench apiserver --bench hostile -- --write BENCHMARKS.md

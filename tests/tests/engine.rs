@@ -251,3 +251,126 @@ fn a_plugin_without_grants_should_be_refused_unless_trusted() {
         "names the way out: {text}"
     );
 }
+
+fn data(server: &Apiserver, args: &[&str]) -> Option<Value> {
+    get_json(server, args).map(|o| o["data"].clone())
+}
+
+#[test]
+fn tenant_bootstrap_in_python_should_reach_and_keep_its_desired_state() {
+    let server = Apiserver::start();
+    let host = Host::run(&server, &["tenant-bootstrap"]);
+    eventually("ready", &host, || host.get("/readyz").0.contains("200"));
+    server.ok(&["create", "namespace", "acme"]);
+    server.ok(&["label", "namespace", "acme", "kubewasm.dev/tenant=acme"]);
+    let children = [
+        ["serviceaccount", "tenant-admin"],
+        ["rolebinding", "tenant-admin"],
+        ["configmap", "tenant-info"],
+    ];
+    eventually("the tenant's three objects exist", &host, || {
+        children
+            .iter()
+            .all(|[kind, name]| get_json(&server, &[kind, name, "-n", "acme"]).is_some())
+    });
+    assert_eq!(
+        data(&server, &["configmap", "tenant-info", "-n", "acme"]),
+        Some(serde_json::json!({"tenant": "acme"}))
+    );
+
+    // A hand edit is put back.
+    server.ok(&[
+        "patch",
+        "configmap",
+        "tenant-info",
+        "-n",
+        "acme",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"tenant":"mallory"}}"#,
+    ]);
+    eventually("the edit is undone", &host, || {
+        data(&server, &["configmap", "tenant-info", "-n", "acme"])
+            == Some(serde_json::json!({"tenant": "acme"}))
+    });
+
+    // Removing the label removes what the plugin made.
+    server.ok(&["label", "namespace", "acme", "kubewasm.dev/tenant-"]);
+    eventually("the tenant's objects are gone", &host, || {
+        children
+            .iter()
+            .all(|[kind, name]| get_json(&server, &[kind, name, "-n", "acme"]).is_none())
+    });
+}
+
+#[test]
+fn configmap_replicator_in_javascript_should_copy_sync_and_clean_up_through_its_finalizer() {
+    let server = Apiserver::start();
+    for ns in ["ns-a", "ns-b"] {
+        server.ok(&["create", "namespace", ns]);
+    }
+    let host = Host::run(&server, &["configmap-replicator"]);
+    eventually("ready", &host, || host.get("/readyz").0.contains("200"));
+    server.ok(&["create", "configmap", "settings", "--from-literal=K=1"]);
+    server.ok(&[
+        "annotate",
+        "configmap",
+        "settings",
+        "kubewasm.dev/replicate-to=ns-a,ns-b",
+    ]);
+    let copied = |ns: &str, value: &str| {
+        data(&server, &["configmap", "settings", "-n", ns]) == Some(serde_json::json!({"K": value}))
+    };
+    eventually("copies in ns-a and ns-b", &host, || {
+        copied("ns-a", "1") && copied("ns-b", "1")
+    });
+    let source = get_json(&server, &["configmap", "settings"]).expect("source");
+    assert_eq!(
+        source["metadata"]["finalizers"],
+        serde_json::json!(["kubewasm.dev/configmap-replicator"]),
+        "the host added its finalizer to the source"
+    );
+
+    // An update of the source reaches the copies; a hand edit is undone.
+    server.ok(&[
+        "patch",
+        "configmap",
+        "settings",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"K":"2"}}"#,
+    ]);
+    eventually("copies updated", &host, || {
+        copied("ns-a", "2") && copied("ns-b", "2")
+    });
+    server.ok(&[
+        "patch",
+        "configmap",
+        "settings",
+        "-n",
+        "ns-a",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"K":"hacked"}}"#,
+    ]);
+    eventually("the hand edit is undone", &host, || copied("ns-a", "2"));
+
+    // A namespace no longer listed loses its copy.
+    server.ok(&[
+        "annotate",
+        "--overwrite",
+        "configmap",
+        "settings",
+        "kubewasm.dev/replicate-to=ns-a",
+    ]);
+    eventually("ns-b's copy is gone", &host, || {
+        get_json(&server, &["configmap", "settings", "-n", "ns-b"]).is_none()
+    });
+
+    // Deleting the source runs finalize: the copies go, then the source.
+    server.ok(&["delete", "configmap", "settings", "--wait=false"]);
+    eventually("every copy and the source are gone", &host, || {
+        get_json(&server, &["configmap", "settings", "-n", "ns-a"]).is_none()
+            && get_json(&server, &["configmap", "settings"]).is_none()
+    });
+}
