@@ -22,6 +22,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use crate::cache::Cache;
 use crate::declaration::{Declaration, Verb};
 use crate::grants::{Denied, Grants};
 use crate::resource::{ObjectKey, ResourceType, split_api_version};
@@ -94,12 +95,16 @@ pub enum Action {
         /// The apply body: identity and `status` only.
         object: Value,
     },
-    /// Deletion with background propagation.
+    /// Deletion with background propagation, preconditioned on the uid of
+    /// the object the plugin saw (so a recreated object of the same name is
+    /// never deleted by mistake).
     Delete {
         /// Its type.
         resource: ResourceType,
         /// Its identity.
         key: ObjectKey,
+        /// The uid it had in the cache, when it was cached.
+        uid: Option<String>,
     },
     /// Creation of an `events.k8s.io/v1` Event.
     Event {
@@ -229,7 +234,7 @@ pub enum ActionError {
 }
 
 /// What planning needs to know about the reconcile in progress.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub struct PlanContext<'a> {
     /// The plugin's declaration.
     pub declaration: &'a Declaration,
@@ -239,6 +244,9 @@ pub struct PlanContext<'a> {
     pub key: &'a ObjectKey,
     /// The primary object as cached, if it exists.
     pub primary: Option<&'a Value>,
+    /// The cache the plugin read (deletes take their uid precondition from
+    /// it).
+    pub cache: &'a dyn Cache,
     /// The time of the reconcile (events carry it).
     pub now: jiff::Timestamp,
 }
@@ -342,7 +350,13 @@ fn plan_one(ctx: PlanContext<'_>, desired: Desired) -> Result<Action, Refusal> {
         Desired::Delete(resource, key) => {
             let resource = declared(ctx, &resource.api_version(), &resource.kind, Verb::Delete)?;
             check_target(ctx, Verb::Delete, &resource, &key)?;
-            Ok(Action::Delete { resource, key })
+            let uid = ctx.cache.get(&resource, &key).and_then(|o| {
+                o.value()
+                    .pointer("/metadata/uid")?
+                    .as_str()
+                    .map(str::to_owned)
+            });
+            Ok(Action::Delete { resource, key, uid })
         }
         Desired::Event(event) => plan_event(ctx, event),
     }
@@ -646,13 +660,20 @@ impl Action {
                 content_type: APPLY_PATCH,
                 body: object.clone(),
             },
-            Self::Delete { resource, key } => ApiRequest {
-                action: "delete",
-                method: "DELETE",
-                path: resource_path(resource, key.namespace.as_deref(), Some(&key.name)),
-                content_type: "application/json",
-                body: json!({"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}),
-            },
+            Self::Delete { resource, key, uid } => {
+                let mut body = json!({"apiVersion": "v1", "kind": "DeleteOptions",
+                                      "propagationPolicy": "Background"});
+                if let Some(uid) = uid {
+                    body["preconditions"] = json!({"uid": uid});
+                }
+                ApiRequest {
+                    action: "delete",
+                    method: "DELETE",
+                    path: resource_path(resource, key.namespace.as_deref(), Some(&key.name)),
+                    content_type: "application/json",
+                    body,
+                }
+            }
             Self::Finalizer {
                 add,
                 resource,
@@ -697,6 +718,7 @@ mod tests {
         grants: Grants,
         key: ObjectKey,
         primary: Value,
+        cache: crate::cache::MemoryCache,
     }
 
     impl Fixture {
@@ -710,6 +732,10 @@ mod tests {
                 key: ObjectKey::namespaced("default", "demo"),
                 primary: json!({"apiVersion": "example.com/v1", "kind": "MyApp",
                     "metadata": {"name": "demo", "namespace": "default", "uid": "u-1"}}),
+                cache: crate::cache::MemoryCache::from_objects([json!({"apiVersion": "v1",
+                    "kind": "ConfigMap", "metadata": {"name": "cached", "namespace": "default",
+                    "uid": "u-cm"}})])
+                .expect("valid fixture"),
             }
         }
 
@@ -720,6 +746,7 @@ mod tests {
                     grants: &self.grants,
                     key: &self.key,
                     primary: Some(&self.primary),
+                    cache: &self.cache,
                     now: jiff::Timestamp::UNIX_EPOCH,
                 },
                 desired,
@@ -941,6 +968,7 @@ mod tests {
             grants: &grants,
             key: &fx.key,
             primary: Some(&fx.primary),
+            cache: &fx.cache,
             now: jiff::Timestamp::UNIX_EPOCH,
         };
         let err = plan(
@@ -1022,6 +1050,33 @@ mod tests {
             json!([{"op": "test", "path": "/metadata/uid", "value": "u-1"},
                    {"op": "test", "path": "/metadata/finalizers/1", "value": f},
                    {"op": "remove", "path": "/metadata/finalizers/1"}])
+        );
+    }
+
+    #[test]
+    fn a_delete_should_be_preconditioned_on_the_uid_the_plugin_saw() {
+        let mut fx = Fixture::new();
+        let mut declaration = sample();
+        declaration.secondaries[0].verbs.insert(Verb::Delete);
+        fx.declaration = declaration.validate().expect("valid");
+        fx.grants = Grants::new(&fx.declaration, &OperatorGrants::unrestricted()).expect("granted");
+        fx.cache = crate::cache::MemoryCache::from_objects([json!({"apiVersion": "apps/v1",
+            "kind": "Deployment", "metadata": {"name": "demo", "namespace": "default", "uid": "u-d"}})])
+        .expect("valid fixture");
+        let deployments = fx.declaration.secondaries[0].resource.clone();
+        let actions = fx
+            .plan(vec![
+                Desired::Delete(deployments.clone(), fx.key.clone()),
+                Desired::Delete(deployments, ObjectKey::namespaced("default", "unseen")),
+            ])
+            .expect("granted");
+        assert_eq!(
+            actions[0].request().body["preconditions"],
+            json!({"uid": "u-d"})
+        );
+        assert!(
+            actions[1].request().body.get("preconditions").is_none(),
+            "an object the plugin never saw is deleted by name"
         );
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::cache::MemoryCache;
+use crate::engine::leader::LeaseConfig;
 use crate::grants::{GrantsFileError, OperatorGrants};
 use crate::mapper::{MapperError, RestMapper};
 use crate::replay::{self, ReplayError};
@@ -106,6 +107,20 @@ enum Command {
         /// Grant a plugin with no grants file exactly what it declares.
         #[arg(long)]
         trust_declarations: bool,
+        /// Reconcile only while holding the Lease (one active replica).
+        #[arg(long)]
+        leader_elect: bool,
+        /// Namespace of the Lease [default: the pod's namespace in a
+        /// cluster, else `default`].
+        #[arg(long)]
+        leader_election_namespace: Option<String>,
+        /// Name of the Lease.
+        #[arg(long, default_value = "kubewasm")]
+        leader_election_id: String,
+        /// How long the Lease holds without renewal, in seconds (renewals
+        /// every 2/15 of it; a leader steps down after 2/3 of it).
+        #[arg(long, default_value_t = 15)]
+        lease_duration_seconds: u64,
     },
     /// The embedded API server (workload simulation on) and the host in one
     /// process, with the CRDs found in the plugin directory installed; serves
@@ -176,8 +191,27 @@ impl HostFlags {
             trust_declarations,
             workers: self.workers,
             shutdown_grace: Duration::from_secs(30),
+            leader_election: None,
         }
     }
+}
+
+/// The namespace of the pod this runs in, or `default` outside a cluster.
+fn pod_namespace() -> String {
+    std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+        .map(|ns| ns.trim().to_owned())
+        .ok()
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or_else(|| "default".to_owned())
+}
+
+/// This process's identity among Lease candidates: the host name and a
+/// random suffix, as client-go's examples make it.
+fn identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "kubewasm".to_owned());
+    format!("{host}_{}", uuid::Uuid::new_v4())
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -326,9 +360,22 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             kubeconfig,
             host,
             trust_declarations,
+            leader_elect,
+            leader_election_namespace,
+            leader_election_id,
+            lease_duration_seconds,
         } => {
             let runtime = plugin_runtime(InstanceReuse::Reuse)?;
-            let options = host.options(*trust_declarations);
+            let mut options = host.options(*trust_declarations);
+            if *leader_elect {
+                let namespace = leader_election_namespace
+                    .clone()
+                    .unwrap_or_else(pod_namespace);
+                options.leader_election = Some(
+                    LeaseConfig::new(&namespace, leader_election_id, &identity())
+                        .with_lease_duration(Duration::from_secs((*lease_duration_seconds).max(1))),
+                );
+            }
             return block_on(async move {
                 let client = client(kubeconfig.as_deref()).await?;
                 crate::daemon::run(client, runtime, options, wait_for_shutdown()).await?;

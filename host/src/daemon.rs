@@ -11,7 +11,12 @@
 //!    load is logged and skipped; the others run.
 //! 3. Starts each as a controller, serves `/metrics`, `/healthz` and
 //!    `/readyz` (ready once every informer has listed once).
-//! 4. On shutdown: stops taking keys, lets in-flight steps finish.
+//!    With leader election, informers start at once (a standby's caches
+//!    are warm) but keys are reconciled only while this process holds the
+//!    Lease.
+//! 4. On shutdown: stops taking keys, lets in-flight steps finish (within
+//!    the grace period), then releases the Lease so a standby takes over at
+//!    once.
 //!
 //! # `dev`
 //! Starts the embedded API server (workload simulation on), writes its
@@ -31,6 +36,7 @@ use serde_json::Value;
 use crate::engine::Engine;
 use crate::engine::controller::Settings;
 use crate::engine::discovery::{self, DiscoveryError};
+use crate::engine::leader::{self, LeaseConfig};
 use crate::engine::serve;
 use crate::grants::{GrantsFileError, OperatorGrants};
 use crate::mapper::RestMapper;
@@ -49,6 +55,8 @@ pub struct HostOptions {
     pub workers: usize,
     /// How long in-flight steps may take to finish at shutdown.
     pub shutdown_grace: Duration,
+    /// Leader election: reconcile only while holding this Lease.
+    pub leader_election: Option<LeaseConfig>,
 }
 
 /// Why the host could not run.
@@ -156,7 +164,15 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), DaemonError> {
     let mapper = Arc::new(discovery::mapper(&client).await?);
-    let mut engine = Engine::new(client, options.workers);
+    let (leading, leading_rx) = tokio::sync::watch::channel(options.leader_election.is_none());
+    let (stop_electing, stopped) = tokio::sync::watch::channel(false);
+    let elector = options.leader_election.clone().map(|config| {
+        let mut stopped = stopped.clone();
+        tokio::spawn(leader::run(client.clone(), config, leading, async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        }))
+    });
+    let mut engine = Engine::new(client, options.workers, leading_rx);
     for (path, grants) in plugin_files(&options.plugins)? {
         let (runtime, mapper, trust) = (
             runtime.clone(),
@@ -204,6 +220,10 @@ pub async fn run(
         .is_err()
     {
         tracing::warn!(grace = ?options.shutdown_grace, "in-flight reconciles outlived the grace period");
+    }
+    let _ = stop_electing.send(true);
+    if let Some(elector) = elector {
+        let _ = elector.await;
     }
     server.abort();
     Ok(())

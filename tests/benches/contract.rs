@@ -126,6 +126,7 @@ fn native_reconcile(harness: &Harness, ctx: &NativeCtx) -> usize {
             grants: &ctx.grants,
             key: &ctx.key,
             primary: primary.as_ref().map(|p| p.value()),
+            cache: ctx.cache.as_ref(),
             now: jiff::Timestamp::now(),
         },
         desired,

@@ -19,6 +19,11 @@ struct Host {
 impl Host {
     /// Runs `kubewasm run` with `plugins` (example plugin names) trusted.
     fn run(server: &Apiserver, plugins: &[&str]) -> Self {
+        Self::run_with(server, plugins, &[])
+    }
+
+    /// The same, with extra flags.
+    fn run_with(server: &Apiserver, plugins: &[&str], flags: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         for plugin in plugins {
             std::fs::copy(
@@ -37,6 +42,7 @@ impl Host {
             .args(["--metrics-addr", "127.0.0.1:0", "--trust-declarations"])
             .arg("--cache-dir")
             .arg(kubewasm_tests::compiled_cache_dir())
+            .args(flags)
             .env("KUBEWASM_LOG", "info")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log file"))
@@ -72,6 +78,24 @@ impl Host {
             );
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// The value of a metric series (`name{labels}` as printed), if present.
+    fn metric(&self, series: &str) -> Option<f64> {
+        let (_, text) = self.get("/metrics");
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+    }
+
+    /// Waits until `/readyz` answers 200.
+    fn wait_ready(&self) {
+        eventually("ready", self, || self.get("/readyz").0.contains("200"));
+    }
+
+    /// SIGKILL: no chance to release anything.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// GETs a path of the metrics server: status line and body.
@@ -140,7 +164,7 @@ fn myapp_should_converge_rescale_heal_and_clean_up() {
     let server = Apiserver::start_with(&["--simulate-workloads"]);
     apply(&server, &example_file("myapp", "crd.yaml"));
     let host = Host::run(&server, &["myapp"]);
-    eventually("ready", &host, || host.get("/readyz").0.contains("200"));
+    host.wait_ready();
 
     apply_text(&server, DEMO);
     eventually("the Deployment and Service exist", &host, || {
@@ -260,7 +284,7 @@ fn data(server: &Apiserver, args: &[&str]) -> Option<Value> {
 fn tenant_bootstrap_in_python_should_reach_and_keep_its_desired_state() {
     let server = Apiserver::start();
     let host = Host::run(&server, &["tenant-bootstrap"]);
-    eventually("ready", &host, || host.get("/readyz").0.contains("200"));
+    host.wait_ready();
     server.ok(&["create", "namespace", "acme"]);
     server.ok(&["label", "namespace", "acme", "kubewasm.dev/tenant=acme"]);
     let children = [
@@ -310,7 +334,7 @@ fn configmap_replicator_in_javascript_should_copy_sync_and_clean_up_through_its_
         server.ok(&["create", "namespace", ns]);
     }
     let host = Host::run(&server, &["configmap-replicator"]);
-    eventually("ready", &host, || host.get("/readyz").0.contains("200"));
+    host.wait_ready();
     server.ok(&["create", "configmap", "settings", "--from-literal=K=1"]);
     server.ok(&[
         "annotate",
@@ -373,4 +397,51 @@ fn configmap_replicator_in_javascript_should_copy_sync_and_clean_up_through_its_
         get_json(&server, &["configmap", "settings", "-n", "ns-a"]).is_none()
             && get_json(&server, &["configmap", "settings"]).is_none()
     });
+}
+
+fn myapp(name: &str) -> String {
+    DEMO.replace("name: demo", &format!("name: {name}"))
+}
+
+#[test]
+fn with_leader_election_exactly_one_host_should_reconcile_and_a_standby_take_over() {
+    let server = Apiserver::start_with(&["--simulate-workloads"]);
+    apply(&server, &example_file("myapp", "crd.yaml"));
+    let flags = ["--leader-elect", "--lease-duration-seconds", "3"];
+    let mut first = Host::run_with(&server, &["myapp"], &flags);
+    first.wait_ready();
+    eventually("the first host leads", &first, || {
+        get_json(&server, &["lease", "kubewasm", "-n", "default"]).is_some()
+    });
+    let second = Host::run_with(&server, &["myapp"], &flags);
+    second.wait_ready();
+
+    apply_text(&server, &myapp("one"));
+    eventually("one's Deployment", &first, || {
+        get_json(&server, &["deployment", "one"]).is_some()
+    });
+    let success = r#"kubewasm_reconcile_total{plugin="myapp",result="success"}"#;
+    assert!(first.metric(success).is_some_and(|n| n > 0.0));
+    assert_eq!(
+        second.metric(success),
+        None,
+        "the standby reconciles nothing"
+    );
+    let lease = get_json(&server, &["lease", "kubewasm", "-n", "default"]).expect("lease");
+    let leader = lease["spec"]["holderIdentity"].clone();
+
+    // The leader dies without releasing: the standby takes over once the
+    // Lease expires, and reconciles what changed meanwhile.
+    first.kill();
+    let killed = Instant::now();
+    apply_text(&server, &myapp("two"));
+    eventually("two's Deployment, made by the standby", &second, || {
+        get_json(&server, &["deployment", "two"]).is_some()
+    });
+    let handover = killed.elapsed();
+    assert!(handover < Duration::from_secs(12), "took {handover:?}");
+    let lease = get_json(&server, &["lease", "kubewasm", "-n", "default"]).expect("lease");
+    assert_ne!(lease["spec"]["holderIdentity"], leader);
+    assert_eq!(lease["spec"]["leaseTransitions"], 1);
+    assert!(second.metric(success).is_some_and(|n| n > 0.0));
 }

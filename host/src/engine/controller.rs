@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
 use super::applier::Applier;
@@ -80,6 +80,9 @@ pub struct Shared {
     pub permits: Arc<Semaphore>,
     /// The metrics registry.
     pub metrics: Arc<Metrics>,
+    /// Whether this process leads (always, without leader election): the
+    /// queues hand out keys only then.
+    pub leading: watch::Receiver<bool>,
 }
 
 /// A plugin running as a controller. Dropping it stops its workers and
@@ -90,6 +93,8 @@ pub struct Controller {
     cache: Arc<InformerCache>,
     _subscriptions: Vec<Subscription>,
     tasks: JoinSet<()>,
+    /// Pauses the queue while this process does not lead.
+    follow_leadership: tokio::task::JoinHandle<()>,
 }
 
 impl Controller {
@@ -175,6 +180,17 @@ impl Controller {
             .map_or(settings.resync, |s| Duration::from_secs(u64::from(s)));
         tasks.spawn(resync_loop(primary_store, Arc::clone(&queue), resync));
         shared.metrics.register_queue(&name, Arc::clone(&queue));
+        let follow_leadership = tokio::spawn({
+            let (queue, mut leading) = (Arc::clone(&queue), shared.leading.clone());
+            async move {
+                loop {
+                    queue.set_paused(!*leading.borrow_and_update());
+                    if leading.changed().await.is_err() {
+                        break;
+                    }
+                }
+            }
+        });
         tracing::info!(plugin = %name, concurrency, "controller started");
         Self {
             name,
@@ -182,6 +198,7 @@ impl Controller {
             cache,
             _subscriptions: subscriptions,
             tasks,
+            follow_leadership,
         }
     }
 
@@ -204,6 +221,7 @@ impl Controller {
 
     /// Stops taking keys and waits for in-flight steps to finish.
     pub async fn shutdown(mut self) {
+        self.follow_leadership.abort();
         self.queue.shutdown();
         while self.tasks.join_next().await.is_some() {}
     }

@@ -18,12 +18,15 @@
 //! - [`controller`]: one plugin as a controller (mapping, workers, resync);
 //! - [`applier`]: the writes;
 //! - [`discovery`]: the cluster's types, for the REST mapper;
+//! - [`leader`]: leader election with a Lease (workers wait for it, caches
+//!   do not);
 //! - [`metrics`] and [`serve`]: `/metrics`, `/healthz`, `/readyz`.
 
 pub mod applier;
 pub mod controller;
 pub mod discovery;
 pub mod informer;
+pub mod leader;
 pub mod metrics;
 pub mod queue;
 pub mod serve;
@@ -43,14 +46,20 @@ pub struct Engine {
 
 impl Engine {
     /// An engine with no plugin yet, talking to the cluster through
-    /// `client`, running at most `workers` steps at once host-wide.
-    pub fn new(client: kube::Client, workers: usize) -> Self {
+    /// `client`, running at most `workers` steps at once host-wide, and
+    /// reconciling only while `leading` says so (informers run regardless).
+    pub fn new(
+        client: kube::Client,
+        workers: usize,
+        leading: tokio::sync::watch::Receiver<bool>,
+    ) -> Self {
         Self {
             shared: Shared {
                 informers: informer::Informers::new(client.clone()),
                 applier: applier::Applier::new(client),
                 permits: Arc::new(Semaphore::new(workers.max(1))),
                 metrics: Arc::default(),
+                leading,
             },
             controllers: Vec::new(),
         }

@@ -31,6 +31,9 @@
 //!   before [`Priority::Requeue`], before [`Priority::Retry`] and
 //!   [`Priority::Resync`] (as controller-runtime's priority queue orders
 //!   them); within a priority, first come first served.
+//! - **Paused.** While [`WorkQueue::set_paused`] holds it (a standby that
+//!   does not lead), keys are queued and deduplicated but none is handed
+//!   out.
 //! - **Shut down.** After [`WorkQueue::shutdown`] no new key is handed out
 //!   and [`WorkQueue::next`] returns `None`.
 //!
@@ -124,6 +127,7 @@ struct Inner {
     /// Token bucket for retries: tokens available as of `bucket_at`.
     tokens: f64,
     bucket_at: Option<Instant>,
+    paused: bool,
     shut_down: bool,
 }
 
@@ -235,10 +239,13 @@ impl WorkQueue {
                 if inner.shut_down {
                     return None;
                 }
-                if let Some(key) = inner.pop(Instant::now()) {
+                if inner.paused {
+                    None
+                } else if let Some(key) = inner.pop(Instant::now()) {
                     return Some(key);
+                } else {
+                    inner.waiting.keys().next().map(|(at, _)| *at)
                 }
-                inner.waiting.keys().next().map(|(at, _)| *at)
             };
             match wake_at {
                 Some(at) => {
@@ -250,6 +257,12 @@ impl WorkQueue {
                 None => notified.await,
             }
         }
+    }
+
+    /// Pauses (or resumes) handing out keys; queued keys stay queued.
+    pub fn set_paused(&self, paused: bool) {
+        self.lock().paused = paused;
+        self.notify.notify_waiters();
     }
 
     /// Stops handing out keys; waiting [`Self::next`] calls return `None`.
@@ -505,6 +518,23 @@ mod tests {
         }
         // Two from the burst, then one each 100 ms.
         assert_eq!(at, [1, 1, 100, 200]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_paused_queue_should_keep_keys_and_hand_them_out_once_resumed() {
+        let q = std::sync::Arc::new(WorkQueue::new(no_rate_limit()));
+        q.set_paused(true);
+        q.add(key("a"), Priority::Event);
+        q.add(key("a"), Priority::Event);
+        let waiter = tokio::spawn({
+            let q = q.clone();
+            async move { q.next().await }
+        });
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!waiter.is_finished(), "nothing handed out while paused");
+        assert_eq!(q.depth(), 1);
+        q.set_paused(false);
+        assert_eq!(waiter.await.expect("joined"), Some(key("a")));
     }
 
     #[tokio::test(start_paused = true)]

@@ -878,6 +878,7 @@ impl Plugin {
                 grants: &self.grants,
                 key: &request.key,
                 primary: primary.as_ref().map(|p| p.value()),
+                cache: cache.as_ref(),
                 now: request.now,
             },
             desired,

@@ -1,0 +1,212 @@
+//! Leader election with a `coordination.k8s.io/v1` Lease, as client-go's
+//! `leaderelection` does it.
+//!
+//! # States
+//! ```text
+//!   candidate ──acquired──▶ leader ──renewal failed past renew_deadline──▶ candidate
+//!       ▲                     │ shutdown: release (holder cleared)
+//!       └── lease held by another and renewed within lease_duration
+//! ```
+//!
+//! # Rules
+//! - A candidate takes the Lease only when it is free (no holder) or its
+//!   holder has not renewed it for `lease_duration`, measured on this
+//!   process's own clock from when it last *saw the record change* (so
+//!   clocks of the two processes need not agree).
+//! - Every write is an update with the Lease's resourceVersion: of two
+//!   candidates racing, one gets a conflict and stays a candidate.
+//! - A leader renews every `retry_period`; if it cannot renew for
+//!   `renew_deadline` it steps down before another can take the Lease
+//!   (`renew_deadline` < `lease_duration`).
+//! - The engine's informers run whatever the state (a standby's caches are
+//!   warm, so a handover does not wait for lists); only the workers wait for
+//!   leadership.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// How the Lease is held.
+#[derive(Clone, Debug)]
+pub struct LeaseConfig {
+    /// The Lease's namespace.
+    pub namespace: String,
+    /// The Lease's name.
+    pub name: String,
+    /// This process's identity, unique among candidates.
+    pub identity: String,
+    /// How long a Lease holds without renewal.
+    pub lease_duration: Duration,
+    /// How long a leader keeps trying to renew before it steps down.
+    pub renew_deadline: Duration,
+    /// How often candidates try and leaders renew.
+    pub retry_period: Duration,
+}
+
+impl LeaseConfig {
+    /// client-go's defaults (15 s, 10 s, 2 s) for the Lease `namespace/name`.
+    pub fn new(namespace: &str, name: &str, identity: &str) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            identity: identity.to_owned(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+
+    /// The same, with a lease duration of `duration` and the renew deadline
+    /// and retry period scaled as client-go's defaults are (2/3, 2/15).
+    pub fn with_lease_duration(mut self, duration: Duration) -> Self {
+        self.lease_duration = duration;
+        self.renew_deadline = duration * 2 / 3;
+        self.retry_period = (duration * 2 / 15).max(Duration::from_millis(100));
+        self
+    }
+}
+
+/// What the elector last saw of the Lease.
+struct Observed {
+    record: Option<(String, Option<MicroTime>)>,
+    at: Instant,
+}
+
+/// Runs the election until `shutdown` resolves, publishing whether this
+/// process leads on `leading`; releases the Lease on the way out if it
+/// holds it.
+pub async fn run(
+    client: kube::Client,
+    config: LeaseConfig,
+    leading: watch::Sender<bool>,
+    shutdown: impl Future<Output = ()>,
+) {
+    let api: Api<Lease> = Api::namespaced(client, &config.namespace);
+    let mut observed = Observed {
+        record: None,
+        at: Instant::now(),
+    };
+    let mut last_renewal = Instant::now();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let is_leader = *leading.borrow();
+        match try_acquire_or_renew(&api, &config, &mut observed).await {
+            Ok(true) => {
+                last_renewal = Instant::now();
+                if !is_leader {
+                    tracing::info!(lease = %config.name, identity = %config.identity, "became the leader");
+                    leading.send_replace(true);
+                }
+            }
+            Ok(false) => {
+                if is_leader {
+                    tracing::warn!(lease = %config.name, "the lease was taken over; standing by");
+                    leading.send_replace(false);
+                }
+            }
+            Err(error) => {
+                tracing::warn!(lease = %config.name, %error, "lease update failed");
+                if is_leader && last_renewal.elapsed() >= config.renew_deadline {
+                    tracing::warn!(lease = %config.name, "could not renew within the deadline; standing by");
+                    leading.send_replace(false);
+                }
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(config.retry_period) => {}
+            () = shutdown.as_mut() => break,
+        }
+    }
+    if *leading.borrow() {
+        leading.send_replace(false);
+        if let Err(error) = release(&api, &config).await {
+            tracing::warn!(lease = %config.name, %error, "failed to release the lease");
+        } else {
+            tracing::info!(lease = %config.name, "released the lease");
+        }
+    }
+}
+
+fn now() -> MicroTime {
+    MicroTime(jiff::Timestamp::now())
+}
+
+/// One round: whether this process holds the Lease after it.
+async fn try_acquire_or_renew(
+    api: &Api<Lease>,
+    config: &LeaseConfig,
+    observed: &mut Observed,
+) -> Result<bool, kube::Error> {
+    let seconds = i32::try_from(config.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX);
+    let Some(mut lease) = api.get_opt(&config.name).await? else {
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(config.name.clone()),
+                namespace: Some(config.namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(k8s_openapi::api::coordination::v1::LeaseSpec {
+                holder_identity: Some(config.identity.clone()),
+                lease_duration_seconds: Some(seconds),
+                acquire_time: Some(now()),
+                renew_time: Some(now()),
+                lease_transitions: Some(0),
+                ..Default::default()
+            }),
+        };
+        return match api.create(&PostParams::default(), &lease).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Err(e) => Err(e),
+        };
+    };
+    let spec = lease.spec.get_or_insert_with(Default::default);
+    let holder = spec.holder_identity.clone().unwrap_or_default();
+    let record = Some((holder.clone(), spec.renew_time.clone()));
+    if record != observed.record {
+        observed.record = record;
+        observed.at = Instant::now();
+    }
+    let mine = holder == config.identity;
+    let held = !holder.is_empty() && observed.at.elapsed() < config.lease_duration;
+    if held && !mine {
+        return Ok(false);
+    }
+    if !mine {
+        spec.holder_identity = Some(config.identity.clone());
+        spec.acquire_time = Some(now());
+        spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+    }
+    spec.renew_time = Some(now());
+    spec.lease_duration_seconds = Some(seconds);
+    match api
+        .replace(&config.name, &PostParams::default(), &lease)
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Clears the holder so a standby takes over at once.
+async fn release(api: &Api<Lease>, config: &LeaseConfig) -> Result<(), kube::Error> {
+    let Some(mut lease) = api.get_opt(&config.name).await? else {
+        return Ok(());
+    };
+    let spec = lease.spec.get_or_insert_with(Default::default);
+    if spec.holder_identity.as_deref() != Some(config.identity.as_str()) {
+        return Ok(());
+    }
+    spec.holder_identity = None;
+    spec.renew_time = Some(now());
+    spec.lease_duration_seconds = Some(1);
+    api.replace(&config.name, &PostParams::default(), &lease)
+        .await
+        .map(|_| ())
+}
