@@ -445,3 +445,91 @@ fn with_leader_election_exactly_one_host_should_reconcile_and_a_standby_take_ove
     assert_eq!(lease["spec"]["leaseTransitions"], 1);
     assert!(second.metric(success).is_some_and(|n| n > 0.0));
 }
+
+fn replicas(server: &Apiserver, name: &str) -> Option<Value> {
+    get_json(server, &["deployment", name]).map(|d| d["spec"]["replicas"].clone())
+}
+
+#[test]
+fn changes_made_while_the_host_is_stopped_should_converge_once_it_starts() {
+    let server = Apiserver::start_with(&["--simulate-workloads"]);
+    apply(&server, &example_file("myapp", "crd.yaml"));
+    let mut host = Host::run(&server, &["myapp"]);
+    host.wait_ready();
+    apply_text(&server, &myapp("kept"));
+    apply_text(&server, &myapp("removed"));
+    eventually("both converge", &host, || {
+        replicas(&server, "kept").is_some() && replicas(&server, "removed").is_some()
+    });
+    host.kill();
+
+    // With no host running: a new MyApp, a changed one, a deleted one.
+    apply_text(&server, &myapp("added"));
+    server.ok(&["patch", "myapp", "kept", "--type=merge", "-p", r#"{"spec":{"replicas":5}}"#]);
+    server.ok(&["delete", "myapp", "removed"]);
+
+    let host = Host::run(&server, &["myapp"]);
+    host.wait_ready();
+    eventually("everything converges", &host, || {
+        replicas(&server, "added") == Some(2.into())
+            && replicas(&server, "kept") == Some(5.into())
+            && replicas(&server, "removed").is_none()
+            && get_json(&server, &["myapp", "kept"])
+                .is_some_and(|a| a["status"]["availableReplicas"] == 5)
+    });
+
+    // Settled: with nothing changing, nothing is reconciled again (no-op
+    // applies do not bump resourceVersions, so no write causes another).
+    let success = r#"kubewasm_reconcile_total{plugin="myapp",result="success"}"#;
+    let mut settled = host.metric(success);
+    eventually("reconciles stop", &host, || {
+        std::thread::sleep(Duration::from_millis(1500));
+        let now = host.metric(success);
+        std::mem::replace(&mut settled, now) == now
+    });
+    // Each reconcile has a cause: a primary's own change, its Deployment and
+    // Service created, its status written, the simulated rollout's status,
+    // its status written again (about 6 each, deduplicated when they meet).
+    let total = settled.unwrap_or_default();
+    assert!(
+        total <= 16.0,
+        "two primaries converged in {total} reconciles: more than their changes cause"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(host.metric(success), settled, "a settled host stays idle");
+}
+
+#[test]
+fn dropped_watches_and_expired_history_should_still_converge() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let data_dir = data.path().to_str().unwrap_or_default().to_owned();
+    let flags = ["--simulate-workloads", "--data-dir", &data_dir];
+    let server = Apiserver::start_with(&flags);
+    apply(&server, &example_file("myapp", "crd.yaml"));
+    let host = Host::run(&server, &["myapp"]);
+    host.wait_ready();
+    apply_text(&server, &myapp("before"));
+    eventually("before converges", &host, || replicas(&server, "before").is_some());
+
+    // The server goes away (every watch drops) and comes back at the same
+    // address with its history gone: resuming watches get 410 and relist.
+    let listen = server.listen();
+    let kubeconfig = server.kubeconfig.clone();
+    let copy = data.path().join("host.kubeconfig");
+    std::fs::copy(&kubeconfig, &copy).expect("kubeconfig kept");
+    assert!(server.terminate().success());
+    let server = Apiserver::start_at(&listen, &flags);
+    apply_text(&server, &myapp("after"));
+    server.ok(&["patch", "myapp", "before", "--type=merge", "-p", r#"{"spec":{"replicas":3}}"#]);
+    eventually("both converge after the restart", &host, || {
+        replicas(&server, "after") == Some(2.into()) && replicas(&server, "before") == Some(3.into())
+    });
+    let restarts = host
+        .get("/metrics")
+        .1
+        .lines()
+        .filter(|l| l.starts_with("kubewasm_informer_watch_restarts"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>();
+    assert!(restarts > 0.0, "the watch errors were counted");
+}
