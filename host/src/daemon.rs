@@ -7,8 +7,10 @@
 //! 2. Loads every `*.wasm` in the plugin directory, each narrowed by the
 //!    operator's grants file beside it (`NAME.grants.yaml`). A plugin with
 //!    no grants file is refused, saying so, unless `trust_declarations`
-//!    grants every plugin exactly what it declared. A plugin that fails to
-//!    load is logged and skipped; the others run.
+//!    grants every plugin exactly what it declared. Its configuration is
+//!    `NAME.config.yaml` beside it (YAML or JSON; `{}` without one), checked
+//!    against its `config-schema` at load. A plugin that fails to load is
+//!    logged and skipped; the others run.
 //! 3. Starts each as a controller, serves `/metrics`, `/healthz` and
 //!    `/readyz` (ready once every informer has listed once).
 //!    With leader election, informers start at once (a standby's caches
@@ -105,6 +107,12 @@ enum Refused {
     Grants(#[from] GrantsFileError),
     #[error("failed to read it: {0}")]
     Read(#[source] std::io::Error),
+    #[error("its configuration {path}: {source}")]
+    Config {
+        path: PathBuf,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error(transparent)]
     Load(#[from] LoadError),
 }
@@ -134,7 +142,7 @@ fn load(
     path: &Path,
     grants: &Path,
     trust: bool,
-) -> Result<crate::runtime::Plugin, Refused> {
+) -> Result<(crate::runtime::Plugin, String), Refused> {
     let operator = if grants.exists() {
         OperatorGrants::from_file(grants)?
     } else if trust {
@@ -145,10 +153,26 @@ fn load(
         });
     };
     let bytes = std::fs::read(path).map_err(Refused::Read)?;
-    Ok(runtime.load(
+    let plugin = runtime.load(
         &bytes,
         &LoadOptions::new(Arc::clone(mapper)).grants(operator),
-    )?)
+    )?;
+    let config_path = path.with_extension("config.yaml");
+    let config = if config_path.exists() {
+        let failed = |source: Box<dyn std::error::Error + Send + Sync>| Refused::Config {
+            path: config_path.clone(),
+            source,
+        };
+        let text = std::fs::read_to_string(&config_path).map_err(|e| failed(Box::new(e)))?;
+        let config = crate::replay::parse_config(&text).map_err(|e| failed(Box::new(e)))?;
+        plugin
+            .check_config(&config)
+            .map_err(|e| failed(Box::new(e)))?;
+        config
+    } else {
+        "{}".to_owned()
+    };
+    Ok((plugin, config))
 }
 
 /// Runs the host against the cluster `client` reaches until `shutdown`
@@ -184,10 +208,16 @@ pub async fn run(
             tokio::task::spawn_blocking(move || load(&runtime, &mapper, &loading, &grants, trust))
                 .await;
         match loaded {
-            Ok(Ok(plugin)) => {
+            Ok(Ok((plugin, config))) => {
                 tracing::info!(plugin = %plugin.declaration().name, digest = %plugin.digest(),
                     path = %path.display(), "plugin loaded");
-                engine.start(Arc::new(plugin), Settings::default());
+                engine.start(
+                    Arc::new(plugin),
+                    Settings {
+                        config,
+                        ..Settings::default()
+                    },
+                );
             }
             Ok(Err(error)) => {
                 tracing::error!(path = %path.display(), %error, "plugin refused");

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kubewasm_tests::{Apiserver, example_file, example_plugin, kubewasm_bin};
+use kubewasm_tests::{Apiserver, example_file, example_plugin, kubewasm_bin, test_plugin};
 use serde_json::Value;
 
 /// A `kubewasm run` process over a directory of plugins, killed on drop.
@@ -24,13 +24,25 @@ impl Host {
 
     /// The same, with extra flags.
     fn run_with(server: &Apiserver, plugins: &[&str], flags: &[&str]) -> Self {
+        let plugins: Vec<_> = plugins.iter().map(|p| (*p, example_plugin(p))).collect();
+        Self::start(server, &plugins, &[], flags)
+    }
+
+    /// Runs `kubewasm run` over a directory holding `plugins` (name and
+    /// component) and `files` (name and text: grants, configurations).
+    fn start(
+        server: &Apiserver,
+        plugins: &[(&str, PathBuf)],
+        files: &[(&str, &str)],
+        flags: &[&str],
+    ) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
-        for plugin in plugins {
-            std::fs::copy(
-                example_plugin(plugin),
-                dir.path().join(format!("{plugin}.wasm")),
-            )
-            .expect("plugin built (make plugins)");
+        for (name, path) in plugins {
+            std::fs::copy(path, dir.path().join(format!("{name}.wasm")))
+                .expect("plugin built (make plugins test-plugins)");
+        }
+        for (name, text) in files {
+            std::fs::write(dir.path().join(name), text).expect("file written");
         }
         let log = dir.path().join("host.log");
         let child = Command::new(kubewasm_bin())
@@ -465,7 +477,14 @@ fn changes_made_while_the_host_is_stopped_should_converge_once_it_starts() {
 
     // With no host running: a new MyApp, a changed one, a deleted one.
     apply_text(&server, &myapp("added"));
-    server.ok(&["patch", "myapp", "kept", "--type=merge", "-p", r#"{"spec":{"replicas":5}}"#]);
+    server.ok(&[
+        "patch",
+        "myapp",
+        "kept",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"replicas":5}}"#,
+    ]);
     server.ok(&["delete", "myapp", "removed"]);
 
     let host = Host::run(&server, &["myapp"]);
@@ -509,7 +528,9 @@ fn dropped_watches_and_expired_history_should_still_converge() {
     let host = Host::run(&server, &["myapp"]);
     host.wait_ready();
     apply_text(&server, &myapp("before"));
-    eventually("before converges", &host, || replicas(&server, "before").is_some());
+    eventually("before converges", &host, || {
+        replicas(&server, "before").is_some()
+    });
 
     // The server goes away (every watch drops) and comes back at the same
     // address with its history gone: resuming watches get 410 and relist.
@@ -520,9 +541,17 @@ fn dropped_watches_and_expired_history_should_still_converge() {
     assert!(server.terminate().success());
     let server = Apiserver::start_at(&listen, &flags);
     apply_text(&server, &myapp("after"));
-    server.ok(&["patch", "myapp", "before", "--type=merge", "-p", r#"{"spec":{"replicas":3}}"#]);
+    server.ok(&[
+        "patch",
+        "myapp",
+        "before",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"replicas":3}}"#,
+    ]);
     eventually("both converge after the restart", &host, || {
-        replicas(&server, "after") == Some(2.into()) && replicas(&server, "before") == Some(3.into())
+        replicas(&server, "after") == Some(2.into())
+            && replicas(&server, "before") == Some(3.into())
     });
     let restarts = host
         .get("/metrics")
@@ -532,4 +561,66 @@ fn dropped_watches_and_expired_history_should_still_converge() {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>();
     assert!(restarts > 0.0, "the watch errors were counted");
+}
+
+#[test]
+fn a_failing_plugin_should_back_off_and_never_slow_another() {
+    let server = Apiserver::start_with(&["--simulate-workloads"]);
+    apply(&server, &example_file("myapp", "crd.yaml"));
+    // misbehave reconciles every ConfigMap and loops until its deadline.
+    let host = Host::start(
+        &server,
+        &[
+            ("myapp", example_plugin("myapp")),
+            ("misbehave", test_plugin("misbehave")),
+        ],
+        &[("misbehave.config.yaml", "mode: loop\n")],
+        &["--deadline-ms", "200"],
+    );
+    host.wait_ready();
+    server.ok(&["create", "configmap", "victim", "--from-literal=a=b"]);
+    apply_text(&server, DEMO);
+    eventually("myapp converges beside the looping plugin", &host, || {
+        get_json(&server, &["myapp", "demo"]).is_some_and(|a| a["status"]["availableReplicas"] == 2)
+    });
+
+    // Its failures are counted, and each key's retries wait longer and
+    // longer: the backoff histogram fills ever higher buckets.
+    // Retries that waited longer than `seconds`, from the histogram's
+    // cumulative buckets (`le` is printed first).
+    let longer_than = |seconds: f64| {
+        let (_, text) = host.get("/metrics");
+        let series = |l: &str| {
+            let rest = l.strip_prefix("kubewasm_workqueue_retry_backoff_seconds_bucket{le=\"")?;
+            let (le, rest) = rest.split_once('"')?;
+            let count = rest.strip_prefix(",plugin=\"misbehave\"} ")?;
+            Some((le.parse::<f64>().ok()?, count.parse::<f64>().ok()?))
+        };
+        let buckets: Vec<(f64, f64)> = text.lines().filter_map(series).collect();
+        let all = buckets.iter().map(|b| b.1).fold(0.0, f64::max);
+        let within = buckets
+            .iter()
+            .filter(|(le, _)| *le >= seconds)
+            .map(|b| b.1)
+            .fold(all, f64::min);
+        all - within
+    };
+    eventually("retries back off past 40 ms", &host, || {
+        longer_than(0.04) > 0.0
+    });
+    assert!(
+        longer_than(0.0) > longer_than(0.04),
+        "and shorter ones first"
+    );
+    assert!(
+        host.metric(r#"kubewasm_reconcile_errors_total{plugin="misbehave",kind="call"}"#)
+            .is_some_and(|n| n > 0.0),
+        "{}",
+        host.get("/metrics").1
+    );
+    assert_eq!(
+        host.metric(r#"kubewasm_reconcile_total{plugin="myapp",result="error"}"#),
+        None,
+        "myapp never failed"
+    );
 }

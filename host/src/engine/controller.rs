@@ -361,9 +361,12 @@ struct Worker {
 
 impl Worker {
     async fn run(self) {
+        let name = self.plugin.declaration().name.clone();
         while let Some(key) = self.queue.next().await {
             let done = self.reconcile(&key).await;
-            self.queue.done(&key, done);
+            if let Some(backoff) = self.queue.done(&key, done) {
+                self.shared.metrics.backed_off(&name, backoff);
+            }
         }
     }
 

@@ -9,6 +9,7 @@
 //! | `kubewasm_actions_total` | plugin, result | actions sent (`applied`, `failed`) |
 //! | `kubewasm_workqueue_depth` | plugin | keys queued |
 //! | `kubewasm_workqueue_retries_total` | plugin | keys retried after a failure |
+//! | `kubewasm_workqueue_retry_backoff_seconds` | plugin | the backoff each retry waits (histogram: per-key doubling shows as higher buckets filling) |
 //! | `kubewasm_informer_objects` | resource, selector | objects per informer store |
 //! | `kubewasm_informer_watch_restarts_total` | resource, selector | watch errors survived |
 //!
@@ -57,6 +58,12 @@ fn seconds() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.0, 20))
 }
 
+/// Buckets from client-go's first backoff (5 ms) doubling to past its last
+/// (1000 s).
+fn backoffs() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.0, 19))
+}
+
 /// The engine's metrics (see the module documentation).
 pub struct Metrics {
     registry: Registry,
@@ -67,6 +74,7 @@ pub struct Metrics {
     actions: Family<ResultLabel, Counter>,
     depth: Family<PluginLabel, Gauge>,
     retries: Family<PluginLabel, Counter>,
+    backoff: Family<PluginLabel, Histogram, fn() -> Histogram>,
     informer_objects: Family<InformerLabel, Gauge>,
     watch_restarts: Family<InformerLabel, Gauge>,
     queues: Mutex<Vec<(String, Weak<WorkQueue>)>>,
@@ -82,6 +90,7 @@ impl Default for Metrics {
         let actions = Family::default();
         let depth = Family::default();
         let retries = Family::default();
+        let backoff = Family::new_with_constructor(backoffs as fn() -> Histogram);
         let informer_objects = Family::default();
         let watch_restarts = Family::default();
         registry.register("reconcile", "Reconcile steps by result", reconciles.clone());
@@ -104,6 +113,11 @@ impl Default for Metrics {
             retries.clone(),
         );
         registry.register(
+            "workqueue_retry_backoff_seconds",
+            "Backoff a retry waits",
+            backoff.clone(),
+        );
+        registry.register(
             "informer_objects",
             "Objects per informer store",
             informer_objects.clone(),
@@ -122,6 +136,7 @@ impl Default for Metrics {
             actions,
             depth,
             retries,
+            backoff,
             informer_objects,
             watch_restarts,
             queues: Mutex::default(),
@@ -175,6 +190,12 @@ impl Metrics {
                 })
                 .inc();
         }
+    }
+
+    pub(super) fn backed_off(&self, plugin: &str, backoff: Duration) {
+        self.backoff
+            .get_or_create(&label(plugin))
+            .observe(backoff.as_secs_f64());
     }
 
     pub(super) fn reconciled(&self, plugin: &str, result: &str, took: Duration) {

@@ -184,8 +184,9 @@ impl WorkQueue {
         self.notify.notify_waiters();
     }
 
-    /// Reports the end of a reconcile of `key` handed out by [`Self::next`].
-    pub fn done(&self, key: &ObjectKey, done: Done) {
+    /// Reports the end of a reconcile of `key` handed out by [`Self::next`];
+    /// after a failure, the backoff the retry waits.
+    pub fn done(&self, key: &ObjectKey, done: Done) -> Option<Duration> {
         let now = Instant::now();
         let mut inner = self.lock();
         let pending = match inner.states.remove(key) {
@@ -193,9 +194,9 @@ impl WorkQueue {
             Some(queued @ State::Queued { .. }) => {
                 // Not handed out: nothing to finish.
                 inner.states.insert(key.clone(), queued);
-                return;
+                return None;
             }
-            None => return,
+            None => return None,
         };
         let then = match done {
             Done::Forget => {
@@ -220,6 +221,9 @@ impl WorkQueue {
                 })
             }
         };
+        let backoff = then
+            .filter(|s| s.priority == Priority::Retry)
+            .map(|s| s.ready_at.saturating_duration_since(now));
         if !inner.shut_down {
             for slot in [pending, then].into_iter().flatten() {
                 inner.insert(key.clone(), slot);
@@ -227,6 +231,7 @@ impl WorkQueue {
         }
         drop(inner);
         self.notify.notify_waiters();
+        backoff
     }
 
     /// The next ready key, waiting until there is one; `None` once shut down.
@@ -422,7 +427,10 @@ mod tests {
         let mut a = q.next().await.expect("key");
         for failures in 1..=4u32 {
             let failed_at = Instant::now();
-            q.done(&a, Done::Retry);
+            assert_eq!(
+                q.done(&a, Done::Retry),
+                Some(Backoff::default().delay(failures))
+            );
             assert_eq!(q.failures(&a), failures);
             assert_eq!(next_now(&q).await, None, "not before its backoff");
             a = q.next().await.expect("retried");
