@@ -601,7 +601,7 @@ async fn dev(
     eprintln!(
         "kubewasm dev: API server at {} (workload simulation on); CRDs installed: {}\n\
          \x20 export KUBECONFIG={kubeconfig}\n\
-         \x20 kubectl apply -f plugins/myapp/example.yaml\n\
+         \x20 kubectl apply -f plugins/myapp/demo.yaml\n\
          \x20 kubectl get myapps,deployments,services\n\
          \x20 kubectl get myapp demo -o jsonpath='{{.status}}'\n\
          Ctrl-C stops it.",

@@ -197,34 +197,8 @@ pub async fn run(
         }))
     });
     let mut engine = Engine::new(client, options.workers, leading_rx);
-    for (path, grants) in plugin_files(&options.plugins)? {
-        let (runtime, mapper, trust) = (
-            runtime.clone(),
-            Arc::clone(&mapper),
-            options.trust_declarations,
-        );
-        let loading = path.clone();
-        let loaded =
-            tokio::task::spawn_blocking(move || load(&runtime, &mapper, &loading, &grants, trust))
-                .await;
-        match loaded {
-            Ok(Ok((plugin, config))) => {
-                tracing::info!(plugin = %plugin.declaration().name, digest = %plugin.digest(),
-                    path = %path.display(), "plugin loaded");
-                engine.start(
-                    Arc::new(plugin),
-                    Settings {
-                        config,
-                        ..Settings::default()
-                    },
-                );
-            }
-            Ok(Err(error)) => {
-                tracing::error!(path = %path.display(), %error, "plugin refused");
-            }
-            Err(error) => tracing::error!(path = %path.display(), %error, "plugin load failed"),
-        }
-    }
+    // Probes first: `/healthz` answers while plugins compile, `/readyz`
+    // once they run and their caches are synced.
     let ready = Arc::new(AtomicBool::new(false));
     let (addr, server) = serve::serve(options.metrics_addr, engine.probe(Arc::clone(&ready)))
         .await
@@ -234,6 +208,47 @@ pub async fn run(
         })?;
     tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
     eprintln!("kubewasm: metrics on http://{addr}/metrics");
+    // Every plugin loads at once, each on a blocking thread: a first load
+    // compiles (seconds for an interpreted plugin), later ones read the
+    // precompiled cache.
+    let mut loads = tokio::task::JoinSet::new();
+    for (path, grants) in plugin_files(&options.plugins)? {
+        tracing::info!(path = %path.display(), "loading plugin (compiled on first load, cached after)");
+        let (runtime, mapper, trust) = (
+            runtime.clone(),
+            Arc::clone(&mapper),
+            options.trust_declarations,
+        );
+        loads.spawn_blocking(move || {
+            let loaded = load(&runtime, &mapper, &path, &grants, trust);
+            (path, loaded)
+        });
+    }
+    let mut loaded = Vec::new();
+    while let Some(done) = loads.join_next().await {
+        match done {
+            Ok((path, Ok((plugin, config)))) => {
+                tracing::info!(plugin = %plugin.declaration().name, digest = %plugin.digest(),
+                    path = %path.display(), "plugin loaded");
+                loaded.push((path, plugin, config));
+            }
+            Ok((path, Err(error))) => {
+                tracing::error!(path = %path.display(), %error, "plugin refused");
+            }
+            Err(error) => tracing::error!(%error, "plugin load failed"),
+        }
+    }
+    // Started in the directory's order, whatever order they compiled in.
+    loaded.sort_by(|a, b| a.0.cmp(&b.0));
+    for (_, plugin, config) in loaded {
+        engine.start(
+            Arc::new(plugin),
+            Settings {
+                config,
+                ..Settings::default()
+            },
+        );
+    }
     let mut shutdown = std::pin::pin!(shutdown);
     tokio::select! {
         () = engine.wait_synced() => {

@@ -55,7 +55,7 @@ impl Host {
             .arg("--cache-dir")
             .arg(kubewasm_tests::compiled_cache_dir())
             .args(flags)
-            .env("KUBEWASM_LOG", "info")
+            .env("KUBEWASM_LOG", "info,kubewasm::engine=debug")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log file"))
             .spawn()
@@ -146,13 +146,25 @@ fn get_json(server: &Apiserver, args: &[&str]) -> Option<Value> {
 }
 
 /// Waits up to 60 s for `check` to hold, naming `what` if it never does.
-fn eventually(what: &str, host: &Host, mut check: impl FnMut() -> bool) {
+fn eventually(what: &str, host: &Host, check: impl FnMut() -> bool) {
+    eventually_showing(what, host, String::new, check);
+}
+
+/// The same, adding `state()` (what the cluster holds) to the failure.
+fn eventually_showing(
+    what: &str,
+    host: &Host,
+    state: impl Fn() -> String,
+    mut check: impl FnMut() -> bool,
+) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !check() {
         assert!(
             Instant::now() < deadline,
-            "never: {what}\nhost log:\n{}",
-            host.log()
+            "never: {what}\n{}\nhost log:\n{}\nmetrics:\n{}",
+            state(),
+            host.log(),
+            host.get("/metrics").1
         );
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -271,7 +283,7 @@ fn a_plugin_without_grants_should_be_refused_unless_trusted() {
     let mut stderr = child.stderr.take().expect("stderr");
     let mut text = String::new();
     let mut buf = [0u8; 4096];
-    while !text.contains("metrics on") && Instant::now() < deadline {
+    while !text.contains("caches synced") && Instant::now() < deadline {
         let n = std::io::Read::read(&mut stderr, &mut buf).unwrap_or(0);
         if n == 0 {
             break;
@@ -489,7 +501,12 @@ fn changes_made_while_the_host_is_stopped_should_converge_once_it_starts() {
 
     let host = Host::run(&server, &["myapp"]);
     host.wait_ready();
-    eventually("everything converges", &host, || {
+    let state = || {
+        server
+            .kubectl(&["get", "myapps,deployments", "-o", "yaml"])
+            .1
+    };
+    eventually_showing("everything converges", &host, state, || {
         replicas(&server, "added") == Some(2.into())
             && replicas(&server, "kept") == Some(5.into())
             && replicas(&server, "removed").is_none()

@@ -402,6 +402,8 @@ impl Worker {
                 metrics.stepped(&name, &step);
                 match self.shared.applier.apply(&step.actions).await {
                     Ok(()) => {
+                        tracing::debug!(call = step.call.name(), actions = step.actions.len(),
+                            requeue_after = ?step.requeue_after, "reconciled");
                         metrics.applied(&name, step.actions.len(), 0);
                         self.forget_failure(key);
                         metrics.reconciled(&name, "success", started.elapsed());

@@ -18,7 +18,8 @@
 //!   are new or changed (by resourceVersion) and of those that vanished
 //!   while the watch was down, and of nothing else.
 //! - Every handler sees every change (added, modified, deleted, relisted)
-//!   after the store has it. Handlers run on the informer's task and must
+//!   after the store has it, and a new subscriber first sees every object
+//!   the store already holds. Handlers run on the informer's task and must
 //!   not block: they queue keys.
 //! - [`Store::synced`] turns true once the first list is complete and
 //!   stays true.
@@ -219,11 +220,22 @@ impl Informers {
             }
         };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        informer
-            .handlers
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(id, handler);
+        // The new handler first hears of every object the store holds, under
+        // the handlers' lock: the informer task applies a change to the
+        // store before it reads the handlers, so each change reaches the new
+        // handler through this replay or through the task, never neither
+        // (an informer that listed before this subscription, or a task
+        // faster than this function, loses nothing).
+        {
+            let mut handlers = informer
+                .handlers
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            for object in informer.store.list(None) {
+                handler(Change::Applied(&object));
+            }
+            handlers.insert(id, handler);
+        }
         Subscription { informer, id }
     }
 
@@ -388,6 +400,102 @@ fn strip(value: &mut Value) {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::time::Duration;
+
+    /// The embedded API server in process, without authentication, and a
+    /// client of it.
+    async fn cluster() -> (kubewasm_apiserver::server::ApiServer, kube::Client) {
+        use kubewasm_apiserver::api::{Api as Rest, ApiConfig};
+        let store = kubewasm_apiserver::store::Store::default();
+        kubewasm_apiserver::seed::seed(&store).expect("seeded");
+        let server = kubewasm_apiserver::server::ApiServer::start(
+            "127.0.0.1:0".parse().expect("address"),
+            Rest::new(store, ApiConfig::default()),
+            None,
+        )
+        .await
+        .expect("server starts");
+        let url = format!("http://{}", server.addr());
+        let client =
+            kube::Client::try_from(kube::Config::new(url.parse().expect("url"))).expect("client");
+        (server, client)
+    }
+
+    fn config_maps() -> InformerKey {
+        InformerKey {
+            resource: ResourceType {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "ConfigMap".into(),
+                plural: "configmaps".into(),
+                namespaced: true,
+            },
+            selector: String::new(),
+        }
+    }
+
+    /// A handler recording the names it hears of.
+    fn recorder() -> (Handler, Arc<Mutex<Vec<String>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&seen);
+        let handler: Handler = Arc::new(move |change: Change<'_>| {
+            if let Some(key) = ObjectKey::of(change.object().value()) {
+                sink.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(key.name);
+            }
+        });
+        (handler, seen)
+    }
+
+    async fn until(what: &str, check: impl Fn() -> bool) {
+        for _ in 0..200 {
+            if check() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("never: {what}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn subscribers_should_share_one_informer_and_free_it_when_the_last_leaves() {
+        let (_server, client) = cluster().await;
+        let informers = Informers::new(client.clone());
+        let (first, first_seen) = recorder();
+        let a = informers.subscribe(&config_maps(), first);
+        a.store().wait_synced().await;
+        let cms: Api<DynamicObject> =
+            Api::namespaced_with(client, "default", &api_resource(&config_maps().resource));
+        let cm: DynamicObject = serde_json::from_value(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared"}}),
+        )
+        .expect("object");
+        cms.create(&kube::api::PostParams::default(), &cm)
+            .await
+            .expect("created");
+        let seen = |s: &Arc<Mutex<Vec<String>>>| {
+            s.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(&"shared".to_owned())
+        };
+        until("the first subscriber hears of it", || seen(&first_seen)).await;
+
+        // A late subscriber shares the store and first hears of what it holds.
+        let (second, second_seen) = recorder();
+        let b = informers.subscribe(&config_maps(), second);
+        assert!(seen(&second_seen), "replayed at once");
+        assert!(Arc::ptr_eq(a.store(), b.store()));
+        assert_eq!(informers.running().len(), 1, "one watch for both");
+
+        drop(a);
+        assert_eq!(informers.running().len(), 1, "still held");
+        drop(b);
+        assert!(
+            informers.running().is_empty(),
+            "freed with the last subscriber"
+        );
+    }
 
     #[test]
     fn strip_should_drop_managed_fields_and_last_applied_only() {
