@@ -92,9 +92,10 @@ pub struct Controller {
     queue: Arc<WorkQueue>,
     cache: Arc<InformerCache>,
     _subscriptions: Vec<Subscription>,
-    tasks: JoinSet<()>,
-    /// Pauses the queue while this process does not lead.
-    follow_leadership: tokio::task::JoinHandle<()>,
+    /// The workers: shutdown waits for them (their in-flight steps finish).
+    workers: JoinSet<()>,
+    /// Mapping, resync and following the leadership: shutdown aborts them.
+    background: JoinSet<()>,
 }
 
 impl Controller {
@@ -103,7 +104,8 @@ impl Controller {
         let declaration = plugin.declaration().clone();
         let name = declaration.name.clone();
         let queue = Arc::new(WorkQueue::new(settings.backoff));
-        let mut tasks = JoinSet::new();
+        let mut workers = JoinSet::new();
+        let mut background = JoinSet::new();
         let (custom_tx, custom_rx) = mpsc::unbounded_channel::<(ResourceType, Arc<CachedObject>)>();
         let mut subscriptions = Vec::new();
         let mut stores = Vec::new();
@@ -167,9 +169,9 @@ impl Controller {
             })
             .max(1);
         for _ in 0..concurrency {
-            tasks.spawn(worker.clone().run());
+            workers.spawn(worker.clone().run());
         }
-        tasks.spawn(map_custom(
+        background.spawn(map_custom(
             Arc::clone(&plugin),
             Arc::clone(&cache),
             Arc::clone(&queue),
@@ -178,9 +180,9 @@ impl Controller {
         let resync = declaration
             .resync_seconds
             .map_or(settings.resync, |s| Duration::from_secs(u64::from(s)));
-        tasks.spawn(resync_loop(primary_store, Arc::clone(&queue), resync));
+        background.spawn(resync_loop(primary_store, Arc::clone(&queue), resync));
         shared.metrics.register_queue(&name, Arc::clone(&queue));
-        let follow_leadership = tokio::spawn({
+        background.spawn({
             let (queue, mut leading) = (Arc::clone(&queue), shared.leading.clone());
             async move {
                 loop {
@@ -197,8 +199,8 @@ impl Controller {
             queue,
             cache,
             _subscriptions: subscriptions,
-            tasks,
-            follow_leadership,
+            workers,
+            background,
         }
     }
 
@@ -221,9 +223,9 @@ impl Controller {
 
     /// Stops taking keys and waits for in-flight steps to finish.
     pub async fn shutdown(mut self) {
-        self.follow_leadership.abort();
         self.queue.shutdown();
-        while self.tasks.join_next().await.is_some() {}
+        self.background.abort_all();
+        while self.workers.join_next().await.is_some() {}
     }
 }
 
