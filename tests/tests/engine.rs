@@ -104,6 +104,21 @@ impl Host {
         eventually("ready", self, || self.get("/readyz").0.contains("200"));
     }
 
+    /// SIGTERM, then the exit status (within 30 s).
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status();
+        assert!(sent.is_ok_and(|s| s.success()), "SIGTERM sent");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "no exit 30 s after SIGTERM: {}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// SIGKILL: no chance to release anything.
     fn kill(&mut self) {
         let _ = self.child.kill();
@@ -640,4 +655,23 @@ fn a_failing_plugin_should_back_off_and_never_slow_another() {
         None,
         "myapp never failed"
     );
+}
+
+#[test]
+fn sigterm_should_stop_cleanly_and_release_the_lease() {
+    let server = Apiserver::start_with(&["--simulate-workloads"]);
+    apply(&server, &example_file("myapp", "crd.yaml"));
+    let mut host = Host::run_with(&server, &["myapp"], &["--leader-elect"]);
+    host.wait_ready();
+    let holder = || {
+        get_json(&server, &["lease", "kubewasm", "-n", "default"])
+            .map(|l| l["spec"]["holderIdentity"].clone())
+    };
+    eventually("it holds the Lease", &host, || holder().is_some_and(|h| h.is_string()));
+    apply_text(&server, DEMO);
+    eventually("demo converges", &host, || replicas(&server, "demo").is_some());
+    let status = host.terminate();
+    assert!(status.success(), "{status}: {}", host.log());
+    assert_eq!(holder(), Some(Value::Null), "released for a standby to take at once");
+    assert!(host.log().contains("released the lease"), "{}", host.log());
 }

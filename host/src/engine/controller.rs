@@ -226,6 +226,7 @@ impl Controller {
         self.queue.shutdown();
         self.background.abort_all();
         while self.workers.join_next().await.is_some() {}
+        tracing::info!(plugin = %self.name, "controller stopped");
     }
 }
 
