@@ -10,15 +10,13 @@ use std::time::{Duration, Instant};
 
 use futures_util::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
 use kube::api::{
     ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
-use kube::{Api, Client, Config};
-use kubewasm_apiserver::api::{Api as RestApi, ApiConfig};
-use kubewasm_apiserver::seed::seed;
-use kubewasm_apiserver::server::ApiServer;
 use kubewasm_apiserver::store::Store;
 use kubewasm_tests::bench::{is_real_run, ms, out_path, write_section};
+use kubewasm_tests::in_process_cluster;
 use serde_json::json;
 
 /// Resident memory of this process, from /proc.
@@ -67,15 +65,7 @@ async fn main() -> anyhow::Result<()> {
     };
     // Durable: every acknowledged write is fsynced (group commit).
     let data = tempfile::tempdir()?;
-    let store = Store::open(data.path(), 100_000)?;
-    seed(&store)?;
-    let server = ApiServer::start(
-        "127.0.0.1:0".parse()?,
-        RestApi::new(store, ApiConfig::default()),
-        None,
-    )
-    .await?;
-    let client = Client::try_from(Config::new(format!("http://{}", server.addr()).parse()?))?;
+    let (server, client) = in_process_cluster(Store::open(data.path(), 100_000)?).await?;
     let rss_start = rss_mib();
 
     // ConfigMaps.

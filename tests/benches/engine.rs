@@ -29,27 +29,18 @@ use kube::{Client, Resource, ResourceExt};
 use kubewasm::engine::Engine;
 use kubewasm::engine::controller::Settings;
 use kubewasm::runtime::{LoadOptions, Runtime, RuntimeConfig};
-use kubewasm_apiserver::api::{Api as RestApi, ApiConfig};
-use kubewasm_apiserver::seed::seed;
 use kubewasm_apiserver::server::ApiServer;
 use kubewasm_tests::bench::{is_real_run, ms, out_path, write_section};
-use kubewasm_tests::{compiled_cache_dir, example_file, example_plugin, test_plugin};
+use kubewasm_tests::{
+    compiled_cache_dir, example_file, example_plugin, in_process_cluster, test_plugin,
+};
 use myapp::MyApp;
 use serde_json::json;
 
 /// A fresh embedded API server (in memory, no authentication) and a client.
 async fn cluster() -> anyhow::Result<(ApiServer, Client)> {
-    let store = kubewasm_apiserver::store::Store::new(1_000_000);
-    seed(&store)?;
-    let server = ApiServer::start(
-        "127.0.0.1:0".parse()?,
-        RestApi::new(store, ApiConfig::default()),
-        None,
-    )
-    .await?;
-    let client = Client::try_from(kube::Config::new(
-        format!("http://{}", server.addr()).parse()?,
-    ))?;
+    let (server, client) =
+        in_process_cluster(kubewasm_apiserver::store::Store::new(1_000_000)).await?;
     let crd: serde_json::Value =
         serde_yaml::from_str(&std::fs::read_to_string(example_file("myapp", "crd.yaml"))?)?;
     let crds: Api<DynamicObject> = Api::all_with(

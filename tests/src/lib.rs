@@ -123,6 +123,24 @@ pub fn kubectl_with(kubeconfig: &std::path::Path, args: &[&str]) -> (bool, Strin
     )
 }
 
+/// The embedded API server in this process on a loopback port, over plain
+/// HTTP without authentication (benchmarks measure the server and the
+/// controllers, not TLS), seeded as a fresh cluster, and a client of it.
+pub async fn in_process_cluster(
+    store: kubewasm_apiserver::store::Store,
+) -> anyhow::Result<(kubewasm_apiserver::server::ApiServer, kube::Client)> {
+    use kubewasm_apiserver::api::{Api, ApiConfig};
+    kubewasm_apiserver::seed::seed(&store)?;
+    let server = kubewasm_apiserver::server::ApiServer::start(
+        "127.0.0.1:0".parse()?,
+        Api::new(store, ApiConfig::default()),
+        None,
+    )
+    .await?;
+    let url = format!("http://{}", server.addr()).parse()?;
+    Ok((server, kube::Client::try_from(kube::Config::new(url))?))
+}
+
 /// A `kubewasm apiserver` process, stopped with SIGTERM when dropped.
 pub struct Apiserver {
     child: Child,

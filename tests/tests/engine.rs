@@ -114,7 +114,11 @@ impl Host {
             if let Ok(Some(status)) = self.child.try_wait() {
                 return status;
             }
-            assert!(Instant::now() < deadline, "no exit 30 s after SIGTERM: {}", self.log());
+            assert!(
+                Instant::now() < deadline,
+                "no exit 30 s after SIGTERM: {}",
+                self.log()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -667,11 +671,19 @@ fn sigterm_should_stop_cleanly_and_release_the_lease() {
         get_json(&server, &["lease", "kubewasm", "-n", "default"])
             .map(|l| l["spec"]["holderIdentity"].clone())
     };
-    eventually("it holds the Lease", &host, || holder().is_some_and(|h| h.is_string()));
+    eventually("it holds the Lease", &host, || {
+        holder().is_some_and(|h| h.is_string())
+    });
     apply_text(&server, DEMO);
-    eventually("demo converges", &host, || replicas(&server, "demo").is_some());
+    eventually("demo converges", &host, || {
+        replicas(&server, "demo").is_some()
+    });
     let status = host.terminate();
     assert!(status.success(), "{status}: {}", host.log());
-    assert_eq!(holder(), Some(Value::Null), "released for a standby to take at once");
+    assert_eq!(
+        holder(),
+        Some(Value::Null),
+        "released for a standby to take at once"
+    );
     assert!(host.log().contains("released the lease"), "{}", host.log());
 }

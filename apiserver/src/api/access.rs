@@ -15,7 +15,7 @@ use crate::auth::rbac::{Attributes, Policy};
 use crate::auth::token::{DEFAULT_EXPIRATION, MAX_EXPIRATION, MIN_EXPIRATION};
 use crate::auth::{AuthError, Impersonation, User};
 use crate::error::ApiError;
-use crate::objects::{new_uid, text_at};
+use crate::objects::{new_uid, strings_at, text_at};
 
 /// The self-reviews.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -245,14 +245,7 @@ impl Api {
                     .pointer("/spec/token")
                     .and_then(Value::as_str)
                     .unwrap_or("");
-                let wanted: Vec<String> = body
-                    .pointer("/spec/audiences")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect();
+                let wanted = strings_at(&body, "/spec/audiences");
                 let reviewed = match &self.authenticator {
                     Some(authenticator) => authenticator.review(token, &wanted),
                     None => Err(AuthError::Missing),
@@ -305,16 +298,7 @@ impl Api {
                 ),
             ));
         }
-        let audiences: Vec<String> = body
-            .pointer("/spec/audiences")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let audiences = strings_at(&body, "/spec/audiences");
         let audiences = if audiences.is_empty() {
             vec![crate::auth::token::API_AUDIENCE.to_owned()]
         } else {

@@ -180,14 +180,7 @@ impl Signer {
         {
             return Err(TokenError::Revoked(format!("{namespace}/{name}")));
         }
-        let audiences = claims
-            .get("aud")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .map(str::to_owned)
-            .collect();
+        let audiences = crate::objects::strings_at(&claims, "/aud");
         Ok((
             User::service_account(namespace, name, Some(uid.to_owned())),
             audiences,
