@@ -365,7 +365,8 @@ struct Worker {
 impl Worker {
     async fn run(self) {
         let name = self.plugin.declaration().name.clone();
-        while let Some(key) = self.queue.next().await {
+        while let Some((key, waited)) = self.queue.next().await {
+            self.shared.metrics.waited(&name, waited);
             let done = self.reconcile(&key).await;
             if let Some(backoff) = self.queue.done(&key, done) {
                 self.shared.metrics.backed_off(&name, backoff);
@@ -373,7 +374,11 @@ impl Worker {
         }
     }
 
-    #[tracing::instrument(name = "reconcile", skip_all, fields(plugin = %self.plugin.declaration().name, key = %key))]
+    #[tracing::instrument(name = "reconcile", skip_all, fields(
+        plugin = %self.plugin.declaration().name,
+        resource = %self.plugin.declaration().primary,
+        key = %key,
+    ))]
     async fn reconcile(&self, key: &ObjectKey) -> Done {
         let name = self.plugin.declaration().name.clone();
         let metrics = &self.shared.metrics;

@@ -3,11 +3,12 @@
 //! | metric | labels | what |
 //! |---|---|---|
 //! | `kubewasm_reconcile_total` | plugin, result | steps by result (`success`, `error`) |
-//! | `kubewasm_reconcile_errors_total` | plugin, kind | failures by kind (`plugin`, `denied`, `config`, `limit`, `call`, `api`) |
+//! | `kubewasm_reconcile_errors_total` | plugin, kind | failures by kind: `plugin` (its own failure), `denied`, `config`, `deadline` (overruns), `memory`, `limit`, `trap`, `call`, `api` |
 //! | `kubewasm_reconcile_time_seconds` | plugin | step duration, call and writes (histogram) |
 //! | `kubewasm_instantiate_time_seconds` | plugin | instance creation (histogram; warm calls count zero) |
 //! | `kubewasm_actions_total` | plugin, result | actions sent (`applied`, `failed`) |
 //! | `kubewasm_workqueue_depth` | plugin | keys queued |
+//! | `kubewasm_workqueue_queue_duration_seconds` | plugin | how long a ready key waited for a worker (histogram) |
 //! | `kubewasm_workqueue_retries_total` | plugin | keys retried after a failure |
 //! | `kubewasm_workqueue_retry_backoff_seconds` | plugin | the backoff each retry waits (histogram: per-key doubling shows as higher buckets filling) |
 //! | `kubewasm_informer_objects` | resource, selector | objects per informer store |
@@ -73,6 +74,7 @@ pub struct Metrics {
     instantiate_time: Family<PluginLabel, Histogram, fn() -> Histogram>,
     actions: Family<ResultLabel, Counter>,
     depth: Family<PluginLabel, Gauge>,
+    queue_wait: Family<PluginLabel, Histogram, fn() -> Histogram>,
     retries: Family<PluginLabel, Counter>,
     backoff: Family<PluginLabel, Histogram, fn() -> Histogram>,
     informer_objects: Family<InformerLabel, Gauge>,
@@ -89,6 +91,7 @@ impl Default for Metrics {
         let instantiate_time = Family::new_with_constructor(seconds as fn() -> Histogram);
         let actions = Family::default();
         let depth = Family::default();
+        let queue_wait = Family::new_with_constructor(seconds as fn() -> Histogram);
         let retries = Family::default();
         let backoff = Family::new_with_constructor(backoffs as fn() -> Histogram);
         let informer_objects = Family::default();
@@ -107,6 +110,11 @@ impl Default for Metrics {
         );
         registry.register("actions", "Actions sent by result", actions.clone());
         registry.register("workqueue_depth", "Keys queued", depth.clone());
+        registry.register(
+            "workqueue_queue_duration_seconds",
+            "How long a ready key waited for a worker",
+            queue_wait.clone(),
+        );
         registry.register(
             "workqueue_retries",
             "Keys retried after a failure",
@@ -135,6 +143,7 @@ impl Default for Metrics {
             instantiate_time,
             actions,
             depth,
+            queue_wait,
             retries,
             backoff,
             informer_objects,
@@ -164,6 +173,9 @@ impl Metrics {
             ReconcileError::Action(_) => "denied",
             ReconcileError::Config(_) => "config",
             ReconcileError::Call(CallError::LimitExceeded(_)) => "limit",
+            ReconcileError::Call(CallError::DeadlineExceeded { .. }) => "deadline",
+            ReconcileError::Call(CallError::MemoryExhausted { .. }) => "memory",
+            ReconcileError::Call(CallError::Panicked { .. } | CallError::Trapped { .. }) => "trap",
             ReconcileError::Call(_) => "call",
         };
         self.errors
@@ -190,6 +202,12 @@ impl Metrics {
                 })
                 .inc();
         }
+    }
+
+    pub(super) fn waited(&self, plugin: &str, waited: Duration) {
+        self.queue_wait
+            .get_or_create(&label(plugin))
+            .observe(waited.as_secs_f64());
     }
 
     pub(super) fn backed_off(&self, plugin: &str, backoff: Duration) {

@@ -234,9 +234,10 @@ impl WorkQueue {
         backoff
     }
 
-    /// The next ready key, waiting until there is one; `None` once shut down.
-    /// The key is then processing until [`Self::done`].
-    pub async fn next(&self) -> Option<ObjectKey> {
+    /// The next ready key and how long it waited ready for a worker,
+    /// waiting until there is one; `None` once shut down. The key is then
+    /// processing until [`Self::done`].
+    pub async fn next(&self) -> Option<(ObjectKey, Duration)> {
         loop {
             let notified = self.notify.notified();
             let wake_at = {
@@ -246,8 +247,8 @@ impl WorkQueue {
                 }
                 if inner.paused {
                     None
-                } else if let Some(key) = inner.pop(Instant::now()) {
-                    return Some(key);
+                } else if let Some(next) = inner.pop(Instant::now()) {
+                    return Some(next);
                 } else {
                     inner.waiting.keys().next().map(|(at, _)| *at)
                 }
@@ -320,8 +321,8 @@ impl Inner {
         }
     }
 
-    /// Hands out the best ready key, if any.
-    fn pop(&mut self, now: Instant) -> Option<ObjectKey> {
+    /// Hands out the best ready key, if any, with how long it was ready.
+    fn pop(&mut self, now: Instant) -> Option<(ObjectKey, Duration)> {
         while let Some(entry) = self.waiting.first_entry() {
             if entry.key().0 > now {
                 break;
@@ -333,9 +334,13 @@ impl Inner {
             }
         }
         let (_, key) = self.ready.pop_first()?;
+        let waited = match self.states.get(&key) {
+            Some(State::Queued { slot, .. }) => now.saturating_duration_since(slot.ready_at),
+            _ => Duration::ZERO,
+        };
         self.states
             .insert(key.clone(), State::Processing { pending: None });
-        Some(key)
+        Some((key, waited))
     }
 
     /// Takes a retry token; the delay until it is available.
@@ -381,10 +386,14 @@ mod tests {
     }
 
     async fn next_now(queue: &WorkQueue) -> Option<ObjectKey> {
-        tokio::time::timeout(Duration::ZERO, queue.next())
+        tokio::time::timeout(Duration::ZERO, take(queue))
             .await
             .ok()
             .flatten()
+    }
+
+    async fn take(queue: &WorkQueue) -> Option<ObjectKey> {
+        queue.next().await.map(|(key, _)| key)
     }
 
     #[test]
@@ -424,7 +433,7 @@ mod tests {
     async fn failures_should_back_off_per_key_and_reset_on_success() {
         let q = WorkQueue::new(no_rate_limit());
         q.add(key("a"), Priority::Event);
-        let mut a = q.next().await.expect("key");
+        let mut a = take(&q).await.expect("key");
         for failures in 1..=4u32 {
             let failed_at = Instant::now();
             assert_eq!(
@@ -433,16 +442,16 @@ mod tests {
             );
             assert_eq!(q.failures(&a), failures);
             assert_eq!(next_now(&q).await, None, "not before its backoff");
-            a = q.next().await.expect("retried");
+            a = take(&q).await.expect("retried");
             assert_eq!(failed_at.elapsed(), Backoff::default().delay(failures));
         }
         q.done(&a, Done::Forget);
         assert_eq!(q.failures(&a), 0);
         q.add(key("a"), Priority::Event);
-        let a = q.next().await.expect("key");
+        let a = take(&q).await.expect("key");
         let failed_at = Instant::now();
         q.done(&a, Done::Retry);
-        let _ = q.next().await.expect("retried");
+        let _ = take(&q).await.expect("retried");
         assert_eq!(failed_at.elapsed(), Duration::from_millis(5), "reset");
     }
 
@@ -450,10 +459,10 @@ mod tests {
     async fn an_event_should_not_wait_for_a_retry_backoff() {
         let q = WorkQueue::new(no_rate_limit());
         q.add(key("a"), Priority::Event);
-        let a = q.next().await.expect("key");
+        let a = take(&q).await.expect("key");
         for _ in 0..10 {
             q.done(&a, Done::Retry);
-            let _ = q.next().await.expect("retried");
+            let _ = take(&q).await.expect("retried");
         }
         q.done(&a, Done::Retry);
         q.add(key("a"), Priority::Event);
@@ -464,13 +473,13 @@ mod tests {
     async fn requeue_after_should_wait_and_forget_failures() {
         let q = WorkQueue::new(no_rate_limit());
         q.add(key("a"), Priority::Event);
-        let a = q.next().await.expect("key");
+        let a = take(&q).await.expect("key");
         q.done(&a, Done::Retry);
-        let a = q.next().await.expect("retry");
+        let a = take(&q).await.expect("retry");
         let started = Instant::now();
         q.done(&a, Done::RequeueAfter(Duration::from_secs(30)));
         assert_eq!(q.failures(&a), 0);
-        assert_eq!(q.next().await, Some(key("a")));
+        assert_eq!(take(&q).await, Some(key("a")));
         assert_eq!(started.elapsed(), Duration::from_secs(30));
     }
 
@@ -495,7 +504,7 @@ mod tests {
         q.add_after(key("a"), Duration::from_secs(5), Priority::Resync);
         q.add_after(key("a"), Duration::from_secs(90), Priority::Event);
         let started = Instant::now();
-        assert_eq!(q.next().await, Some(key("a")));
+        assert_eq!(take(&q).await, Some(key("a")));
         assert_eq!(started.elapsed(), Duration::from_secs(5));
         assert_eq!(q.depth(), 0);
     }
@@ -521,7 +530,7 @@ mod tests {
         }
         let mut at = Vec::new();
         for _ in 0..4 {
-            let _ = q.next().await.expect("retried");
+            let _ = take(&q).await.expect("retried");
             at.push(started.elapsed().as_millis());
         }
         // Two from the burst, then one each 100 ms.
@@ -536,7 +545,7 @@ mod tests {
         q.add(key("a"), Priority::Event);
         let waiter = tokio::spawn({
             let q = q.clone();
-            async move { q.next().await }
+            async move { take(&q).await }
         });
         tokio::time::sleep(Duration::from_secs(60)).await;
         assert!(!waiter.is_finished(), "nothing handed out while paused");
@@ -546,11 +555,20 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn next_should_say_how_long_a_ready_key_waited_for_a_worker() {
+        let q = WorkQueue::new(no_rate_limit());
+        q.add_after(key("a"), Duration::from_secs(1), Priority::Event);
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        let (a, waited) = q.next().await.expect("ready");
+        assert_eq!((a, waited), (key("a"), Duration::from_secs(3)));
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn shutdown_should_end_waiting_workers() {
         let q = std::sync::Arc::new(WorkQueue::new(Backoff::default()));
         let waiter = tokio::spawn({
             let q = q.clone();
-            async move { q.next().await }
+            async move { take(&q).await }
         });
         tokio::task::yield_now().await;
         q.shutdown();
