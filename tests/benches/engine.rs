@@ -226,9 +226,10 @@ async fn convergence(driver: Driver, n: usize, runtime: &Runtime) -> anyhow::Res
     Ok(took)
 }
 
-/// Time for one MyApp to get its Deployment while another plugin
-/// (misbehave, each reconcile a copy of its ConfigMap) works through a
-/// backlog of `backlog` ConfigMaps created just before.
+/// Median time for a MyApp to get its Deployment (five, one after the
+/// other, after a warm-up one) while another plugin (misbehave, each
+/// reconcile a copy of its ConfigMap) works through a backlog of `backlog`
+/// ConfigMaps created before the host started.
 async fn fairness(backlog: usize, runtime: &Runtime) -> anyhow::Result<(Duration, usize)> {
     let (_server, client) = cluster().await?;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
@@ -261,13 +262,25 @@ async fn fairness(backlog: usize, runtime: &Runtime) -> anyhow::Result<(Duration
     );
     engine.start(Arc::new(myapp), Settings::default());
     engine.wait_synced().await;
-    create_myapps(&client, 1).await?;
-    let started = Instant::now();
+    // One warm-up key (first instance, first connections), then five keys one
+    // after the other, each timed from its creation to its Deployment.
+    let apps: Api<MyApp> = Api::namespaced(client.clone(), "default");
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
-    while deployments.get_opt("app-00000").await?.is_none() {
-        tokio::time::sleep(Duration::from_millis(2)).await;
+    let mut times = Vec::new();
+    for i in 0..6 {
+        let name = format!("probe-{i}");
+        let app: MyApp = serde_json::from_value(json!({"metadata": {"name": name},
+            "spec": {"replicas": 1, "image": "nginx:1.27", "port": 8080}}))?;
+        let started = Instant::now();
+        apps.create(&PostParams::default(), &app).await?;
+        while deployments.get_opt(&name).await?.is_none() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        if i > 0 {
+            times.push(started.elapsed());
+        }
     }
-    let took = started.elapsed();
+    let took = median(times);
     // How much of the backlog was still waiting then.
     let copies = Api::<ConfigMap>::namespaced(client, "default")
         .list(&kube::api::ListParams::default())
@@ -318,7 +331,11 @@ async fn main() -> anyhow::Result<()> {
             }
         }
     }
-    let (wasm, native) = (median(wasm), median(native));
+    let rounds_of = |v: &[Duration]| v.iter().map(|d| ms(*d)).collect::<Vec<_>>().join(", ");
+    let (wasm_rounds, native_rounds) = (rounds_of(&wasm), rounds_of(&native));
+    let mean =
+        |v: &[Duration]| v.iter().sum::<Duration>() / u32::try_from(v.len().max(1)).unwrap_or(1);
+    let (wasm, native) = (mean(&wasm), mean(&native));
     let ratio = wasm.as_secs_f64() / native.as_secs_f64();
     eprintln!("Wasm/native: {ratio:.2}x (goal: within 1.2x)");
 
@@ -336,14 +353,17 @@ async fn main() -> anyhow::Result<()> {
             "{n} MyApps created first, then the controller started; converged = every status \
              reports its Deployment. Each driver against a fresh embedded API server (in memory, \
              same configuration), two reconciles at a time, server-side apply, children read \
-             from a watch-fed cache; median of {rounds} interleaved rounds.\n\n\
+             from a watch-fed cache; mean of {rounds} interleaved rounds (each round's figure \
+             in brackets).\n\n\
              | driver | {n} MyApps converge in |\n|---|---|\n\
-             | kubewasm engine, `myapp` as Wasm | {} |\n\
-             | kube-runtime `Controller`, same logic native | {} |\n\
+             | kubewasm engine, `myapp` as Wasm | {} ({wasm_rounds}) |\n\
+             | kube-runtime `Controller`, same logic native | {} ({native_rounds}) |\n\
              | **Wasm / native** | **{ratio:.2}x** (goal: within 1.2x) |\n\n\
-             Fairness: one MyApp's Deployment appears {} after its creation with no other work, \
-             {} while another plugin of the same host has a backlog of {backlog} keys \
-             ({waiting} of them still queued at that moment): **{slowdown:.2}x**.\n\n\
+             Fairness: a new MyApp's Deployment appears {} after its creation (median of five, \
+             after a warm-up) with no other work, {} while another plugin of the same host works \
+             through a backlog of {backlog} keys ({waiting} of them still queued when the last was \
+             timed): **{slowdown:.2}x**. The backlog waits behind its own plugin's two workers; \
+             the other plugin's key takes a free permit at once.\n\n\
              Not measured yet: host memory with 1 and 50 plugins over the same objects, and \
              against 50 native controllers (a plugin instance runs under its declared name, so 50 \
              of one component need instance names first).\n",
