@@ -4,7 +4,10 @@
 //!
 //! # `run`
 //! 1. Reads the cluster's discovery into a [`RestMapper`].
-//! 2. Loads every `*.wasm` in the plugin directory, each narrowed by the
+//! 2. Loads every `*.wasm` in the plugin directory as the plugin named by
+//!    the file (`NAME.wasm` runs as `NAME`: its field manager, finalizer,
+//!    logs and metrics; one component copied under two names runs twice),
+//!    each narrowed by the
 //!    operator's grants file beside it (`NAME.grants.yaml`). A plugin with
 //!    no grants file is refused, saying so, unless `trust_declarations`
 //!    grants every plugin exactly what it declared. Its configuration is
@@ -153,10 +156,11 @@ fn load(
         });
     };
     let bytes = std::fs::read(path).map_err(Refused::Read)?;
-    let plugin = runtime.load(
-        &bytes,
-        &LoadOptions::new(Arc::clone(mapper)).grants(operator),
-    )?;
+    let mut options = LoadOptions::new(Arc::clone(mapper)).grants(operator);
+    if let Some(name) = path.file_stem().and_then(|s| s.to_str()) {
+        options = options.name(name);
+    }
+    let plugin = runtime.load(&bytes, &options)?;
     let config_path = path.with_extension("config.yaml");
     let config = if config_path.exists() {
         let failed = |source: Box<dyn std::error::Error + Send + Sync>| Refused::Config {

@@ -293,6 +293,137 @@ async fn fairness(backlog: usize, runtime: &Runtime) -> anyhow::Result<(Duration
     Ok((took, backlog.saturating_sub(copies)))
 }
 
+/// Resident memory of this process, in MiB.
+fn rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// What the memory of controllers over `n` ConfigMaps is measured with.
+#[derive(Clone, Copy, Debug)]
+enum Readers {
+    /// This many instances of one Wasm plugin (misbehave, `noop`) in one
+    /// kubewasm engine, each its own plugin (own name, queue and workers).
+    Wasm(usize),
+    /// This many kube-runtime reflectors, each with its own watch and
+    /// store, as that many native controllers would hold (in one process:
+    /// the runtime and binary each process would add are left out, which
+    /// only flatters them).
+    Native(usize),
+}
+
+/// The memory `readers` add over `n` ConfigMaps once they have listed them
+/// (and, for the plugins, reconciled every key): run in a process of its
+/// own (see `main`), so what one scenario allocated never counts in another.
+async fn memory(readers: Readers, n: usize, runtime: &Runtime) -> anyhow::Result<f64> {
+    let (_server, client) =
+        in_process_cluster(kubewasm_apiserver::store::Store::new(1_000_000)).await?;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    futures_util::stream::iter(0..n)
+        .map(|i| {
+            let cms = cms.clone();
+            async move {
+                let cm: ConfigMap =
+                    serde_json::from_value(json!({"metadata": {"name": format!("cm-{i:05}"),
+                    "labels": {"app": "bench"}}, "data": {"key": "x".repeat(200)}}))?;
+                cms.create(&PostParams::default(), &cm).await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<_>>()
+        .await?;
+    let mapper = Arc::new(kubewasm::engine::discovery::mapper(&client).await?);
+    let bytes = std::fs::read(test_plugin("misbehave"))?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = rss_mib();
+    let mut hold = Vec::new();
+    let engine = match readers {
+        Readers::Wasm(count) => {
+            let (_, leading) = tokio::sync::watch::channel(true);
+            let mut engine = Engine::new(client.clone(), 8, leading);
+            for i in 0..count {
+                let options = LoadOptions::new(Arc::clone(&mapper)).name(format!("reader-{i}"));
+                engine.start(
+                    Arc::new(runtime.load(&bytes, &options)?),
+                    Settings {
+                        config: r#"{"mode": "noop"}"#.into(),
+                        ..Settings::default()
+                    },
+                );
+            }
+            engine.wait_synced().await;
+            let keys = Api::<ConfigMap>::all(client.clone())
+                .list(&kube::api::ListParams::default())
+                .await?
+                .items
+                .len();
+            let wanted = (count * keys) as f64;
+            loop {
+                let done: f64 = engine
+                    .metrics()
+                    .lines()
+                    .filter(|l| l.starts_with("kubewasm_reconcile_total{"))
+                    .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                    .sum();
+                if done >= wanted {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Some(engine)
+        }
+        Readers::Native(count) => {
+            for _ in 0..count {
+                let (reader, writer) = reflector::store::<ConfigMap>();
+                let stream = reflector::reflector(
+                    writer,
+                    watcher(
+                        Api::<ConfigMap>::all(client.clone()),
+                        watcher::Config::default(),
+                    ),
+                )
+                .default_backoff()
+                .touched_objects()
+                .for_each(|_| async {});
+                hold.push((reader, tokio::spawn(stream)));
+            }
+            for (reader, _) in &hold {
+                while reader.state().len() < n {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+            None
+        }
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let grown = rss_mib() - before;
+    drop((engine, hold));
+    Ok(grown)
+}
+
+/// Runs one memory scenario in a child process (this binary again, with
+/// `KUBEWASM_BENCH_MEMORY` set) and reads the MiB it printed.
+fn memory_in_child(readers: Readers, n: usize) -> anyhow::Result<f64> {
+    let spec = match readers {
+        Readers::Wasm(count) => format!("wasm:{count}:{n}"),
+        Readers::Native(count) => format!("native:{count}:{n}"),
+    };
+    let out = std::process::Command::new(std::env::current_exe()?)
+        .env("KUBEWASM_BENCH_MEMORY", &spec)
+        .stderr(std::process::Stdio::inherit())
+        .output()?;
+    anyhow::ensure!(out.status.success(), "memory scenario {spec} failed");
+    Ok(String::from_utf8_lossy(&out.stdout).trim().parse()?)
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v.get(v.len() / 2).copied().unwrap_or_default()
@@ -306,13 +437,27 @@ async fn main() -> anyhow::Result<()> {
             .with_writer(std::io::stderr)
             .init();
     }
+    let runtime = Runtime::new(RuntimeConfig::default().cache_dir(compiled_cache_dir()))?;
+    // A memory scenario, in its own process: print the MiB and stop.
+    if let Ok(spec) = std::env::var("KUBEWASM_BENCH_MEMORY") {
+        let mut parts = spec.split(':');
+        let (kind, count, n) = (parts.next(), parts.next(), parts.next());
+        let count: usize = count.unwrap_or_default().parse()?;
+        let n: usize = n.unwrap_or_default().parse()?;
+        let readers = match kind {
+            Some("wasm") => Readers::Wasm(count),
+            _ => Readers::Native(count),
+        };
+        println!("{}", memory(readers, n, &runtime).await?);
+        return Ok(());
+    }
     let real = is_real_run();
     let (n, rounds, backlog) = if real {
         (10_000, 2, 10_000)
     } else {
         (50, 1, 200)
     };
-    let runtime = Runtime::new(RuntimeConfig::default().cache_dir(compiled_cache_dir()))?;
+    let (readers, objects) = if real { (50, 10_000) } else { (3, 200) };
 
     let (mut wasm, mut native) = (Vec::new(), Vec::new());
     for round in 0..rounds {
@@ -348,6 +493,16 @@ async fn main() -> anyhow::Result<()> {
         ms(behind)
     );
 
+    let one_mib = memory_in_child(Readers::Wasm(1), objects)?;
+    let many_mib = memory_in_child(Readers::Wasm(readers), objects)?;
+    let native_mib = memory_in_child(Readers::Native(readers), objects)?;
+    eprintln!(
+        "memory over {objects} ConfigMaps: 1 plugin {one_mib:.1} MiB, {readers} plugins {many_mib:.1} MiB \
+         ({:.2}x), {readers} native caches {native_mib:.1} MiB ({:.3} of it)",
+        many_mib / one_mib,
+        many_mib / native_mib
+    );
+
     if let Some(path) = out_path().filter(|_| real) {
         let body = format!(
             "{n} MyApps created first, then the controller started; converged = every status \
@@ -364,13 +519,19 @@ async fn main() -> anyhow::Result<()> {
              through a backlog of {backlog} keys ({waiting} of them still queued when the last was \
              timed): **{slowdown:.2}x**. The backlog waits behind its own plugin's two workers; \
              the other plugin's key takes a free permit at once.\n\n\
-             Not measured yet: host memory with 1 and 50 plugins over the same objects, and \
-             against 50 native controllers (a plugin instance runs under its declared name, so 50 \
-             of one component need instance names first).\n",
+             Memory over {objects} ConfigMaps (each 200 bytes of data), what the readers add to \
+             the process once listed (and, for plugins, every key reconciled once), each scenario \
+             in a process of its own:\n\n\
+             | readers | memory added |\n|---|---|\n\
+             | 1 plugin (misbehave, `noop`) in kubewasm | {one_mib:.1} MiB |\n\
+             | {readers} plugins (the same component under {readers} names) in kubewasm | {many_mib:.1} MiB: **{:.2}x** one (goal: at most 1.3x; one informer per type for all) |\n\
+             | {readers} kube-runtime reflectors, a watch and a store each (as {readers} native controllers hold) | {native_mib:.1} MiB: kubewasm's {readers} plugins take **{:.3}** of it (goal: at most 1/20) |\n",
             ms(wasm),
             ms(native),
             ms(alone),
             ms(behind),
+            many_mib / one_mib,
+            many_mib / native_mib,
         );
         write_section(
             &path,

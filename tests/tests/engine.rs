@@ -649,7 +649,7 @@ fn a_failing_plugin_should_back_off_and_never_slow_another() {
         "and shorter ones first"
     );
     assert!(
-        host.metric(r#"kubewasm_reconcile_errors_total{plugin="misbehave",kind="call"}"#)
+        host.metric(r#"kubewasm_reconcile_errors_total{plugin="misbehave",kind="deadline"}"#)
             .is_some_and(|n| n > 0.0),
         "{}",
         host.get("/metrics").1

@@ -22,6 +22,41 @@ fn fixture(plugin: &str) -> Vec<Value> {
 }
 
 #[test]
+fn a_component_should_run_under_the_instance_name_it_is_given() {
+    let runtime = runtime(RuntimeConfig::default());
+    let plugin = runtime
+        .load_file(
+            example_plugin("myapp"),
+            &kubewasm_tests::load_options().name("team-a"),
+        )
+        .expect("loads");
+    assert_eq!(plugin.declaration().name, "team-a");
+    let outcome = plugin
+        .reconcile(
+            kubewasm_tests::myapp_cache(),
+            &Request::new(ObjectKey::namespaced("default", "demo")),
+        )
+        .expect("reconciles");
+    assert!(
+        outcome
+            .actions
+            .iter()
+            .all(|a| a.request().path.contains("fieldManager=kubewasm-team-a")),
+        "every write is the instance's"
+    );
+    let err = runtime
+        .load_file(
+            example_plugin("myapp"),
+            &kubewasm_tests::load_options().name("Team_A"),
+        )
+        .expect_err("not a DNS label");
+    assert!(
+        err.to_string().contains("invalid plugin name `Team_A`"),
+        "{err}"
+    );
+}
+
+#[test]
 fn myapp_should_declare_its_types() {
     let plugin = runtime(RuntimeConfig::default())
         .load_file(example_plugin("myapp"), &kubewasm_tests::load_options())

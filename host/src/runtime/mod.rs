@@ -183,6 +183,7 @@ impl RuntimeConfig {
 pub struct LoadOptions {
     mapper: Arc<RestMapper>,
     grants: OperatorGrants,
+    name: Option<String>,
 }
 
 impl LoadOptions {
@@ -192,7 +193,18 @@ impl LoadOptions {
         Self {
             mapper,
             grants: OperatorGrants::unrestricted(),
+            name: None,
         }
+    }
+
+    /// Runs the plugin as `name`, its instance name, instead of the name it
+    /// declares: the field manager (`kubewasm-<name>`), the managed finalizer
+    /// (`kubewasm.dev/<name>`), logs, metrics and denials all use it, so one
+    /// component can run as several plugins. It must be a DNS label.
+    #[must_use]
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
     }
 
     /// Narrows plugins to the operator's grants.
@@ -512,9 +524,17 @@ impl Runtime {
     #[tracing::instrument(name = "kubewasm.runtime.load", skip_all, fields(size = bytes.len()))]
     pub fn load(&self, bytes: &[u8], options: &LoadOptions) -> Result<Plugin, LoadError> {
         let (bootstrap, declaration, timing) = self.declare(bytes)?;
-        let declaration = declaration
+        let mut declaration = declaration
             .resolve(&options.mapper)
             .map_err(LoadError::Declaration)?;
+        if let Some(name) = &options.name {
+            if !kubewasm_core::validation::is_dns_label(name) {
+                return Err(LoadError::Declaration(DeclarationError::InvalidName(
+                    name.clone(),
+                )));
+            }
+            declaration.name.clone_from(name);
+        }
         let grants = Grants::new(&declaration, &options.grants)?;
         let config_validator = declaration
             .config_validator()
