@@ -17,8 +17,12 @@ const DEADLINE: Duration = Duration::from_millis(200);
 const MEMORY_LIMIT: usize = 32 << 20;
 
 fn runtime(reuse: InstanceReuse) -> Runtime {
+    runtime_with(reuse, DEADLINE)
+}
+
+fn runtime_with(reuse: InstanceReuse, deadline: Duration) -> Runtime {
     let config = RuntimeConfig::default()
-        .deadline(DEADLINE)
+        .deadline(deadline)
         .memory_limit(MEMORY_LIMIT)
         .max_instances(32)
         .cache_dir(compiled_cache_dir())
@@ -106,7 +110,10 @@ fn infinite_loop_should_be_stopped_at_the_deadline() {
 #[test]
 fn allocation_past_the_memory_limit_should_trap() {
     for reuse in [InstanceReuse::Fresh, InstanceReuse::Reuse] {
-        let plugin = misbehave(reuse);
+        // A deadline no loaded machine reaches before the memory limit.
+        let plugin = runtime_with(reuse, Duration::from_secs(10))
+            .load_file(test_plugin("misbehave"), &kubewasm_tests::load_options())
+            .expect("loads");
         let err = plugin
             .reconcile(configmap_cache(), &request("oom"))
             .expect_err("exhausts memory");
@@ -256,6 +263,38 @@ fn reused_instances_should_be_dropped_after_a_trap() {
         "1",
         "a trapped instance is never entered again"
     );
+}
+
+#[test]
+fn plugins_of_one_component_should_share_its_code_and_nothing_else() {
+    let runtime = runtime(InstanceReuse::Reuse);
+    let load = |name: &str| {
+        runtime
+            .load_file(
+                test_plugin("misbehave"),
+                &kubewasm_tests::load_options().name(name),
+            )
+            .expect("loads")
+    };
+    let (a, b) = (load("tenant-a"), load("tenant-b"));
+    assert_eq!(runtime.components(), 1, "one compiled copy for both");
+    assert_eq!(a.digest(), b.digest());
+    assert_eq!(
+        (a.declaration().name.as_str(), b.declaration().name.as_str()),
+        ("tenant-a", "tenant-b")
+    );
+    // Each keeps its own warm instances: b's first call sees no state of a's.
+    assert_eq!([count(&a), count(&a)], ["1", "2"]);
+    assert_eq!(count(&b), "1");
+    // A trap in one leaves the other's warm instance serving.
+    a.reconcile(configmap_cache(), &request("panic"))
+        .expect_err("panics");
+    assert_eq!(count(&b), "2");
+    drop((a, b));
+    assert_eq!(runtime.components(), 0, "freed with its last plugin");
+    let again = load("tenant-c");
+    assert_eq!(runtime.components(), 1);
+    assert_eq!(count(&again), "1");
 }
 
 #[test]

@@ -26,8 +26,7 @@
 //! long its backlog, another plugin's key waits for at most one round of
 //! every plugin's concurrency, never for the backlog.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -114,9 +113,7 @@ impl Controller {
         let primary_handler: Handler = {
             let queue = Arc::clone(&queue);
             Arc::new(move |change: Change<'_>| {
-                if let Some(key) = ObjectKey::of(change.object().value()) {
-                    queue.add(key, Priority::Event);
-                }
+                queue.add(Arc::clone(change.key()), Priority::Event);
             })
         };
         let primary_sub = shared.informers.subscribe(
@@ -150,7 +147,6 @@ impl Controller {
         }
         drop(custom_tx);
         let cache = Arc::new(InformerCache { stores });
-        let failures: Arc<Mutex<HashMap<ObjectKey, String>>> = Arc::default();
 
         let worker = Worker {
             plugin: Arc::clone(&plugin),
@@ -158,7 +154,6 @@ impl Controller {
             queue: Arc::clone(&queue),
             shared: shared.clone(),
             config: settings.config.clone(),
-            failures,
         };
         let concurrency = declaration
             .max_concurrency
@@ -260,14 +255,10 @@ fn mapping_handler(
             let resource = resource.clone();
             Arc::new(move |change: Change<'_>| {
                 // The receiver lives as long as the controller.
-                let _ = custom.send((resource.clone(), Arc::new(clone_object(change.object()))));
+                let _ = custom.send((resource.clone(), Arc::clone(change.object())));
             })
         }
     }
-}
-
-fn clone_object(object: &CachedObject) -> CachedObject {
-    CachedObject::new(object.value().clone())
 }
 
 /// Primary keys among an object's owner references.
@@ -337,15 +328,13 @@ async fn resync_loop(store: Arc<Store>, queue: Arc<WorkQueue>, period: Duration)
     store.wait_synced().await;
     loop {
         tokio::time::sleep(period).await;
-        let objects = store.list(None);
-        let count = objects.len().max(1);
-        for (i, object) in objects.iter().enumerate() {
-            if let Some(key) = ObjectKey::of(object.value()) {
-                // Jitter: keys spread evenly over a tenth of the period.
-                let spread = period / 10 * u32::try_from(i).unwrap_or(u32::MAX)
-                    / u32::try_from(count).unwrap_or(u32::MAX);
-                queue.add_after(key, spread, Priority::Resync);
-            }
+        let keys = store.keys();
+        let count = keys.len().max(1);
+        for (i, key) in keys.into_iter().enumerate() {
+            // Jitter: keys spread evenly over a tenth of the period.
+            let spread = period / 10 * u32::try_from(i).unwrap_or(u32::MAX)
+                / u32::try_from(count).unwrap_or(u32::MAX);
+            queue.add_after(key, spread, Priority::Resync);
         }
     }
 }
@@ -358,8 +347,6 @@ struct Worker {
     queue: Arc<WorkQueue>,
     shared: Shared,
     config: String,
-    /// The last failure of each failing key, handed to the next attempt.
-    failures: Arc<Mutex<HashMap<ObjectKey, String>>>,
 }
 
 impl Worker {
@@ -383,28 +370,24 @@ impl Worker {
         let name = self.plugin.declaration().name.clone();
         let metrics = &self.shared.metrics;
         let Ok(_permit) = self.shared.permits.acquire().await else {
-            return Done::Retry;
+            return Done::Retry("the host is shutting down".to_owned());
         };
+        let failure = self.queue.failure(key);
         let request = Request {
             config: self.config.clone(),
-            retries: self.queue.failures(key),
-            last_failure: self
-                .failures
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .get(key)
-                .cloned(),
+            retries: failure.as_ref().map_or(0, |f| f.count),
+            last_failure: failure.map(|f| f.message),
             ..Request::new(key.clone())
         };
         let started = std::time::Instant::now();
         let (plugin, cache) = (Arc::clone(&self.plugin), Arc::clone(&self.cache));
         let stepped =
             tokio::task::spawn_blocking(move || step::run(&plugin, cache, &request)).await;
-        let failure = match stepped {
-            Err(error) => Some(format!("reconcile task failed: {error}")),
+        let message = match stepped {
+            Err(error) => format!("reconcile task failed: {error}"),
             Ok(Err(error)) => {
                 metrics.step_failed(&name, &error);
-                Some(format!("{error}: {}", error.source))
+                format!("{error}: {}", error.source)
             }
             Ok(Ok(step)) => {
                 metrics.stepped(&name, &step);
@@ -413,33 +396,19 @@ impl Worker {
                         tracing::debug!(call = step.call.name(), actions = step.actions.len(),
                             requeue_after = ?step.requeue_after, "reconciled");
                         metrics.applied(&name, step.actions.len(), 0);
-                        self.forget_failure(key);
                         metrics.reconciled(&name, "success", started.elapsed());
                         return step.requeue_after.map_or(Done::Forget, Done::RequeueAfter);
                     }
                     Err((applied, error)) => {
                         metrics.applied(&name, applied, 1);
-                        Some(error.to_string())
+                        error.to_string()
                     }
                 }
             }
         };
         metrics.reconciled(&name, "error", started.elapsed());
-        if let Some(message) = failure {
-            tracing::warn!(error = %message, retries = self.queue.failures(key), "reconcile failed; retrying with backoff");
-            self.failures
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(key.clone(), message);
-        }
-        Done::Retry
-    }
-
-    fn forget_failure(&self, key: &ObjectKey) {
-        self.failures
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(key);
+        tracing::warn!(error = %message, "reconcile failed; retrying with backoff");
+        Done::Retry(message)
     }
 }
 

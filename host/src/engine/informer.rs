@@ -35,6 +35,7 @@ use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::queue::Key;
 use crate::cache::CachedObject;
 use crate::resource::{ObjectKey, ResourceType};
 
@@ -47,20 +48,28 @@ pub struct InformerKey {
     pub selector: String,
 }
 
-/// A change an informer saw, after its store applied it.
+/// A change an informer saw, after its store applied it: the object's key
+/// (the store's own copy, which work queues share) and the object.
 #[derive(Clone, Copy, Debug)]
 pub enum Change<'a> {
     /// Added or modified (also every object of a relist).
-    Applied(&'a CachedObject),
+    Applied(&'a Key, &'a Arc<CachedObject>),
     /// Deleted (also an object a relist no longer found).
-    Deleted(&'a CachedObject),
+    Deleted(&'a Key, &'a Arc<CachedObject>),
 }
 
 impl<'a> Change<'a> {
-    /// The object, as it is now or as it was last.
-    pub fn object(&self) -> &'a CachedObject {
+    /// The object's key.
+    pub fn key(&self) -> &'a Key {
         match self {
-            Self::Applied(o) | Self::Deleted(o) => o,
+            Self::Applied(k, _) | Self::Deleted(k, _) => k,
+        }
+    }
+
+    /// The object, as it is now or as it was last.
+    pub fn object(&self) -> &'a Arc<CachedObject> {
+        match self {
+            Self::Applied(_, o) | Self::Deleted(_, o) => o,
         }
     }
 }
@@ -68,7 +77,7 @@ impl<'a> Change<'a> {
 /// A function called with every change.
 pub type Handler = Arc<dyn Fn(Change<'_>) + Send + Sync>;
 
-type Objects = BTreeMap<ObjectKey, Arc<CachedObject>>;
+type Objects = BTreeMap<Key, Arc<CachedObject>>;
 
 /// One informer's objects.
 #[derive(Debug)]
@@ -107,12 +116,17 @@ impl Store {
             Some(ns) => {
                 let start = ObjectKey::namespaced(ns, "");
                 objects
-                    .range(start..)
+                    .range::<ObjectKey, _>(start..)
                     .take_while(|(k, _)| k.namespace.as_deref() == Some(ns))
                     .map(|(_, o)| Arc::clone(o))
                     .collect()
             }
         }
+    }
+
+    /// The keys of every object held, by namespace then name.
+    pub fn keys(&self) -> Vec<Key> {
+        self.read().keys().cloned().collect()
     }
 
     /// Objects held.
@@ -231,8 +245,8 @@ impl Informers {
                 .handlers
                 .write()
                 .unwrap_or_else(PoisonError::into_inner);
-            for object in informer.store.list(None) {
-                handler(Change::Applied(&object));
+            for (key, object) in informer.store.read().iter() {
+                handler(Change::Applied(key, object));
             }
             handlers.insert(id, handler);
         }
@@ -328,33 +342,40 @@ async fn run(
                 let (changed, gone) = {
                     let mut objects = store.write();
                     let old = std::mem::replace(&mut *objects, fresh);
-                    let changed: Vec<Arc<CachedObject>> = objects
+                    let changed: Vec<(Key, Arc<CachedObject>)> = objects
                         .iter()
                         .filter(|(k, o)| old.get(*k).is_none_or(|was| version(was) != version(o)))
-                        .map(|(_, o)| Arc::clone(o))
+                        .map(|(k, o)| (Arc::clone(k), Arc::clone(o)))
                         .collect();
-                    let gone: Vec<Arc<CachedObject>> = old
+                    let gone: Vec<(Key, Arc<CachedObject>)> = old
                         .into_iter()
                         .filter(|(k, _)| !objects.contains_key(k))
-                        .map(|(_, o)| o)
                         .collect();
                     (changed, gone)
                 };
-                changed.iter().for_each(|o| notify(Change::Applied(o)));
-                gone.iter().for_each(|o| notify(Change::Deleted(o)));
+                changed
+                    .iter()
+                    .for_each(|(k, o)| notify(Change::Applied(k, o)));
+                gone.iter().for_each(|(k, o)| notify(Change::Deleted(k, o)));
                 store.synced.send_replace(true);
                 tracing::debug!(resource = %key.resource, objects = store.len(), "informer listed");
             }
             Event::Apply(object) => {
                 if let Some((okey, cached)) = cached(object) {
-                    store.write().insert(okey, Arc::clone(&cached));
-                    notify(Change::Applied(&cached));
+                    // An update keeps the key the store (and queues) hold.
+                    let okey = {
+                        let mut objects = store.write();
+                        let okey = objects.remove_entry(&*okey).map_or(okey, |(held, _)| held);
+                        objects.insert(Arc::clone(&okey), Arc::clone(&cached));
+                        okey
+                    };
+                    notify(Change::Applied(&okey, &cached));
                 }
             }
             Event::Delete(object) => {
                 if let Some((okey, cached)) = cached(object) {
-                    store.write().remove(&okey);
-                    notify(Change::Deleted(&cached));
+                    let held = store.write().remove_entry(&*okey).map(|(k, _)| k);
+                    notify(Change::Deleted(&held.unwrap_or(okey), &cached));
                 }
             }
         }
@@ -369,14 +390,14 @@ fn version(object: &CachedObject) -> Option<&str> {
 }
 
 /// The object's key and its cached form, stripped of what no plugin needs.
-fn cached(object: DynamicObject) -> Option<(ObjectKey, Arc<CachedObject>)> {
-    let mut value = serde_json::to_value(&object).ok()?;
-    strip(&mut value);
+fn cached(object: DynamicObject) -> Option<(Key, Arc<CachedObject>)> {
     let key = ObjectKey {
         namespace: object.metadata.namespace.clone(),
         name: object.metadata.name.clone()?,
     };
-    Some((key, Arc::new(CachedObject::new(value))))
+    let mut value = serde_json::to_value(object).ok()?;
+    strip(&mut value);
+    Some((Arc::new(key), Arc::new(CachedObject::new(value))))
 }
 
 /// Removes `managedFields` and the `last-applied-configuration` annotation.
@@ -439,11 +460,9 @@ mod tests {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&seen);
         let handler: Handler = Arc::new(move |change: Change<'_>| {
-            if let Some(key) = ObjectKey::of(change.object().value()) {
-                sink.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(key.name);
-            }
+            sink.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(change.key().name.clone());
         });
         (handler, seen)
     }

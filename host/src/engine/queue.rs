@@ -23,7 +23,8 @@
 //!   change seen during a reconcile is always followed by one more.
 //! - **Per-key exponential backoff.** Each failure of a key doubles its
 //!   delay, from [`Backoff::base`] (client-go's 5 ms) to [`Backoff::max`]
-//!   (1000 s); a success forgets the count.
+//!   (1000 s); a success forgets the count. The queue keeps the last
+//!   failure's message too ([`WorkQueue::failure`]), for the next attempt.
 //! - **Overall rate limit on retries.** Retries also take a token from a
 //!   bucket (client-go's 10 per second, burst 100), so a storm of failures
 //!   cannot flood the API server; fresh events are not limited.
@@ -37,17 +38,35 @@
 //! - **Shut down.** After [`WorkQueue::shutdown`] no new key is handed out
 //!   and [`WorkQueue::next`] returns `None`.
 //!
+//! - **Memory follows the backlog.** Each key is held once ([`Key`], shared
+//!   with the informer store it came from when it came from one), and the
+//!   indexes give memory back once most of it is empty: the initial list
+//!   queues every key at once, and that peak must not stay.
+//!
 //! Time is read from the tokio clock, so tests run with paused time.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::hash::Hash;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::resource::ObjectKey;
+
+/// A key as the queue holds it: one copy, shared by its indexes.
+pub type Key = Arc<ObjectKey>;
+
+/// A key's consecutive failures and what the last one said.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// Failures in a row (1 after the first).
+    pub count: u32,
+    /// The last failure's message.
+    pub message: String,
+}
 
 /// Why a key is queued, in the order ready keys are served.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -117,12 +136,12 @@ type ReadyOrder = (Reverse<Priority>, u64);
 
 #[derive(Debug, Default)]
 struct Inner {
-    states: HashMap<ObjectKey, State>,
+    states: HashMap<Key, State>,
     /// Queued keys not yet ready, by time.
-    waiting: BTreeMap<(Instant, u64), ObjectKey>,
+    waiting: BTreeMap<(Instant, u64), Key>,
     /// Queued keys that are ready.
-    ready: BTreeMap<ReadyOrder, ObjectKey>,
-    failures: HashMap<ObjectKey, u32>,
+    ready: BTreeMap<ReadyOrder, Key>,
+    failures: HashMap<Key, Failure>,
     seq: u64,
     /// Token bucket for retries: tokens available as of `bucket_at`.
     tokens: f64,
@@ -140,14 +159,14 @@ pub struct WorkQueue {
 }
 
 /// What a finished reconcile asks of the queue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Done {
     /// Success: forget the key's failures.
     Forget,
     /// Success, and call again after this long.
     RequeueAfter(Duration),
-    /// Failure: retry with backoff.
-    Retry,
+    /// Failure, with its message: retry with backoff.
+    Retry(String),
 }
 
 impl WorkQueue {
@@ -168,18 +187,18 @@ impl WorkQueue {
     }
 
     /// Queues `key` now.
-    pub fn add(&self, key: ObjectKey, priority: Priority) {
+    pub fn add(&self, key: impl Into<Key>, priority: Priority) {
         self.add_after(key, Duration::ZERO, priority);
     }
 
     /// Queues `key` to be ready after `delay`.
-    pub fn add_after(&self, key: ObjectKey, delay: Duration, priority: Priority) {
+    pub fn add_after(&self, key: impl Into<Key>, delay: Duration, priority: Priority) {
         let ready_at = Instant::now() + delay;
         let mut inner = self.lock();
         if inner.shut_down {
             return;
         }
-        inner.insert(key, Slot { ready_at, priority });
+        inner.insert(key.into(), Slot { ready_at, priority });
         drop(inner);
         self.notify.notify_waiters();
     }
@@ -189,31 +208,39 @@ impl WorkQueue {
     pub fn done(&self, key: &ObjectKey, done: Done) -> Option<Duration> {
         let now = Instant::now();
         let mut inner = self.lock();
-        let pending = match inner.states.remove(key) {
-            Some(State::Processing { pending }) => pending,
-            Some(queued @ State::Queued { .. }) => {
+        let (key, pending) = match inner.states.remove_entry(key) {
+            Some((key, State::Processing { pending })) => (key, pending),
+            Some((key, queued @ State::Queued { .. })) => {
                 // Not handed out: nothing to finish.
-                inner.states.insert(key.clone(), queued);
+                inner.states.insert(key, queued);
                 return None;
             }
             None => return None,
         };
+        shrink(&mut inner.states);
         let then = match done {
             Done::Forget => {
-                inner.failures.remove(key);
+                inner.forget(&key);
                 None
             }
             Done::RequeueAfter(after) => {
-                inner.failures.remove(key);
+                inner.forget(&key);
                 Some(Slot {
                     ready_at: now + after,
                     priority: Priority::Requeue,
                 })
             }
-            Done::Retry => {
-                let failures = inner.failures.entry(key.clone()).or_insert(0);
-                *failures = failures.saturating_add(1);
-                let per_key = self.backoff.delay(*failures);
+            Done::Retry(message) => {
+                let failure = inner
+                    .failures
+                    .entry(Arc::clone(&key))
+                    .and_modify(|f| f.count = f.count.saturating_add(1))
+                    .or_insert(Failure {
+                        count: 1,
+                        message: String::new(),
+                    });
+                failure.message = message;
+                let per_key = self.backoff.delay(failure.count);
                 let overall = inner.take_token(now, &self.backoff);
                 Some(Slot {
                     ready_at: now + per_key.max(overall),
@@ -226,7 +253,7 @@ impl WorkQueue {
             .map(|s| s.ready_at.saturating_duration_since(now));
         if !inner.shut_down {
             for slot in [pending, then].into_iter().flatten() {
-                inner.insert(key.clone(), slot);
+                inner.insert(Arc::clone(&key), slot);
             }
         }
         drop(inner);
@@ -237,7 +264,7 @@ impl WorkQueue {
     /// The next ready key and how long it waited ready for a worker,
     /// waiting until there is one; `None` once shut down. The key is then
     /// processing until [`Self::done`].
-    pub async fn next(&self) -> Option<(ObjectKey, Duration)> {
+    pub async fn next(&self) -> Option<(Key, Duration)> {
         loop {
             let notified = self.notify.notified();
             let wake_at = {
@@ -283,15 +310,15 @@ impl WorkQueue {
         inner.waiting.len() + inner.ready.len()
     }
 
-    /// Consecutive failures of `key`.
-    pub fn failures(&self, key: &ObjectKey) -> u32 {
-        self.lock().failures.get(key).copied().unwrap_or(0)
+    /// The consecutive failures of `key`, if its last reconcile failed.
+    pub fn failure(&self, key: &ObjectKey) -> Option<Failure> {
+        self.lock().failures.get(key).cloned()
     }
 }
 
 impl Inner {
     /// Queues `key` at `slot`, or marks it pending if it is processing.
-    fn insert(&mut self, key: ObjectKey, slot: Slot) {
+    fn insert(&mut self, key: Key, slot: Slot) {
         match self.states.get_mut(&key) {
             Some(State::Processing { pending }) => {
                 *pending = Some(pending.map_or(slot, |p| merge(p, slot)));
@@ -308,10 +335,10 @@ impl Inner {
         }
     }
 
-    fn link(&mut self, key: ObjectKey, slot: Slot) {
+    fn link(&mut self, key: Key, slot: Slot) {
         self.seq += 1;
         let seq = self.seq;
-        self.waiting.insert((slot.ready_at, seq), key.clone());
+        self.waiting.insert((slot.ready_at, seq), Arc::clone(&key));
         self.states.insert(key, State::Queued { slot, seq });
     }
 
@@ -322,7 +349,7 @@ impl Inner {
     }
 
     /// Hands out the best ready key, if any, with how long it was ready.
-    fn pop(&mut self, now: Instant) -> Option<(ObjectKey, Duration)> {
+    fn pop(&mut self, now: Instant) -> Option<(Key, Duration)> {
         while let Some(entry) = self.waiting.first_entry() {
             if entry.key().0 > now {
                 break;
@@ -339,8 +366,14 @@ impl Inner {
             _ => Duration::ZERO,
         };
         self.states
-            .insert(key.clone(), State::Processing { pending: None });
+            .insert(Arc::clone(&key), State::Processing { pending: None });
         Some((key, waited))
+    }
+
+    /// Forgets the failures of `key` (it succeeded).
+    fn forget(&mut self, key: &ObjectKey) {
+        self.failures.remove(key);
+        shrink(&mut self.failures);
     }
 
     /// Takes a retry token; the delay until it is available.
@@ -359,6 +392,14 @@ impl Inner {
         } else {
             Duration::from_secs_f64(-self.tokens / backoff.rate)
         }
+    }
+}
+
+/// Gives a map's memory back once three quarters of it is empty (keeping
+/// room to double), so a burst of keys does not hold its peak for good.
+fn shrink<K: Eq + Hash, V>(map: &mut HashMap<K, V>) {
+    if map.capacity() > 64 && map.len() * 4 < map.capacity() {
+        map.shrink_to(map.len() * 2);
     }
 }
 
@@ -393,7 +434,15 @@ mod tests {
     }
 
     async fn take(queue: &WorkQueue) -> Option<ObjectKey> {
-        queue.next().await.map(|(key, _)| key)
+        queue.next().await.map(|(key, _)| ObjectKey::clone(&key))
+    }
+
+    fn failure_count(queue: &WorkQueue, key: &ObjectKey) -> u32 {
+        queue.failure(key).map_or(0, |f| f.count)
+    }
+
+    fn retry() -> Done {
+        Done::Retry("failed".to_owned())
     }
 
     #[test]
@@ -437,22 +486,57 @@ mod tests {
         for failures in 1..=4u32 {
             let failed_at = Instant::now();
             assert_eq!(
-                q.done(&a, Done::Retry),
+                q.done(&a, retry()),
                 Some(Backoff::default().delay(failures))
             );
-            assert_eq!(q.failures(&a), failures);
+            assert_eq!(failure_count(&q, &a), failures);
             assert_eq!(next_now(&q).await, None, "not before its backoff");
             a = take(&q).await.expect("retried");
             assert_eq!(failed_at.elapsed(), Backoff::default().delay(failures));
         }
         q.done(&a, Done::Forget);
-        assert_eq!(q.failures(&a), 0);
+        assert_eq!(failure_count(&q, &a), 0);
         q.add(key("a"), Priority::Event);
         let a = take(&q).await.expect("key");
         let failed_at = Instant::now();
-        q.done(&a, Done::Retry);
+        q.done(&a, retry());
         let _ = take(&q).await.expect("retried");
         assert_eq!(failed_at.elapsed(), Duration::from_millis(5), "reset");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_last_failure_should_be_kept_until_a_success() {
+        let q = WorkQueue::new(no_rate_limit());
+        q.add(key("a"), Priority::Event);
+        let a = take(&q).await.expect("key");
+        q.done(&a, Done::Retry("first".to_owned()));
+        let a = take(&q).await.expect("retried");
+        q.done(&a, Done::Retry("second".to_owned()));
+        let second = Failure {
+            count: 2,
+            message: "second".to_owned(),
+        };
+        assert_eq!(q.failure(&a), Some(second));
+        let a = take(&q).await.expect("retried");
+        q.done(&a, Done::Forget);
+        assert_eq!(q.failure(&a), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_drained_backlog_should_give_its_memory_back() {
+        let q = WorkQueue::new(no_rate_limit());
+        for i in 0..10_000 {
+            q.add(key(&format!("k{i}")), Priority::Event);
+        }
+        let mut done = 0;
+        while let Some(k) = next_now(&q).await {
+            q.done(&k, Done::Forget);
+            done += 1;
+        }
+        assert_eq!(done, 10_000);
+        let inner = q.lock();
+        assert!(inner.states.is_empty());
+        assert!(inner.states.capacity() <= 64, "{}", inner.states.capacity());
     }
 
     #[tokio::test(start_paused = true)]
@@ -461,10 +545,10 @@ mod tests {
         q.add(key("a"), Priority::Event);
         let a = take(&q).await.expect("key");
         for _ in 0..10 {
-            q.done(&a, Done::Retry);
+            q.done(&a, retry());
             let _ = take(&q).await.expect("retried");
         }
-        q.done(&a, Done::Retry);
+        q.done(&a, retry());
         q.add(key("a"), Priority::Event);
         assert_eq!(next_now(&q).await, Some(key("a")), "a change runs now");
     }
@@ -474,11 +558,11 @@ mod tests {
         let q = WorkQueue::new(no_rate_limit());
         q.add(key("a"), Priority::Event);
         let a = take(&q).await.expect("key");
-        q.done(&a, Done::Retry);
+        q.done(&a, retry());
         let a = take(&q).await.expect("retry");
         let started = Instant::now();
         q.done(&a, Done::RequeueAfter(Duration::from_secs(30)));
-        assert_eq!(q.failures(&a), 0);
+        assert_eq!(failure_count(&q, &a), 0);
         assert_eq!(take(&q).await, Some(key("a")));
         assert_eq!(started.elapsed(), Duration::from_secs(30));
     }
@@ -526,7 +610,7 @@ mod tests {
         }
         let started = Instant::now();
         for k in &keys {
-            q.done(k, Done::Retry);
+            q.done(k, retry());
         }
         let mut at = Vec::new();
         for _ in 0..4 {
@@ -560,7 +644,7 @@ mod tests {
         q.add_after(key("a"), Duration::from_secs(1), Priority::Event);
         tokio::time::sleep(Duration::from_secs(4)).await;
         let (a, waited) = q.next().await.expect("ready");
-        assert_eq!((a, waited), (key("a"), Duration::from_secs(3)));
+        assert_eq!((&*a, waited), (&key("a"), Duration::from_secs(3)));
     }
 
     #[tokio::test(start_paused = true)]

@@ -7,7 +7,10 @@
 //! [`Runtime::load`] checks that the bytes are a component of the
 //! `kubewasm:controller` world, compiles it (or loads the precompiled
 //! artifact from the on-disk cache), links it into an `InstancePre`, calls
-//! `declare` and validates the declaration. [`Plugin::reconcile`],
+//! `declare` and validates the declaration. A component loaded again while
+//! a plugin of it is loaded (under another name, for another tenant) shares
+//! that plugin's compiled code and declaration; each plugin keeps its own
+//! instances, grants and configuration. [`Plugin::reconcile`],
 //! [`Plugin::finalize`] and [`Plugin::map`] then run calls against it.
 //!
 //! # Guarantees
@@ -39,8 +42,9 @@ mod host;
 mod limits;
 mod state;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
@@ -439,6 +443,17 @@ struct Inner {
     config: RuntimeConfig,
     compiled: Option<CompiledCache>,
     limit_counts: LimitCounts,
+    /// Components loaded now, by digest, with what they declared: a
+    /// component loaded again (under another name, or as another tenant's
+    /// plugin) shares its compiled code instead of holding a copy.
+    loaded: Mutex<HashMap<String, (Weak<Code>, Declaration)>>,
+}
+
+/// A component compiled and linked: its code, shared by every plugin
+/// loaded from the same bytes (each keeps its own instances).
+struct Code {
+    pre: ControllerPre<PluginState>,
+    digest: String,
 }
 
 impl Runtime {
@@ -489,8 +504,21 @@ impl Runtime {
                 config,
                 compiled,
                 limit_counts: LimitCounts::default(),
+                loaded: Mutex::default(),
             }),
         })
+    }
+
+    /// Distinct components loaded now (a component loaded as several
+    /// plugins counts once: they share its compiled code).
+    pub fn components(&self) -> usize {
+        let mut loaded = self
+            .inner
+            .loaded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        loaded.retain(|_, (code, _)| code.strong_count() > 0);
+        loaded.len()
     }
 
     /// How many times each output limit was hit.
@@ -544,7 +572,7 @@ impl Runtime {
         tracing::info!(
             plugin = %declaration.name,
             version = %declaration.version,
-            digest = %bootstrap.digest,
+            digest = %bootstrap.code.digest,
             cached = timing.cached,
             compile_time = ?timing.compile_time,
             instantiate_time = ?timing.instantiate_time,
@@ -570,12 +598,21 @@ impl Runtime {
         Ok(self.declare(bytes)?.1)
     }
 
-    /// Compiles, links and instantiates a component and calls `declare`:
-    /// the plugin (granting nothing yet), its declaration, and the time
-    /// compiling (with whether it was cached) and instantiating took.
+    /// Compiles, links and instantiates a component and calls `declare`
+    /// (or shares the code and declaration of the same component loaded
+    /// already): the plugin (granting nothing yet), its declaration, and the
+    /// time compiling (with whether it was cached) and instantiating took.
     fn declare(&self, bytes: &[u8]) -> Result<(Plugin, Declaration, LoadTiming), LoadError> {
         check_header(bytes)?;
         let digest = hex::encode(Sha256::digest(bytes));
+        if let Some((code, declaration)) = self.shared(&digest) {
+            let timing = LoadTiming {
+                cached: true,
+                compile_time: Duration::ZERO,
+                instantiate_time: Duration::ZERO,
+            };
+            return Ok((self.bootstrap(code), declaration, timing));
+        }
         let engine = &self.inner.engine;
         let started = Instant::now();
         let (component, cached) = match &self.inner.compiled {
@@ -594,18 +631,7 @@ impl Runtime {
             .map_err(LoadError::Link)?;
         let pre = ControllerPre::new(instance_pre).map_err(LoadError::Link)?;
 
-        let bootstrap = Plugin {
-            runtime: self.clone(),
-            pre,
-            declaration: Arc::new(placeholder_declaration()),
-            name: Arc::from("(loading)"),
-            grants: Arc::new(Grants::none("(loading)")),
-            digest,
-            reuse: false,
-            warm: Mutex::new(Vec::new()),
-            config_validator: None,
-            valid_config: Mutex::new(None),
-        };
+        let bootstrap = self.bootstrap(Arc::new(Code { pre, digest }));
         let started = Instant::now();
         let instance = bootstrap.instantiate().map_err(|error| match error {
             // Exports are type-checked at instantiation: a mismatch means
@@ -622,6 +648,17 @@ impl Runtime {
             })
             .map_err(LoadError::Declare)?;
         let declaration = Declaration::try_from(declaration).map_err(LoadError::Declaration)?;
+        let mut loaded = self
+            .inner
+            .loaded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        loaded.retain(|_, (code, _)| code.strong_count() > 0);
+        loaded.insert(
+            bootstrap.code.digest.clone(),
+            (Arc::downgrade(&bootstrap.code), declaration.clone()),
+        );
+        drop(loaded);
         Ok((
             bootstrap,
             declaration,
@@ -631,6 +668,35 @@ impl Runtime {
                 instantiate_time,
             },
         ))
+    }
+}
+
+impl Runtime {
+    /// The code and declaration of the component with this digest, if a
+    /// plugin still holds it; forgets the components no plugin holds.
+    fn shared(&self, digest: &str) -> Option<(Arc<Code>, Declaration)> {
+        let loaded = self
+            .inner
+            .loaded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (code, declaration) = loaded.get(digest)?;
+        Some((code.upgrade()?, declaration.clone()))
+    }
+
+    /// A plugin of `code` granting nothing, for `declare` to run in.
+    fn bootstrap(&self, code: Arc<Code>) -> Plugin {
+        Plugin {
+            runtime: self.clone(),
+            code,
+            declaration: Arc::new(placeholder_declaration()),
+            name: Arc::from("(loading)"),
+            grants: Arc::new(Grants::none("(loading)")),
+            reuse: false,
+            warm: Mutex::new(Vec::new()),
+            config_validator: None,
+            valid_config: Mutex::new(None),
+        }
     }
 }
 
@@ -723,11 +789,10 @@ struct Instance {
 /// concurrently from several threads.
 pub struct Plugin {
     runtime: Runtime,
-    pre: ControllerPre<PluginState>,
+    code: Arc<Code>,
     declaration: Arc<Declaration>,
     name: Arc<str>,
     grants: Arc<Grants>,
-    digest: String,
     reuse: bool,
     warm: Mutex<Vec<Instance>>,
     config_validator: Option<Arc<jsonschema::Validator>>,
@@ -740,7 +805,7 @@ impl std::fmt::Debug for Plugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Plugin")
             .field("name", &self.name)
-            .field("digest", &self.digest)
+            .field("digest", &self.code.digest)
             .field("reuse", &self.reuse)
             .finish_non_exhaustive()
     }
@@ -754,7 +819,7 @@ impl Plugin {
 
     /// The component's sha256, hex.
     pub fn digest(&self) -> &str {
-        &self.digest
+        &self.code.digest
     }
 
     /// Whether calls reuse warm instances.
@@ -930,7 +995,7 @@ impl Plugin {
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(deadline_ticks(config.deadline));
         store.data_mut().call_deadline = Instant::now() + config.deadline;
-        let controller = self.pre.instantiate(&mut store).map_err(|error| {
+        let controller = self.code.pre.instantiate(&mut store).map_err(|error| {
             if error.downcast_ref::<Trap>().is_some()
                 || error
                     .downcast_ref::<blocking::BlockedPastDeadline>()
