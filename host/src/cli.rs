@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::cache::MemoryCache;
+use crate::engine::informer::InitialList;
 use crate::engine::leader::LeaseConfig;
 use crate::grants::{GrantsFileError, OperatorGrants};
 use crate::mapper::{MapperError, RestMapper};
@@ -121,6 +122,11 @@ enum Command {
         /// every 2/15 of it; a leader steps down after 2/3 of it).
         #[arg(long, default_value_t = 15)]
         lease_duration_seconds: u64,
+        /// Get informers' lists as watch streams (`sendInitialEvents`), not
+        /// paged lists: only for a server that serves them (Kubernetes 1.32+
+        /// with `WatchList` on; `kubewasm dev` always does).
+        #[arg(long)]
+        streaming_lists: bool,
     },
     /// The embedded API server (workload simulation on) and the host in one
     /// process, with the CRDs found in the plugin directory installed; serves
@@ -192,6 +198,7 @@ impl HostFlags {
             workers: self.workers,
             shutdown_grace: Duration::from_secs(30),
             leader_election: None,
+            initial_list: InitialList::Paged,
         }
     }
 }
@@ -364,9 +371,13 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             leader_election_namespace,
             leader_election_id,
             lease_duration_seconds,
+            streaming_lists,
         } => {
             let runtime = plugin_runtime(InstanceReuse::Reuse)?;
             let mut options = host.options(*trust_declarations);
+            if *streaming_lists {
+                options.initial_list = InitialList::Streaming;
+            }
             if *leader_elect {
                 let namespace = leader_election_namespace
                     .clone()
@@ -388,7 +399,11 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             host,
         } => {
             let runtime = plugin_runtime(InstanceReuse::Reuse)?;
-            let options = host.options(true);
+            // The embedded server streams lists.
+            let options = crate::daemon::HostOptions {
+                initial_list: InitialList::Streaming,
+                ..host.options(true)
+            };
             return block_on(dev(*listen, kubeconfig_out, runtime, options));
         }
         _ => plugin_runtime(InstanceReuse::Fresh)?,

@@ -41,6 +41,7 @@ use serde_json::Value;
 use crate::engine::Engine;
 use crate::engine::controller::Settings;
 use crate::engine::discovery::{self, DiscoveryError};
+use crate::engine::informer::InitialList;
 use crate::engine::leader::{self, LeaseConfig};
 use crate::engine::serve;
 use crate::grants::{GrantsFileError, OperatorGrants};
@@ -62,6 +63,8 @@ pub struct HostOptions {
     pub shutdown_grace: Duration,
     /// Leader election: reconcile only while holding this Lease.
     pub leader_election: Option<LeaseConfig>,
+    /// How informers list.
+    pub initial_list: InitialList,
 }
 
 /// Why the host could not run.
@@ -200,7 +203,8 @@ pub async fn run(
             let _ = stopped.wait_for(|s| *s).await;
         }))
     });
-    let mut engine = Engine::new(client, options.workers, leading_rx);
+    let mut engine =
+        Engine::new(client, options.workers, leading_rx).with_initial_list(options.initial_list);
     // Probes first: `/healthz` answers while plugins compile, `/readyz`
     // once they run and their caches are synced.
     let ready = Arc::new(AtomicBool::new(false));

@@ -273,6 +273,15 @@ fn myapp_should_converge_rescale_heal_and_clean_up() {
         "{metrics}"
     );
     assert!(metrics.contains("kubewasm_workqueue_depth"), "{metrics}");
+    // A Rust guest's linear memory: more than its first 64 KiB page, far
+    // less than the runtime's limit.
+    let memory = host
+        .metric(r#"kubewasm_guest_memory_bytes{plugin="myapp"}"#)
+        .expect("guest memory reported");
+    assert!(
+        (65_536.0..256.0 * 1024.0 * 1024.0).contains(&memory),
+        "{memory}"
+    );
     assert!(
         metrics.contains(r#"kubewasm_informer_objects{resource="apps/v1 Deployment",selector=""}"#)
             || metrics.contains("kubewasm_informer_objects{"),

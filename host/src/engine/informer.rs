@@ -4,7 +4,7 @@
 //! # Lifecycle
 //! [`Informers::subscribe`] returns a [`Subscription`]. The first
 //! subscription to a (type, selector) starts its informer: a task running
-//! kube-runtime's `watcher` (paged initial list, bookmarks, relist on 410,
+//! kube-runtime's `watcher` (paged initial list, or a streaming one with [`InitialList::Streaming`]; bookmarks, relist on 410,
 //! backoff on errors) into a [`Store`]. Every later subscription shares it.
 //! When the last subscription is dropped the task is aborted and the store
 //! freed.
@@ -38,6 +38,22 @@ use tokio::sync::watch;
 use super::queue::Key;
 use crate::cache::CachedObject;
 use crate::resource::{ObjectKey, ResourceType};
+
+/// How an informer gets its first list (and every relist).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum InitialList {
+    /// Paged `list` calls, then a watch from the list's resourceVersion:
+    /// what every API server serves.
+    #[default]
+    Paged,
+    /// One watch with `sendInitialEvents=true` (KEP-3157): the objects
+    /// stream in as events, with no list response to hold in memory on
+    /// either side. Only for a server that serves it (Kubernetes 1.32+ with
+    /// the `WatchList` feature on, or the embedded API server): one that
+    /// ignores the parameter would leave the store without the objects that
+    /// existed before the watch.
+    Streaming,
+}
 
 /// What an informer watches: a type and a label selector (`""` for all).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -182,6 +198,7 @@ impl Drop for Informer {
 #[derive(Clone)]
 pub struct Informers {
     client: kube::Client,
+    initial_list: InitialList,
     running: Arc<Mutex<HashMap<InformerKey, Weak<Informer>>>>,
     next_id: Arc<AtomicU64>,
 }
@@ -215,9 +232,18 @@ impl Informers {
     pub fn new(client: kube::Client) -> Self {
         Self {
             client,
+            initial_list: InitialList::default(),
             running: Arc::default(),
             next_id: Arc::new(AtomicU64::new(1)),
         }
+    }
+
+    /// Informers that list the way `initial_list` says (for informers
+    /// started from now on).
+    #[must_use]
+    pub fn with_initial_list(mut self, initial_list: InitialList) -> Self {
+        self.initial_list = initial_list;
+        self
     }
 
     /// Subscribes `handler` to the informer of `key`, starting it if it is
@@ -268,6 +294,9 @@ impl Informers {
         let api: Api<DynamicObject> =
             Api::all_with(self.client.clone(), &api_resource(&key.resource));
         let mut config = watcher::Config::default();
+        if self.initial_list == InitialList::Streaming {
+            config = config.streaming_lists();
+        }
         if !key.selector.is_empty() {
             config = config.labels(&key.selector);
         }
@@ -514,6 +543,55 @@ mod tests {
             informers.running().is_empty(),
             "freed with the last subscriber"
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_streaming_list_should_fill_the_store_like_a_paged_one() {
+        let (_server, client) = cluster().await;
+        let cms: Api<DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            "default",
+            &api_resource(&config_maps().resource),
+        );
+        for name in ["before-1", "before-2"] {
+            let cm: DynamicObject = serde_json::from_value(
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}),
+            )
+            .expect("object");
+            cms.create(&kube::api::PostParams::default(), &cm)
+                .await
+                .expect("created");
+        }
+        let names = |store: &Store| -> Vec<String> {
+            store
+                .list(Some("default"))
+                .iter()
+                .filter_map(|o| {
+                    o.value()
+                        .pointer("/metadata/name")?
+                        .as_str()
+                        .map(str::to_owned)
+                })
+                .filter(|n| n.starts_with("before"))
+                .collect()
+        };
+        let paged = Informers::new(client.clone());
+        let streaming = Informers::new(client).with_initial_list(InitialList::Streaming);
+        let (handler, seen) = recorder();
+        let p = paged.subscribe(&config_maps(), Arc::new(|_| {}));
+        let s = streaming.subscribe(&config_maps(), handler);
+        let synced = async {
+            p.store().wait_synced().await;
+            s.store().wait_synced().await;
+        };
+        tokio::time::timeout(Duration::from_secs(20), synced)
+            .await
+            .expect("both listed (a streaming list ends with its bookmark)");
+        assert_eq!(names(s.store()), ["before-1", "before-2"]);
+        assert_eq!(names(s.store()), names(p.store()));
+        assert_eq!(s.store().len(), p.store().len());
+        let heard = seen.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        assert!(heard.contains(&"before-2".to_owned()), "{heard:?}");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! | `kubewasm_reconcile_errors_total` | plugin, kind | failures by kind: `plugin` (its own failure), `denied`, `config`, `deadline` (overruns), `memory`, `limit`, `trap`, `call`, `api` |
 //! | `kubewasm_reconcile_time_seconds` | plugin | step duration, call and writes (histogram) |
 //! | `kubewasm_instantiate_time_seconds` | plugin | instance creation (histogram; warm calls count zero) |
+//! | `kubewasm_guest_memory_bytes` | plugin | linear memory of the instance that ran the plugin's last call (a high-water mark: Wasm memory never shrinks) |
 //! | `kubewasm_actions_total` | plugin, result | actions sent (`applied`, `failed`) |
 //! | `kubewasm_workqueue_depth` | plugin | keys queued |
 //! | `kubewasm_workqueue_queue_duration_seconds` | plugin | how long a ready key waited for a worker (histogram) |
@@ -30,7 +31,7 @@ use prometheus_client::registry::Registry;
 use super::informer::Informers;
 use super::queue::WorkQueue;
 use crate::runtime::{CallError, ReconcileError};
-use crate::step::{Step, StepError};
+use crate::step::{Call, Step, StepError};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PluginLabel {
@@ -72,6 +73,7 @@ pub struct Metrics {
     errors: Family<KindLabel, Counter>,
     reconcile_time: Family<PluginLabel, Histogram, fn() -> Histogram>,
     instantiate_time: Family<PluginLabel, Histogram, fn() -> Histogram>,
+    guest_memory: Family<PluginLabel, Gauge>,
     actions: Family<ResultLabel, Counter>,
     depth: Family<PluginLabel, Gauge>,
     queue_wait: Family<PluginLabel, Histogram, fn() -> Histogram>,
@@ -89,6 +91,7 @@ impl Default for Metrics {
         let errors = Family::default();
         let reconcile_time = Family::new_with_constructor(seconds as fn() -> Histogram);
         let instantiate_time = Family::new_with_constructor(seconds as fn() -> Histogram);
+        let guest_memory = Family::default();
         let actions = Family::default();
         let depth = Family::default();
         let queue_wait = Family::new_with_constructor(seconds as fn() -> Histogram);
@@ -107,6 +110,11 @@ impl Default for Metrics {
             "instantiate_time_seconds",
             "Time creating an instance for a call",
             instantiate_time.clone(),
+        );
+        registry.register(
+            "guest_memory_bytes",
+            "Linear memory of the instance of the plugin's last call",
+            guest_memory.clone(),
         );
         registry.register("actions", "Actions sent by result", actions.clone());
         registry.register("workqueue_depth", "Keys queued", depth.clone());
@@ -141,6 +149,7 @@ impl Default for Metrics {
             errors,
             reconcile_time,
             instantiate_time,
+            guest_memory,
             actions,
             depth,
             queue_wait,
@@ -165,6 +174,11 @@ impl Metrics {
         self.instantiate_time
             .get_or_create(&label(plugin))
             .observe(step.stats.instantiate.as_secs_f64());
+        if step.call != Call::None {
+            self.guest_memory
+                .get_or_create(&label(plugin))
+                .set(i64::try_from(step.stats.memory).unwrap_or(i64::MAX));
+        }
     }
 
     pub(super) fn step_failed(&self, plugin: &str, error: &StepError) {

@@ -65,6 +65,14 @@ impl Engine {
         }
     }
 
+    /// An engine whose informers get their lists as `initial_list` says;
+    /// set before the first plugin starts.
+    #[must_use]
+    pub fn with_initial_list(mut self, initial_list: informer::InitialList) -> Self {
+        self.shared.informers = self.shared.informers.with_initial_list(initial_list);
+        self
+    }
+
     /// Starts `plugin` as a controller. Must be called within a tokio
     /// runtime.
     pub fn start(&mut self, plugin: Arc<Plugin>, settings: Settings) {

@@ -421,6 +421,17 @@ pub struct CallStats {
     pub imports: Duration,
     /// Checking and completing the returned actions.
     pub plan: Duration,
+    /// Bytes of linear memory the instance held after the call: its
+    /// high-water mark (a Wasm memory never shrinks).
+    pub memory: u64,
+}
+
+/// What one call on an instance spent.
+#[derive(Clone, Copy, Debug)]
+struct Spent {
+    call: Duration,
+    imports: Duration,
+    memory: u64,
 }
 
 /// The wasm runtime shared by every plugin.
@@ -944,7 +955,7 @@ impl Plugin {
         self.check_config(&request.config)?;
         let limits = self.runtime.inner.config.limits;
         let (instance, instantiate) = self.checkout(Arc::clone(&cache), Some(&request.key))?;
-        let (outcome, (call_time, imports)) = self.with_instance(instance, |c, store| {
+        let (outcome, spent) = self.with_instance(instance, |c, store| {
             let outcome = call(c, store, &wit_request)?;
             if let Ok(outcome) = &outcome {
                 check_outcome(&limits, outcome)?;
@@ -976,9 +987,10 @@ impl Plugin {
                 .filter(|_| self.declaration.managed_finalizer),
             stats: CallStats {
                 instantiate,
-                call: call_time,
-                imports,
+                call: spent.call,
+                imports: spent.imports,
                 plan: planning.elapsed(),
+                memory: spent.memory,
             },
         })
     }
@@ -1043,12 +1055,12 @@ impl Plugin {
 
     /// Runs one call on `instance`, then forwards its output to the log and
     /// either returns the instance to the warm pool or drops it. Returns the
-    /// result with the call's duration and the time spent in host imports.
+    /// result with what the call spent.
     fn with_instance<R>(
         &self,
         mut instance: Instance,
         call: impl FnOnce(&Controller, &mut Store<PluginState>) -> wasmtime::Result<R>,
-    ) -> Result<(R, (Duration, Duration)), CallError> {
+    ) -> Result<(R, Spent), CallError> {
         let deadline = self.runtime.inner.config.deadline;
         instance.store.set_epoch_deadline(deadline_ticks(deadline));
         let data = instance.store.data_mut();
@@ -1058,7 +1070,11 @@ impl Plugin {
         let started = Instant::now();
         data.call_deadline = started + deadline;
         let result = call(&instance.controller, &mut instance.store);
-        let times = (started.elapsed(), instance.store.data().imports);
+        let spent = Spent {
+            call: started.elapsed(),
+            imports: instance.store.data().imports,
+            memory: instance.store.data().limiter.memory_used() as u64,
+        };
         let stderr = forward_output(instance.store.data());
         instance.calls += 1;
         match result {
@@ -1072,7 +1088,7 @@ impl Plugin {
                         warm.push(instance);
                     }
                 }
-                Ok((value, times))
+                Ok((value, spent))
             }
             Err(error) => {
                 let error = classify(instance.store.data(), error, deadline, &stderr);

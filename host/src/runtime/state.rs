@@ -142,6 +142,11 @@ pub(crate) const MAX_MEMORIES: usize = 16;
 pub(crate) const MAX_TABLES: usize = 32;
 
 impl Limiter {
+    /// Bytes of linear memory the instance holds (it never shrinks).
+    pub(crate) fn memory_used(&self) -> usize {
+        self.memory_used
+    }
+
     pub(crate) fn new(memory_bytes: usize, table_elements: usize) -> Self {
         Self {
             memory_bytes,
