@@ -195,6 +195,35 @@ impl Action {
     }
 }
 
+/// The HTTP method of an [`ApiRequest`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Method {
+    /// Creation (events).
+    Post,
+    /// Apply patches and JSON patches.
+    Patch,
+    /// Deletion.
+    Delete,
+}
+
+impl Method {
+    /// The method as HTTP spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Post => "POST",
+            Self::Patch => "PATCH",
+            Self::Delete => "DELETE",
+        }
+    }
+}
+
+impl std::fmt::Display for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One API request, as the applier sends it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -202,7 +231,7 @@ pub struct ApiRequest {
     /// `apply`, `applyStatus`, `delete` or `event`.
     pub action: &'static str,
     /// HTTP method.
-    pub method: &'static str,
+    pub method: Method,
     /// Path and query.
     pub path: String,
     /// Content type of the body.
@@ -627,6 +656,16 @@ fn push_segment(path: &mut String, segment: &str) {
 const APPLY_PATCH: &str = "application/apply-patch+yaml";
 
 impl Action {
+    /// Whether the action's end is something gone (an object deleted, a
+    /// finalizer removed): when the object is already gone (404), it is
+    /// done.
+    pub fn removes(&self) -> bool {
+        matches!(
+            self,
+            Self::Delete { .. } | Self::Finalizer { add: false, .. }
+        )
+    }
+
     /// The API request that performs this action.
     pub fn request(&self) -> ApiRequest {
         match self {
@@ -637,7 +676,7 @@ impl Action {
                 object,
             } => ApiRequest {
                 action: "apply",
-                method: "PATCH",
+                method: Method::Patch,
                 path: format!(
                     "{}?fieldManager={field_manager}&force=true",
                     resource_path(resource, key.namespace.as_deref(), Some(&key.name))
@@ -652,7 +691,7 @@ impl Action {
                 object,
             } => ApiRequest {
                 action: "applyStatus",
-                method: "PATCH",
+                method: Method::Patch,
                 path: format!(
                     "{}/status?fieldManager={field_manager}&force=true",
                     resource_path(resource, key.namespace.as_deref(), Some(&key.name))
@@ -668,7 +707,7 @@ impl Action {
                 }
                 ApiRequest {
                     action: "delete",
-                    method: "DELETE",
+                    method: Method::Delete,
                     path: resource_path(resource, key.namespace.as_deref(), Some(&key.name)),
                     content_type: "application/json",
                     body,
@@ -685,14 +724,14 @@ impl Action {
                 } else {
                     "removeFinalizer"
                 },
-                method: "PATCH",
+                method: Method::Patch,
                 path: resource_path(resource, key.namespace.as_deref(), Some(&key.name)),
                 content_type: "application/json-patch+json",
                 body: patch.clone(),
             },
             Self::Event { object } => ApiRequest {
                 action: "event",
-                method: "POST",
+                method: Method::Post,
                 path: format!(
                     "/apis/events.k8s.io/v1/namespaces/{}/events",
                     object
@@ -773,7 +812,7 @@ mod tests {
             }])
             .expect("granted");
         let request = actions[0].request();
-        assert_eq!(request.method, "PATCH");
+        assert_eq!(request.method, Method::Patch);
         assert_eq!(
             request.path,
             "/apis/apps/v1/namespaces/default/deployments/demo?fieldManager=kubewasm-myapp&force=true"
@@ -1019,7 +1058,7 @@ mod tests {
         let request = add.request();
         assert_eq!(
             (request.action, request.method, request.content_type),
-            ("addFinalizer", "PATCH", "application/json-patch+json")
+            ("addFinalizer", Method::Patch, "application/json-patch+json")
         );
         assert_eq!(
             request.path,

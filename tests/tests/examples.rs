@@ -183,7 +183,7 @@ fn config_rollout_should_annotate_by_label_mapping() {
     let event = outcome.actions[1].request();
     assert_eq!(
         (event.method, event.body["reason"].as_str()),
-        ("POST", Some("ConfigChanged"))
+        (kubewasm::action::Method::Post, Some("ConfigChanged"))
     );
     assert_eq!(
         event.body["regarding"]["uid"],

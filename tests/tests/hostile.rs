@@ -154,7 +154,7 @@ fn plurals_passed_at_run_time_should_be_ignored_for_the_host_ones() {
     let requests: Vec<_> = outcome.actions.iter().map(|a| a.request()).collect();
     // The read found the ConfigMap, not the Secret of the same name.
     assert_eq!(requests[0].body["note"], "true");
-    assert_eq!(requests[1].method, "DELETE");
+    assert_eq!(requests[1].method, kubewasm::action::Method::Delete);
     assert_eq!(requests[1].path, "/api/v1/namespaces/default/configmaps/cm");
     assert_still_serving(&plugin);
 }

@@ -143,7 +143,11 @@ fn tenant_bootstrap_should_update_without_an_event() {
     objects.extend(tenant_children("ns-uid"));
     let requests = reconcile(tenant_bootstrap(), objects, ObjectKey::cluster("team-a"));
     assert_eq!(requests.len(), 3, "{:?}", summary(&requests));
-    assert!(requests.iter().all(|r| r.method == "PATCH"));
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.method == kubewasm::action::Method::Patch)
+    );
     assert_eq!(requests[2].body["data"], json!({"tenant": "globex"}));
 }
 
@@ -163,7 +167,9 @@ fn tenant_bootstrap_should_put_back_a_child_edited_by_hand() {
         "forced apply restores our fields"
     );
     assert!(
-        requests.iter().all(|r| r.method == "PATCH"),
+        requests
+            .iter()
+            .all(|r| r.method == kubewasm::action::Method::Patch),
         "nothing was missing: no event"
     );
 }

@@ -13,10 +13,10 @@
 //! the queue's backoff either way, never by blocking a worker. A delete or a
 //! finalizer removal of an object that is already gone (404) is success.
 
-use http::{Method, Request};
+use http::Request;
 use kube::Client;
 
-use crate::action::{Action, ApiRequest};
+use crate::action::{Action, ApiRequest, Method};
 
 /// Why an action was not applied.
 #[derive(Debug, thiserror::Error)]
@@ -90,23 +90,26 @@ impl Applier {
     /// The first [`ApplyError`], with how many actions were applied before.
     pub async fn apply(&self, actions: &[Action]) -> Result<(), (usize, ApplyError)> {
         for (done, action) in actions.iter().enumerate() {
-            self.send(action.request())
-                .await
-                .map_err(|error| (done, error))?;
+            self.send(action).await.map_err(|error| (done, error))?;
         }
         Ok(())
     }
 
-    async fn send(&self, request: ApiRequest) -> Result<(), ApplyError> {
+    async fn send(&self, to_apply: &Action) -> Result<(), ApplyError> {
         let ApiRequest {
             action,
             method,
             path,
             content_type,
             body,
-        } = request;
+        } = to_apply.request();
+        let method = match method {
+            Method::Post => http::Method::POST,
+            Method::Patch => http::Method::PATCH,
+            Method::Delete => http::Method::DELETE,
+        };
         let http_request = Request::builder()
-            .method(Method::from_bytes(method.as_bytes()).unwrap_or(Method::PATCH))
+            .method(method)
             .uri(&path)
             .header(http::header::CONTENT_TYPE, content_type)
             .header(http::header::ACCEPT, "application/json")
@@ -118,11 +121,7 @@ impl Applier {
             })?;
         match self.client.request_text(http_request).await {
             Ok(_) => Ok(()),
-            Err(kube::Error::Api(status))
-                if status.code == 404 && matches!(action, "delete" | "removeFinalizer") =>
-            {
-                Ok(())
-            }
+            Err(kube::Error::Api(status)) if status.code == 404 && to_apply.removes() => Ok(()),
             Err(kube::Error::Api(status)) => Err(ApplyError::Refused {
                 action,
                 path,

@@ -338,7 +338,14 @@ impl Inner {
     fn link(&mut self, key: Key, slot: Slot) {
         self.seq += 1;
         let seq = self.seq;
-        self.waiting.insert((slot.ready_at, seq), Arc::clone(&key));
+        // A key ready now skips the time index: a burst of fresh events
+        // (a first list) is held in one index, not two.
+        if slot.ready_at <= Instant::now() {
+            self.ready
+                .insert((Reverse(slot.priority), seq), Arc::clone(&key));
+        } else {
+            self.waiting.insert((slot.ready_at, seq), Arc::clone(&key));
+        }
         self.states.insert(key, State::Queued { slot, seq });
     }
 
