@@ -154,7 +154,7 @@ fn objects() -> Vec<(ResourceKey, ObjectKey, Value)> {
         ResourceKey::new("", "nodes"),
         ObjectKey::cluster(NODE),
         json!({"kind": "Node", "apiVersion": "v1", "metadata": node_meta,
-               "spec": {"podCIDR": "10.244.0.0/24", "podCIDRs": ["10.244.0.0/24"]},
+               "spec": {"podCIDR": "10.244.0.0/16", "podCIDRs": ["10.244.0.0/16"]},
                "status": {"conditions": [ready], "capacity": capacity.clone(), "allocatable": capacity,
                           "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": NODE}],
                           "nodeInfo": {"kubeletVersion": "v1.33.0", "kubeProxyVersion": "v1.33.0",

@@ -8,11 +8,15 @@
 //! with no phase yet (or `Pending`) is bound to the simulated Node and
 //! marked `Running`, every container ready and started, with the
 //! `PodScheduled`, `Initialized`, `ContainersReady` and `Ready` conditions,
-//! as a kubelet would report it (kwok's `pod-ready` stage); its containers
-//! never exit. It lets an operator's status have something real to read in
+//! as a kubelet would report it (kwok's `pod-ready` stage), with an address
+//! of its own from the Node's `10.244.0.0/16` (handed out in turn, unique
+//! among the last 65,533 Pods); its containers never exit. It lets an operator's status have something real to read in
 //! `kubewasm dev`. It is off unless asked for
 //! ([`crate::api::ApiConfig::simulate_workloads`]).
 
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use kubewasm_core::ObjectKey;
@@ -39,9 +43,25 @@ fn pod_pending(pod: &Value) -> bool {
         )
 }
 
-/// A Pod as a kubelet reports it running: bound, every container started
-/// and ready.
-pub fn running_pod(pod: &Value) -> Value {
+/// Pod addresses from the simulated Node's `10.244.0.0/16`, in turn.
+#[derive(Debug, Default)]
+pub struct PodIps {
+    handed: AtomicU32,
+}
+
+impl PodIps {
+    /// The next address: `10.244.0.2` first, never the network's `.0.0`,
+    /// `.0.1` (the gateway) or `.255.255`.
+    pub fn next(&self) -> Ipv4Addr {
+        const USABLE: u32 = (1 << 16) - 3;
+        let n = self.handed.fetch_add(1, Ordering::Relaxed) % USABLE;
+        Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 244, 0, 2)) + n)
+    }
+}
+
+/// A Pod as a kubelet reports it running at `ip`: bound, every container
+/// started and ready.
+pub fn running_pod(pod: &Value, ip: Ipv4Addr) -> Value {
     let time = now();
     let mut next = pod.clone();
     if next.pointer("/spec/nodeName").is_none_or(Value::is_null) {
@@ -82,8 +102,8 @@ pub fn running_pod(pod: &Value) -> Value {
         "phase": "Running",
         "hostIP": "10.0.0.1",
         "hostIPs": [{"ip": "10.0.0.1"}],
-        "podIP": "10.244.0.2",
-        "podIPs": [{"ip": "10.244.0.2"}],
+        "podIP": ip.to_string(),
+        "podIPs": [{"ip": ip.to_string()}],
         "startTime": time,
         "qosClass": "BestEffort",
         "conditions": conditions,
@@ -148,6 +168,7 @@ pub fn simulated_status(plural: &str, object: &Value) -> Value {
 /// Starts the simulator: each pending workload gets its status `delay`
 /// after the change.
 pub fn spawn(store: Store, delay: Duration) -> JoinHandle<()> {
+    let ips = Arc::new(PodIps::default());
     tokio::spawn(async move {
         let mut from = store.current_rv();
         loop {
@@ -171,23 +192,23 @@ pub fn spawn(store: Store, delay: Duration) -> JoinHandle<()> {
                 let Some(key) = ObjectKey::of(&event.object) else {
                     continue;
                 };
-                let store = store.clone();
+                let (store, ips) = (store.clone(), Arc::clone(&ips));
                 let resource = event.resource.clone();
                 tokio::spawn(async move {
                     tokio::time::sleep(delay).await;
-                    settle(&store, &resource, &key);
+                    settle(&store, &resource, &key, &ips);
                 });
             }
         }
     })
 }
 
-fn settle(store: &Store, resource: &ResourceKey, key: &ObjectKey) {
+fn settle(store: &Store, resource: &ResourceKey, key: &ObjectKey, ips: &PodIps) {
     // Gone or already settled is fine.
     let _ = store.update::<StoreError>(resource, key, |current| {
         Ok(if resource.plural == "pods" {
             if pod_pending(current) {
-                running_pod(current)
+                running_pod(current, ips.next())
             } else {
                 current.clone()
             }
@@ -223,7 +244,8 @@ mod tests {
             {"name": "a", "image": "busybox"}, {"name": "b", "image": "nginx"}],
             "initContainers": [{"name": "init", "image": "busybox"}]}});
         assert!(pod_pending(&pod));
-        let running = running_pod(&pod);
+        let ips = PodIps::default();
+        let running = running_pod(&pod, ips.next());
         assert!(!pod_pending(&running));
         assert_eq!(running["spec"]["nodeName"], crate::seed::NODE);
         assert_eq!(running["status"]["phase"], "Running");
@@ -249,7 +271,22 @@ mod tests {
             assert!(conditions.contains(&wanted), "{conditions:?}");
         }
         let bound = json!({"spec": {"nodeName": "elsewhere", "containers": []}});
-        assert_eq!(running_pod(&bound)["spec"]["nodeName"], "elsewhere");
+        let other = running_pod(&bound, ips.next());
+        assert_eq!(other["spec"]["nodeName"], "elsewhere");
+        assert_eq!(
+            (&running["status"]["podIP"], &other["status"]["podIP"]),
+            (&json!("10.244.0.2"), &json!("10.244.0.3")),
+            "each pod an address of its own"
+        );
+    }
+
+    #[test]
+    fn pod_addresses_should_stay_inside_the_nodes_range() {
+        let ips = PodIps::default();
+        let all: Vec<Ipv4Addr> = (0..(1 << 16)).map(|_| ips.next()).collect();
+        assert_eq!(all[255], Ipv4Addr::new(10, 244, 1, 1));
+        assert_eq!(all[65_532], Ipv4Addr::new(10, 244, 255, 254));
+        assert_eq!(all[65_533], Ipv4Addr::new(10, 244, 0, 2), "wraps around");
     }
 
     #[tokio::test(start_paused = true)]

@@ -271,16 +271,25 @@ pub enum CliError {
     Mapper(#[from] MapperError),
     /// The output could not be encoded.
     #[error("failed to encode the output: {0}")]
-    Encode(String),
-    /// The API server failed.
-    #[error("apiserver: {0}")]
-    Apiserver(String),
+    Encode(#[source] BoxError),
+    /// The async runtime did not start.
+    #[error("failed to start the async runtime: {0}")]
+    AsyncRuntime(#[source] std::io::Error),
+    /// The embedded API server failed.
+    #[error("apiserver: failed to {during}: {source}")]
+    Apiserver {
+        /// What it was doing.
+        during: &'static str,
+        /// Why.
+        #[source]
+        source: BoxError,
+    },
     /// The host failed.
     #[error(transparent)]
     Daemon(#[from] crate::daemon::DaemonError),
     /// No client could be configured for the cluster.
     #[error("failed to configure the cluster client: {0}")]
-    Client(String),
+    Client(#[source] BoxError),
     /// A file could not be written.
     #[error("failed to write {path}: {source}")]
     Write {
@@ -290,6 +299,20 @@ pub enum CliError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// Any error, kept whole as a source.
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Turns an error of the embedded API server into a [`CliError`] saying
+/// what it was doing.
+fn apiserver_failed<E: std::error::Error + Send + Sync + 'static>(
+    during: &'static str,
+) -> impl FnOnce(E) -> CliError {
+    move |e| CliError::Apiserver {
+        during,
+        source: Box::new(e),
+    }
 }
 
 /// Parses the command line, runs it, and reports errors on stderr.
@@ -428,7 +451,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
                         source,
                     })?;
             let json = serde_json::to_string_pretty(&declaration)
-                .map_err(|e| CliError::Encode(e.to_string()))?;
+                .map_err(|e| CliError::Encode(Box::new(e)))?;
             println!("{json}");
         }
         Command::Replay {
@@ -469,11 +492,11 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             let report = replay::replay(&plugin, cache, &request)?;
             let text = match output {
                 Format::Yaml => {
-                    serde_yaml::to_string(&report).map_err(|e| CliError::Encode(e.to_string()))?
+                    serde_yaml::to_string(&report).map_err(|e| CliError::Encode(Box::new(e)))?
                 }
                 Format::Json => {
                     serde_json::to_string_pretty(&report)
-                        .map_err(|e| CliError::Encode(e.to_string()))?
+                        .map_err(|e| CliError::Encode(Box::new(e)))?
                         + "\n"
                 }
             };
@@ -488,23 +511,23 @@ fn block_on(future: impl Future<Output = Result<(), CliError>>) -> Result<(), Cl
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| CliError::Apiserver(format!("failed to start the async runtime: {e}")))?
+        .map_err(CliError::AsyncRuntime)?
         .block_on(future)
 }
 
 /// A client from `kubeconfig`, or the default configuration.
 async fn client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client, CliError> {
-    let failed = |e: &dyn std::fmt::Display| CliError::Client(e.to_string());
+    let failed = |e: BoxError| CliError::Client(e);
     let config = match kubeconfig {
         Some(path) => {
-            let file = kube::config::Kubeconfig::read_from(path).map_err(|e| failed(&e))?;
+            let file = kube::config::Kubeconfig::read_from(path).map_err(|e| failed(e.into()))?;
             kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
                 .await
-                .map_err(|e| failed(&e))?
+                .map_err(|e| failed(e.into()))?
         }
-        None => kube::Config::infer().await.map_err(|e| failed(&e))?,
+        None => kube::Config::infer().await.map_err(|e| failed(e.into()))?,
     };
-    kube::Client::try_from(config).map_err(|e| failed(&e))
+    kube::Client::try_from(config).map_err(|e| failed(e.into()))
 }
 
 /// A running embedded API server and what it needs to be stopped cleanly.
@@ -525,19 +548,20 @@ impl Embedded {
         use kubewasm_apiserver::api::{Api, ApiConfig};
         use kubewasm_apiserver::{seed, server::ApiServer, store::Store, tls::Credentials};
 
-        let failed = |e: &dyn std::fmt::Display| CliError::Apiserver(e.to_string());
         let (store, credentials) = match data_dir {
             Some(dir) => (
                 Store::open(dir, kubewasm_apiserver::store::DEFAULT_HISTORY)
-                    .map_err(|e| failed(&e))?,
-                Credentials::load_or_generate(dir, listen.ip()).map_err(|e| failed(&e))?,
+                    .map_err(apiserver_failed("open the data directory"))?,
+                Credentials::load_or_generate(dir, listen.ip())
+                    .map_err(apiserver_failed("load the credentials"))?,
             ),
             None => (
                 Store::default(),
-                Credentials::generate(listen.ip()).map_err(|e| failed(&e))?,
+                Credentials::generate(listen.ip())
+                    .map_err(apiserver_failed("generate the credentials"))?,
             ),
         };
-        seed::seed(&store).map_err(|e| failed(&e))?;
+        seed::seed(&store).map_err(apiserver_failed("seed the store"))?;
         let config = ApiConfig {
             simulate_workloads: simulate_workloads.then_some(Duration::from_secs(1)),
             ..ApiConfig::default()
@@ -548,7 +572,7 @@ impl Embedded {
             Some(credentials.clone()),
         )
         .await
-        .map_err(|e| failed(&e))?;
+        .map_err(apiserver_failed("listen"))?;
         let url = format!("https://{}", server.addr());
         // The kubeconfig holds the admin token: owner-only, written atomically.
         kubewasm_apiserver::tls::write_private(
@@ -565,10 +589,10 @@ impl Embedded {
     /// Stops serving and flushes the store.
     async fn stop(self) -> Result<(), CliError> {
         drop(self.server);
-        self.store
-            .flush()
-            .await
-            .map_err(|e| CliError::Apiserver(e.to_string()))
+        self.store.flush().await.map_err(|e| CliError::Apiserver {
+            during: "flush the store",
+            source: Box::new(e),
+        })
     }
 }
 

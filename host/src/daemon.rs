@@ -35,7 +35,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 
 use crate::engine::Engine;
@@ -298,14 +299,10 @@ pub async fn install_crds(client: &kube::Client, dir: &Path) -> Result<Vec<Strin
         .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
         .collect();
     paths.sort();
-    let resource = crate::engine::informer::api_resource(&crate::resource::ResourceType {
-        group: "apiextensions.k8s.io".into(),
-        version: "v1".into(),
-        kind: "CustomResourceDefinition".into(),
-        plural: "customresourcedefinitions".into(),
-        namespaced: false,
-    });
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let api: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::erase::<CustomResourceDefinition>(&()),
+    );
     let mut installed = Vec::new();
     for path in paths {
         let failed = |source: Box<dyn std::error::Error + Send + Sync>| DaemonError::Crd {

@@ -120,6 +120,15 @@ pub enum GrantsFileError {
     /// A namespace is not a DNS label.
     #[error("invalid grants file: namespace `{0}` is not a valid namespace name")]
     Namespace(String),
+    /// A file was read but refused.
+    #[error("{}: {source}", path.display())]
+    InFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        #[source]
+        source: Box<GrantsFileError>,
+    },
 }
 
 /// One rule of a grants file.
@@ -192,13 +201,16 @@ impl OperatorGrants {
     /// Reads and parses a grants file.
     ///
     /// # Errors
-    /// [`GrantsFileError`].
+    /// [`GrantsFileError`], naming the file.
     pub fn from_file(path: &Path) -> Result<Self, GrantsFileError> {
         let text = std::fs::read_to_string(path).map_err(|source| GrantsFileError::Read {
             path: path.to_owned(),
             source,
         })?;
-        Self::parse(&text)
+        Self::parse(&text).map_err(|source| GrantsFileError::InFile {
+            path: path.to_owned(),
+            source: Box::new(source),
+        })
     }
 
     fn allows(&self, verb: Verb, resource: &ResourceType) -> bool {
@@ -424,6 +436,26 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn a_refused_file_should_be_named_in_the_error() {
+        let dir = std::env::temp_dir().join(format!("kubewasm-grants-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("myapp.grants.yaml");
+        std::fs::write(&path, "rules: [oops\n").expect("written");
+        let error = OperatorGrants::from_file(&path).expect_err("refused");
+        assert!(
+            matches!(&error, GrantsFileError::InFile { source, .. } if matches!(**source, GrantsFileError::Parse(_))),
+            "{error:?}"
+        );
+        assert!(
+            error
+                .to_string()
+                .starts_with(&format!("{}: invalid grants file", path.display())),
+            "{error}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use futures_util::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -32,7 +32,7 @@ use kubewasm::runtime::{LoadOptions, Runtime, RuntimeConfig};
 use kubewasm_apiserver::server::ApiServer;
 use kubewasm_tests::bench::{is_real_run, ms, out_path, write_section};
 use kubewasm_tests::{
-    compiled_cache_dir, example_file, example_plugin, in_process_cluster, test_plugin,
+    compiled_cache_dir, example_plugin, in_process_cluster, test_plugin, workspace_root,
 };
 use myapp::MyApp;
 use serde_json::json;
@@ -41,24 +41,9 @@ use serde_json::json;
 async fn cluster() -> anyhow::Result<(ApiServer, Client)> {
     let (server, client) =
         in_process_cluster(kubewasm_apiserver::store::Store::new(1_000_000)).await?;
-    let crd: serde_json::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(example_file("myapp", "crd.yaml"))?)?;
-    let crds: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &kube::api::ApiResource {
-            group: "apiextensions.k8s.io".into(),
-            version: "v1".into(),
-            api_version: "apiextensions.k8s.io/v1".into(),
-            kind: "CustomResourceDefinition".into(),
-            plural: "customresourcedefinitions".into(),
-        },
-    );
-    crds.patch(
-        "myapps.example.com",
-        &PatchParams::apply("bench"),
-        &Patch::Apply(&crd),
-    )
-    .await?;
+    // The example's CRD, installed as `kubewasm dev` installs it.
+    kubewasm::daemon::install_crds(&client, &workspace_root().join("plugins").join("myapp"))
+        .await?;
     Ok((server, client))
 }
 

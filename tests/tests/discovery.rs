@@ -1,7 +1,8 @@
-//! The REST mapper agrees with a cluster's discovery: built from the
-//! embedded API server's discovery documents (as the engine builds it from
-//! any cluster), it maps every served type exactly as the mapper `replay`
-//! uses (built-in types plus the fixtures' CRDs), and refuses the same lies.
+//! The REST mapper agrees with a cluster's discovery: built by the engine's
+//! discovery from the embedded API server (as from any cluster), it maps
+//! every served type of the documents kubectl reads exactly as the mapper
+//! `replay` uses (built-in types plus the fixtures' CRDs), and refuses the
+//! same lies.
 
 use kubewasm::mapper::{MapperError, RestMapper};
 use kubewasm::replay::parse_objects;
@@ -28,10 +29,14 @@ fn a_mapper_from_discovery_should_agree_with_the_replay_mapper() {
             documents.push(raw(&server, &format!("/apis/{gv}")));
         }
     }
-    let mut discovered = RestMapper::default();
-    for document in &documents {
-        discovered.add_discovery(document).expect("valid discovery");
-    }
+    // The engine's own discovery, over kube-rs.
+    let discovered = tokio::runtime::Runtime::new()
+        .expect("runtime")
+        .block_on(async {
+            let client = server.client().await.expect("client");
+            kubewasm::engine::discovery::mapper(&client).await
+        })
+        .expect("discovered");
     let crd = parse_objects(&std::fs::read_to_string(&crd_path).expect("crd")).expect("yaml");
     let fixtures = RestMapper::for_fixtures(&crd).expect("crd valid");
     assert!(discovered.len() > 50, "{} types", discovered.len());
