@@ -36,7 +36,7 @@ use tokio::task::JoinSet;
 use super::applier::Applier;
 use super::informer::{Change, Handler, InformerKey, Informers, Store, Subscription};
 use super::metrics::Metrics;
-use super::queue::{Backoff, Done, Priority, WorkQueue};
+use super::queue::{Backoff, Done, Key, Priority, WorkQueue};
 use crate::cache::{Cache, CachedObject};
 use crate::declaration::Mapping;
 use crate::resource::{ObjectKey, ResourceType};
@@ -105,7 +105,7 @@ impl Controller {
         let queue = Arc::new(WorkQueue::new(settings.backoff));
         let mut workers = JoinSet::new();
         let mut background = JoinSet::new();
-        let (custom_tx, custom_rx) = mpsc::unbounded_channel::<(ResourceType, Arc<CachedObject>)>();
+        let (custom_tx, custom_rx) = mpsc::unbounded_channel::<Mapped>();
         let mut subscriptions = Vec::new();
         let mut stores = Vec::new();
 
@@ -113,7 +113,7 @@ impl Controller {
         let primary_handler: Handler = {
             let queue = Arc::clone(&queue);
             Arc::new(move |change: Change<'_>| {
-                queue.add(Arc::clone(change.key()), Priority::Event);
+                enqueue(&queue, &change, Arc::clone(change.key()));
             })
         };
         let primary_sub = shared.informers.subscribe(
@@ -231,7 +231,7 @@ fn mapping_handler(
     resource: &ResourceType,
     primary: &ResourceType,
     queue: &Arc<WorkQueue>,
-    custom: &mpsc::UnboundedSender<(ResourceType, Arc<CachedObject>)>,
+    custom: &mpsc::UnboundedSender<Mapped>,
 ) -> Handler {
     let queue = Arc::clone(queue);
     let primary = primary.clone();
@@ -239,14 +239,14 @@ fn mapping_handler(
         Mapping::None => Arc::new(|_| {}),
         Mapping::OwnerReferences => Arc::new(move |change: Change<'_>| {
             for key in owners(change.object().value(), &primary) {
-                queue.add(key, Priority::Event);
+                enqueue(&queue, &change, key);
             }
         }),
         Mapping::Label(label) => {
             let label = label.clone();
             Arc::new(move |change: Change<'_>| {
                 if let Some(key) = labelled(change.object().value(), &label, &primary) {
-                    queue.add(key, Priority::Event);
+                    enqueue(&queue, &change, key);
                 }
             })
         }
@@ -254,11 +254,33 @@ fn mapping_handler(
             let custom = custom.clone();
             let resource = resource.clone();
             Arc::new(move |change: Change<'_>| {
+                let listed = matches!(change, Change::Listed(..));
                 // The receiver lives as long as the controller.
-                let _ = custom.send((resource.clone(), Arc::clone(change.object())));
+                let _ = custom.send(Mapped {
+                    resource: resource.clone(),
+                    object: Arc::clone(change.object()),
+                    listed,
+                });
             })
         }
     }
+}
+
+/// Queues the primary `key` a change maps to: listed in bulk when the
+/// change is a listing, as a fresh event otherwise.
+fn enqueue(queue: &WorkQueue, change: &Change<'_>, key: impl Into<Key>) {
+    match change {
+        Change::Listed(..) => queue.add_listed(key),
+        Change::Applied(..) | Change::Deleted(..) => queue.add(key, Priority::Event),
+    }
+}
+
+/// A secondary's change, on its way to the plugin's `map-keys`.
+struct Mapped {
+    resource: ResourceType,
+    object: Arc<CachedObject>,
+    /// Whether the change was a listing.
+    listed: bool,
 }
 
 /// Primary keys among an object's owner references.
@@ -307,15 +329,21 @@ async fn map_custom(
     plugin: Arc<Plugin>,
     cache: Arc<InformerCache>,
     queue: Arc<WorkQueue>,
-    mut changes: mpsc::UnboundedReceiver<(ResourceType, Arc<CachedObject>)>,
+    mut changes: mpsc::UnboundedReceiver<Mapped>,
 ) {
-    while let Some((resource, object)) = changes.recv().await {
+    while let Some(change) = changes.recv().await {
         let (plugin, cache) = (Arc::clone(&plugin), Arc::clone(&cache));
+        let Mapped {
+            resource,
+            object,
+            listed,
+        } = change;
         let mapped = tokio::task::spawn_blocking(move || {
             plugin.map(cache as Arc<dyn Cache>, &resource, object.json())
         })
         .await;
         match mapped {
+            Ok(Ok(keys)) if listed => keys.into_iter().for_each(|k| queue.add_listed(k)),
             Ok(Ok(keys)) => keys.into_iter().for_each(|k| queue.add(k, Priority::Event)),
             Ok(Err(error)) => tracing::warn!(%error, "map-keys failed"),
             Err(error) => tracing::error!(%error, "map-keys task failed"),

@@ -21,6 +21,10 @@
 //!   after the store has it, and a new subscriber first sees every object
 //!   the store already holds. Handlers run on the informer's task and must
 //!   not block: they queue keys.
+//! - What no change brought is told apart: the objects of the first list
+//!   and those a new subscriber is replayed are [`Change::Listed`], so a
+//!   queue can hold them in bulk and serve them after fresh events (as
+//!   controller-runtime's priority queue does with its initial list).
 //! - [`Store::synced`] turns true once the first list is complete and
 //!   stays true.
 
@@ -68,7 +72,10 @@ pub struct InformerKey {
 /// (the store's own copy, which work queues share) and the object.
 #[derive(Clone, Copy, Debug)]
 pub enum Change<'a> {
-    /// Added or modified (also every object of a relist).
+    /// Held when the handler subscribed, or found by the first list: no
+    /// change the handler could have missed brought it.
+    Listed(&'a Key, &'a Arc<CachedObject>),
+    /// Added or modified (also what a relist found new or changed).
     Applied(&'a Key, &'a Arc<CachedObject>),
     /// Deleted (also an object a relist no longer found).
     Deleted(&'a Key, &'a Arc<CachedObject>),
@@ -78,14 +85,14 @@ impl<'a> Change<'a> {
     /// The object's key.
     pub fn key(&self) -> &'a Key {
         match self {
-            Self::Applied(k, _) | Self::Deleted(k, _) => k,
+            Self::Listed(k, _) | Self::Applied(k, _) | Self::Deleted(k, _) => k,
         }
     }
 
     /// The object, as it is now or as it was last.
     pub fn object(&self) -> &'a Arc<CachedObject> {
         match self {
-            Self::Applied(_, o) | Self::Deleted(_, o) => o,
+            Self::Listed(_, o) | Self::Applied(_, o) | Self::Deleted(_, o) => o,
         }
     }
 }
@@ -272,7 +279,7 @@ impl Informers {
                 .write()
                 .unwrap_or_else(PoisonError::into_inner);
             for (key, object) in informer.store.read().iter() {
-                handler(Change::Applied(key, object));
+                handler(Change::Listed(key, object));
             }
             handlers.insert(id, handler);
         }
@@ -366,6 +373,7 @@ async fn run(
             }
             Event::InitDone => {
                 let Some(fresh) = relist.take() else { continue };
+                let first = !store.synced();
                 // Handlers hear of what is new or changed (by
                 // resourceVersion) and of what is gone, once the store has it.
                 let (changed, gone) = {
@@ -382,9 +390,13 @@ async fn run(
                         .collect();
                     (changed, gone)
                 };
-                changed
-                    .iter()
-                    .for_each(|(k, o)| notify(Change::Applied(k, o)));
+                changed.iter().for_each(|(k, o)| {
+                    notify(if first {
+                        Change::Listed(k, o)
+                    } else {
+                        Change::Applied(k, o)
+                    });
+                });
                 gone.iter().for_each(|(k, o)| notify(Change::Deleted(k, o)));
                 store.synced.send_replace(true);
                 tracing::debug!(resource = %key.resource, objects = store.len(), "informer listed");

@@ -10,8 +10,11 @@
 //! ```text
 //!            add / add_after / retry            next
 //!   absent ──────────────────────────▶ queued ───────▶ processing ──done──▶ absent
-//!                                        ▲                 │ add while processing
-//!                                        └──── done ─── processing + pending
+//!     │                                  ▲                 │ add while processing
+//!     │ add_listed                       └──── done ─── processing + pending
+//!     ▼                                                    ▲
+//!   listed ─────────────── next (nothing else ready) ──────┘
+//!     └── add ──▶ queued (leaves the listed set)
 //! ```
 //!
 //! # Guarantees
@@ -31,7 +34,14 @@
 //! - **Fresh events first.** Among ready keys, [`Priority::Event`] goes
 //!   before [`Priority::Requeue`], before [`Priority::Retry`] and
 //!   [`Priority::Resync`] (as controller-runtime's priority queue orders
-//!   them); within a priority, first come first served.
+//!   them); within a priority, first come first served. Listed keys
+//!   ([`WorkQueue::add_listed`]: an informer's first list, the objects a
+//!   new plugin is shown) come last, in key order, as controller-runtime's
+//!   priority queue serves its initial list at low priority.
+//! - **Listed keys in bulk.** A listed key is held in one ordered set (a
+//!   pointer each) until it is handed out; a key listed while queued or
+//!   processing is not listed again, and a listed key that is added leaves
+//!   the set, so neither runs twice for one cause.
 //! - **Paused.** While [`WorkQueue::set_paused`] holds it (a standby that
 //!   does not lead), keys are queued and deduplicated but none is handed
 //!   out.
@@ -46,7 +56,7 @@
 //! Time is read from the tokio clock, so tests run with paused time.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -141,6 +151,9 @@ struct Inner {
     waiting: BTreeMap<(Instant, u64), Key>,
     /// Queued keys that are ready.
     ready: BTreeMap<ReadyOrder, Key>,
+    /// Listed keys not handed out yet, and since when the oldest waits.
+    listed: BTreeSet<Key>,
+    listed_since: Option<Instant>,
     failures: HashMap<Key, Failure>,
     seq: u64,
     /// Token bucket for retries: tokens available as of `bucket_at`.
@@ -199,6 +212,20 @@ impl WorkQueue {
             return;
         }
         inner.insert(key.into(), Slot { ready_at, priority });
+        drop(inner);
+        self.notify.notify_waiters();
+    }
+
+    /// Lists `key`: it runs once nothing else is ready, unless it is
+    /// queued or processing already (see the module documentation).
+    pub fn add_listed(&self, key: impl Into<Key>) {
+        let key = key.into();
+        let mut inner = self.lock();
+        if inner.shut_down || inner.states.contains_key(&key) {
+            return;
+        }
+        inner.listed.insert(key);
+        inner.listed_since.get_or_insert_with(Instant::now);
         drop(inner);
         self.notify.notify_waiters();
     }
@@ -304,10 +331,11 @@ impl WorkQueue {
         self.notify.notify_waiters();
     }
 
-    /// Keys queued (ready or not), not counting those processing.
+    /// Keys queued (ready or not, listed included), not counting those
+    /// processing.
     pub fn depth(&self) -> usize {
         let inner = self.lock();
-        inner.waiting.len() + inner.ready.len()
+        inner.waiting.len() + inner.ready.len() + inner.listed.len()
     }
 
     /// The consecutive failures of `key`, if its last reconcile failed.
@@ -331,7 +359,10 @@ impl Inner {
                     self.link(key, merged);
                 }
             }
-            None => self.link(key, slot),
+            None => {
+                self.listed.remove(&key);
+                self.link(key, slot);
+            }
         }
     }
 
@@ -367,11 +398,28 @@ impl Inner {
                 self.ready.insert((Reverse(priority), seq), key);
             }
         }
-        let (_, key) = self.ready.pop_first()?;
+        let Some((_, key)) = self.ready.pop_first() else {
+            return self.pop_listed(now);
+        };
         let waited = match self.states.get(&key) {
             Some(State::Queued { slot, .. }) => now.saturating_duration_since(slot.ready_at),
             _ => Duration::ZERO,
         };
+        self.states
+            .insert(Arc::clone(&key), State::Processing { pending: None });
+        Some((key, waited))
+    }
+
+    /// Hands out the first listed key, with how long the listed keys have
+    /// waited.
+    fn pop_listed(&mut self, now: Instant) -> Option<(Key, Duration)> {
+        let key = self.listed.pop_first()?;
+        let waited = self
+            .listed_since
+            .map_or(Duration::ZERO, |since| now.saturating_duration_since(since));
+        if self.listed.is_empty() {
+            self.listed_since = None;
+        }
         self.states
             .insert(Arc::clone(&key), State::Processing { pending: None });
         Some((key, waited))
@@ -509,6 +557,55 @@ mod tests {
         q.done(&a, retry());
         let _ = take(&q).await.expect("retried");
         assert_eq!(failed_at.elapsed(), Duration::from_millis(5), "reset");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn listed_keys_should_come_after_everything_else_in_key_order() {
+        let q = WorkQueue::new(no_rate_limit());
+        q.add_listed(key("listed-b"));
+        q.add_listed(key("listed-a"));
+        q.add_listed(key("listed-a"));
+        q.add(key("resync"), Priority::Resync);
+        q.add(key("event"), Priority::Event);
+        assert_eq!(q.depth(), 4);
+        let mut order = Vec::new();
+        while let Some(k) = next_now(&q).await {
+            order.push(k.name);
+        }
+        assert_eq!(order, ["event", "resync", "listed-a", "listed-b"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_listed_key_should_run_once_for_one_cause() {
+        let q = WorkQueue::new(no_rate_limit());
+        // Listed, then changed: it runs once, as the change.
+        q.add_listed(key("a"));
+        q.add(key("a"), Priority::Event);
+        assert_eq!(q.depth(), 1);
+        let a = next_now(&q).await.expect("ready");
+        // Listed while processing (a new plugin shown what it runs on):
+        // nothing to run again.
+        q.add_listed(key("a"));
+        q.done(&a, Done::Forget);
+        assert_eq!(next_now(&q).await, None);
+        assert_eq!(q.depth(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn listed_keys_should_hold_no_per_key_state_until_handed_out() {
+        let q = WorkQueue::new(no_rate_limit());
+        for i in 0..10_000 {
+            q.add_listed(key(&format!("k{i:05}")));
+        }
+        assert_eq!(q.depth(), 10_000);
+        assert_eq!(q.lock().states.capacity(), 0);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (first, waited) = q.next().await.expect("listed");
+        assert_eq!(
+            (first.name.as_str(), waited),
+            ("k00000", Duration::from_secs(2))
+        );
+        assert_eq!(q.lock().states.len(), 1, "only the one processing");
     }
 
     #[tokio::test(start_paused = true)]
