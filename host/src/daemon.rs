@@ -15,11 +15,21 @@
 //!    against its `config-schema` at load. A plugin that fails to load is
 //!    logged and skipped; the others run.
 //! 3. Starts each as a controller, serves `/metrics`, `/healthz` and
-//!    `/readyz` (ready once every informer has listed once).
+//!    `/readyz` (ready once the first loads are done and every informer
+//!    has listed once).
+//! 4. Watches the directory ([`Loader`], twice a second): a plugin added is
+//!    started; one whose component, grants or configuration changed is
+//!    loaded beside the running version and swapped in place
+//!    ([`Engine::replace`]: its queue and keys carry over, in-flight
+//!    reconciles finish on the old version); if the new version is refused
+//!    the old one keeps serving and the log and
+//!    `kubewasm_plugin_loads_total{result="refused"}` say why; a plugin
+//!    whose component is gone is stopped and its informers released unless
+//!    another plugin reads them.
 //!    With leader election, informers start at once (a standby's caches
 //!    are warm) but keys are reconciled only while this process holds the
 //!    Lease.
-//! 4. On shutdown: stops taking keys, lets in-flight steps finish (within
+//! 5. On shutdown: stops taking keys, lets in-flight steps finish (within
 //!    the grace period), then releases the Lease so a standby takes over at
 //!    once.
 //!
@@ -45,9 +55,9 @@ use crate::engine::discovery::{self, DiscoveryError};
 use crate::engine::informer::InitialList;
 use crate::engine::leader::{self, LeaseConfig};
 use crate::engine::serve;
-use crate::grants::{GrantsFileError, OperatorGrants};
-use crate::mapper::RestMapper;
-use crate::runtime::{LoadError, LoadOptions, Runtime};
+use crate::loader::{Loaded, Loader};
+use crate::plugin_dir::ScanError;
+use crate::runtime::Runtime;
 
 /// How `run` runs the host.
 #[derive(Clone, Debug)]
@@ -75,14 +85,8 @@ pub enum DaemonError {
     #[error(transparent)]
     Discovery(#[from] DiscoveryError),
     /// The plugin directory could not be read.
-    #[error("failed to read the plugin directory {path}: {source}")]
-    PluginDir {
-        /// The directory.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    PluginDir(#[from] ScanError),
     /// The metrics address could not be bound.
     #[error("failed to listen on {addr}: {source}")]
     Listen {
@@ -103,84 +107,44 @@ pub enum DaemonError {
     },
 }
 
-/// Why one plugin was not started.
-#[derive(Debug, thiserror::Error)]
-enum Refused {
-    #[error(
-        "no grants file {grants} beside it (pass --trust-declarations to grant what it declares)"
-    )]
-    NoGrants { grants: PathBuf },
-    #[error(transparent)]
-    Grants(#[from] GrantsFileError),
-    #[error("failed to read it: {0}")]
-    Read(#[source] std::io::Error),
-    #[error("its configuration {path}: {source}")]
-    Config {
-        path: PathBuf,
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    #[error(transparent)]
-    Load(#[from] LoadError),
-}
+/// How often the plugin directory is looked at.
+const RESCAN: Duration = Duration::from_millis(500);
 
-/// The components in `dir`, sorted, with the grants file each would use.
-fn plugin_files(dir: &Path) -> Result<Vec<(PathBuf, PathBuf)>, DaemonError> {
-    let entries = std::fs::read_dir(dir).map_err(|source| DaemonError::PluginDir {
-        path: dir.to_owned(),
-        source,
-    })?;
-    let mut files: Vec<(PathBuf, PathBuf)> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
-        .map(|p| {
-            let grants = p.with_extension("grants.yaml");
-            (p, grants)
-        })
-        .collect();
-    files.sort();
-    Ok(files)
-}
-
-fn load(
-    runtime: &Runtime,
-    mapper: &Arc<RestMapper>,
-    path: &Path,
-    grants: &Path,
-    trust: bool,
-) -> Result<(crate::runtime::Plugin, String), Refused> {
-    let operator = if grants.exists() {
-        OperatorGrants::from_file(grants)?
-    } else if trust {
-        OperatorGrants::unrestricted()
-    } else {
-        return Err(Refused::NoGrants {
-            grants: grants.to_owned(),
-        });
-    };
-    let bytes = std::fs::read(path).map_err(Refused::Read)?;
-    let mut options = LoadOptions::new(Arc::clone(mapper)).grants(operator);
-    if let Some(name) = path.file_stem().and_then(|s| s.to_str()) {
-        options = options.name(name);
+/// Starts, swaps in or refuses what a load gave.
+async fn run_loaded(engine: &mut Engine, loaded: Loaded) {
+    match loaded {
+        Loaded::Ready {
+            files,
+            plugin,
+            config,
+        } => {
+            let digest = plugin.digest().to_owned();
+            let running = engine.running(&files.name);
+            engine
+                .replace(
+                    Arc::new(plugin),
+                    Settings {
+                        config,
+                        ..Settings::default()
+                    },
+                )
+                .await;
+            let result = if running { "swapped" } else { "loaded" };
+            engine.record_load(&files.name, result);
+            tracing::info!(plugin = %files.name, %digest, path = %files.component.display(),
+                "plugin {result}");
+        }
+        Loaded::Refused { files, error } => {
+            engine.record_load(&files.name, "refused");
+            if engine.running(&files.name) {
+                tracing::error!(plugin = %files.name, path = %files.component.display(), %error,
+                    "new version refused; the running version keeps serving");
+            } else {
+                tracing::error!(plugin = %files.name, path = %files.component.display(), %error,
+                    "plugin refused");
+            }
+        }
     }
-    let plugin = runtime.load(&bytes, &options)?;
-    let config_path = path.with_extension("config.yaml");
-    let config = if config_path.exists() {
-        let failed = |source: Box<dyn std::error::Error + Send + Sync>| Refused::Config {
-            path: config_path.clone(),
-            source,
-        };
-        let text = std::fs::read_to_string(&config_path).map_err(|e| failed(Box::new(e)))?;
-        let config = crate::replay::parse_config(&text).map_err(|e| failed(Box::new(e)))?;
-        plugin
-            .check_config(&config)
-            .map_err(|e| failed(Box::new(e)))?;
-        config
-    } else {
-        "{}".to_owned()
-    };
-    Ok((plugin, config))
 }
 
 /// Runs the host against the cluster `client` reaches until `shutdown`
@@ -217,55 +181,43 @@ pub async fn run(
         })?;
     tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
     eprintln!("kubewasm: metrics on http://{addr}/metrics");
-    // Every plugin loads at once, each on a blocking thread: a first load
-    // compiles (seconds for an interpreted plugin), later ones read the
-    // precompiled cache.
-    let mut loads = tokio::task::JoinSet::new();
-    for (path, grants) in plugin_files(&options.plugins)? {
-        tracing::info!(path = %path.display(), "loading plugin (compiled on first load, cached after)");
-        let (runtime, mapper, trust) = (
-            runtime.clone(),
-            Arc::clone(&mapper),
-            options.trust_declarations,
-        );
-        loads.spawn_blocking(move || {
-            let loaded = load(&runtime, &mapper, &path, &grants, trust);
-            (path, loaded)
-        });
-    }
-    let mut loaded = Vec::new();
-    while let Some(done) = loads.join_next().await {
-        match done {
-            Ok((path, Ok((plugin, config)))) => {
-                tracing::info!(plugin = %plugin.declaration().name, digest = %plugin.digest(),
-                    path = %path.display(), "plugin loaded");
-                loaded.push((path, plugin, config));
-            }
-            Ok((path, Err(error))) => {
-                tracing::error!(path = %path.display(), %error, "plugin refused");
-            }
-            Err(error) => tracing::error!(%error, "plugin load failed"),
-        }
-    }
-    // Started in the directory's order, whatever order they compiled in.
-    loaded.sort_by(|a, b| a.0.cmp(&b.0));
-    for (_, plugin, config) in loaded {
-        engine.start(
-            Arc::new(plugin),
-            Settings {
-                config,
-                ..Settings::default()
-            },
-        );
-    }
+    // Every plugin loads at once, each on a blocking thread (a first load
+    // compiles: seconds for an interpreted plugin; later ones read the
+    // precompiled cache). Then the directory is watched: a plugin added,
+    // changed or removed is loaded, swapped or stopped while the host runs.
+    let mut loader = Loader::new(
+        &options.plugins,
+        runtime,
+        mapper,
+        options.trust_declarations,
+    );
+    loader.rescan()?;
+    let mut tick = tokio::time::interval(RESCAN);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut shutdown = std::pin::pin!(shutdown);
-    tokio::select! {
-        () = engine.wait_synced() => {
+    loop {
+        tokio::select! {
+            () = shutdown.as_mut() => break,
+            Some(loaded) = loader.next() => run_loaded(&mut engine, loaded).await,
+            _ = tick.tick() => {
+                match loader.rescan() {
+                    Ok(removed) => {
+                        for name in removed {
+                            if engine.stop(&name).await {
+                                engine.record_load(&name, "removed");
+                                tracing::info!(plugin = %name, "plugin removed: stopped");
+                            }
+                        }
+                    }
+                    Err(error) => tracing::warn!(%error, "plugin directory unreadable; plugins keep running"),
+                }
+            }
+        }
+        // Ready once the first loads are done and every informer listed.
+        if !ready.load(Ordering::Relaxed) && loader.pending() == 0 && engine.ready() {
             ready.store(true, Ordering::Relaxed);
             tracing::info!("caches synced; ready");
-            shutdown.as_mut().await;
         }
-        () = shutdown.as_mut() => {}
     }
     tracing::info!("shutting down: finishing in-flight reconciles");
     ready.store(false, Ordering::Relaxed);
@@ -289,7 +241,7 @@ pub async fn run(
 /// # Errors
 /// [`DaemonError::Crd`] naming the file.
 pub async fn install_crds(client: &kube::Client, dir: &Path) -> Result<Vec<String>, DaemonError> {
-    let entries = std::fs::read_dir(dir).map_err(|source| DaemonError::PluginDir {
+    let entries = std::fs::read_dir(dir).map_err(|source| ScanError {
         path: dir.to_owned(),
         source,
     })?;

@@ -71,6 +71,19 @@ impl Host {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Puts `component` in the plugin directory as `NAME.wasm`, as an
+    /// operator should: written beside it, then renamed over it.
+    fn put_plugin(&self, name: &str, component: &Path) {
+        let next = self._dir.path().join(format!("{name}.next"));
+        std::fs::copy(component, &next).expect("component copied");
+        std::fs::rename(&next, self._dir.path().join(format!("{name}.wasm"))).expect("renamed");
+    }
+
+    /// Removes `NAME.wasm` from the plugin directory.
+    fn remove_plugin(&self, name: &str) {
+        std::fs::remove_file(self._dir.path().join(format!("{name}.wasm"))).expect("removed");
+    }
+
     /// The address `/metrics` listens on, from the log.
     fn metrics_addr(&self) -> String {
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -695,4 +708,134 @@ fn sigterm_should_stop_cleanly_and_release_the_lease() {
         "released for a standby to take at once"
     );
     assert!(host.log().contains("released the lease"), "{}", host.log());
+}
+
+/// The notes of the `Language` events about each ConfigMap, by its name.
+fn languages(server: &Apiserver) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut by_name = std::collections::BTreeMap::<String, Vec<String>>::new();
+    let events = get_json(server, &["events.v1.events.k8s.io", "-n", "default"]);
+    for event in events
+        .iter()
+        .flat_map(|e| e["items"].as_array().into_iter().flatten())
+        .filter(|e| e["reason"] == "Language")
+    {
+        if let (Some(name), Some(note)) =
+            (event["regarding"]["name"].as_str(), event["note"].as_str())
+        {
+            by_name
+                .entry(name.to_owned())
+                .or_default()
+                .push(note.to_owned());
+        }
+    }
+    by_name
+}
+
+#[test]
+fn a_plugin_replaced_on_disk_should_be_swapped_in_place_kept_when_broken_and_stopped_when_gone() {
+    let server = Apiserver::start();
+    // `hot` says its language in an event on every reconcile of a ConfigMap.
+    let host = Host::start(
+        &server,
+        &[("hot", test_plugin("misbehave"))],
+        &[("hot.config.yaml", "mode: language\n")],
+        &[],
+    );
+    host.wait_ready();
+    let loads = |result: &str| {
+        host.metric(&format!(
+            r#"kubewasm_plugin_loads_total{{plugin="hot",result="{result}"}}"#
+        ))
+        .unwrap_or(0.0)
+    };
+    assert_eq!(loads("loaded"), 1.0);
+
+    // ConfigMaps keep coming while the component is replaced.
+    let writing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let writer = std::thread::spawn({
+        let (kubeconfig, writing) = (server.kubeconfig.clone(), std::sync::Arc::clone(&writing));
+        move || {
+            let mut created = Vec::new();
+            while writing.load(std::sync::atomic::Ordering::Relaxed) || created.len() < 10 {
+                let name = format!("t-{:03}", created.len());
+                let (ok, _, err) = kubewasm_tests::kubectl_with(
+                    &kubeconfig,
+                    &["create", "configmap", &name, "--from-literal=a=b"],
+                );
+                assert!(ok, "{err}");
+                created.push(name);
+            }
+            created
+        }
+    });
+    eventually("the first ConfigMaps are reconciled in Rust", &host, || {
+        languages(&server)
+            .get("t-002")
+            .is_some_and(|notes| notes.contains(&"rust".to_owned()))
+    });
+    host.put_plugin("hot", &test_plugin("misbehave-py"));
+    eventually("the Python version is swapped in", &host, || {
+        loads("swapped") == 1.0
+    });
+    let (ok, out, _) = server.kubectl(&["get", "configmaps", "-o", "name"]);
+    assert!(ok);
+    let before_swap: std::collections::BTreeSet<String> = out
+        .lines()
+        .map(|l| l.trim_start_matches("configmap/").to_owned())
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    writing.store(false, std::sync::atomic::Ordering::Relaxed);
+    let created = writer.join().expect("writer");
+    let after: Vec<&String> = created
+        .iter()
+        .filter(|n| !before_swap.contains(*n))
+        .collect();
+    assert!(!after.is_empty(), "ConfigMaps created after the swap");
+    eventually_showing(
+        "every ConfigMap reconciled; those created after the swap by the new version only",
+        &host,
+        || format!("{:#?}", languages(&server)),
+        || {
+            let seen = languages(&server);
+            created.iter().all(|n| seen.contains_key(n))
+                && after.iter().all(|n| seen[*n].iter().all(|l| l == "python"))
+                // The swap lists every primary once for the new version.
+                && created.iter().all(|n| seen[n].contains(&"python".to_owned()))
+        },
+    );
+
+    // A broken new version is refused; the running one keeps serving.
+    host.put_plugin("hot", &test_plugin("not-a-plugin"));
+    eventually("the broken version is refused", &host, || {
+        loads("refused") == 1.0
+    });
+    assert!(
+        host.log()
+            .contains("new version refused; the running version keeps serving"),
+        "{}",
+        host.log()
+    );
+    server.ok(&["create", "configmap", "after-broken", "--from-literal=a=b"]);
+    eventually("the Python version still serves", &host, || {
+        languages(&server)
+            .get("after-broken")
+            .is_some_and(|n| n == &["python"])
+    });
+
+    // Gone from the directory: stopped.
+    host.remove_plugin("hot");
+    eventually("the plugin is stopped", &host, || loads("removed") == 1.0);
+    server.ok(&["create", "configmap", "after-removal", "--from-literal=a=b"]);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        !languages(&server).contains_key("after-removal"),
+        "nothing reconciles it"
+    );
+    assert!(
+        !host
+            .get("/metrics")
+            .1
+            .contains(r#"kubewasm_workqueue_depth{plugin="hot"}"#),
+        "its queue is gone"
+    );
 }

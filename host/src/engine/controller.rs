@@ -19,6 +19,17 @@
 //! - `custom`: the plugin's `map-keys`, called on a blocking thread;
 //! - `none`: nothing.
 //!
+//! # Swaps
+//! [`Controller::swap`] replaces the plugin (a new component, grants or
+//! configuration) without stopping the controller: the queue and its keys
+//! carry over, a step in flight finishes on the version it began on, every
+//! step after the swap runs the new one, and the queue still never hands
+//! out a key twice at once, whatever the version. The new version
+//! subscribes to what it declares (it is shown every object, so every
+//! primary is reconciled once by it); the old subscriptions go with its last
+//! step. A version that reconciles another type is another controller
+//! ([`SwapError`]).
+//!
 //! # Fairness
 //! Every plugin's workers take a permit of one host-wide, first-come
 //! first-served semaphore for each step. A plugin holds at most its
@@ -26,7 +37,7 @@
 //! long its backlog, another plugin's key waits for at most one round of
 //! every plugin's concurrency, never for the backlog.
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -88,13 +99,107 @@ pub struct Shared {
 /// releases its informers.
 pub struct Controller {
     name: String,
+    primary: ResourceType,
     queue: Arc<WorkQueue>,
-    cache: Arc<InformerCache>,
-    _subscriptions: Vec<Subscription>,
+    current: Current,
+    /// Where the mapping handlers of every version send `map-keys` work.
+    custom: mpsc::UnboundedSender<Mapped>,
     /// The workers: shutdown waits for them (their in-flight steps finish).
     workers: JoinSet<()>,
     /// Mapping, resync and following the leadership: shutdown aborts them.
     background: JoinSet<()>,
+}
+
+/// What a controller runs now: one version of its plugin with the
+/// subscriptions it declared and its configuration. A swap replaces it
+/// whole; a step that began on a version finishes on it (it holds the
+/// `Arc`), and the version's subscriptions go with its last step.
+struct Version {
+    plugin: Arc<Plugin>,
+    cache: Arc<InformerCache>,
+    config: String,
+    _subscriptions: Vec<Subscription>,
+}
+
+/// The version steps start on.
+#[derive(Clone)]
+struct Current(Arc<RwLock<Arc<Version>>>);
+
+impl Current {
+    fn get(&self) -> Arc<Version> {
+        Arc::clone(&self.0.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn set(&self, version: Version) {
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(version);
+    }
+}
+
+/// Why a plugin could not be swapped in place.
+#[derive(Debug, thiserror::Error)]
+pub enum SwapError {
+    /// The new version reconciles another type: it is another controller.
+    #[error("the new version reconciles {new}, not {old}")]
+    PrimaryChanged {
+        /// The running version's primary.
+        old: Box<ResourceType>,
+        /// The new version's.
+        new: Box<ResourceType>,
+    },
+}
+
+impl Version {
+    /// Subscribes to the primary's informer and each secondary's, their
+    /// changes mapped to keys of `queue`.
+    fn subscribe(
+        plugin: Arc<Plugin>,
+        config: String,
+        shared: &Shared,
+        queue: &Arc<WorkQueue>,
+        custom: &mpsc::UnboundedSender<Mapped>,
+    ) -> Self {
+        let declaration = plugin.declaration();
+        let primary = declaration.primary.clone();
+        let primary_handler: Handler = {
+            let queue = Arc::clone(queue);
+            Arc::new(move |change: Change<'_>| {
+                enqueue(&queue, &change, Arc::clone(change.key()));
+            })
+        };
+        let mut subscriptions = vec![shared.informers.subscribe(
+            &InformerKey {
+                resource: primary.clone(),
+                selector: String::new(),
+            },
+            primary_handler,
+        )];
+        for secondary in &declaration.secondaries {
+            let handler = mapping_handler(
+                &secondary.mapping,
+                &secondary.resource,
+                &primary,
+                queue,
+                custom,
+            );
+            subscriptions.push(shared.informers.subscribe(
+                &InformerKey {
+                    resource: secondary.resource.clone(),
+                    selector: secondary.label_selector.clone(),
+                },
+                handler,
+            ));
+        }
+        let stores = subscriptions
+            .iter()
+            .map(|s| Arc::clone(s.store()))
+            .collect();
+        Self {
+            plugin,
+            cache: Arc::new(InformerCache { stores }),
+            config,
+            _subscriptions: subscriptions,
+        }
+    }
 }
 
 impl Controller {
@@ -105,55 +210,15 @@ impl Controller {
         let queue = Arc::new(WorkQueue::new(settings.backoff));
         let mut workers = JoinSet::new();
         let mut background = JoinSet::new();
-        let (custom_tx, custom_rx) = mpsc::unbounded_channel::<Mapped>();
-        let mut subscriptions = Vec::new();
-        let mut stores = Vec::new();
-
-        let primary = declaration.primary.clone();
-        let primary_handler: Handler = {
-            let queue = Arc::clone(&queue);
-            Arc::new(move |change: Change<'_>| {
-                enqueue(&queue, &change, Arc::clone(change.key()));
-            })
-        };
-        let primary_sub = shared.informers.subscribe(
-            &InformerKey {
-                resource: primary.clone(),
-                selector: String::new(),
-            },
-            primary_handler,
-        );
-        stores.push(Arc::clone(primary_sub.store()));
-        let primary_store = Arc::clone(primary_sub.store());
-        subscriptions.push(primary_sub);
-
-        for secondary in &declaration.secondaries {
-            let handler = mapping_handler(
-                &secondary.mapping,
-                &secondary.resource,
-                &primary,
-                &queue,
-                &custom_tx,
-            );
-            let sub = shared.informers.subscribe(
-                &InformerKey {
-                    resource: secondary.resource.clone(),
-                    selector: secondary.label_selector.clone(),
-                },
-                handler,
-            );
-            stores.push(Arc::clone(sub.store()));
-            subscriptions.push(sub);
-        }
-        drop(custom_tx);
-        let cache = Arc::new(InformerCache { stores });
+        let (custom, custom_rx) = mpsc::unbounded_channel::<Mapped>();
+        let version = Version::subscribe(plugin, settings.config, shared, &queue, &custom);
+        let primary_store = Arc::clone(&version.cache.stores[0]);
+        let current = Current(Arc::new(RwLock::new(Arc::new(version))));
 
         let worker = Worker {
-            plugin: Arc::clone(&plugin),
-            cache: Arc::clone(&cache),
+            current: current.clone(),
             queue: Arc::clone(&queue),
             shared: shared.clone(),
-            config: settings.config.clone(),
         };
         let concurrency = declaration
             .max_concurrency
@@ -166,12 +231,7 @@ impl Controller {
         for _ in 0..concurrency {
             workers.spawn(worker.clone().run());
         }
-        background.spawn(map_custom(
-            Arc::clone(&plugin),
-            Arc::clone(&cache),
-            Arc::clone(&queue),
-            custom_rx,
-        ));
+        background.spawn(map_custom(current.clone(), Arc::clone(&queue), custom_rx));
         let resync = declaration
             .resync_seconds
             .map_or(settings.resync, |s| Duration::from_secs(u64::from(s)));
@@ -191,12 +251,41 @@ impl Controller {
         tracing::info!(plugin = %name, concurrency, "controller started");
         Self {
             name,
+            primary: declaration.primary,
             queue,
-            cache,
-            _subscriptions: subscriptions,
+            current,
+            custom,
             workers,
             background,
         }
+    }
+
+    /// Swaps in a new version of the plugin (and its configuration): the
+    /// queue and its keys stay, steps in flight finish on the old version,
+    /// every later step runs the new one, and every primary is listed once
+    /// for it. Workers and resync stay as they were started.
+    ///
+    /// # Errors
+    /// [`SwapError`] when the new version is another controller (another
+    /// primary type); nothing changes then.
+    pub fn swap(
+        &self,
+        plugin: Arc<Plugin>,
+        config: String,
+        shared: &Shared,
+    ) -> Result<(), SwapError> {
+        let new = &plugin.declaration().primary;
+        if (&new.group, &new.kind) != (&self.primary.group, &self.primary.kind) {
+            return Err(SwapError::PrimaryChanged {
+                old: Box::new(self.primary.clone()),
+                new: Box::new(new.clone()),
+            });
+        }
+        let digest = plugin.digest().to_owned();
+        let version = Version::subscribe(plugin, config, shared, &self.queue, &self.custom);
+        self.current.set(version);
+        tracing::info!(plugin = %self.name, %digest, "plugin swapped");
+        Ok(())
     }
 
     /// The plugin's name.
@@ -206,12 +295,13 @@ impl Controller {
 
     /// Whether every informer this plugin reads has listed once.
     pub fn synced(&self) -> bool {
-        self.cache.stores.iter().all(|s| s.synced())
+        self.current.get().cache.stores.iter().all(|s| s.synced())
     }
 
     /// Waits until every informer this plugin reads has listed once.
     pub async fn wait_synced(&self) {
-        for store in &self.cache.stores {
+        let version = self.current.get();
+        for store in &version.cache.stores {
             store.wait_synced().await;
         }
     }
@@ -326,13 +416,13 @@ fn key_in(primary: &ResourceType, namespace: Option<&str>, name: &str) -> Object
 
 /// Runs `map-keys` for the secondaries mapped by the plugin.
 async fn map_custom(
-    plugin: Arc<Plugin>,
-    cache: Arc<InformerCache>,
+    current: Current,
     queue: Arc<WorkQueue>,
     mut changes: mpsc::UnboundedReceiver<Mapped>,
 ) {
     while let Some(change) = changes.recv().await {
-        let (plugin, cache) = (Arc::clone(&plugin), Arc::clone(&cache));
+        let version = current.get();
+        let (plugin, cache) = (Arc::clone(&version.plugin), Arc::clone(&version.cache));
         let Mapped {
             resource,
             object,
@@ -370,45 +460,46 @@ async fn resync_loop(store: Arc<Store>, queue: Arc<WorkQueue>, period: Duration)
 /// One of a controller's workers.
 #[derive(Clone)]
 struct Worker {
-    plugin: Arc<Plugin>,
-    cache: Arc<InformerCache>,
+    current: Current,
     queue: Arc<WorkQueue>,
     shared: Shared,
-    config: String,
 }
 
 impl Worker {
     async fn run(self) {
-        let name = self.plugin.declaration().name.clone();
         while let Some((key, waited)) = self.queue.next().await {
-            self.shared.metrics.waited(&name, waited);
-            let done = self.reconcile(&key).await;
+            // The step runs on the version current when it starts.
+            let version = self.current.get();
+            let name = &version.plugin.declaration().name;
+            self.shared.metrics.waited(name, waited);
+            let done = self.reconcile(&version, &key).await;
             if let Some(backoff) = self.queue.done(&key, done) {
-                self.shared.metrics.backed_off(&name, backoff);
+                self.shared.metrics.backed_off(name, backoff);
             }
         }
     }
 
     #[tracing::instrument(name = "reconcile", skip_all, fields(
-        plugin = %self.plugin.declaration().name,
-        resource = %self.plugin.declaration().primary,
+        plugin = %version.plugin.declaration().name,
+        resource = %version.plugin.declaration().primary,
+        digest = %version.plugin.digest(),
         key = %key,
     ))]
-    async fn reconcile(&self, key: &ObjectKey) -> Done {
-        let name = self.plugin.declaration().name.clone();
+    async fn reconcile(&self, version: &Version, key: &ObjectKey) -> Done {
+        let name = version.plugin.declaration().name.clone();
         let metrics = &self.shared.metrics;
         let Ok(_permit) = self.shared.permits.acquire().await else {
             return Done::Retry("the host is shutting down".to_owned());
         };
         let failure = self.queue.failure(key);
         let request = Request {
-            config: self.config.clone(),
+            config: version.config.clone(),
             retries: failure.as_ref().map_or(0, |f| f.count),
             last_failure: failure.map(|f| f.message),
             ..Request::new(key.clone())
         };
         let started = std::time::Instant::now();
-        let (plugin, cache) = (Arc::clone(&self.plugin), Arc::clone(&self.cache));
+        let (plugin, cache) = (Arc::clone(&version.plugin), Arc::clone(&version.cache));
         let stepped =
             tokio::task::spawn_blocking(move || step::run(&plugin, cache, &request)).await;
         let message = match stepped {

@@ -7,6 +7,7 @@
 //! | `kubewasm_reconcile_time_seconds` | plugin | step duration, call and writes (histogram) |
 //! | `kubewasm_instantiate_time_seconds` | plugin | instance creation (histogram; warm calls count zero) |
 //! | `kubewasm_guest_memory_bytes` | plugin | linear memory of the instance that ran the plugin's last call (a high-water mark: Wasm memory never shrinks) |
+//! | `kubewasm_plugin_loads_total` | plugin, result | loads of the plugin directory's plugins: `loaded`, `swapped` (a new version in place), `refused` (the running version, if any, keeps serving), `removed` |
 //! | `kubewasm_actions_total` | plugin, result | actions sent (`applied`, `failed`) |
 //! | `kubewasm_workqueue_depth` | plugin | keys queued |
 //! | `kubewasm_workqueue_queue_duration_seconds` | plugin | how long a ready key waited for a worker (histogram) |
@@ -16,7 +17,8 @@
 //! | `kubewasm_informer_watch_restarts_total` | resource, selector | watch errors survived |
 //!
 //! Gauges that mirror state (queue depth, informer objects) are read when
-//! the metrics are scraped, never pushed.
+//! the metrics are scraped, never pushed, and only what runs then has
+//! them; a stopped plugin's guest memory goes with it.
 
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
@@ -74,6 +76,7 @@ pub struct Metrics {
     reconcile_time: Family<PluginLabel, Histogram, fn() -> Histogram>,
     instantiate_time: Family<PluginLabel, Histogram, fn() -> Histogram>,
     guest_memory: Family<PluginLabel, Gauge>,
+    plugin_loads: Family<ResultLabel, Counter>,
     actions: Family<ResultLabel, Counter>,
     depth: Family<PluginLabel, Gauge>,
     queue_wait: Family<PluginLabel, Histogram, fn() -> Histogram>,
@@ -92,6 +95,7 @@ impl Default for Metrics {
         let reconcile_time = Family::new_with_constructor(seconds as fn() -> Histogram);
         let instantiate_time = Family::new_with_constructor(seconds as fn() -> Histogram);
         let guest_memory = Family::default();
+        let plugin_loads = Family::default();
         let actions = Family::default();
         let depth = Family::default();
         let queue_wait = Family::new_with_constructor(seconds as fn() -> Histogram);
@@ -115,6 +119,11 @@ impl Default for Metrics {
             "guest_memory_bytes",
             "Linear memory of the instance of the plugin's last call",
             guest_memory.clone(),
+        );
+        registry.register(
+            "plugin_loads",
+            "Loads of plugins by result",
+            plugin_loads.clone(),
         );
         registry.register("actions", "Actions sent by result", actions.clone());
         registry.register("workqueue_depth", "Keys queued", depth.clone());
@@ -150,6 +159,7 @@ impl Default for Metrics {
             reconcile_time,
             instantiate_time,
             guest_memory,
+            plugin_loads,
             actions,
             depth,
             queue_wait,
@@ -179,6 +189,18 @@ impl Metrics {
                 .get_or_create(&label(plugin))
                 .set(i64::try_from(step.stats.memory).unwrap_or(i64::MAX));
         }
+    }
+
+    /// Drops the gauges of a stopped plugin (its counters stay, as
+    /// counters do).
+    pub(super) fn forget(&self, plugin: &str) {
+        self.guest_memory.remove(&label(plugin));
+    }
+
+    pub(super) fn plugin_load(&self, plugin: &str, result: &str) {
+        self.plugin_loads
+            .get_or_create(&result_label(plugin, result))
+            .inc();
     }
 
     pub(super) fn step_failed(&self, plugin: &str, error: &StepError) {
@@ -245,6 +267,11 @@ impl Metrics {
     /// The metrics in Prometheus text format, gauges read from `informers`
     /// and the registered queues now.
     pub fn encode(&self, informers: &Informers) -> String {
+        // Gauges mirror what runs now: a stopped plugin's queue or a freed
+        // informer leaves no series behind.
+        self.depth.clear();
+        self.informer_objects.clear();
+        self.watch_restarts.clear();
         for (plugin, queue) in self
             .queues
             .lock()

@@ -80,6 +80,38 @@ impl Engine {
             .push(Controller::start(plugin, settings, &self.shared));
     }
 
+    /// Runs `plugin` in place of the running plugin of its name, swapping it
+    /// in ([`Controller::swap`]: queue kept, no key lost) or, for another
+    /// primary type, stopping the old one first; starts it if none runs.
+    pub async fn replace(&mut self, plugin: Arc<Plugin>, settings: Settings) {
+        let name = plugin.declaration().name.clone();
+        let Some(index) = self.controllers.iter().position(|c| c.name() == name) else {
+            self.start(plugin, settings);
+            return;
+        };
+        let swapped = self.controllers[index].swap(
+            Arc::clone(&plugin),
+            settings.config.clone(),
+            &self.shared,
+        );
+        if let Err(error) = swapped {
+            tracing::info!(plugin = %name, %error, "restarting the controller");
+            self.controllers.swap_remove(index).shutdown().await;
+            self.start(plugin, settings);
+        }
+    }
+
+    /// Whether a plugin called `name` runs.
+    pub fn running(&self, name: &str) -> bool {
+        self.controllers.iter().any(|c| c.name() == name)
+    }
+
+    /// Counts a load of the plugin `name` by its result (`loaded`,
+    /// `swapped`, `refused`, `removed`).
+    pub fn record_load(&self, name: &str, result: &str) {
+        self.shared.metrics.plugin_load(name, result);
+    }
+
     /// Stops and removes the plugin called `name`, waiting for its
     /// in-flight steps; its informers are released unless another plugin
     /// reads them. Whether it was running.
@@ -88,6 +120,7 @@ impl Engine {
             return false;
         };
         self.controllers.swap_remove(index).shutdown().await;
+        self.shared.metrics.forget(name);
         true
     }
 

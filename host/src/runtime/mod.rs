@@ -523,13 +523,18 @@ impl Runtime {
     /// Distinct components loaded now (a component loaded as several
     /// plugins counts once: they share its compiled code).
     pub fn components(&self) -> usize {
+        self.loaded().len()
+    }
+
+    /// The components loaded now, those no plugin holds any more forgotten.
+    fn loaded(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Weak<Code>, Declaration)>> {
         let mut loaded = self
             .inner
             .loaded
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         loaded.retain(|_, (code, _)| code.strong_count() > 0);
-        loaded.len()
+        loaded
     }
 
     /// How many times each output limit was hit.
@@ -659,12 +664,7 @@ impl Runtime {
             })
             .map_err(LoadError::Declare)?;
         let declaration = Declaration::try_from(declaration).map_err(LoadError::Declaration)?;
-        let mut loaded = self
-            .inner
-            .loaded
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        loaded.retain(|_, (code, _)| code.strong_count() > 0);
+        let mut loaded = self.loaded();
         loaded.insert(
             bootstrap.code.digest.clone(),
             (Arc::downgrade(&bootstrap.code), declaration.clone()),

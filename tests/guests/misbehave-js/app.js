@@ -6,11 +6,12 @@
 // `kube-system`, `lie-plural` reads its ConfigMap through a type claiming the
 // plural `secrets` and applies `lied-<found>`, `list-pods` lists Pods
 // (declared with the selector `misbehave=visible`), gets `default/hidden` and
-// applies `listed-<names>-hidden-<found or denied>`. Its configuration must
+// applies `listed-<names>-hidden-<found or denied>`, `language` returns an
+// event whose note is `javascript`. Its configuration must
 // match its schema: an object with a string `mode`.
 import * as cache from 'kubewasm:controller/cache@0.1.0';
 import * as log from 'kubewasm:controller/log@0.1.0';
-import { Declaration, ObjectKey, Outcome, ReconcileError, ResourceType, Verb, exportPlugin } from '@kubewasm/guest';
+import { Declaration, Event, ObjectKey, Outcome, ReconcileError, ResourceType, Verb, exportPlugin } from '@kubewasm/guest';
 
 const CONFIG_MAP = ResourceType.core('v1', 'ConfigMap', 'configmaps');
 const POD = ResourceType.core('v1', 'Pod', 'pods');
@@ -23,6 +24,8 @@ const misbehave = {
     .schema(SCHEMA),
   reconcile(ctx) {
     switch (ctx.config.mode) {
+      case 'language':
+        return new Outcome().event(new Event('Language', 'Reconcile', 'javascript'));
       case 'ok': {
         const cm = ctx.primary();
         return new Outcome().apply({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${cm.metadata.name}-copy` }, data: cm.data ?? {} });

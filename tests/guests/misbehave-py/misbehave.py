@@ -7,12 +7,13 @@ component's own glue (a trap, not a failure), `sleep` sleeps for an hour,
 `kube-system`, `lie-plural` reads its ConfigMap through a type claiming the
 plural `secrets` and applies `lied-<found>`, `list-pods` lists Pods (declared
 with the selector `misbehave=visible`), gets `default/hidden` and applies
-`listed-<names>-hidden-<found or denied>`. Its configuration must match its
+`listed-<names>-hidden-<found or denied>`, `language` returns an event whose
+note is `python`. Its configuration must match its
 schema: an object with a string `mode`."""
 
 import time
 
-from kubewasm_guest import APPLY, GET, LIST, Declaration, ObjectKey, Outcome, ReconcileError, ResourceType, Secondary, export, log
+from kubewasm_guest import APPLY, GET, LIST, Declaration, Event, ObjectKey, Outcome, ReconcileError, ResourceType, Secondary, export, log
 
 CONFIG_MAP = ResourceType.core("v1", "ConfigMap", "configmaps")
 POD = ResourceType.core("v1", "Pod", "pods")
@@ -33,6 +34,8 @@ class Misbehave:
 
     def reconcile(self, ctx):
         mode = ctx.config.get("mode")
+        if mode == "language":
+            return Outcome().event(Event("Language", "Reconcile", "python"))
         if mode == "ok":
             cm = ctx.primary()
             copy = {"apiVersion": "v1", "kind": "ConfigMap",

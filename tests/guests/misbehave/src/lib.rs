@@ -7,6 +7,8 @@
 //! - `read-text`: reads the primary's JSON text unparsed (the crossing alone);
 //! - `count`: returns an event whose note is how many calls this instance
 //!   has served (shows whether instances are reused);
+//! - `language`: returns an event whose note is `rust` (the Python and
+//!   JavaScript twins say theirs: a swap between them shows);
 //! - `escape`: tries the filesystem, the environment, the arguments and
 //!   the network (a connection to the loopback `port` of the
 //!   configuration, where the test listens), and reports what it got in an
@@ -108,6 +110,7 @@ impl Reconciler for Misbehave {
                 ctx.get_text(ctx.resource(), ctx.key())?;
                 Ok(Outcome::new())
             }
+            "language" => Ok(Outcome::new().event(Event::normal("Language", "Reconcile", "rust"))),
             "count" => {
                 Ok(Outcome::new().event(Event::normal("Counted", "Count", calls.to_string())))
             }

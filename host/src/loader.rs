@@ -1,0 +1,280 @@
+//! Loading the plugins of a directory, and again whenever it changes.
+//!
+//! # Expected flow
+//! [`Loader::rescan`] looks at the directory ([`plugin_dir::scan`]) and, for
+//! each plugin added or changed since the last look, starts loading it on a
+//! blocking thread: grants, component (compiled, or precompiled from the
+//! cache), configuration checked against its schema. Several load at once.
+//! It returns the plugins removed. [`Loader::next`] waits for the next load
+//! to finish.
+//!
+//! # Guarantees
+//! - **Only the latest counts.** A plugin that changes again while it loads
+//!   is loaded again; the older load's result is dropped, and so is the
+//!   result of a plugin removed meanwhile. So the caller never swaps in a
+//!   version older than one it already has, nor revives a removed plugin.
+//! - **Refusals are results.** A plugin that fails to load comes back as
+//!   [`Loaded::Refused`] with its reason; what the caller runs meanwhile is
+//!   its business (the daemon keeps the running version).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::task::JoinSet;
+
+use crate::grants::{GrantsFileError, OperatorGrants};
+use crate::mapper::RestMapper;
+use crate::plugin_dir::{self, Change, Listing, PluginFiles, ScanError};
+use crate::runtime::{LoadError, LoadOptions, Plugin, Runtime};
+
+/// Why a plugin was not loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    /// No grants file, and declarations are not trusted.
+    #[error(
+        "no grants file {grants} beside it (pass --trust-declarations to grant what it declares)"
+    )]
+    NoGrants {
+        /// The grants file it needs.
+        grants: PathBuf,
+    },
+    /// The grants file was refused.
+    #[error(transparent)]
+    Grants(#[from] GrantsFileError),
+    /// The component could not be read.
+    #[error("failed to read it: {0}")]
+    Read(#[source] std::io::Error),
+    /// The configuration was refused.
+    #[error("its configuration {path}: {source}")]
+    Config {
+        /// The configuration file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The component was refused.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+}
+
+/// The end of one load.
+#[derive(Debug)]
+pub enum Loaded {
+    /// Loaded, with its configuration (JSON text).
+    Ready {
+        /// The plugin's files.
+        files: PluginFiles,
+        /// The plugin.
+        plugin: Plugin,
+        /// Its configuration.
+        config: String,
+    },
+    /// Refused.
+    Refused {
+        /// The plugin's files.
+        files: PluginFiles,
+        /// Why.
+        error: Refused,
+    },
+}
+
+/// Loads one plugin from its files.
+///
+/// # Errors
+/// [`Refused`] says why.
+pub fn load(
+    runtime: &Runtime,
+    mapper: &Arc<RestMapper>,
+    files: &PluginFiles,
+    trust: bool,
+) -> Result<(Plugin, String), Refused> {
+    let operator = if files.grants.exists() {
+        OperatorGrants::from_file(&files.grants)?
+    } else if trust {
+        OperatorGrants::unrestricted()
+    } else {
+        return Err(Refused::NoGrants {
+            grants: files.grants.clone(),
+        });
+    };
+    let bytes = std::fs::read(&files.component).map_err(Refused::Read)?;
+    let options = LoadOptions::new(Arc::clone(mapper))
+        .grants(operator)
+        .name(&files.name);
+    let plugin = runtime.load(&bytes, &options)?;
+    let config = if files.config.exists() {
+        let failed = |source: Box<dyn std::error::Error + Send + Sync>| Refused::Config {
+            path: files.config.clone(),
+            source,
+        };
+        let text = std::fs::read_to_string(&files.config).map_err(|e| failed(Box::new(e)))?;
+        let config = crate::replay::parse_config(&text).map_err(|e| failed(Box::new(e)))?;
+        plugin
+            .check_config(&config)
+            .map_err(|e| failed(Box::new(e)))?;
+        config
+    } else {
+        "{}".to_owned()
+    };
+    Ok((plugin, config))
+}
+
+/// A finished load task: its number, the plugin's files, what it gave.
+type LoadDone = (u64, PluginFiles, Result<(Plugin, String), Refused>);
+
+/// The plugins of one directory, loaded as it changes (see the module
+/// documentation).
+pub struct Loader {
+    dir: PathBuf,
+    runtime: Runtime,
+    mapper: Arc<RestMapper>,
+    trust: bool,
+    listing: Listing,
+    /// The latest load of each plugin (a later one makes earlier ones void).
+    latest: HashMap<String, u64>,
+    next_load: u64,
+    loads: JoinSet<LoadDone>,
+}
+
+impl Loader {
+    /// A loader of `dir` that has looked at nothing yet.
+    pub fn new(dir: &Path, runtime: Runtime, mapper: Arc<RestMapper>, trust: bool) -> Self {
+        Self {
+            dir: dir.to_owned(),
+            runtime,
+            mapper,
+            trust,
+            listing: Listing::default(),
+            latest: HashMap::new(),
+            next_load: 0,
+            loads: JoinSet::new(),
+        }
+    }
+
+    /// Looks at the directory: starts loading what was added or changed,
+    /// and returns the names of the plugins removed.
+    ///
+    /// # Errors
+    /// [`ScanError`] if the directory cannot be read (nothing changes).
+    pub fn rescan(&mut self) -> Result<Vec<String>, ScanError> {
+        let now = plugin_dir::scan(&self.dir)?;
+        let mut removed = Vec::new();
+        for change in self.listing.changes(&now) {
+            match change {
+                Change::Added(files) | Change::Changed(files) => self.spawn(files),
+                Change::Removed(name) => {
+                    self.latest.remove(&name);
+                    removed.push(name);
+                }
+            }
+        }
+        self.listing = now;
+        Ok(removed)
+    }
+
+    fn spawn(&mut self, files: PluginFiles) {
+        self.next_load += 1;
+        let id = self.next_load;
+        self.latest.insert(files.name.clone(), id);
+        tracing::info!(plugin = %files.name, path = %files.component.display(),
+            "loading plugin (compiled on first load, cached after)");
+        let (runtime, mapper, trust) = (self.runtime.clone(), Arc::clone(&self.mapper), self.trust);
+        self.loads.spawn_blocking(move || {
+            let loaded = load(&runtime, &mapper, &files, trust);
+            (id, files, loaded)
+        });
+    }
+
+    /// Loads not finished yet.
+    pub fn pending(&self) -> usize {
+        self.loads.len()
+    }
+
+    /// The next load to finish that is still the latest of its plugin;
+    /// `None` when none is in flight.
+    pub async fn next(&mut self) -> Option<Loaded> {
+        loop {
+            let (id, files, loaded) = match self.loads.join_next().await? {
+                Ok(done) => done,
+                Err(error) => {
+                    tracing::error!(%error, "a plugin load task failed");
+                    continue;
+                }
+            };
+            if self.latest.get(&files.name) != Some(&id) {
+                tracing::debug!(plugin = %files.name, "a newer load superseded this one");
+                continue;
+            }
+            return Some(match loaded {
+                Ok((plugin, config)) => Loaded::Ready {
+                    files,
+                    plugin,
+                    config,
+                },
+                Err(error) => Loaded::Refused { files, error },
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::RuntimeConfig;
+
+    fn loader(dir: &Path) -> Loader {
+        let runtime = Runtime::new(RuntimeConfig::default().pooling(false)).expect("engine");
+        Loader::new(dir, runtime, Arc::new(RestMapper::builtin()), true)
+    }
+
+    fn refused_names(loaded: Option<Loaded>) -> Option<String> {
+        match loaded? {
+            Loaded::Refused { files, .. } => Some(files.name),
+            Loaded::Ready { files, .. } => panic!("{} is no component", files.name),
+        }
+    }
+
+    #[tokio::test]
+    async fn only_the_latest_load_of_a_plugin_should_count() {
+        let dir = tempfile::tempdir().expect("dir");
+        let write = |name: &str, text: &str| {
+            std::fs::write(dir.path().join(name), text).expect("written");
+        };
+        let mut loader = loader(dir.path());
+        write("a.wasm", "not wasm");
+        write("b.wasm", "not wasm either");
+        assert!(loader.rescan().expect("scanned").is_empty());
+        // a changes while its first load may still run; b goes.
+        write("a.wasm", "still not wasm, but longer");
+        std::fs::remove_file(dir.path().join("b.wasm")).expect("removed");
+        assert_eq!(loader.rescan().expect("scanned"), ["b"]);
+        assert_eq!(refused_names(loader.next().await).as_deref(), Some("a"));
+        assert_eq!(
+            refused_names(loader.next().await),
+            None,
+            "one result for a, none for b"
+        );
+        assert_eq!(loader.pending(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_refusal_should_say_why() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(dir.path().join("a.wasm"), "not wasm").expect("written");
+        let runtime = Runtime::new(RuntimeConfig::default().pooling(false)).expect("engine");
+        let mut untrusted =
+            Loader::new(dir.path(), runtime, Arc::new(RestMapper::builtin()), false);
+        untrusted.rescan().expect("scanned");
+        match untrusted.next().await {
+            Some(Loaded::Refused {
+                error: Refused::NoGrants { grants },
+                ..
+            }) => {
+                assert_eq!(grants, dir.path().join("a.grants.yaml"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
