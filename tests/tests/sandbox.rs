@@ -298,6 +298,46 @@ fn plugins_of_one_component_should_share_its_code_and_nothing_else() {
 }
 
 #[test]
+fn concurrent_loads_of_one_component_should_end_with_one_copy() {
+    let runtime = runtime(InstanceReuse::Reuse);
+    let plugins: Vec<Plugin> = std::thread::scope(|scope| {
+        let loads: Vec<_> = (0..4)
+            .map(|i| {
+                let runtime = &runtime;
+                scope.spawn(move || {
+                    runtime
+                        .load_file(
+                            test_plugin("misbehave"),
+                            &kubewasm_tests::load_options().name(format!("p-{i}")),
+                        )
+                        .expect("loads")
+                })
+            })
+            .collect();
+        loads
+            .into_iter()
+            .map(|l| l.join().expect("joined"))
+            .collect()
+    });
+    for plugin in &plugins {
+        assert_eq!(count(plugin), "1", "each its own instances");
+    }
+    // One copy, shared by all: it stays while any of them does (copies
+    // compiled side by side would go with whichever was recorded).
+    let mut plugins = plugins;
+    while let Some(plugin) = plugins.pop() {
+        assert_eq!(
+            runtime.components(),
+            1,
+            "{} plugins left",
+            plugins.len() + 1
+        );
+        drop(plugin);
+    }
+    assert_eq!(runtime.components(), 0);
+}
+
+#[test]
 fn non_components_and_other_worlds_should_be_refused_at_load() {
     let runtime = shared(InstanceReuse::Fresh);
     let err = runtime

@@ -458,6 +458,10 @@ struct Inner {
     /// component loaded again (under another name, or as another tenant's
     /// plugin) shares its compiled code instead of holding a copy.
     loaded: Mutex<HashMap<String, (Weak<Code>, Declaration)>>,
+    /// One gate per component being compiled: a second load of the same
+    /// bytes waits for the first and shares its code instead of compiling
+    /// it again beside it.
+    compiling: Mutex<HashMap<String, Weak<Mutex<()>>>>,
 }
 
 /// A component compiled and linked: its code, shared by every plugin
@@ -516,6 +520,7 @@ impl Runtime {
                 compiled,
                 limit_counts: LimitCounts::default(),
                 loaded: Mutex::default(),
+                compiling: Mutex::default(),
             }),
         })
     }
@@ -621,6 +626,8 @@ impl Runtime {
     fn declare(&self, bytes: &[u8]) -> Result<(Plugin, Declaration, LoadTiming), LoadError> {
         check_header(bytes)?;
         let digest = hex::encode(Sha256::digest(bytes));
+        let gate = self.gate(&digest);
+        let _compiling = gate.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((code, declaration)) = self.shared(&digest) {
             let timing = LoadTiming {
                 cached: true,
@@ -693,6 +700,22 @@ impl Runtime {
             .unwrap_or_else(PoisonError::into_inner);
         let (code, declaration) = loaded.get(digest)?;
         Some((code.upgrade()?, declaration.clone()))
+    }
+
+    /// The gate of the component with this digest (see `Inner::compiling`).
+    fn gate(&self, digest: &str) -> Arc<Mutex<()>> {
+        let mut gates = self
+            .inner
+            .compiling
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        gates.retain(|_, gate| gate.strong_count() > 0);
+        if let Some(gate) = gates.get(digest).and_then(Weak::upgrade) {
+            return gate;
+        }
+        let gate = Arc::new(Mutex::new(()));
+        gates.insert(digest.to_owned(), Arc::downgrade(&gate));
+        gate
     }
 
     /// A plugin of `code` granting nothing, for `declare` to run in.
