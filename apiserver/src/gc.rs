@@ -3,7 +3,10 @@
 //! events.
 //!
 //! - **Background** deletion: once every owner named in an object's
-//!   `ownerReferences` is gone, the object is deleted.
+//!   `ownerReferences` is gone, the object is deleted. That holds for an
+//!   object written after its owners went too (a controller's apply that
+//!   raced its owner's deletion): as the real collector does with dangling
+//!   references, it is deleted once seen.
 //! - **Foreground** deletion (`foregroundDeletion` finalizer): the owner's
 //!   dependents are deleted first; the finalizer is removed when none is left.
 //! - **Orphan** deletion (`orphan` finalizer): the owner's references are
@@ -120,7 +123,27 @@ fn handle(store: &Store, event: &Event) {
                 finish_namespace(store, name);
             }
         }
-        _ => {}
+        EventType::Added | EventType::Modified => {
+            collect_if_dangling(store, &event.resource, object)
+        }
+    }
+}
+
+/// Deletes an object written with owners that are all gone, if it is still
+/// the object the event saw (same uid) and its owners are still gone.
+fn collect_if_dangling(store: &Store, resource: &ResourceKey, seen: &Value) {
+    let owners = owner_uids(seen);
+    if owners.is_empty() || owners.iter().any(|u| exists(store, u)) {
+        return;
+    }
+    let Some(key) = ObjectKey::of(seen) else {
+        return;
+    };
+    if let Some(current) = store.get(resource, &key)
+        && uid(&current) == uid(seen)
+        && owner_uids(&current).iter().all(|u| !exists(store, u))
+    {
+        delete(store, resource, &current);
     }
 }
 

@@ -346,6 +346,15 @@ async fn garbage_collection_should_follow_the_propagation_policy() -> anyhow::Re
     })
     .await?;
 
+    // Written after its owner went (an apply racing the deletion): it goes
+    // too, as the real collector deletes dependents of a dangling owner.
+    let late = cms.create(&pp, &owned_by("bg-late", &owner)).await?;
+    assert!(late.metadata.uid.is_some());
+    eventually("the dependent of a gone owner to go", || async {
+        Ok(cms.get_opt("bg-late").await?.is_none())
+    })
+    .await?;
+
     // Foreground: the owner waits for its dependents, then goes too.
     let owner = cms.create(&pp, &cm("fg-owner", "x")).await?;
     cms.create(&pp, &owned_by("fg-child", &owner)).await?;

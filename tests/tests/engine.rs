@@ -822,6 +822,19 @@ fn a_plugin_replaced_on_disk_should_be_swapped_in_place_kept_when_broken_and_sto
             .is_some_and(|n| n == &["python"])
     });
 
+    // A version of another primary type is another controller: the old one
+    // stops, the new one starts under the same name.
+    std::fs::remove_file(host._dir.path().join("hot.config.yaml")).expect("removed");
+    host.put_plugin("hot", &example_plugin("config-rollout"));
+    eventually("restarted as a Deployment controller", &host, || {
+        host.log().contains("restarting the controller")
+            && host
+                .get("/metrics")
+                .1
+                .contains(r#"kubewasm_informer_objects{resource="apps/v1 Deployment",selector=""}"#)
+    });
+    assert_eq!(loads("swapped"), 2.0);
+
     // Gone from the directory: stopped.
     host.remove_plugin("hot");
     eventually("the plugin is stopped", &host, || loads("removed") == 1.0);

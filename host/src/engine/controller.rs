@@ -130,8 +130,12 @@ impl Current {
         Arc::clone(&self.0.read().unwrap_or_else(PoisonError::into_inner))
     }
 
-    fn set(&self, version: Version) {
-        *self.0.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(version);
+    /// Replaces the version by the one `subscribe` makes, holding steps
+    /// from starting meanwhile: the keys the new version's subscriptions
+    /// list are handed out only to it.
+    fn replace(&self, subscribe: impl FnOnce() -> Version) {
+        let mut current = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        *current = Arc::new(subscribe());
     }
 }
 
@@ -282,8 +286,8 @@ impl Controller {
             });
         }
         let digest = plugin.digest().to_owned();
-        let version = Version::subscribe(plugin, config, shared, &self.queue, &self.custom);
-        self.current.set(version);
+        self.current
+            .replace(|| Version::subscribe(plugin, config, shared, &self.queue, &self.custom));
         tracing::info!(plugin = %self.name, %digest, "plugin swapped");
         Ok(())
     }

@@ -43,9 +43,11 @@
 //!   once for the children its own reconcile just made: 10,000 MyApps took
 //!   1.5 to 2 times as long to converge, BENCHMARKS.md's engine scenario.)
 //! - **Listed keys in bulk.** A listed key is held in one ordered set (a
-//!   pointer each) until it is handed out; a key listed while queued or
-//!   processing is not listed again, and a listed key that is added leaves
-//!   the set, so neither runs twice for one cause.
+//!   pointer each) until it is handed out; a key listed while queued is not
+//!   listed again, and a listed key that is added leaves the set, so neither
+//!   runs twice for one cause. A key listed while processing runs once more
+//!   after, as for any add (after a swap, the run in flight is the old
+//!   version's).
 //! - **Paused.** While [`WorkQueue::set_paused`] holds it (a standby that
 //!   does not lead), keys are queued and deduplicated but none is handed
 //!   out.
@@ -222,13 +224,25 @@ impl WorkQueue {
         self.notify.notify_waiters();
     }
 
-    /// Lists `key`: it runs once nothing else is ready, unless it is
-    /// queued or processing already (see the module documentation).
+    /// Lists `key` (see the module documentation): it runs in the
+    /// listing's place, unless it is queued already; if it is processing,
+    /// it runs once more after (the run in flight may be of a plugin's
+    /// version that is being replaced).
     pub fn add_listed(&self, key: impl Into<Key>) {
         let key = key.into();
         let mut inner = self.lock();
-        if inner.shut_down || inner.states.contains_key(&key) {
-            return;
+        match inner.states.get(&key) {
+            _ if inner.shut_down => return,
+            Some(State::Queued { .. }) => return,
+            Some(State::Processing { .. }) => {
+                let slot = Slot {
+                    ready_at: Instant::now(),
+                    priority: Priority::Event,
+                };
+                inner.insert(key, slot);
+                return;
+            }
+            None => {}
         }
         if inner.listed.is_empty() {
             inner.seq += 1;
@@ -604,11 +618,17 @@ mod tests {
         q.add(key("a"), Priority::Event);
         assert_eq!(q.depth(), 1);
         let a = next_now(&q).await.expect("ready");
-        // Listed while processing (a new plugin shown what it runs on):
-        // nothing to run again.
-        q.add_listed(key("a"));
         q.done(&a, Done::Forget);
         assert_eq!(next_now(&q).await, None);
+        // Listed while processing (a new version shown what the old one
+        // is reconciling): once more after, not at once.
+        q.add(key("a"), Priority::Event);
+        let a = next_now(&q).await.expect("ready");
+        q.add_listed(key("a"));
+        assert_eq!(next_now(&q).await, None, "never concurrently with itself");
+        q.done(&a, Done::Forget);
+        assert_eq!(next_now(&q).await, Some(key("a")));
+        q.done(&a, Done::Forget);
         assert_eq!(q.depth(), 0);
     }
 
