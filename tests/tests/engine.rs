@@ -187,9 +187,21 @@ fn eventually_showing(
     what: &str,
     host: &Host,
     state: impl Fn() -> String,
+    check: impl FnMut() -> bool,
+) {
+    wait_for(what, host, Duration::from_secs(60), state, check);
+}
+
+/// Waits up to `within` for `check` to hold; the failure names `what` and
+/// shows `state()`, the host's log and metrics.
+fn wait_for(
+    what: &str,
+    host: &Host,
+    within: Duration,
+    state: impl Fn() -> String,
     mut check: impl FnMut() -> bool,
 ) {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + within;
     while !check() {
         assert!(
             Instant::now() < deadline,
@@ -774,9 +786,14 @@ fn a_plugin_replaced_on_disk_should_be_swapped_in_place_kept_when_broken_and_sto
             .is_some_and(|notes| notes.contains(&"rust".to_owned()))
     });
     host.put_plugin("hot", &test_plugin("misbehave-py"));
-    eventually("the Python version is swapped in", &host, || {
-        loads("swapped") == 1.0
-    });
+    // A first load compiles the interpreter: minutes on a loaded machine.
+    wait_for(
+        "the Python version is swapped in",
+        &host,
+        Duration::from_secs(300),
+        String::new,
+        || loads("swapped") == 1.0,
+    );
     let (ok, out, _) = server.kubectl(&["get", "configmaps", "-o", "name"]);
     assert!(ok);
     let before_swap: std::collections::BTreeSet<String> = out

@@ -27,8 +27,8 @@
 //! out a key twice at once, whatever the version. The new version
 //! subscribes to what it declares (it is shown every object, so every
 //! primary is reconciled once by it); the old subscriptions go with its last
-//! step. A version that reconciles another type is another controller
-//! ([`SwapError`]).
+//! step. A version that reconciles another type (or another version of
+//! it) is another controller ([`SwapError`]).
 //!
 //! # Fairness
 //! Every plugin's workers take a permit of one host-wide, first-come
@@ -142,7 +142,8 @@ impl Current {
 /// Why a plugin could not be swapped in place.
 #[derive(Debug, thiserror::Error)]
 pub enum SwapError {
-    /// The new version reconciles another type: it is another controller.
+    /// The new version reconciles another type (or another version of it):
+    /// it is another controller.
     #[error("the new version reconciles {new}, not {old}")]
     PrimaryChanged {
         /// The running version's primary.
@@ -279,7 +280,15 @@ impl Controller {
         shared: &Shared,
     ) -> Result<(), SwapError> {
         let new = &plugin.declaration().primary;
-        if (&new.group, &new.kind) != (&self.primary.group, &self.primary.kind) {
+        // The same group, version and kind: the resync and the queue's keys
+        // follow the primary's informer, which a new version would replace.
+        if (&new.group, &new.version, &new.kind)
+            != (
+                &self.primary.group,
+                &self.primary.version,
+                &self.primary.kind,
+            )
+        {
             return Err(SwapError::PrimaryChanged {
                 old: Box::new(self.primary.clone()),
                 new: Box::new(new.clone()),
