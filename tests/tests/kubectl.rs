@@ -165,7 +165,10 @@ fn requests_without_the_token_should_be_refused() {
         .expect("kubectl runs");
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("provide credentials"), "{stderr}");
+    assert!(
+        stderr.contains("You must be logged in to the server"),
+        "{stderr}"
+    );
     server.terminate();
 }
 

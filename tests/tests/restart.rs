@@ -134,7 +134,10 @@ fn secrets_at_rest_should_be_private_and_an_empty_token_refused() -> anyhow::Res
     );
     // A token that is close but not equal is refused.
     let (ok, _, stderr) = server.kubectl(&["get", "ns", "--token", "x"]);
-    assert!(!ok && stderr.contains("provide credentials"), "{stderr}");
+    assert!(
+        !ok && stderr.contains("You must be logged in to the server"),
+        "{stderr}"
+    );
     assert!(server.terminate().success());
 
     // Saved credentials without a token: a clear error at start, not an open server.
