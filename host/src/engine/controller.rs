@@ -167,8 +167,10 @@ impl Version {
         let primary = declaration.primary.clone();
         let primary_handler: Handler = {
             let queue = Arc::clone(queue);
-            Arc::new(move |change: Change<'_>| {
-                enqueue(&queue, &change, Arc::clone(change.key()));
+            Arc::new(move |change: Change<'_>| match change {
+                // The primary's own store: walked, not held key by key.
+                Change::Listed(key, _, store) => queue.add_listed_in(Arc::clone(key), store),
+                _ => enqueue(&queue, &change, Arc::clone(change.key())),
             })
         };
         let mut subscriptions = vec![shared.informers.subscribe(
@@ -488,6 +490,10 @@ impl Worker {
             let done = self.reconcile(&version, &key).await;
             if let Some(backoff) = self.queue.done(&key, done) {
                 self.shared.metrics.backed_off(name, backoff);
+            }
+            // Nothing left to do: an idle plugin holds no instance.
+            if self.queue.is_idle() {
+                version.plugin.release_idle();
             }
         }
     }

@@ -20,7 +20,8 @@
 //! - Every handler sees every change (added, modified, deleted, relisted)
 //!   after the store has it, and a new subscriber first sees every object
 //!   the store already holds. Handlers run on the informer's task and must
-//!   not block: they queue keys.
+//!   not block: they queue keys. No handler runs with the store locked,
+//!   so a handler may read it.
 //! - What no change brought is told apart: the objects of the first list
 //!   and those a new subscriber is replayed are [`Change::Listed`], so a
 //!   queue can hold them in bulk and serve them after fresh events (as
@@ -29,6 +30,7 @@
 //!   stays true.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 
@@ -39,6 +41,7 @@ use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::listing::Keys;
 use super::queue::Key;
 use crate::cache::CachedObject;
 use crate::resource::{ObjectKey, ResourceType};
@@ -73,8 +76,9 @@ pub struct InformerKey {
 #[derive(Clone, Copy, Debug)]
 pub enum Change<'a> {
     /// Held when the handler subscribed, or found by the first list: no
-    /// change the handler could have missed brought it.
-    Listed(&'a Key, &'a Arc<CachedObject>),
+    /// change the handler could have missed brought it. With the store,
+    /// every key of which is listed with it (a queue walks it).
+    Listed(&'a Key, &'a Arc<CachedObject>, &'a Arc<dyn Keys>),
     /// Added or modified (also what a relist found new or changed).
     Applied(&'a Key, &'a Arc<CachedObject>),
     /// Deleted (also an object a relist no longer found).
@@ -85,14 +89,14 @@ impl<'a> Change<'a> {
     /// The object's key.
     pub fn key(&self) -> &'a Key {
         match self {
-            Self::Listed(k, _) | Self::Applied(k, _) | Self::Deleted(k, _) => k,
+            Self::Listed(k, _, _) | Self::Applied(k, _) | Self::Deleted(k, _) => k,
         }
     }
 
     /// The object, as it is now or as it was last.
     pub fn object(&self) -> &'a Arc<CachedObject> {
         match self {
-            Self::Listed(_, o) | Self::Applied(_, o) | Self::Deleted(_, o) => o,
+            Self::Listed(_, o, _) | Self::Applied(_, o) | Self::Deleted(_, o) => o,
         }
     }
 }
@@ -188,6 +192,33 @@ impl Store {
     }
 }
 
+impl Keys for Store {
+    fn first_after(&self, after: Option<&ObjectKey>) -> Option<Key> {
+        let objects = self.read();
+        match after {
+            None => objects.keys().next().cloned(),
+            Some(after) => objects
+                .range::<ObjectKey, _>((Bound::Excluded(after), Bound::Unbounded))
+                .next()
+                .map(|(k, _)| Arc::clone(k)),
+        }
+    }
+
+    fn count_after(&self, after: Option<&ObjectKey>) -> usize {
+        let objects = self.read();
+        match after {
+            None => objects.len(),
+            Some(after) => objects
+                .range::<ObjectKey, _>((Bound::Excluded(after), Bound::Unbounded))
+                .count(),
+        }
+    }
+
+    fn holds(&self, key: &ObjectKey) -> bool {
+        self.read().contains_key(key)
+    }
+}
+
 /// A running informer: its store, its handlers and its task.
 struct Informer {
     store: Arc<Store>,
@@ -272,14 +303,23 @@ impl Informers {
         // store before it reads the handlers, so each change reaches the new
         // handler through this replay or through the task, never neither
         // (an informer that listed before this subscription, or a task
-        // faster than this function, loses nothing).
+        // faster than this function, loses nothing). The store itself is
+        // not locked while the handler runs: no handler runs under it, so
+        // one may read the store (a queue's walk over it does).
         {
             let mut handlers = informer
                 .handlers
                 .write()
                 .unwrap_or_else(PoisonError::into_inner);
-            for (key, object) in informer.store.read().iter() {
-                handler(Change::Listed(key, object));
+            let held: Vec<(Key, Arc<CachedObject>)> = informer
+                .store
+                .read()
+                .iter()
+                .map(|(k, o)| (Arc::clone(k), Arc::clone(o)))
+                .collect();
+            let listing: Arc<dyn Keys> = Arc::clone(&informer.store) as _;
+            for (key, object) in &held {
+                handler(Change::Listed(key, object, &listing));
             }
             handlers.insert(id, handler);
         }
@@ -352,6 +392,7 @@ async fn run(
             handler(change);
         }
     };
+    let listing: Arc<dyn Keys> = Arc::clone(&store) as _;
     let mut relist: Option<Objects> = None;
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
     while let Some(event) = stream.next().await {
@@ -392,7 +433,7 @@ async fn run(
                 };
                 changed.iter().for_each(|(k, o)| {
                     notify(if first {
-                        Change::Listed(k, o)
+                        Change::Listed(k, o, &listing)
                     } else {
                         Change::Applied(k, o)
                     });

@@ -14,7 +14,8 @@
 //!
 //! - [`informer`]: shared, reference-counted informers and their stores;
 //! - [`queue`]: a plugin's work queue (deduplication, per-key backoff,
-//!   priorities, requeue-after);
+//!   priorities, requeue-after), and [`listing`], the listed keys it holds
+//!   as a walk over the store;
 //! - [`controller`]: one plugin as a controller (mapping, workers, resync);
 //! - [`applier`]: the writes;
 //! - [`discovery`]: the cluster's types, for the REST mapper;
@@ -27,6 +28,7 @@ pub mod controller;
 pub mod discovery;
 pub mod informer;
 pub mod leader;
+pub mod listing;
 pub mod metrics;
 pub mod queue;
 pub mod serve;

@@ -42,10 +42,12 @@
 //!   controller-runtime's priority queue can, re-runs each new primary at
 //!   once for the children its own reconcile just made: 10,000 MyApps took
 //!   1.5 to 2 times as long to converge, BENCHMARKS.md's engine scenario.)
-//! - **Listed keys in bulk.** A listed key is held in one ordered set (a
-//!   pointer each) until it is handed out; a key listed while queued is not
-//!   listed again, and a listed key that is added leaves the set, so neither
-//!   runs twice for one cause. A key listed while processing runs once more
+//! - **Listed keys in bulk.** A listing of a whole store
+//!   ([`WorkQueue::add_listed_in`]: the primary's) is held as a walk over
+//!   the store, not key by key, and other listed keys in one ordered set (a
+//!   pointer each) until handed out ([`super::listing`]); a key listed
+//!   while queued is not listed again, and a listed key that is added
+//!   leaves the listing, so neither runs twice for one cause. A key listed while processing runs once more
 //!   after, as for any add (after a swap, the run in flight is the old
 //!   version's).
 //! - **Paused.** While [`WorkQueue::set_paused`] holds it (a standby that
@@ -62,7 +64,7 @@
 //! Time is read from the tokio clock, so tests run with paused time.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -70,6 +72,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::listing::{Keys, Listed};
 use crate::resource::ObjectKey;
 
 /// A key as the queue holds it: one copy, shared by its indexes.
@@ -140,6 +143,16 @@ struct Slot {
     priority: Priority,
 }
 
+impl Slot {
+    /// Ready at `now`, as a fresh event.
+    fn event(now: Instant) -> Self {
+        Self {
+            ready_at: now,
+            priority: Priority::Event,
+        }
+    }
+}
+
 /// The key's state, as in the module's diagram.
 #[derive(Debug)]
 enum State {
@@ -159,7 +172,7 @@ struct Inner {
     ready: BTreeMap<ReadyOrder, Key>,
     /// Listed keys not handed out yet; since when the oldest waits, and
     /// the listing's place among ready events.
-    listed: BTreeSet<Key>,
+    listed: Listed,
     listed_since: Option<Instant>,
     listed_seq: u64,
     failures: HashMap<Key, Failure>,
@@ -167,6 +180,8 @@ struct Inner {
     /// Token bucket for retries: tokens available as of `bucket_at`.
     tokens: f64,
     bucket_at: Option<Instant>,
+    /// Keys handed out and not done yet.
+    processing: usize,
     paused: bool,
     shut_down: bool,
 }
@@ -229,27 +244,50 @@ impl WorkQueue {
     /// it runs once more after (the run in flight may be of a plugin's
     /// version that is being replaced).
     pub fn add_listed(&self, key: impl Into<Key>) {
-        let key = key.into();
+        self.list(key.into(), None);
+    }
+
+    /// Lists `key`, one of the keys `source` holds, as
+    /// [`Self::add_listed`] does; a listing of a whole store is then held
+    /// as a walk over it, not key by key (see [`super::listing`]).
+    pub fn add_listed_in(&self, key: Key, source: &Arc<dyn Keys>) {
+        self.list(key, Some(source));
+    }
+
+    fn list(&self, key: Key, source: Option<&Arc<dyn Keys>>) {
+        let now = Instant::now();
         let mut inner = self.lock();
-        match inner.states.get(&key) {
-            _ if inner.shut_down => return,
-            Some(State::Queued { .. }) => return,
-            Some(State::Processing { .. }) => {
-                let slot = Slot {
-                    ready_at: Instant::now(),
-                    priority: Priority::Event,
-                };
-                inner.insert(key, slot);
-                return;
+        if inner.shut_down {
+            return;
+        }
+        let was_empty = inner.listed.is_empty();
+        let state = inner.states.get(&key);
+        let (queued, processing) = (
+            state.is_some(),
+            matches!(state, Some(State::Processing { .. })),
+        );
+        match source {
+            // A listing of a whole store: walked, passing over this key if
+            // it is queued or processing.
+            Some(source) => {
+                inner.listed.list_in(Arc::clone(&key), source);
+                if queued {
+                    inner.listed.remove(&key);
+                }
             }
+            None if !queued => inner.listed.list(Arc::clone(&key)),
             None => {}
         }
-        if inner.listed.is_empty() {
+        // Processing: once more after (after a swap the run in flight is
+        // the old version's); queued: it runs as queued.
+        if processing {
+            inner.insert(key, Slot::event(now));
+        }
+        if was_empty && !inner.listed.is_empty() {
             inner.seq += 1;
             inner.listed_seq = inner.seq;
-            inner.listed_since = Some(Instant::now());
+            inner.listed_since = Some(now);
         }
-        inner.listed.insert(key);
         drop(inner);
         self.notify.notify_waiters();
     }
@@ -260,7 +298,10 @@ impl WorkQueue {
         let now = Instant::now();
         let mut inner = self.lock();
         let (key, pending) = match inner.states.remove_entry(key) {
-            Some((key, State::Processing { pending })) => (key, pending),
+            Some((key, State::Processing { pending })) => {
+                inner.processing = inner.processing.saturating_sub(1);
+                (key, pending)
+            }
             Some((key, queued @ State::Queued { .. })) => {
                 // Not handed out: nothing to finish.
                 inner.states.insert(key, queued);
@@ -355,11 +396,23 @@ impl WorkQueue {
         self.notify.notify_waiters();
     }
 
+    /// Whether no key is processing and none is ready now (some may wait
+    /// for later: a backoff, a requeue, a resync). A worker that finds its
+    /// queue idle lets the plugin's warm instances go.
+    pub fn is_idle(&self) -> bool {
+        let mut inner = self.lock();
+        let now = Instant::now();
+        inner.processing == 0
+            && inner.ready.is_empty()
+            && inner.waiting.keys().next().is_none_or(|(at, _)| *at > now)
+            && inner.listed.is_empty()
+    }
+
     /// Keys queued (ready or not, listed included), not counting those
     /// processing.
     pub fn depth(&self) -> usize {
         let inner = self.lock();
-        inner.waiting.len() + inner.ready.len() + inner.listed.len()
+        inner.waiting.len() + inner.ready.len() + inner.listed.remaining()
     }
 
     /// The consecutive failures of `key`, if its last reconcile failed.
@@ -423,13 +476,13 @@ impl Inner {
             }
         }
         let listing = (Reverse(Priority::Event), self.listed_seq);
-        if !self.listed.is_empty()
-            && self
-                .ready
-                .first_key_value()
-                .is_none_or(|(o, _)| listing < *o)
+        if self
+            .ready
+            .first_key_value()
+            .is_none_or(|(o, _)| listing < *o)
+            && let Some(next) = self.pop_listed(now)
         {
-            return self.pop_listed(now);
+            return Some(next);
         }
         let (_, key) = self.ready.pop_first()?;
         let waited = match self.states.get(&key) {
@@ -438,21 +491,35 @@ impl Inner {
         };
         self.states
             .insert(Arc::clone(&key), State::Processing { pending: None });
+        self.processing += 1;
         Some((key, waited))
     }
 
     /// Hands out the first listed key, with how long the listed keys have
     /// waited.
+    /// A walked key queued since is passed over (it runs as queued), one
+    /// processing runs once more after.
     fn pop_listed(&mut self, now: Instant) -> Option<(Key, Duration)> {
-        let key = self.listed.pop_first()?;
         let waited = self
             .listed_since
             .map_or(Duration::ZERO, |since| now.saturating_duration_since(since));
+        let key = loop {
+            let Some(key) = self.listed.pop() else {
+                self.listed_since = None;
+                return None;
+            };
+            match self.states.get(&key) {
+                None => break key,
+                Some(State::Queued { .. }) => {}
+                Some(State::Processing { .. }) => self.insert(key, Slot::event(now)),
+            }
+        };
         if self.listed.is_empty() {
             self.listed_since = None;
         }
         self.states
             .insert(Arc::clone(&key), State::Processing { pending: None });
+        self.processing += 1;
         Some((key, waited))
     }
 
@@ -647,6 +714,50 @@ mod tests {
             ("k00000", Duration::from_secs(2))
         );
         assert_eq!(q.lock().states.len(), 1, "only the one processing");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_walked_listing_should_hold_no_key_and_pass_over_keys_queued_since() {
+        let names = ["a", "b", "c", "d"];
+        let store: Arc<dyn Keys> = Arc::new(super::super::listing::KeySet(std::sync::Mutex::new(
+            names.iter().map(|n| Arc::new(key(n))).collect(),
+        )));
+        let q = WorkQueue::new(no_rate_limit());
+        // "b" is processing when the listing comes; "c" is queued.
+        q.add(key("b"), Priority::Event);
+        let b = take(&q).await.expect("b");
+        q.add_after(key("c"), Duration::from_secs(60), Priority::Retry);
+        for name in names {
+            q.add_listed_in(Arc::new(key(name)), &store);
+        }
+        assert_eq!(
+            q.depth(),
+            3,
+            "a and d listed, c waiting (b pending: processing)"
+        );
+        // "d" changes meanwhile: it runs as that event, not twice.
+        q.add(key("d"), Priority::Event);
+        assert_eq!(next_now(&q).await, Some(key("a")));
+        assert_eq!(next_now(&q).await, Some(key("d")));
+        assert_eq!(next_now(&q).await, None, "b still processing, c waiting");
+        q.done(&b, Done::Forget);
+        assert_eq!(next_now(&q).await, Some(key("b")), "once more after");
+        assert_eq!(next_now(&q).await, None);
+        assert!(q.lock().listed.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_queue_should_be_idle_with_nothing_processing_or_ready() {
+        let q = WorkQueue::new(no_rate_limit());
+        assert!(q.is_idle());
+        q.add(key("a"), Priority::Event);
+        assert!(!q.is_idle(), "ready");
+        let a = take(&q).await.expect("a");
+        assert!(!q.is_idle(), "processing");
+        q.done(&a, Done::RequeueAfter(Duration::from_secs(5)));
+        assert!(q.is_idle(), "only waiting for later");
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert!(!q.is_idle(), "ready again");
     }
 
     #[tokio::test(start_paused = true)]

@@ -29,7 +29,10 @@
 //! default: each plugin keeps a few warm instances, a call takes one, and it
 //! goes back only if the call succeeded. A trapped instance is dropped, and
 //! an instance is retired after [`MAX_CALLS_PER_INSTANCE`] calls, which
-//! bounds what a leaky plugin accumulates. Plugins must not rely on state
+//! bounds what a leaky plugin accumulates. A plugin with no work left lets
+//! its warm instances go ([`Plugin::release_idle`]), so an idle plugin
+//! holds no linear memory: what a plugin adds to the host at rest is its
+//! queue and declaration, not an instance (the code is shared). Plugins must not rely on state
 //! kept between calls (there are several warm instances, and any may be
 //! replaced).
 //! [`InstanceReuse::Fresh`] gives every call a new instance, for operators
@@ -481,6 +484,10 @@ impl Runtime {
         wasm.wasm_component_model(true).epoch_interruption(true);
         if config.pooling {
             let n = config.max_instances;
+            let keep_resident = match config.instance_reuse {
+                InstanceReuse::Fresh => KEEP_RESIDENT,
+                InstanceReuse::Reuse => 0,
+            };
             let mut pool = PoolingAllocationConfig::default();
             pool.total_component_instances(n)
                 .total_core_instances(n.saturating_mul(8))
@@ -491,11 +498,14 @@ impl Runtime {
                 .max_memories_per_component(state::MAX_MEMORIES as u32)
                 .max_tables_per_component(state::MAX_TABLES as u32)
                 .max_memory_size(config.memory_limit)
-                // Reset reused slots with memset rather than madvise: a
-                // fresh instance then takes no page faults on the memory
-                // the previous one touched (see BENCHMARKS.md).
-                .linear_memory_keep_resident(KEEP_RESIDENT)
-                .table_keep_resident(KEEP_RESIDENT / 16)
+                // With a fresh instance per call, reset reused slots with
+                // memset rather than madvise: the next instance then takes
+                // no page faults on the memory the previous one touched
+                // (see BENCHMARKS.md). With warm instances a slot is freed
+                // when its plugin goes idle (or an instance retires): its
+                // memory goes back to the system.
+                .linear_memory_keep_resident(keep_resident)
+                .table_keep_resident(keep_resident / 16)
                 .pagemap_scan(wasmtime::Enabled::Auto);
             wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         }
@@ -859,6 +869,14 @@ impl Plugin {
     /// Whether calls reuse warm instances.
     pub fn reuses_instances(&self) -> bool {
         self.reuse
+    }
+
+    /// Drops the warm instances no call is using (the host does when the
+    /// plugin has no work left): their memory goes back to the system and
+    /// the next call instantiates afresh. Returns how many were dropped.
+    pub fn release_idle(&self) -> usize {
+        let idle = std::mem::take(&mut *self.warm.lock().unwrap_or_else(PoisonError::into_inner));
+        idle.len()
     }
 
     /// Checks a configuration (JSON text) against the plugin's
