@@ -334,6 +334,11 @@ impl Grants {
         }
     }
 
+    /// The namespaces the plugin is confined to; `None`: every namespace.
+    pub fn namespaces(&self) -> Option<&BTreeSet<String>> {
+        self.namespaces.as_ref()
+    }
+
     /// Whether reads may see objects of `namespace`.
     pub fn reads_namespace(&self, namespace: &str) -> bool {
         self.namespaces

@@ -396,14 +396,29 @@ async fn memory(readers: Readers, n: usize, runtime: &Runtime) -> anyhow::Result
     Ok(grown)
 }
 
+/// How many malloc arenas a memory scenario's process runs with.
+#[derive(Clone, Copy, Debug)]
+enum Arenas {
+    /// glibc's default: up to eight per core, one per thread as they
+    /// contend. What a host run as is gets; the figures vary by several
+    /// MiB from run to run (which arena a thread's allocations land in).
+    Default,
+    /// `MALLOC_ARENA_MAX=1`: one arena, figures stable to a tenth of a MiB.
+    One,
+}
+
 /// Runs one memory scenario in a child process (this binary again, with
 /// `KUBEWASM_BENCH_MEMORY` set) and reads the MiB it printed.
-fn memory_in_child(readers: Readers, n: usize) -> anyhow::Result<f64> {
+fn memory_in_child(readers: Readers, n: usize, arenas: Arenas) -> anyhow::Result<f64> {
     let spec = match readers {
         Readers::Wasm(count) => format!("wasm:{count}:{n}"),
         Readers::Native(count) => format!("native:{count}:{n}"),
     };
-    let out = std::process::Command::new(std::env::current_exe()?)
+    let mut child = std::process::Command::new(std::env::current_exe()?);
+    if let Arenas::One = arenas {
+        child.env("MALLOC_ARENA_MAX", "1");
+    }
+    let out = child
         .env("KUBEWASM_BENCH_MEMORY", &spec)
         .stderr(std::process::Stdio::inherit())
         .output()?;
@@ -480,22 +495,33 @@ async fn main() -> anyhow::Result<()> {
         ms(behind)
     );
 
-    // Resident memory moves by a few MiB from run to run (where the
-    // allocator's arenas land): the plugins' figures are medians of three.
-    let median_of_three = |readers| -> anyhow::Result<f64> {
+    // Resident memory moves by a few MiB from run to run with glibc's
+    // default arenas: the plugins' figures are medians of three, with the
+    // default and with one arena.
+    let median_of_three = |readers, arenas| -> anyhow::Result<f64> {
         let mut runs = (0..3)
-            .map(|_| memory_in_child(readers, objects))
+            .map(|_| memory_in_child(readers, objects, arenas))
             .collect::<anyhow::Result<Vec<f64>>>()?;
         runs.sort_by(f64::total_cmp);
         Ok(runs[1])
     };
-    let one_mib = median_of_three(Readers::Wasm(1))?;
-    let many_mib = median_of_three(Readers::Wasm(readers))?;
-    let native_mib = memory_in_child(Readers::Native(readers), objects)?;
+    let mut plugins = Vec::new();
+    for arenas in [Arenas::Default, Arenas::One] {
+        let one = median_of_three(Readers::Wasm(1), arenas)?;
+        let many = median_of_three(Readers::Wasm(readers), arenas)?;
+        eprintln!(
+            "memory over {objects} ConfigMaps ({arenas:?} arenas): 1 plugin {one:.1} MiB, \
+             {readers} plugins {many:.1} MiB ({:.2}x)",
+            many / one
+        );
+        plugins.push((one, many));
+    }
+    let [(one_mib, many_mib), (one_stable, many_stable)] = plugins[..] else {
+        anyhow::bail!("two allocator settings measured");
+    };
+    let native_mib = memory_in_child(Readers::Native(readers), objects, Arenas::Default)?;
     eprintln!(
-        "memory over {objects} ConfigMaps: 1 plugin {one_mib:.1} MiB, {readers} plugins {many_mib:.1} MiB \
-         ({:.2}x), {readers} native caches {native_mib:.1} MiB ({:.3} of it)",
-        many_mib / one_mib,
+        "{readers} native caches {native_mib:.1} MiB ({:.3} of it)",
         many_mib / native_mib
     );
 
@@ -517,23 +543,28 @@ async fn main() -> anyhow::Result<()> {
              the other plugin's key takes a free permit at once.\n\n\
              Memory over {objects} ConfigMaps (each 200 bytes of data), what the readers add to \
              the process once listed (and, for plugins, every key reconciled once), each scenario \
-             in a process of its own (plugins: median of three runs):\n\n\
-             | readers | memory added |\n|---|---|\n\
-             | 1 plugin (misbehave, `noop`) in kubewasm | {one_mib:.1} MiB |\n\
-             | {readers} plugins (the same component under {readers} names) in kubewasm | {many_mib:.1} MiB: **{:.2}x** one (goal: at most 1.3x; one informer per type for all) |\n\
-             | {readers} kube-runtime reflectors, a watch and a store each (as {readers} native controllers hold) | {native_mib:.1} MiB: kubewasm's {readers} plugins take **{:.3}** of it (goal: at most 1/20) |\n\n\
-             The {readers} plugins share one informer and one compiled copy of the component \
-             (by digest). What each adds, {:.2} MiB, is its own: its warm instance (a store and \
-             the pages of linear memory its calls touched: no tenant's instance serves another) \
-             and its work queue, which holds the {objects} listed keys, a pointer each, until it \
-             has handed them out.\n",
+             in a process of its own (plugins: median of three runs), with glibc's default malloc \
+             arenas (as the host runs unless told otherwise) and with one \
+             (`MALLOC_ARENA_MAX=1`, where the figures are stable to a tenth of a MiB):\n\n\
+             | readers | memory added (default arenas) | (one arena) |\n|---|---|---|\n\
+             | 1 plugin (misbehave, `noop`) in kubewasm | {one_mib:.1} MiB | {one_stable:.1} MiB |\n\
+             | {readers} plugins (the same component under {readers} names) in kubewasm | {many_mib:.1} MiB: **{:.2}x** one | {many_stable:.1} MiB: **{:.2}x** one |\n\
+             | {readers} kube-runtime reflectors, a watch and a store each (as {readers} native controllers hold) | {native_mib:.1} MiB: kubewasm's {readers} plugins take **{:.3}** of it | |\n\n\
+             Goals: {readers} plugins at most 1.3x one (the caches are shared), and at most 1/20 of \
+             the native controllers. The {readers} plugins share one informer and one compiled copy \
+             of the component (by digest); a queue holds the listing of its primary as a walk \
+             over the shared store, not a key each, and a plugin with no work left lets its warm \
+             instance go. What each adds, {:.2} MiB with one arena, is its queue, its metrics and \
+             the heap its instance used while all {readers} worked at once (the fair scheduler \
+             runs them side by side), freed but not given back to the system.\n",
             ms(wasm),
             ms(native),
             ms(alone),
             ms(behind),
             many_mib / one_mib,
+            many_stable / one_stable,
             many_mib / native_mib,
-            (many_mib - one_mib) / (readers - 1) as f64,
+            (many_stable - one_stable) / (readers - 1) as f64,
         );
         write_section(
             &path,

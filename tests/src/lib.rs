@@ -189,6 +189,22 @@ impl Apiserver {
         kubectl_with(&self.kubeconfig, args)
     }
 
+    /// A kubeconfig like the server's, at `path`, with `token` (a
+    /// ServiceAccount's, from `kubectl create token`) instead of the admin's.
+    pub fn kubeconfig_with_token(&self, token: &str, path: &std::path::Path) -> PathBuf {
+        let admin = std::fs::read_to_string(&self.kubeconfig).unwrap_or_default();
+        let text: String = admin
+            .lines()
+            .map(|l| match l.trim_start().strip_prefix("token: ") {
+                Some(_) => format!("{}token: {token}", &l[..l.len() - l.trim_start().len()]),
+                None => l.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        std::fs::write(path, text).expect("kubeconfig written");
+        path.to_owned()
+    }
+
     /// Runs kubectl and expects success; returns stdout.
     pub fn ok(&self, args: &[&str]) -> String {
         let (ok, stdout, stderr) = self.kubectl(args);

@@ -36,6 +36,16 @@ impl Host {
         files: &[(&str, &str)],
         flags: &[&str],
     ) -> Self {
+        Self::start_as(&server.kubeconfig, plugins, files, flags)
+    }
+
+    /// The same, as the user of `kubeconfig`.
+    fn start_as(
+        kubeconfig: &Path,
+        plugins: &[(&str, PathBuf)],
+        files: &[(&str, &str)],
+        flags: &[&str],
+    ) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         for (name, path) in plugins {
             std::fs::copy(path, dir.path().join(format!("{name}.wasm")))
@@ -48,7 +58,7 @@ impl Host {
         let child = Command::new(kubewasm_bin())
             .arg("run")
             .arg("--kubeconfig")
-            .arg(&server.kubeconfig)
+            .arg(kubeconfig)
             .arg("--plugins")
             .arg(dir.path())
             .args(["--metrics-addr", "127.0.0.1:0", "--trust-declarations"])
@@ -308,8 +318,9 @@ fn myapp_should_converge_rescale_heal_and_clean_up() {
         "{memory}"
     );
     assert!(
-        metrics.contains(r#"kubewasm_informer_objects{resource="apps/v1 Deployment",selector=""}"#)
-            || metrics.contains("kubewasm_informer_objects{"),
+        metrics.contains(
+            r#"kubewasm_informer_objects{resource="apps/v1 Deployment",namespace="",selector=""}"#
+        ) || metrics.contains("kubewasm_informer_objects{"),
         "{metrics}"
     );
 }
@@ -848,7 +859,7 @@ fn a_plugin_replaced_on_disk_should_be_swapped_in_place_kept_when_broken_and_sto
             && host
                 .get("/metrics")
                 .1
-                .contains(r#"kubewasm_informer_objects{resource="apps/v1 Deployment",selector=""}"#)
+                .contains(r#"kubewasm_informer_objects{resource="apps/v1 Deployment",namespace="",selector=""}"#)
     });
     assert_eq!(loads("swapped"), 2.0);
 
@@ -868,4 +879,128 @@ fn a_plugin_replaced_on_disk_should_be_swapped_in_place_kept_when_broken_and_sto
             .contains(r#"kubewasm_workqueue_depth{plugin="hot"}"#),
         "its queue is gone"
     );
+}
+
+#[test]
+fn a_plugin_confined_to_a_namespace_should_watch_only_it_and_need_no_more_rights() {
+    let server = Apiserver::start();
+    // The host's account may read and write ConfigMaps, read Pods and
+    // write events in team-a, and nothing in any other namespace.
+    for args in [
+        &["create", "namespace", "team-a"][..],
+        &["-n", "team-a", "create", "serviceaccount", "host"],
+        &[
+            "-n",
+            "team-a",
+            "create",
+            "role",
+            "host",
+            "--verb=get,list,watch,patch,delete",
+            "--resource=configmaps,pods",
+        ],
+        &[
+            "-n",
+            "team-a",
+            "create",
+            "role",
+            "host-events",
+            "--verb=create,patch",
+            "--resource=events.events.k8s.io",
+        ],
+        &[
+            "-n",
+            "team-a",
+            "create",
+            "rolebinding",
+            "host",
+            "--role=host",
+            "--serviceaccount=team-a:host",
+        ],
+        &[
+            "-n",
+            "team-a",
+            "create",
+            "rolebinding",
+            "host-events",
+            "--role=host-events",
+            "--serviceaccount=team-a:host",
+        ],
+        &[
+            "-n",
+            "team-a",
+            "create",
+            "configmap",
+            "inside",
+            "--from-literal=a=b",
+        ],
+        &["create", "configmap", "outside", "--from-literal=a=b"],
+    ] {
+        server.ok(args);
+    }
+    let (allowed, _, _) = server.kubectl(&[
+        "auth",
+        "can-i",
+        "list",
+        "configmaps",
+        "-A",
+        "--as=system:serviceaccount:team-a:host",
+    ]);
+    assert!(!allowed, "no cluster-wide list for the host's account");
+    let token = server.ok(&["-n", "team-a", "create", "token", "host"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig =
+        server.kubeconfig_with_token(token.trim(), &dir.path().join("host.kubeconfig"));
+    let host = Host::start_as(
+        &kubeconfig,
+        &[("confined", test_plugin("misbehave"))],
+        &[
+            ("confined.config.yaml", "mode: language\n"),
+            ("confined.grants.yaml", "namespaces: [team-a]\n"),
+        ],
+        &[],
+    );
+    // Ready means every informer listed: a cluster-wide one would be
+    // refused (403) and never list.
+    host.wait_ready();
+    let noted = |namespace: &str, name: &str| {
+        get_json(&server, &["events.v1.events.k8s.io", "-n", namespace]).is_some_and(|e| {
+            e["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|e| e["reason"] == "Language" && e["regarding"]["name"] == name)
+        })
+    };
+    eventually("the ConfigMap in team-a is reconciled", &host, || {
+        noted("team-a", "inside")
+    });
+    assert!(
+        !noted("default", "outside"),
+        "nothing outside team-a reconciled"
+    );
+    let (_, metrics) = host.get("/metrics");
+    for resource in ["v1 ConfigMap", "v1 Pod"] {
+        assert!(
+            metrics.contains(&format!(
+                r#"kubewasm_informer_objects{{resource="{resource}",namespace="team-a","#
+            )),
+            "a {resource} informer scoped to team-a: {metrics}"
+        );
+        assert!(
+            !metrics.contains(&format!(
+                r#"kubewasm_informer_objects{{resource="{resource}",namespace="","#
+            )),
+            "no cluster-wide {resource} informer: {metrics}"
+        );
+    }
+    assert!(
+        !metrics.lines().any(|l| l.starts_with("kubewasm_informer_watch_restarts_total{") && !l.ends_with(" 0")),
+        "no watch refused: {metrics}"
+    );
+    let log = host.log();
+    assert!(
+        !log.contains("outside"),
+        "never told of another namespace: {log}"
+    );
+    assert!(!log.contains("forbidden"), "{log}");
 }

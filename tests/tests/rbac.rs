@@ -13,20 +13,8 @@ use kube::{Api, Client};
 use kubewasm_tests::{Apiserver, kubectl_with};
 use serde_json::json;
 
-/// A kubeconfig like the server's, with `token` instead of the admin's.
 fn kubeconfig_with(server: &Apiserver, token: &str, dir: &std::path::Path) -> std::path::PathBuf {
-    let admin = std::fs::read_to_string(&server.kubeconfig).unwrap_or_default();
-    let text: String = admin
-        .lines()
-        .map(|l| match l.trim_start().strip_prefix("token: ") {
-            Some(_) => format!("{}token: {token}", &l[..l.len() - l.trim_start().len()]),
-            None => l.to_owned(),
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    let path = dir.join("bot.kubeconfig");
-    std::fs::write(&path, text).unwrap_or_default();
-    path
+    server.kubeconfig_with_token(token, &dir.join("bot.kubeconfig"))
 }
 
 async fn create<K>(api: Api<K>, value: serde_json::Value) -> anyhow::Result<K>

@@ -37,6 +37,7 @@
 //! long its backlog, another plugin's key waits for at most one round of
 //! every plugin's concurrency, never for the backlog.
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -173,13 +174,27 @@ impl Version {
                 _ => enqueue(&queue, &change, Arc::clone(change.key())),
             })
         };
-        let mut subscriptions = vec![shared.informers.subscribe(
-            &InformerKey {
-                resource: primary.clone(),
-                selector: String::new(),
-            },
-            primary_handler,
-        )];
+        let namespaces = plugin.grants().namespaces();
+        let mut subscriptions = Vec::new();
+        let mut types = Vec::new();
+        let mut subscribe = |resource: &ResourceType, selector: &str, handler: Handler| {
+            let stores = scopes(resource, namespaces)
+                .into_iter()
+                .map(|namespace| {
+                    let key = InformerKey {
+                        resource: resource.clone(),
+                        namespace,
+                        selector: selector.to_owned(),
+                    };
+                    let subscription = shared.informers.subscribe(&key, Arc::clone(&handler));
+                    let store = Arc::clone(subscription.store());
+                    subscriptions.push(subscription);
+                    store
+                })
+                .collect();
+            types.push(stores);
+        };
+        subscribe(&primary, "", primary_handler);
         for secondary in &declaration.secondaries {
             let handler = mapping_handler(
                 &secondary.mapping,
@@ -188,24 +203,23 @@ impl Version {
                 queue,
                 custom,
             );
-            subscriptions.push(shared.informers.subscribe(
-                &InformerKey {
-                    resource: secondary.resource.clone(),
-                    selector: secondary.label_selector.clone(),
-                },
-                handler,
-            ));
+            subscribe(&secondary.resource, &secondary.label_selector, handler);
         }
-        let stores = subscriptions
-            .iter()
-            .map(|s| Arc::clone(s.store()))
-            .collect();
         Self {
             plugin,
-            cache: Arc::new(InformerCache { stores }),
+            cache: Arc::new(InformerCache { types }),
             config,
             _subscriptions: subscriptions,
         }
+    }
+}
+
+/// The scopes a plugin watches `resource` in: each namespace it is confined
+/// to (none at all if it is granted none), else every namespace at once.
+fn scopes(resource: &ResourceType, namespaces: Option<&BTreeSet<String>>) -> Vec<Option<String>> {
+    match namespaces {
+        Some(granted) if resource.namespaced => granted.iter().cloned().map(Some).collect(),
+        _ => vec![None],
     }
 }
 
@@ -219,7 +233,6 @@ impl Controller {
         let mut background = JoinSet::new();
         let (custom, custom_rx) = mpsc::unbounded_channel::<Mapped>();
         let version = Version::subscribe(plugin, settings.config, shared, &queue, &custom);
-        let primary_store = Arc::clone(&version.cache.stores[0]);
         let current = Current(Arc::new(RwLock::new(Arc::new(version))));
 
         let worker = Worker {
@@ -242,7 +255,7 @@ impl Controller {
         let resync = declaration
             .resync_seconds
             .map_or(settings.resync, |s| Duration::from_secs(u64::from(s)));
-        background.spawn(resync_loop(primary_store, Arc::clone(&queue), resync));
+        background.spawn(resync_loop(current.clone(), Arc::clone(&queue), resync));
         shared.metrics.register_queue(&name, Arc::clone(&queue));
         background.spawn({
             let (queue, mut leading) = (Arc::clone(&queue), shared.leading.clone());
@@ -310,13 +323,13 @@ impl Controller {
 
     /// Whether every informer this plugin reads has listed once.
     pub fn synced(&self) -> bool {
-        self.current.get().cache.stores.iter().all(|s| s.synced())
+        self.current.get().cache.stores().all(|s| s.synced())
     }
 
     /// Waits until every informer this plugin reads has listed once.
     pub async fn wait_synced(&self) {
         let version = self.current.get();
-        for store in &version.cache.stores {
+        for store in version.cache.stores() {
             store.wait_synced().await;
         }
     }
@@ -457,11 +470,18 @@ async fn map_custom(
 }
 
 /// Queues every primary once per period, spread over the period.
-async fn resync_loop(store: Arc<Store>, queue: Arc<WorkQueue>, period: Duration) {
-    store.wait_synced().await;
+/// Queues every primary key once a `period`, spread out; the primary's
+/// stores are the current version's (a swap may change its namespaces).
+async fn resync_loop(current: Current, queue: Arc<WorkQueue>, period: Duration) {
     loop {
         tokio::time::sleep(period).await;
-        let keys = store.keys();
+        let keys: Vec<Key> = current
+            .get()
+            .cache
+            .primary()
+            .iter()
+            .flat_map(|store| store.keys())
+            .collect();
         let count = keys.len().max(1);
         for (i, key) in keys.into_iter().enumerate() {
             // Jitter: keys spread evenly over a tenth of the period.
@@ -552,26 +572,50 @@ impl Worker {
 
 /// A plugin's view of the informer stores it subscribed to: the [`Cache`]
 /// its reads go through (the runtime's read rules filter it further by the
-/// plugin's grants).
+/// plugin's grants). Per declared type (the primary first), its stores: one
+/// per namespace the plugin is confined to, or one for all.
 #[derive(Debug)]
 pub struct InformerCache {
-    stores: Vec<Arc<Store>>,
+    types: Vec<Vec<Arc<Store>>>,
 }
 
 impl InformerCache {
-    fn store(&self, resource: &ResourceType) -> Option<&Arc<Store>> {
-        self.stores.iter().find(|s| {
-            let held = s.resource();
-            held.group == resource.group
-                && held.version == resource.version
-                && held.kind == resource.kind
-        })
+    /// Every store.
+    fn stores(&self) -> impl Iterator<Item = &Arc<Store>> {
+        self.types.iter().flatten()
+    }
+
+    /// The primary's stores.
+    fn primary(&self) -> &[Arc<Store>] {
+        self.types.first().map_or(&[], Vec::as_slice)
+    }
+
+    /// The stores of the first declared type that is `resource`, in
+    /// namespace order.
+    fn stores_of(&self, resource: &ResourceType) -> &[Arc<Store>] {
+        self.types
+            .iter()
+            .find(|stores| {
+                stores.first().is_some_and(|s| {
+                    let held = s.resource();
+                    held.group == resource.group
+                        && held.version == resource.version
+                        && held.kind == resource.kind
+                })
+            })
+            .map_or(&[], Vec::as_slice)
     }
 }
 
 impl Cache for InformerCache {
     fn get(&self, resource: &ResourceType, key: &ObjectKey) -> Option<Arc<CachedObject>> {
-        self.store(resource)?.get(key)
+        self.stores_of(resource)
+            .iter()
+            .filter(|s| {
+                s.namespace()
+                    .is_none_or(|ns| key.namespace.as_deref() == Some(ns))
+            })
+            .find_map(|s| s.get(key))
     }
 
     fn list(
@@ -580,13 +624,15 @@ impl Cache for InformerCache {
         namespace: Option<&str>,
         selector: &Selector,
     ) -> Vec<Arc<CachedObject>> {
-        self.store(resource).map_or_else(Vec::new, |store| {
-            store
-                .list(namespace)
-                .into_iter()
-                .filter(|o| selector.matches(o.value()))
-                .collect()
-        })
+        self.stores_of(resource)
+            .iter()
+            .filter(|s| {
+                s.namespace()
+                    .is_none_or(|ns| namespace.is_none_or(|n| n == ns))
+            })
+            .flat_map(|store| store.list(namespace))
+            .filter(|o| selector.matches(o.value()))
+            .collect()
     }
 }
 

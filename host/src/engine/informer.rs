@@ -1,9 +1,9 @@
-//! Shared informers: one watch and one store per (resource type, label
-//! selector), however many plugins read it.
+//! Shared informers: one watch and one store per (resource type, scope,
+//! label selector), however many plugins read it.
 //!
 //! # Lifecycle
 //! [`Informers::subscribe`] returns a [`Subscription`]. The first
-//! subscription to a (type, selector) starts its informer: a task running
+//! subscription to a (type, scope, selector) starts its informer: a task running
 //! kube-runtime's `watcher` (paged initial list, or a streaming one with [`InitialList::Streaming`]; bookmarks, relist on 410,
 //! backoff on errors) into a [`Store`]. Every later subscription shares it.
 //! When the last subscription is dropped the task is aborted and the store
@@ -62,11 +62,16 @@ pub enum InitialList {
     Streaming,
 }
 
-/// What an informer watches: a type and a label selector (`""` for all).
+/// What an informer watches: a type, in one namespace or all, and a label
+/// selector (`""` for all).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct InformerKey {
     /// The type.
     pub resource: ResourceType,
+    /// The one namespace watched (a plugin confined to namespaces watches
+    /// only those, so the host needs no cluster-wide read for it); `None`:
+    /// every namespace, or a cluster-scoped type.
+    pub namespace: Option<String>,
     /// The label selector, as the API server takes it.
     pub selector: String,
 }
@@ -110,15 +115,17 @@ type Objects = BTreeMap<Key, Arc<CachedObject>>;
 #[derive(Debug)]
 pub struct Store {
     resource: ResourceType,
+    namespace: Option<String>,
     objects: RwLock<Objects>,
     synced: watch::Sender<bool>,
     restarts: AtomicU64,
 }
 
 impl Store {
-    fn new(resource: ResourceType) -> Self {
+    fn new(resource: ResourceType, namespace: Option<String>) -> Self {
         Self {
             resource,
+            namespace,
             objects: RwLock::default(),
             synced: watch::Sender::new(false),
             restarts: AtomicU64::new(0),
@@ -128,6 +135,11 @@ impl Store {
     /// The type this store holds.
     pub fn resource(&self) -> &ResourceType {
         &self.resource
+    }
+
+    /// The one namespace it holds; `None`: every namespace.
+    pub fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
     }
 
     /// The object with this key.
@@ -336,10 +348,13 @@ impl Informers {
     }
 
     fn start(&self, key: &InformerKey) -> Informer {
-        let store = Arc::new(Store::new(key.resource.clone()));
+        let store = Arc::new(Store::new(key.resource.clone(), key.namespace.clone()));
         let handlers: Arc<RwLock<HashMap<u64, Handler>>> = Arc::default();
-        let api: Api<DynamicObject> =
-            Api::all_with(self.client.clone(), &api_resource(&key.resource));
+        let resource = api_resource(&key.resource);
+        let api: Api<DynamicObject> = match &key.namespace {
+            Some(namespace) => Api::namespaced_with(self.client.clone(), namespace, &resource),
+            None => Api::all_with(self.client.clone(), &resource),
+        };
         let mut config = watcher::Config::default();
         if self.initial_list == InitialList::Streaming {
             config = config.streaming_lists();
@@ -400,7 +415,8 @@ async fn run(
             Ok(event) => event,
             Err(error) => {
                 store.restarts.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(resource = %key.resource, selector = %key.selector, %error,
+                tracing::warn!(resource = %key.resource, namespace = ?key.namespace,
+                    selector = %key.selector, %error,
                     "watch failed; retrying with backoff");
                 continue;
             }
@@ -533,6 +549,7 @@ mod tests {
                 plural: "configmaps".into(),
                 namespaced: true,
             },
+            namespace: None,
             selector: String::new(),
         }
     }
@@ -645,6 +662,45 @@ mod tests {
         assert_eq!(s.store().len(), p.store().len());
         let heard = seen.lock().unwrap_or_else(PoisonError::into_inner).clone();
         assert!(heard.contains(&"before-2".to_owned()), "{heard:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_namespaced_informer_should_watch_and_hold_its_namespace_only() {
+        let (_server, client) = cluster().await;
+        let resource = api_resource(&config_maps().resource);
+        for namespace in ["default", "kube-system"] {
+            let cm: DynamicObject = serde_json::from_value(json!({"apiVersion": "v1",
+                "kind": "ConfigMap", "metadata": {"name": format!("in-{namespace}")}}))
+            .expect("object");
+            Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &resource)
+                .create(&kube::api::PostParams::default(), &cm)
+                .await
+                .expect("created");
+        }
+        let informers = Informers::new(client);
+        let scoped = InformerKey {
+            namespace: Some("default".into()),
+            ..config_maps()
+        };
+        let (handler, seen) = recorder();
+        let one = informers.subscribe(&scoped, handler);
+        let all = informers.subscribe(&config_maps(), Arc::new(|_| {}));
+        one.store().wait_synced().await;
+        all.store().wait_synced().await;
+        assert_eq!(informers.running().len(), 2, "a watch per scope");
+        assert_eq!(one.store().namespace(), Some("default"));
+        let held = |store: &Store, name: &str| {
+            let namespace = name.trim_start_matches("in-");
+            store.get(&ObjectKey::namespaced(namespace, name)).is_some()
+        };
+        assert!(held(one.store(), "in-default") && !held(one.store(), "in-kube-system"));
+        assert!(held(all.store(), "in-default") && held(all.store(), "in-kube-system"));
+        assert!(one.store().list(Some("kube-system")).is_empty());
+        let heard = seen.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        assert!(
+            heard.iter().all(|n| n != "in-kube-system"),
+            "never told of another namespace: {heard:?}"
+        );
     }
 
     #[test]

@@ -13,8 +13,8 @@
 //! | `kubewasm_workqueue_queue_duration_seconds` | plugin | how long a ready key waited for a worker (histogram) |
 //! | `kubewasm_workqueue_retries_total` | plugin | keys retried after a failure |
 //! | `kubewasm_workqueue_retry_backoff_seconds` | plugin | the backoff each retry waits (histogram: per-key doubling shows as higher buckets filling) |
-//! | `kubewasm_informer_objects` | resource, selector | objects per informer store |
-//! | `kubewasm_informer_watch_restarts_total` | resource, selector | watch errors survived |
+//! | `kubewasm_informer_objects` | resource, namespace, selector | objects per informer store |
+//! | `kubewasm_informer_watch_restarts_total` | resource, namespace, selector | watch errors survived |
 //!
 //! Gauges that mirror state (queue depth, informer objects) are read when
 //! the metrics are scraped, never pushed, and only what runs then has
@@ -55,6 +55,8 @@ struct KindLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct InformerLabel {
     resource: String,
+    /// The one namespace watched; empty: every namespace.
+    namespace: String,
     selector: String,
 }
 
@@ -287,6 +289,7 @@ impl Metrics {
         for (key, store) in informers.running() {
             let label = InformerLabel {
                 resource: key.resource.to_string(),
+                namespace: key.namespace.clone().unwrap_or_default(),
                 selector: key.selector.clone(),
             };
             self.informer_objects

@@ -866,6 +866,11 @@ impl Plugin {
         &self.code.digest
     }
 
+    /// What the plugin holds: its declaration under the operator's grants.
+    pub fn grants(&self) -> &Grants {
+        &self.grants
+    }
+
     /// Whether calls reuse warm instances.
     pub fn reuses_instances(&self) -> bool {
         self.reuse
