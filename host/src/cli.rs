@@ -11,6 +11,7 @@ use crate::engine::informer::InitialList;
 use crate::engine::leader::LeaseConfig;
 use crate::grants::{GrantsFileError, OperatorGrants};
 use crate::mapper::{MapperError, RestMapper};
+use crate::oci;
 use crate::replay::{self, ReplayError};
 use crate::resource::{InvalidKey, ObjectKey};
 use crate::runtime::{
@@ -141,6 +142,27 @@ enum Command {
         #[command(flatten)]
         host: HostFlags,
     },
+    /// Publish a plugin component to an OCI registry (CNCF Wasm layout);
+    /// prints the manifest's digest.
+    Push {
+        /// The plugin component.
+        plugin: PathBuf,
+        /// Where: `[oci://]REGISTRY/REPOSITORY:TAG`.
+        reference: String,
+        #[command(flatten)]
+        registry: RegistryFlags,
+    },
+    /// Fetch a plugin component from an OCI registry by tag or digest,
+    /// verify it and write it to a file; prints the manifest's digest.
+    Pull {
+        /// What: `[oci://]REGISTRY/REPOSITORY(:TAG|@sha256:DIGEST)`.
+        reference: String,
+        /// The file to write.
+        #[arg(short = 'o', long)]
+        output: PathBuf,
+        #[command(flatten)]
+        registry: RegistryFlags,
+    },
     /// Print a plugin's declaration as JSON.
     Inspect {
         /// The plugin component.
@@ -172,6 +194,27 @@ enum Command {
     },
 }
 
+/// How to reach a registry, shared by `push` and `pull`.
+#[derive(Debug, clap::Args)]
+struct RegistryFlags {
+    /// Plain HTTP rather than HTTPS (a registry on loopback).
+    #[arg(long)]
+    plain_http: bool,
+    /// Docker config file with the registry's credentials [default:
+    /// $DOCKER_CONFIG/config.json, else ~/.docker/config.json].
+    #[arg(long)]
+    docker_config: Option<PathBuf>,
+}
+
+impl RegistryFlags {
+    fn access(&self) -> Result<oci::Access, CliError> {
+        Ok(oci::Access {
+            plain_http: self.plain_http,
+            credentials: oci::Credentials::load(self.docker_config.as_deref())?,
+        })
+    }
+}
+
 /// The host's flags, shared by `run` and `dev`.
 #[derive(Debug, clap::Args)]
 struct HostFlags {
@@ -187,11 +230,23 @@ struct HostFlags {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// How plugins named by OCI references (`NAME.oci`) are fetched.
+    #[command(flatten)]
+    registry: RegistryFlags,
 }
 
 impl HostFlags {
-    fn options(&self, trust_declarations: bool) -> crate::daemon::HostOptions {
-        crate::daemon::HostOptions {
+    /// The host's options; pulled artifacts are cached under `cache_dir`.
+    fn options(
+        &self,
+        trust_declarations: bool,
+        cache_dir: Option<PathBuf>,
+    ) -> Result<crate::daemon::HostOptions, CliError> {
+        let artifacts = cache_dir
+            .unwrap_or_else(|| std::env::temp_dir().join("kubewasm"))
+            .join("artifacts");
+        Ok(crate::daemon::HostOptions {
+            artifacts: oci::Artifacts::new(artifacts, self.registry.access()?),
             plugins: self.plugins.clone(),
             metrics_addr: self.metrics_addr,
             trust_declarations,
@@ -199,7 +254,7 @@ impl HostFlags {
             shutdown_grace: Duration::from_secs(30),
             leader_election: None,
             initial_list: InitialList::Paged,
-        }
+        })
     }
 }
 
@@ -287,6 +342,9 @@ pub enum CliError {
     /// The host failed.
     #[error(transparent)]
     Daemon(#[from] crate::daemon::DaemonError),
+    /// A push or a pull failed.
+    #[error(transparent)]
+    Oci(#[from] oci::OciError),
     /// No client could be configured for the cluster.
     #[error("failed to configure the cluster client: {0}")]
     Client(#[source] BoxError),
@@ -360,6 +418,7 @@ fn default_cache_dir() -> Option<PathBuf> {
 /// # Errors
 /// [`CliError`] says what failed.
 pub fn run(cli: Cli) -> Result<(), CliError> {
+    let cache_dir = || cli.cache_dir.clone().or_else(default_cache_dir);
     let plugin_runtime = |reuse| {
         let mut config = RuntimeConfig::default()
             .deadline(Duration::from_millis(cli.deadline_ms))
@@ -367,7 +426,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             .instance_reuse(reuse)
             .limits(Limits::from(&cli.limits))
             .max_instances(8);
-        if let Some(dir) = cli.cache_dir.clone().or_else(default_cache_dir) {
+        if let Some(dir) = cache_dir() {
             config = config.cache_dir(dir);
         }
         Runtime::new(config)
@@ -397,7 +456,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             streaming_lists,
         } => {
             let runtime = plugin_runtime(InstanceReuse::Reuse)?;
-            let mut options = host.options(*trust_declarations);
+            let mut options = host.options(*trust_declarations, cache_dir())?;
             if *streaming_lists {
                 options.initial_list = InitialList::Streaming;
             }
@@ -425,7 +484,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             // The embedded server streams lists.
             let options = crate::daemon::HostOptions {
                 initial_list: InitialList::Streaming,
-                ..host.options(true)
+                ..host.options(true, cache_dir())?
             };
             return block_on(dev(*listen, kubeconfig_out, runtime, options));
         }
@@ -442,6 +501,45 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     };
     match cli.command {
         Command::Apiserver { .. } | Command::Run { .. } | Command::Dev { .. } => {}
+        Command::Push {
+            plugin,
+            reference,
+            registry,
+        } => {
+            let bytes = read_bytes(&plugin)?;
+            let interfaces = runtime
+                .interfaces(&bytes)
+                .map_err(|source| CliError::Load {
+                    path: plugin,
+                    source,
+                })?;
+            let reference = oci::parse_reference(&reference)?;
+            let access = registry.access()?;
+            let component = oci::Component {
+                bytes: &bytes,
+                interfaces: &interfaces,
+            };
+            let digest = block_on_value(oci::push(&component, &reference, &access))??;
+            println!("{digest}");
+        }
+        Command::Pull {
+            reference,
+            output,
+            registry,
+        } => {
+            let reference = oci::parse_reference(&reference)?;
+            let access = registry.access()?;
+            let pulled = block_on_value(oci::pull(&reference, &access))??;
+            // Only a plugin is written: a component of the contract's world.
+            runtime
+                .inspect(&pulled.bytes)
+                .map_err(|source| CliError::Load {
+                    path: PathBuf::from(reference.whole()),
+                    source,
+                })?;
+            write_atomically(&output, &pulled.bytes)?;
+            println!("{}", pulled.digest);
+        }
         Command::Inspect { plugin } => {
             let declaration =
                 runtime
@@ -508,11 +606,30 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
 
 /// Runs `future` on a new multi-threaded tokio runtime.
 fn block_on(future: impl Future<Output = Result<(), CliError>>) -> Result<(), CliError> {
-    tokio::runtime::Builder::new_multi_thread()
+    block_on_value(future)?
+}
+
+/// Runs `future` on a new multi-threaded tokio runtime; its output.
+fn block_on_value<T>(future: impl Future<Output = T>) -> Result<T, CliError> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(CliError::AsyncRuntime)?
-        .block_on(future)
+        .block_on(future))
+}
+
+/// Writes `bytes` beside `path`, then renames it over `path`: a reader
+/// never sees half a file.
+fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<(), CliError> {
+    let failed = |source| CliError::Write {
+        path: path.to_owned(),
+        source,
+    };
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    std::fs::write(&partial, bytes).map_err(failed)?;
+    std::fs::rename(&partial, path).map_err(failed)
 }
 
 /// A client from `kubeconfig`, or the default configuration.

@@ -76,6 +76,8 @@ pub struct HostOptions {
     pub leader_election: Option<LeaseConfig>,
     /// How informers list.
     pub initial_list: InitialList,
+    /// Where plugins named by OCI references (`NAME.oci`) come from.
+    pub artifacts: crate::oci::Artifacts,
 }
 
 /// Why the host could not run.
@@ -185,12 +187,13 @@ pub async fn run(
     // compiles: seconds for an interpreted plugin; later ones read the
     // precompiled cache). Then the directory is watched: a plugin added,
     // changed or removed is loaded, swapped or stopped while the host runs.
-    let mut loader = Loader::new(
-        &options.plugins,
+    let sources = crate::loader::Sources {
         runtime,
         mapper,
-        options.trust_declarations,
-    );
+        trust: options.trust_declarations,
+        artifacts: options.artifacts.clone(),
+    };
+    let mut loader = Loader::new(&options.plugins, sources);
     loader.rescan()?;
     let mut tick = tokio::time::interval(RESCAN);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

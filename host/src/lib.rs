@@ -12,6 +12,7 @@
 //! - [`step`]: one reconcile step, the same for the engine and replay;
 //! - [`engine`]: the controller engine (informers, work queues, applier);
 //! - [`replay`]: one reconcile against fixtures, with no cluster;
+//! - [`oci`]: plugins as OCI artifacts (push, pull, verify);
 //! - [`cli`]: the `kubewasm` command line.
 //!
 //! ```no_run
@@ -42,6 +43,7 @@ pub mod engine;
 pub mod grants;
 pub mod loader;
 pub mod mapper;
+pub mod oci;
 pub mod plugin_dir;
 pub mod reads;
 pub mod replay;

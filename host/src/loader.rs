@@ -4,7 +4,9 @@
 //! [`Loader::rescan`] looks at the directory ([`plugin_dir::scan`]) and, for
 //! each plugin added or changed since the last look, starts loading it on a
 //! blocking thread: grants, component (compiled, or precompiled from the
-//! cache), configuration checked against its schema. Several load at once.
+//! cache; pulled from its registry for a `NAME.oci` reference, or taken
+//! from the artifact cache when pinned by a digest it holds), configuration
+//! checked against its schema. Several load at once.
 //! It returns the plugins removed. [`Loader::next`] waits for the next load
 //! to finish.
 //!
@@ -25,6 +27,7 @@ use tokio::task::JoinSet;
 
 use crate::grants::{GrantsFileError, OperatorGrants};
 use crate::mapper::RestMapper;
+use crate::oci::{self, Artifacts, OciError};
 use crate::plugin_dir::{self, Change, Listing, PluginFiles, ScanError};
 use crate::runtime::{LoadError, LoadOptions, Plugin, Runtime};
 
@@ -45,6 +48,9 @@ pub enum Refused {
     /// The component could not be read.
     #[error("failed to read it: {0}")]
     Read(#[source] std::io::Error),
+    /// Its OCI reference could not be fetched.
+    #[error(transparent)]
+    Oci(#[from] OciError),
     /// The configuration was refused.
     #[error("its configuration {path}: {source}")]
     Config {
@@ -80,30 +86,53 @@ pub enum Loaded {
     },
 }
 
+/// What plugins are loaded with.
+#[derive(Clone)]
+pub struct Sources {
+    /// The runtime that compiles and runs them.
+    pub runtime: Runtime,
+    /// How the cluster serves each type.
+    pub mapper: Arc<RestMapper>,
+    /// Grant a plugin with no grants file what it declares.
+    pub trust: bool,
+    /// Where `NAME.oci` references are fetched from and cached.
+    pub artifacts: Artifacts,
+}
+
+/// The component's bytes: the file, or the artifact its `NAME.oci` names
+/// (a reference on its first line), fetched within the tokio runtime this
+/// blocking thread belongs to.
+fn component(sources: &Sources, files: &PluginFiles) -> Result<Vec<u8>, Refused> {
+    if !files.is_reference() {
+        return std::fs::read(&files.component).map_err(Refused::Read);
+    }
+    let text = std::fs::read_to_string(&files.component).map_err(Refused::Read)?;
+    let reference = oci::parse_reference(text.lines().next().unwrap_or_default().trim())?;
+    let pulled = tokio::runtime::Handle::current().block_on(sources.artifacts.fetch(&reference))?;
+    tracing::info!(plugin = %files.name, reference = %reference, digest = %pulled.digest,
+        "plugin artifact fetched");
+    Ok(pulled.bytes)
+}
+
 /// Loads one plugin from its files.
 ///
 /// # Errors
 /// [`Refused`] says why.
-pub fn load(
-    runtime: &Runtime,
-    mapper: &Arc<RestMapper>,
-    files: &PluginFiles,
-    trust: bool,
-) -> Result<(Plugin, String), Refused> {
+pub fn load(sources: &Sources, files: &PluginFiles) -> Result<(Plugin, String), Refused> {
     let operator = if files.grants.exists() {
         OperatorGrants::from_file(&files.grants)?
-    } else if trust {
+    } else if sources.trust {
         OperatorGrants::unrestricted()
     } else {
         return Err(Refused::NoGrants {
             grants: files.grants.clone(),
         });
     };
-    let bytes = std::fs::read(&files.component).map_err(Refused::Read)?;
-    let options = LoadOptions::new(Arc::clone(mapper))
+    let bytes = component(sources, files)?;
+    let options = LoadOptions::new(Arc::clone(&sources.mapper))
         .grants(operator)
         .name(&files.name);
-    let plugin = runtime.load(&bytes, &options)?;
+    let plugin = sources.runtime.load(&bytes, &options)?;
     let config = if files.config.exists() {
         let failed = |source: Box<dyn std::error::Error + Send + Sync>| Refused::Config {
             path: files.config.clone(),
@@ -128,9 +157,7 @@ type LoadDone = (u64, PluginFiles, Result<(Plugin, String), Refused>);
 /// documentation).
 pub struct Loader {
     dir: PathBuf,
-    runtime: Runtime,
-    mapper: Arc<RestMapper>,
-    trust: bool,
+    sources: Sources,
     listing: Listing,
     /// The latest load of each plugin (a later one makes earlier ones void).
     latest: HashMap<String, u64>,
@@ -140,12 +167,10 @@ pub struct Loader {
 
 impl Loader {
     /// A loader of `dir` that has looked at nothing yet.
-    pub fn new(dir: &Path, runtime: Runtime, mapper: Arc<RestMapper>, trust: bool) -> Self {
+    pub fn new(dir: &Path, sources: Sources) -> Self {
         Self {
             dir: dir.to_owned(),
-            runtime,
-            mapper,
-            trust,
+            sources,
             listing: Listing::default(),
             latest: HashMap::new(),
             next_load: 0,
@@ -180,9 +205,9 @@ impl Loader {
         self.latest.insert(files.name.clone(), id);
         tracing::info!(plugin = %files.name, path = %files.component.display(),
             "loading plugin (compiled on first load, cached after)");
-        let (runtime, mapper, trust) = (self.runtime.clone(), Arc::clone(&self.mapper), self.trust);
+        let sources = self.sources.clone();
         self.loads.spawn_blocking(move || {
-            let loaded = load(&runtime, &mapper, &files, trust);
+            let loaded = load(&sources, &files);
             (id, files, loaded)
         });
     }
@@ -224,9 +249,15 @@ mod tests {
     use super::*;
     use crate::runtime::RuntimeConfig;
 
-    fn loader(dir: &Path) -> Loader {
+    fn loader(dir: &Path, trust: bool) -> Loader {
         let runtime = Runtime::new(RuntimeConfig::default().pooling(false)).expect("engine");
-        Loader::new(dir, runtime, Arc::new(RestMapper::builtin()), true)
+        let sources = Sources {
+            runtime,
+            mapper: Arc::new(RestMapper::builtin()),
+            trust,
+            artifacts: Artifacts::new(dir.join("artifacts"), oci::Access::default()),
+        };
+        Loader::new(dir, sources)
     }
 
     fn refused_names(loaded: Option<Loaded>) -> Option<String> {
@@ -242,7 +273,7 @@ mod tests {
         let write = |name: &str, text: &str| {
             std::fs::write(dir.path().join(name), text).expect("written");
         };
-        let mut loader = loader(dir.path());
+        let mut loader = loader(dir.path(), true);
         write("a.wasm", "not wasm");
         write("b.wasm", "not wasm either");
         assert!(loader.rescan().expect("scanned").is_empty());
@@ -263,9 +294,7 @@ mod tests {
     async fn a_refusal_should_say_why() {
         let dir = tempfile::tempdir().expect("dir");
         std::fs::write(dir.path().join("a.wasm"), "not wasm").expect("written");
-        let runtime = Runtime::new(RuntimeConfig::default().pooling(false)).expect("engine");
-        let mut untrusted =
-            Loader::new(dir.path(), runtime, Arc::new(RestMapper::builtin()), false);
+        let mut untrusted = loader(dir.path(), false);
         untrusted.rescan().expect("scanned");
         match untrusted.next().await {
             Some(Loaded::Refused {
@@ -276,5 +305,26 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reference_that_cannot_be_fetched_should_be_refused_with_the_registry_named() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(dir.path().join("bad.oci"), "oci://Not A Reference\n").expect("written");
+        std::fs::write(dir.path().join("gone.oci"), "127.0.0.1:1/plugins/gone:1\n")
+            .expect("written");
+        let mut loader = loader(dir.path(), true);
+        loader.rescan().expect("scanned");
+        let mut errors = Vec::new();
+        while let Some(loaded) = loader.next().await {
+            match loaded {
+                Loaded::Refused { files, error } => errors.push((files.name, error.to_string())),
+                Loaded::Ready { files, .. } => panic!("{} loaded", files.name),
+            }
+        }
+        errors.sort();
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(errors[0].1.contains("invalid OCI reference"), "{errors:?}");
+        assert!(errors[1].1.contains("registry 127.0.0.1:1"), "{errors:?}");
     }
 }

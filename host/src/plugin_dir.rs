@@ -2,7 +2,9 @@
 //! changed since the last look.
 //!
 //! # Layout
-//! A plugin `NAME` is the component `NAME.wasm`, with beside it the
+//! A plugin `NAME` is the component `NAME.wasm`, or `NAME.oci`: a text
+//! file whose first line is an OCI reference to it (`oci://REGISTRY/REPO:TAG`
+//! or `@sha256:DIGEST`; `NAME.wasm` wins when both exist), with beside it the
 //! operator's grants `NAME.grants.yaml` and its configuration
 //! `NAME.config.yaml` (both optional to this module; the daemon says what a
 //! missing grants file means).
@@ -36,9 +38,9 @@ pub struct ScanError {
 /// The files of one plugin.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PluginFiles {
-    /// Its name: the component's file name without `.wasm`.
+    /// Its name: the component's file name without `.wasm` (or `.oci`).
     pub name: String,
-    /// `NAME.wasm`.
+    /// `NAME.wasm`, or `NAME.oci`.
     pub component: PathBuf,
     /// `NAME.grants.yaml` (it may not exist).
     pub grants: PathBuf,
@@ -47,6 +49,11 @@ pub struct PluginFiles {
 }
 
 impl PluginFiles {
+    /// Whether the component is named by an OCI reference (`NAME.oci`).
+    pub fn is_reference(&self) -> bool {
+        self.component.extension().is_some_and(|e| e == "oci")
+    }
+
     fn of(component: PathBuf) -> Option<Self> {
         let name = component.file_stem()?.to_str()?.to_owned();
         Some(Self {
@@ -122,7 +129,8 @@ impl Listing {
     }
 }
 
-/// Reads `dir`: every `*.wasm` in it, with its grants and configuration.
+/// Reads `dir`: every `*.wasm` and `*.oci` in it, with its grants and
+/// configuration.
 ///
 /// # Errors
 /// [`ScanError`] if the directory cannot be read.
@@ -131,16 +139,19 @@ pub fn scan(dir: &Path) -> Result<Listing, ScanError> {
         path: dir.to_owned(),
         source,
     })?;
-    let plugins = entries
+    let mut found: Vec<PluginFiles> = entries
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
+        .filter(|p| p.extension().is_some_and(|e| e == "wasm" || e == "oci"))
         .filter_map(PluginFiles::of)
-        .map(|files| {
-            let print = files.fingerprint();
-            (files.name.clone(), (files, print))
-        })
         .collect();
+    // By name, the component file before the reference: the first stays.
+    found.sort_by(|a, b| (&a.name, a.is_reference()).cmp(&(&b.name, b.is_reference())));
+    let mut plugins = BTreeMap::new();
+    for files in found {
+        let print = files.fingerprint();
+        plugins.entry(files.name.clone()).or_insert((files, print));
+    }
     Ok(Listing(plugins))
 }
 

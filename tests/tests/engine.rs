@@ -1004,3 +1004,88 @@ fn a_plugin_confined_to_a_namespace_should_watch_only_it_and_need_no_more_rights
     );
     assert!(!log.contains("forbidden"), "{log}");
 }
+
+/// Scales the `demo` MyApp to `replicas` and waits for its Deployment to
+/// follow.
+fn scale_demo(server: &Apiserver, host: &Host, replicas: u32, what: &str) {
+    let patch = format!(r#"{{"spec":{{"replicas":{replicas}}}}}"#);
+    server.ok(&["patch", "myapp", "demo", "--type=merge", "-p", &patch]);
+    eventually(what, host, || {
+        get_json(server, &["deployment", "demo"]).is_some_and(|d| d["spec"]["replicas"] == replicas)
+    });
+}
+
+#[test]
+fn a_plugin_named_by_an_oci_reference_should_run_and_outlive_its_registry() {
+    use kubewasm_tests::registry::Registry;
+    let server = Apiserver::start_with(&["--simulate-workloads"]);
+    apply(&server, &example_file("myapp", "crd.yaml"));
+    let registry = Registry::start();
+    let reference = format!("oci://{}/plugins/myapp:1.0", registry.addr);
+    let pushed = Command::new(kubewasm_bin())
+        .args([
+            "push",
+            example_plugin("myapp").to_str().unwrap_or_default(),
+            &reference,
+        ])
+        .arg("--plain-http")
+        .arg("--cache-dir")
+        .arg(kubewasm_tests::compiled_cache_dir())
+        .output()
+        .expect("push runs");
+    assert!(
+        pushed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pushed.stderr)
+    );
+    let digest = String::from_utf8_lossy(&pushed.stdout).trim().to_owned();
+    // The host caches artifacts beside its compiled code: this one must be
+    // cached by this test's first host, not found from an earlier run.
+    let cached = kubewasm_tests::compiled_cache_dir()
+        .join("artifacts")
+        .join(format!("{}.wasm", digest.replace(':', "-")));
+    let _ = std::fs::remove_file(&cached);
+    let flags = ["--plain-http"];
+    let text = format!("{reference}\n");
+    let host = Host::start(&server, &[], &[("myapp.oci", &text)], &flags);
+    host.wait_ready();
+    eventually("the tag resolved to the digest pushed", &host, || {
+        host.log().contains(&format!("digest={digest}"))
+    });
+    apply_text(&server, DEMO);
+    eventually(
+        "the MyApp pulled from the registry converges",
+        &host,
+        || {
+            get_json(&server, &["myapp", "demo"])
+                .is_some_and(|a| a["status"]["availableReplicas"] == 2)
+        },
+    );
+
+    // A plugin whose registry cannot be reached is refused, saying so; the
+    // other keeps running, and keeps running once its own registry is gone.
+    std::fs::write(
+        host._dir.path().join("other.oci"),
+        "127.0.0.1:1/plugins/other:1\n",
+    )
+    .expect("written");
+    eventually("the unreachable registry is reported", &host, || {
+        let log = host.log();
+        log.contains("plugin refused") && log.contains("registry 127.0.0.1:1")
+    });
+    drop(registry);
+    scale_demo(&server, &host, 3, "still reconciled with the registry gone");
+    drop(host);
+    assert!(cached.is_file(), "{} cached", cached.display());
+
+    // Pinned by digest, it loads from the artifact cache: no registry.
+    let pinned = format!("{}\n", reference.replace(":1.0", &format!("@{digest}")));
+    let host = Host::start(&server, &[], &[("myapp.oci", &pinned)], &flags);
+    host.wait_ready();
+    scale_demo(
+        &server,
+        &host,
+        1,
+        "a restarted host loads the cached artifact",
+    );
+}

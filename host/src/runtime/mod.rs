@@ -474,6 +474,17 @@ struct Code {
     digest: String,
 }
 
+/// A component's declaration and the interfaces it imports and exports.
+#[derive(Clone, Debug)]
+pub struct Interfaces {
+    /// Its validated declaration.
+    pub declaration: Declaration,
+    /// Imported interfaces, by name (`wasi:io/streams@0.2.6`, ...).
+    pub imports: Vec<String>,
+    /// Exported ones.
+    pub exports: Vec<String>,
+}
+
 impl Runtime {
     /// Builds the engine and starts its epoch ticker.
     ///
@@ -627,6 +638,28 @@ impl Runtime {
     /// [`LoadError`] says why the component was refused.
     pub fn inspect(&self, bytes: &[u8]) -> Result<Declaration, LoadError> {
         Ok(self.declare(bytes)?.1)
+    }
+
+    /// What [`Self::inspect`] says, with the interfaces the component
+    /// imports and exports (what its OCI artifact's config records).
+    ///
+    /// # Errors
+    /// [`LoadError`] says why the component was refused.
+    pub fn interfaces(&self, bytes: &[u8]) -> Result<Interfaces, LoadError> {
+        let (plugin, declaration, _) = self.declare(bytes)?;
+        let engine = &self.inner.engine;
+        let ty = plugin.code.pre.instance_pre().component().component_type();
+        Ok(Interfaces {
+            declaration,
+            imports: ty
+                .imports(engine)
+                .map(|(name, _)| name.to_owned())
+                .collect(),
+            exports: ty
+                .exports(engine)
+                .map(|(name, _)| name.to_owned())
+                .collect(),
+        })
     }
 
     /// Compiles, links and instantiates a component and calls `declare`
