@@ -15,6 +15,9 @@
 //!   is loaded again; the older load's result is dropped, and so is the
 //!   result of a plugin removed meanwhile. So the caller never swaps in a
 //!   version older than one it already has, nor revives a removed plugin.
+//! - **Bounded.** At most one load per core runs at once (a directory of a
+//!   thousand new components compiles a core's worth at a time, not a
+//!   thousand at once); a load superseded while it waits does no work.
 //! - **Refusals are results.** A plugin that fails to load comes back as
 //!   [`Loaded::Refused`] with its reason; what the caller runs meanwhile is
 //!   its business (the daemon keeps the running version).
@@ -160,9 +163,12 @@ pub struct Loader {
     sources: Sources,
     listing: Listing,
     /// The latest load of each plugin (a later one makes earlier ones void).
-    latest: HashMap<String, u64>,
+    latest: Arc<std::sync::Mutex<HashMap<String, u64>>>,
+    /// One per load allowed to run at once.
+    permits: Arc<tokio::sync::Semaphore>,
     next_load: u64,
-    loads: JoinSet<LoadDone>,
+    /// Loads in flight; `None` for one superseded before it ran.
+    loads: JoinSet<Option<LoadDone>>,
 }
 
 impl Loader {
@@ -172,7 +178,10 @@ impl Loader {
             dir: dir.to_owned(),
             sources,
             listing: Listing::default(),
-            latest: HashMap::new(),
+            latest: Arc::default(),
+            permits: Arc::new(tokio::sync::Semaphore::new(
+                std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
+            )),
             next_load: 0,
             loads: JoinSet::new(),
         }
@@ -190,7 +199,7 @@ impl Loader {
             match change {
                 Change::Added(files) | Change::Changed(files) => self.spawn(files),
                 Change::Removed(name) => {
-                    self.latest.remove(&name);
+                    self.latest().remove(&name);
                     removed.push(name);
                 }
             }
@@ -199,16 +208,46 @@ impl Loader {
         Ok(removed)
     }
 
+    fn latest(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
+        self.latest
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn spawn(&mut self, files: PluginFiles) {
         self.next_load += 1;
         let id = self.next_load;
-        self.latest.insert(files.name.clone(), id);
+        self.latest().insert(files.name.clone(), id);
         tracing::info!(plugin = %files.name, path = %files.component.display(),
             "loading plugin (compiled on first load, cached after)");
-        let sources = self.sources.clone();
-        self.loads.spawn_blocking(move || {
-            let loaded = load(&sources, &files);
-            (id, files, loaded)
+        let (sources, permits, latest) = (
+            self.sources.clone(),
+            Arc::clone(&self.permits),
+            Arc::clone(&self.latest),
+        );
+        self.loads.spawn(async move {
+            // Closed never: the semaphore lives as long as the loader.
+            let _permit = permits.acquire_owned().await.ok();
+            let current = latest
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(&files.name)
+                == Some(&id);
+            if !current {
+                return None;
+            }
+            let loaded = tokio::task::spawn_blocking(move || {
+                let loaded = load(&sources, &files);
+                (id, files, loaded)
+            })
+            .await;
+            match loaded {
+                Ok(done) => Some(done),
+                Err(error) => {
+                    tracing::error!(%error, "a plugin load task failed");
+                    None
+                }
+            }
         });
     }
 
@@ -222,13 +261,14 @@ impl Loader {
     pub async fn next(&mut self) -> Option<Loaded> {
         loop {
             let (id, files, loaded) = match self.loads.join_next().await? {
-                Ok(done) => done,
+                Ok(Some(done)) => done,
+                Ok(None) => continue,
                 Err(error) => {
                     tracing::error!(%error, "a plugin load task failed");
                     continue;
                 }
             };
-            if self.latest.get(&files.name) != Some(&id) {
+            if self.latest().get(&files.name) != Some(&id) {
                 tracing::debug!(plugin = %files.name, "a newer load superseded this one");
                 continue;
             }
