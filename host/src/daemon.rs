@@ -49,12 +49,12 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 
-use crate::engine::Engine;
 use crate::engine::controller::Settings;
 use crate::engine::discovery::{self, DiscoveryError};
 use crate::engine::informer::InitialList;
 use crate::engine::leader::{self, LeaseConfig};
 use crate::engine::serve;
+use crate::engine::{Engine, LoadResult};
 use crate::loader::{Loaded, Loader};
 use crate::plugin_dir::ScanError;
 use crate::runtime::Runtime;
@@ -131,13 +131,17 @@ async fn run_loaded(engine: &mut Engine, loaded: Loaded) {
                     },
                 )
                 .await;
-            let result = if running { "swapped" } else { "loaded" };
+            let result = if running {
+                LoadResult::Swapped
+            } else {
+                LoadResult::Loaded
+            };
             engine.record_load(&files.name, result);
             tracing::info!(plugin = %files.name, %digest, path = %files.component.display(),
-                "plugin {result}");
+                "plugin {}", result.as_str());
         }
         Loaded::Refused { files, error } => {
-            engine.record_load(&files.name, "refused");
+            engine.record_load(&files.name, LoadResult::Refused);
             if engine.running(&files.name) {
                 tracing::error!(plugin = %files.name, path = %files.component.display(), %error,
                     "new version refused; the running version keeps serving");
@@ -207,7 +211,7 @@ pub async fn run(
                     Ok(removed) => {
                         for name in removed {
                             if engine.stop(&name).await {
-                                engine.record_load(&name, "removed");
+                                engine.record_load(&name, LoadResult::Removed);
                                 tracing::info!(plugin = %name, "plugin removed: stopped");
                             }
                         }

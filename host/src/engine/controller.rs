@@ -226,8 +226,10 @@ fn scopes(resource: &ResourceType, namespaces: Option<&BTreeSet<String>>) -> Vec
 impl Controller {
     /// Starts `plugin`. Must be called within a tokio runtime.
     pub fn start(plugin: Arc<Plugin>, settings: Settings, shared: &Shared) -> Self {
-        let declaration = plugin.declaration().clone();
-        let name = declaration.name.clone();
+        let declaration = plugin.declaration();
+        let (name, primary) = (declaration.name.clone(), declaration.primary.clone());
+        let (max_concurrency, resync_seconds) =
+            (declaration.max_concurrency, declaration.resync_seconds);
         let queue = Arc::new(WorkQueue::new(settings.backoff));
         let mut workers = JoinSet::new();
         let mut background = JoinSet::new();
@@ -240,8 +242,7 @@ impl Controller {
             queue: Arc::clone(&queue),
             shared: shared.clone(),
         };
-        let concurrency = declaration
-            .max_concurrency
+        let concurrency = max_concurrency
             .map_or(settings.concurrency, |wish| {
                 usize::try_from(wish)
                     .unwrap_or(usize::MAX)
@@ -252,9 +253,7 @@ impl Controller {
             workers.spawn(worker.clone().run());
         }
         background.spawn(map_custom(current.clone(), Arc::clone(&queue), custom_rx));
-        let resync = declaration
-            .resync_seconds
-            .map_or(settings.resync, |s| Duration::from_secs(u64::from(s)));
+        let resync = resync_seconds.map_or(settings.resync, |s| Duration::from_secs(u64::from(s)));
         background.spawn(resync_loop(current.clone(), Arc::clone(&queue), resync));
         shared.metrics.register_queue(&name, Arc::clone(&queue));
         background.spawn({
@@ -271,7 +270,7 @@ impl Controller {
         tracing::info!(plugin = %name, concurrency, "controller started");
         Self {
             name,
-            primary: declaration.primary,
+            primary,
             queue,
             current,
             custom,

@@ -488,29 +488,26 @@ fn version(object: &CachedObject) -> Option<&str> {
 }
 
 /// The object's key and its cached form, stripped of what no plugin needs.
-fn cached(object: DynamicObject) -> Option<(Key, Arc<CachedObject>)> {
+fn cached(mut object: DynamicObject) -> Option<(Key, Arc<CachedObject>)> {
     let key = ObjectKey {
         namespace: object.metadata.namespace.clone(),
         name: object.metadata.name.clone()?,
     };
-    let mut value = serde_json::to_value(object).ok()?;
-    strip(&mut value);
+    // Stripped before it is turned into JSON: what is dropped is never
+    // converted.
+    strip(&mut object);
+    let value = serde_json::to_value(object).ok()?;
     Some((Arc::new(key), Arc::new(CachedObject::new(value))))
 }
 
 /// Removes `managedFields` and the `last-applied-configuration` annotation.
-fn strip(value: &mut Value) {
-    let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) else {
-        return;
-    };
-    metadata.remove("managedFields");
-    if let Some(annotations) = metadata
-        .get_mut("annotations")
-        .and_then(Value::as_object_mut)
-    {
+fn strip(object: &mut DynamicObject) {
+    let metadata = &mut object.metadata;
+    metadata.managed_fields = None;
+    if let Some(annotations) = &mut metadata.annotations {
         annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
         if annotations.is_empty() {
-            metadata.remove("annotations");
+            metadata.annotations = None;
         }
     }
 }
@@ -705,16 +702,23 @@ mod tests {
 
     #[test]
     fn strip_should_drop_managed_fields_and_last_applied_only() {
-        let mut object = json!({"metadata": {"name": "a", "managedFields": [{"manager": "x"}],
-            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "keep": "me"}}});
-        strip(&mut object);
+        let object =
+            |value: Value| -> DynamicObject { serde_json::from_value(value).expect("an object") };
+        let cached_value = |value: Value| {
+            let (_, cached) = cached(object(value)).expect("named");
+            cached.value().clone()
+        };
+        let stripped = cached_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "managedFields": [{"manager": "x"}],
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "keep": "me"}}}));
         assert_eq!(
-            object,
-            json!({"metadata": {"name": "a", "annotations": {"keep": "me"}}})
+            stripped["metadata"],
+            json!({"name": "a", "annotations": {"keep": "me"}})
         );
-        let mut only = json!({"metadata": {"name": "a",
-            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"}}});
-        strip(&mut only);
-        assert_eq!(only, json!({"metadata": {"name": "a"}}));
+        let only = cached_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a",
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"}}}));
+        assert_eq!(only["metadata"], json!({"name": "a"}));
+        assert_eq!(only["kind"], "ConfigMap");
     }
 }

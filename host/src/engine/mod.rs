@@ -40,6 +40,32 @@ use tokio::sync::Semaphore;
 use crate::runtime::Plugin;
 use controller::{Controller, Settings, Shared};
 
+/// What became of a plugin's load (`kubewasm_plugin_loads_total`'s
+/// `result`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadResult {
+    /// Started: it was not running.
+    Loaded,
+    /// Swapped in for the running version.
+    Swapped,
+    /// Refused (a running version keeps serving).
+    Refused,
+    /// Its component went: stopped.
+    Removed,
+}
+
+impl LoadResult {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Loaded => "loaded",
+            Self::Swapped => "swapped",
+            Self::Refused => "refused",
+            Self::Removed => "removed",
+        }
+    }
+}
+
 /// Every plugin of the host, run as controllers over shared informers.
 pub struct Engine {
     shared: Shared,
@@ -108,10 +134,9 @@ impl Engine {
         self.controllers.iter().any(|c| c.name() == name)
     }
 
-    /// Counts a load of the plugin `name` by its result (`loaded`,
-    /// `swapped`, `refused`, `removed`).
-    pub fn record_load(&self, name: &str, result: &str) {
-        self.shared.metrics.plugin_load(name, result);
+    /// Counts a load of the plugin `name` by its result.
+    pub fn record_load(&self, name: &str, result: LoadResult) {
+        self.shared.metrics.plugin_load(name, result.as_str());
     }
 
     /// Stops and removes the plugin called `name`, waiting for its

@@ -619,7 +619,7 @@ impl Runtime {
             compile_time = ?timing.compile_time,
             instantiate_time = ?timing.instantiate_time,
             reuse,
-            "plugin loaded"
+            "component compiled and declared (the host checks its configuration next)"
         );
         Ok(Plugin {
             name: Arc::from(declaration.name.as_str()),
