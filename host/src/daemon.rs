@@ -109,8 +109,36 @@ pub enum DaemonError {
     },
 }
 
-/// How often the plugin directory is looked at.
+/// How often the plugin directory is looked at, notified of a change or not.
 const RESCAN: Duration = Duration::from_millis(500);
+
+/// How long after a change notification the directory is looked at: the
+/// events of one write-and-rename come together.
+const SETTLE: Duration = Duration::from_millis(5);
+
+/// Looks at the plugin directory: loads start for what was added or
+/// changed, removed plugins stop.
+async fn rescan(loader: &mut Loader, engine: &mut Engine) {
+    match loader.rescan() {
+        Ok(removed) => {
+            for name in removed {
+                if engine.stop(&name).await {
+                    engine.record_load(&name, LoadResult::Removed);
+                    tracing::info!(plugin = %name, "plugin removed: stopped");
+                }
+            }
+        }
+        Err(error) => tracing::warn!(%error, "plugin directory unreadable; plugins keep running"),
+    }
+}
+
+/// Returns when `watch` says the directory changed; never without one.
+async fn changed(watch: Option<&crate::plugin_dir::Watch>) {
+    match watch {
+        Some(watch) => watch.changed().await,
+        None => std::future::pending().await,
+    }
+}
 
 /// Starts, swaps in or refuses what a load gave.
 async fn run_loaded(engine: &mut Engine, loaded: Loaded) {
@@ -198,6 +226,12 @@ pub async fn run(
         artifacts: options.artifacts.clone(),
     };
     let mut loader = Loader::new(&options.plugins, sources);
+    let watch = crate::plugin_dir::watch(&options.plugins)
+        .inspect_err(|error| {
+            tracing::warn!(%error, dir = %options.plugins.display(),
+                "no change notifications for the plugin directory; looking every 500 ms");
+        })
+        .ok();
     loader.rescan()?;
     let mut tick = tokio::time::interval(RESCAN);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -206,19 +240,11 @@ pub async fn run(
         tokio::select! {
             () = shutdown.as_mut() => break,
             Some(loaded) = loader.next() => run_loaded(&mut engine, loaded).await,
-            _ = tick.tick() => {
-                match loader.rescan() {
-                    Ok(removed) => {
-                        for name in removed {
-                            if engine.stop(&name).await {
-                                engine.record_load(&name, LoadResult::Removed);
-                                tracing::info!(plugin = %name, "plugin removed: stopped");
-                            }
-                        }
-                    }
-                    Err(error) => tracing::warn!(%error, "plugin directory unreadable; plugins keep running"),
-                }
+            () = changed(watch.as_ref()) => {
+                tokio::time::sleep(SETTLE).await;
+                rescan(&mut loader, &mut engine).await;
             }
+            _ = tick.tick() => rescan(&mut loader, &mut engine).await,
         }
         // Ready once the first loads are done and every informer listed.
         if !ready.load(Ordering::Relaxed) && loader.pending() == 0 && engine.ready() {

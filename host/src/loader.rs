@@ -109,7 +109,16 @@ fn component(sources: &Sources, files: &PluginFiles) -> Result<Vec<u8>, Refused>
     if !files.is_reference() {
         return std::fs::read(&files.component).map_err(Refused::Read);
     }
-    let text = std::fs::read_to_string(&files.component).map_err(Refused::Read)?;
+    // A reference is one short line: what is past the first KiB is not read.
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut std::io::Read::take(
+            std::fs::File::open(&files.component).map_err(Refused::Read)?,
+            1024,
+        ),
+        &mut text,
+    )
+    .map_err(Refused::Read)?;
     let reference = oci::parse_reference(text.lines().next().unwrap_or_default().trim())?;
     let pulled = tokio::runtime::Handle::current().block_on(sources.artifacts.fetch(&reference))?;
     tracing::info!(plugin = %files.name, reference = %reference, digest = %pulled.digest,

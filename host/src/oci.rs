@@ -417,11 +417,18 @@ pub async fn pull(reference: &Reference, access: &Access) -> Result<Pulled, OciE
         .map_err(|e| not_a_plugin(format!("its manifest is not an OCI image manifest: {e}")))?;
     let (layer, layout) = plugin_layer(&parsed).map_err(not_a_plugin)?;
     tracing::debug!(reference = %reference, %digest, ?layout, "pulling the plugin's layer");
-    let mut bytes = Vec::new();
+    // The manifest's size bounds what is read: a registry that sends more
+    // is cut off, not buffered.
+    let size = usize::try_from(layer.size).unwrap_or(0);
+    let mut bytes = Bounded {
+        bytes: Vec::with_capacity(size.min(16 << 20)),
+        limit: size,
+    };
     client
         .pull_blob(reference, layer, &mut bytes)
         .await
         .map_err(Access::fetch_error(reference, "layer"))?;
+    let bytes = bytes.bytes;
     let actual = digest_of(&bytes);
     if actual != layer.digest || u64::try_from(bytes.len()).ok() != u64::try_from(layer.size).ok() {
         return Err(OciError::DigestMismatch {
@@ -431,6 +438,43 @@ pub async fn pull(reference: &Reference, access: &Access) -> Result<Pulled, OciE
         });
     }
     Ok(Pulled { bytes, digest })
+}
+
+/// A buffer that refuses to grow past `limit` bytes.
+struct Bounded {
+    bytes: Vec<u8>,
+    limit: usize,
+}
+
+impl tokio::io::AsyncWrite for Bounded {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if self.bytes.len() + buf.len() > self.limit {
+            return std::task::Poll::Ready(Err(std::io::Error::other(format!(
+                "the registry sent more than the {} bytes the manifest names",
+                self.limit
+            ))));
+        }
+        self.bytes.extend_from_slice(buf);
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
 }
 
 /// Pulled components cached on disk by manifest digest: a reference

@@ -19,6 +19,12 @@
 //! again once its writer finishes (its fingerprint changes once more).
 //! Writing the new file beside and renaming it over the old one avoids even
 //! that.
+//!
+//! # Watching
+//! [`watch`] asks the kernel (inotify) to say when the directory changes,
+//! so a caller rescans within milliseconds of a write, not at its next
+//! periodic look; it only wakes the caller, which still compares listings
+//! (a missed or spurious notification costs nothing but a rescan).
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -129,6 +135,41 @@ impl Listing {
     }
 }
 
+/// A watch on a directory: [`Watch::changed`] returns after it changed.
+pub struct Watch {
+    _watcher: notify::RecommendedWatcher,
+    changed: std::sync::Arc<tokio::sync::Notify>,
+}
+
+impl Watch {
+    /// Returns once the directory changed since the last call (at once if
+    /// it did meanwhile).
+    pub async fn changed(&self) {
+        self.changed.notified().await;
+    }
+}
+
+/// Watches `dir` for changes.
+///
+/// # Errors
+/// [`notify::Error`] if the system refuses the watch (no inotify, too many
+/// watches): the caller's periodic rescan is then all there is.
+pub fn watch(dir: &Path) -> Result<Watch, notify::Error> {
+    use notify::Watcher as _;
+    let changed = std::sync::Arc::new(tokio::sync::Notify::new());
+    let wake = std::sync::Arc::clone(&changed);
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if event.is_ok_and(|e| !e.kind.is_access()) {
+            wake.notify_one();
+        }
+    })?;
+    watcher.watch(dir, notify::RecursiveMode::NonRecursive)?;
+    Ok(Watch {
+        _watcher: watcher,
+        changed,
+    })
+}
+
 /// Reads `dir`: every `*.wasm` and `*.oci` in it, with its grants and
 /// configuration.
 ///
@@ -194,6 +235,16 @@ mod tests {
                 Change::Removed(n) => format!("-{n}"),
             })
             .collect()
+    }
+
+    #[tokio::test]
+    async fn a_watch_should_wake_on_a_write_in_the_directory() {
+        let dir = Dir::new("watch");
+        let watch = watch(&dir.0).expect("inotify");
+        dir.write("a.wasm", "a");
+        tokio::time::timeout(std::time::Duration::from_secs(5), watch.changed())
+            .await
+            .expect("woken by the write");
     }
 
     #[test]
