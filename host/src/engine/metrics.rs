@@ -7,6 +7,7 @@
 //! | `kubewasm_reconcile_time_seconds` | plugin | step duration, call and writes (histogram) |
 //! | `kubewasm_instantiate_time_seconds` | plugin | instance creation (histogram; warm calls count zero) |
 //! | `kubewasm_guest_memory_bytes` | plugin | linear memory of the instance that ran the plugin's last call (a high-water mark: Wasm memory never shrinks) |
+//! | `kubewasm_plugin_info` | plugin, digest | 1 for the component each plugin runs now (`sha256:` of its bytes) |
 //! | `kubewasm_plugin_loads_total` | plugin, result | loads of the plugin directory's plugins: `loaded`, `swapped` (a new version in place), `refused` (the running version, if any, keeps serving), `removed` |
 //! | `kubewasm_actions_total` | plugin, result | actions sent (`applied`, `failed`) |
 //! | `kubewasm_workqueue_depth` | plugin | keys queued |
@@ -47,6 +48,12 @@ struct ResultLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DigestLabel {
+    plugin: String,
+    digest: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabel {
     plugin: String,
     kind: String,
@@ -79,6 +86,9 @@ pub struct Metrics {
     instantiate_time: Family<PluginLabel, Histogram, fn() -> Histogram>,
     guest_memory: Family<PluginLabel, Gauge>,
     plugin_loads: Family<ResultLabel, Counter>,
+    plugin_info: Family<DigestLabel, Gauge>,
+    /// The digest each plugin runs, so a swap drops the old series.
+    running: Mutex<std::collections::HashMap<String, String>>,
     actions: Family<ResultLabel, Counter>,
     depth: Family<PluginLabel, Gauge>,
     queue_wait: Family<PluginLabel, Histogram, fn() -> Histogram>,
@@ -98,6 +108,7 @@ impl Default for Metrics {
         let instantiate_time = Family::new_with_constructor(seconds as fn() -> Histogram);
         let guest_memory = Family::default();
         let plugin_loads = Family::default();
+        let plugin_info = Family::default();
         let actions = Family::default();
         let depth = Family::default();
         let queue_wait = Family::new_with_constructor(seconds as fn() -> Histogram);
@@ -126,6 +137,11 @@ impl Default for Metrics {
             "plugin_loads",
             "Loads of plugins by result",
             plugin_loads.clone(),
+        );
+        registry.register(
+            "plugin_info",
+            "The component each plugin runs, by digest",
+            plugin_info.clone(),
         );
         registry.register("actions", "Actions sent by result", actions.clone());
         registry.register("workqueue_depth", "Keys queued", depth.clone());
@@ -162,6 +178,8 @@ impl Default for Metrics {
             instantiate_time,
             guest_memory,
             plugin_loads,
+            plugin_info,
+            running: Mutex::default(),
             actions,
             depth,
             queue_wait,
@@ -193,10 +211,39 @@ impl Metrics {
         }
     }
 
+    /// Records that `plugin` runs the component of `digest` (hex sha256).
+    pub(super) fn runs(&self, plugin: &str, digest: &str) {
+        let digest = format!("sha256:{digest}");
+        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(old) = running.insert(plugin.to_owned(), digest.clone()) {
+            self.plugin_info.remove(&DigestLabel {
+                plugin: plugin.to_owned(),
+                digest: old,
+            });
+        }
+        self.plugin_info
+            .get_or_create(&DigestLabel {
+                plugin: plugin.to_owned(),
+                digest,
+            })
+            .set(1);
+    }
+
     /// Drops the gauges of a stopped plugin (its counters stay, as
     /// counters do).
     pub(super) fn forget(&self, plugin: &str) {
         self.guest_memory.remove(&label(plugin));
+        let old = self
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(plugin);
+        if let Some(digest) = old {
+            self.plugin_info.remove(&DigestLabel {
+                plugin: plugin.to_owned(),
+                digest,
+            });
+        }
     }
 
     pub(super) fn plugin_load(&self, plugin: &str, result: &str) {

@@ -104,6 +104,9 @@ impl Engine {
     /// Starts `plugin` as a controller. Must be called within a tokio
     /// runtime.
     pub fn start(&mut self, plugin: Arc<Plugin>, settings: Settings) {
+        self.shared
+            .metrics
+            .runs(&plugin.declaration().name, plugin.digest());
         self.controllers
             .push(Controller::start(plugin, settings, &self.shared));
     }
@@ -122,6 +125,9 @@ impl Engine {
             settings.config.clone(),
             &self.shared,
         );
+        if swapped.is_ok() {
+            self.shared.metrics.runs(&name, plugin.digest());
+        }
         if let Err(error) = swapped {
             tracing::info!(plugin = %name, %error, "restarting the controller");
             self.controllers.swap_remove(index).shutdown().await;
