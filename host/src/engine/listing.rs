@@ -18,8 +18,10 @@
 //! - A second listing of the walked store (a key at or behind the cursor
 //!   is listed again: a new version subscribed) restarts the walk from the
 //!   first key, so every key is yielded once more.
-//! - No call made from an informer's handler reads the store (handlers may
-//!   run while it is locked): only [`Listed::pop`] and [`Listed::len`] do.
+//! - The walked store is read by [`Listed::pop`], [`Listed::is_empty`] and
+//!   [`Listed::remaining`], also from informers' handlers (a key listed):
+//!   the informers never run a handler with a store locked, so the store's
+//!   lock is always taken after the queue's, never the other way round.
 
 use std::collections::{BTreeSet, HashSet};
 use std::fmt::Debug;
