@@ -3,7 +3,7 @@
 //! process).
 //!
 //! # `run`
-//! 1. Reads the cluster's discovery into a [`RestMapper`].
+//! 1. Reads the cluster's discovery into a [`RestMapper`](crate::mapper::RestMapper).
 //! 2. Loads every `*.wasm` in the plugin directory as the plugin named by
 //!    the file (`NAME.wasm` runs as `NAME`: its field manager, finalizer,
 //!    logs and metrics; one component copied under two names runs twice),
