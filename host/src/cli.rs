@@ -191,6 +191,10 @@ enum Command {
         /// Output format.
         #[arg(short = 'o', long, value_enum, default_value_t = Format::Yaml)]
         output: Format,
+        /// The time the reconcile runs at (RFC 3339, `2026-01-01T00:00:00Z`)
+        /// [default: now]: with it, two replays print the same bytes.
+        #[arg(long)]
+        now: Option<jiff::Timestamp>,
     },
 }
 
@@ -559,6 +563,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             key,
             grants,
             output,
+            now,
         } => {
             let key: ObjectKey = key.parse()?;
             let mut fixtures = Vec::new();
@@ -583,10 +588,13 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
                 Some(path) => replay::parse_config(&read(path)?)?,
                 None => "{}".to_owned(),
             };
-            let request = Request {
+            let mut request = Request {
                 config,
                 ..Request::new(key)
             };
+            if let Some(now) = now {
+                request.now = now;
+            }
             let report = replay::replay(&plugin, cache, &request)?;
             let text = match output {
                 Format::Yaml => {

@@ -124,6 +124,32 @@ fn replay_should_pass_config_and_fail_clearly_on_plugin_errors() {
         kubewasm(&args)
     };
 
+    // With a clock given, two replays print the same bytes, the time in them.
+    std::fs::write(&config, "mode: language\n").expect("write");
+    let at_noon = || {
+        kubewasm(&[
+            "replay",
+            path(&plugin),
+            "--objects",
+            path(&objects),
+            "--config",
+            path(&config),
+            "--key",
+            "default/cm",
+            "--now",
+            "2026-01-01T12:00:00Z",
+        ])
+    };
+    let (first, second) = (at_noon(), at_noon());
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert_eq!(first.stdout, second.stdout, "byte-identical");
+    let text = String::from_utf8_lossy(&first.stdout);
+    assert!(text.contains("2026-01-01T12:00:00"), "{text}");
+
     let ok = replay_with("ok");
     assert!(
         ok.status.success(),
