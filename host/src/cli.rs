@@ -541,7 +541,10 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
                     path: PathBuf::from(reference.whole()),
                     source,
                 })?;
-            write_atomically(&output, &pulled.bytes)?;
+            oci::write_atomically(&output, &pulled.bytes).map_err(|source| CliError::Write {
+                path: output.clone(),
+                source,
+            })?;
             println!("{}", pulled.digest);
         }
         Command::Inspect { plugin } => {
@@ -624,20 +627,6 @@ fn block_on_value<T>(future: impl Future<Output = T>) -> Result<T, CliError> {
         .build()
         .map_err(CliError::AsyncRuntime)?
         .block_on(future))
-}
-
-/// Writes `bytes` beside `path`, then renames it over `path`: a reader
-/// never sees half a file.
-fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<(), CliError> {
-    let failed = |source| CliError::Write {
-        path: path.to_owned(),
-        source,
-    };
-    let mut partial = path.as_os_str().to_owned();
-    partial.push(".partial");
-    let partial = PathBuf::from(partial);
-    std::fs::write(&partial, bytes).map_err(failed)?;
-    std::fs::rename(&partial, path).map_err(failed)
 }
 
 /// A client from `kubeconfig`, or the default configuration.

@@ -281,9 +281,9 @@ pub fn digest_of(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
-/// The manifest and config [`push`] writes for `component` (without the
-/// layer's bytes): the manifest's JSON text and the config's.
-fn layout(component: &Component<'_>) -> (Vec<u8>, Config, ImageLayer) {
+/// What [`push`] writes for `component`: the manifest's JSON text, and
+/// the blobs it names (layer, then config) with their digests.
+fn layout(component: &Component<'_>) -> (Vec<u8>, [(bytes::Bytes, String); 2]) {
     let layer = ImageLayer::new(component.bytes.to_vec(), LAYER_MEDIA_TYPE.to_owned(), None);
     let config = json!({
         "architecture": "wasm",
@@ -320,7 +320,17 @@ fn layout(component: &Component<'_>) -> (Vec<u8>, Config, ImageLayer) {
     manifest.media_type = Some(MANIFEST_MEDIA_TYPE.to_owned());
     // A struct of strings and numbers always serializes.
     let text = serde_json::to_vec(&manifest).unwrap_or_default();
-    (text, config, layer)
+    // The digests `build` computed.
+    let layer_digest = manifest
+        .layers
+        .first()
+        .map(|l| l.digest.clone())
+        .unwrap_or_default();
+    let blobs = [
+        (layer.data, layer_digest),
+        (config.data, manifest.config.digest),
+    ];
+    (text, blobs)
 }
 
 /// Publishes `component` at `reference`; returns the manifest's digest.
@@ -332,17 +342,13 @@ pub async fn push(
     reference: &Reference,
     access: &Access,
 ) -> Result<String, OciError> {
-    let (manifest, config, layer) = layout(component);
+    let (manifest, blobs) = layout(component);
     let client = access.client();
     let auth = access.credentials.auth(reference);
-    let error = Access::registry_error(reference);
     client
         .store_auth_if_needed(reference.resolve_registry(), &auth)
         .await;
-    for (data, digest) in [
-        (layer.data.clone(), digest_of(&layer.data)),
-        (config.data.clone(), digest_of(&config.data)),
-    ] {
+    for (data, digest) in blobs {
         if !client
             .blob_exists(reference, &digest)
             .await
@@ -359,7 +365,7 @@ pub async fn push(
     client
         .push_manifest_raw(reference, manifest, content_type)
         .await
-        .map_err(error)?;
+        .map_err(Access::registry_error(reference))?;
     Ok(digest)
 }
 
@@ -440,6 +446,18 @@ pub async fn pull(reference: &Reference, access: &Access) -> Result<Pulled, OciE
     Ok(Pulled { bytes, digest })
 }
 
+/// Writes `bytes` beside `path`, then renames it over `path`: a reader
+/// never sees half an artifact.
+///
+/// # Errors
+/// The file system's.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    std::fs::write(&partial, bytes)?;
+    std::fs::rename(&partial, path)
+}
+
 /// A buffer that refuses to grow past `limit` bytes.
 struct Bounded {
     bytes: Vec<u8>,
@@ -516,13 +534,9 @@ impl Artifacts {
             });
         }
         let pulled = pull(reference, &self.access).await?;
-        let path = self.path(&pulled.digest);
-        let mut partial = path.clone().into_os_string();
-        partial.push(".partial");
         // A cache that cannot be written only costs a pull next time.
         let written = std::fs::create_dir_all(&self.dir)
-            .and_then(|()| std::fs::write(&partial, &pulled.bytes))
-            .and_then(|()| std::fs::rename(&partial, &path));
+            .and_then(|()| write_atomically(&self.path(&pulled.digest), &pulled.bytes));
         if let Err(error) = written {
             tracing::warn!(dir = %self.dir.display(), %error, "artifact not cached");
         }

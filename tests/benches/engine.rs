@@ -30,7 +30,7 @@ use kubewasm::engine::Engine;
 use kubewasm::engine::controller::Settings;
 use kubewasm::runtime::{LoadOptions, Runtime, RuntimeConfig};
 use kubewasm_apiserver::server::ApiServer;
-use kubewasm_tests::bench::{is_real_run, ms, out_path, write_section};
+use kubewasm_tests::bench::{is_real_run, median, ms, out_path, write_section};
 use kubewasm_tests::{
     compiled_cache_dir, example_plugin, in_process_cluster, test_plugin, workspace_root,
 };
@@ -424,11 +424,6 @@ fn memory_in_child(readers: Readers, n: usize, arenas: Arenas) -> anyhow::Result
         .output()?;
     anyhow::ensure!(out.status.success(), "memory scenario {spec} failed");
     Ok(String::from_utf8_lossy(&out.stdout).trim().parse()?)
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v.get(v.len() / 2).copied().unwrap_or_default()
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

@@ -125,13 +125,13 @@ impl Engine {
             settings.config.clone(),
             &self.shared,
         );
-        if swapped.is_ok() {
-            self.shared.metrics.runs(&name, plugin.digest());
-        }
-        if let Err(error) = swapped {
-            tracing::info!(plugin = %name, %error, "restarting the controller");
-            self.controllers.swap_remove(index).shutdown().await;
-            self.start(plugin, settings);
+        match swapped {
+            Ok(()) => self.shared.metrics.runs(&name, plugin.digest()),
+            Err(error) => {
+                tracing::info!(plugin = %name, %error, "restarting the controller");
+                self.controllers.swap_remove(index).shutdown().await;
+                self.start(plugin, settings);
+            }
         }
     }
 
