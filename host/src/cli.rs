@@ -163,6 +163,9 @@ enum Command {
         #[command(flatten)]
         registry: RegistryFlags,
     },
+    /// Print the CustomResourceDefinitions of `Plugin` and `ClusterPlugin`
+    /// (`deploy/crds.yaml`).
+    Crds,
     /// Print a plugin's declaration as JSON.
     Inspect {
         /// The plugin component.
@@ -237,6 +240,14 @@ struct HostFlags {
     /// How plugins named by OCI references (`NAME.oci`) are fetched.
     #[command(flatten)]
     registry: RegistryFlags,
+    /// Make a namespaced Plugin's writes as the ServiceAccount
+    /// `--tenant-service-account` of its namespace (the host's account
+    /// needs the `impersonate` verb on it).
+    #[arg(long)]
+    impersonate_tenants: bool,
+    /// The ServiceAccount a tenant's writes are made as.
+    #[arg(long, default_value = "kubewasm-tenant")]
+    tenant_service_account: String,
 }
 
 impl HostFlags {
@@ -258,6 +269,12 @@ impl HostFlags {
             shutdown_grace: Duration::from_secs(30),
             leader_election: None,
             initial_list: InitialList::Paged,
+            resources: crate::plugin_resource::ResourceOptions {
+                host_namespace: pod_namespace(),
+                impersonate: self
+                    .impersonate_tenants
+                    .then(|| self.tenant_service_account.clone()),
+            },
         })
     }
 }
@@ -436,6 +453,10 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Runtime::new(config)
     };
     let runtime = match &cli.command {
+        Command::Crds => {
+            print!("{}", crate::plugin_resource::crds_yaml());
+            return Ok(());
+        }
         Command::Apiserver {
             listen,
             kubeconfig_out,
@@ -504,7 +525,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         })
     };
     match cli.command {
-        Command::Apiserver { .. } | Command::Run { .. } | Command::Dev { .. } => {}
+        Command::Apiserver { .. } | Command::Run { .. } | Command::Dev { .. } | Command::Crds => {}
         Command::Push {
             plugin,
             reference,
@@ -749,7 +770,8 @@ async fn dev(
     }
     let embedded = Embedded::start(listen, kubeconfig_out, true, None).await?;
     let client = client(Some(kubeconfig_out)).await?;
-    let crds = crate::daemon::install_crds(&client, &options.plugins).await?;
+    let mut crds = crate::daemon::install_plugin_crds(&client).await?;
+    crds.extend(crate::daemon::install_crds(&client, &options.plugins).await?);
     let kubeconfig = kubeconfig_out.display();
     eprintln!(
         "kubewasm dev: API server at {} (workload simulation on); CRDs installed: {}\n\

@@ -35,9 +35,17 @@
 //!
 //! # `dev`
 //! Starts the embedded API server (workload simulation on), writes its
-//! kubeconfig, applies every CustomResourceDefinition found among the
-//! plugin directory's `*.yaml` files, then runs the host against it with
-//! `trust_declarations` (the examples run as they declare).
+//! kubeconfig, installs the `Plugin` and `ClusterPlugin` resources and
+//! every CustomResourceDefinition found among the plugin directory's
+//! `*.yaml` files, then runs the host against it with `trust_declarations`
+//! (the examples run as they declare).
+//!
+//! # Plugin resources
+//! When the cluster serves `Plugin` and `ClusterPlugin` (`kubewasm crds`),
+//! the host also runs what they ask for
+//! ([`PluginResources`](crate::plugin_resource::PluginResources)), beside
+//! the directory's plugins; a name is never taken from one source by the
+//! other. Ready waits for their first loads too.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -55,8 +63,9 @@ use crate::engine::informer::InitialList;
 use crate::engine::leader::{self, LeaseConfig};
 use crate::engine::serve;
 use crate::engine::{Engine, LoadResult};
-use crate::loader::{Loaded, Loader};
-use crate::plugin_dir::ScanError;
+use crate::loader::{Loaded, Loader, Loads, Prepared, Refused};
+use crate::plugin_dir::{PluginFiles, ScanError};
+use crate::plugin_resource::{PluginResources, ResourceOptions};
 use crate::runtime::Runtime;
 
 /// How `run` runs the host.
@@ -78,6 +87,9 @@ pub struct HostOptions {
     pub initial_list: InitialList,
     /// Where plugins named by OCI references (`NAME.oci`) come from.
     pub artifacts: crate::oci::Artifacts,
+    /// How `Plugin` and `ClusterPlugin` resources run (watched when the
+    /// cluster serves them).
+    pub resources: ResourceOptions,
 }
 
 /// Why the host could not run.
@@ -118,8 +130,8 @@ const SETTLE: Duration = Duration::from_millis(5);
 
 /// Looks at the plugin directory: loads start for what was added or
 /// changed, removed plugins stop.
-async fn rescan(loader: &mut Loader, engine: &mut Engine) {
-    match loader.rescan() {
+async fn rescan(loader: &mut Loader, loads: &mut Loads<PluginFiles>, engine: &mut Engine) {
+    match loader.rescan(loads) {
         Ok(removed) => {
             for name in removed {
                 if engine.stop(&name).await {
@@ -132,6 +144,63 @@ async fn rescan(loader: &mut Loader, engine: &mut Engine) {
     }
 }
 
+/// Watches `Plugin` and `ClusterPlugin` resources if the cluster serves
+/// them.
+fn plugin_resources(
+    client: &kube::Client,
+    sources: &crate::loader::Sources,
+    options: &HostOptions,
+    leading: &tokio::sync::watch::Receiver<bool>,
+) -> Option<PluginResources> {
+    let served = ["Plugin", "ClusterPlugin"].iter().all(|kind| {
+        let declared = crate::resource::ResourceType {
+            group: "kubewasm.dev".into(),
+            version: "v1alpha1".into(),
+            kind: (*kind).into(),
+            plural: String::new(),
+            namespaced: false,
+        };
+        sources.mapper.resolve(&declared).is_ok()
+    });
+    if !served {
+        tracing::info!("Plugin resources are not installed (kubewasm crds): not watched");
+        return None;
+    }
+    tracing::info!("watching Plugin and ClusterPlugin resources");
+    Some(PluginResources::start(
+        client.clone(),
+        sources.clone(),
+        options.resources.clone(),
+        leading.clone(),
+    ))
+}
+
+/// What the daemon's loop does next.
+enum Next {
+    /// A directory plugin's load finished.
+    File(String, Loaded<PluginFiles>),
+    /// The directory changed.
+    Rescan,
+    /// A plugin resource's load finished.
+    Resource(String, Loaded<crate::plugin_resource::Generation>),
+    /// A plugin resource changed.
+    Resources,
+    /// Time to look again.
+    Tick,
+}
+
+/// The next load of a plugin resource to finish, or a change of them;
+/// never without them.
+async fn resource_event(resources: Option<&mut PluginResources>) -> Next {
+    let Some(resources) = resources else {
+        return std::future::pending().await;
+    };
+    match resources.next_event().await {
+        crate::plugin_resource::Event::Loaded(name, loaded) => Next::Resource(name, loaded),
+        crate::plugin_resource::Event::Changed => Next::Resources,
+    }
+}
+
 /// Returns when `watch` says the directory changed; never without one.
 async fn changed(watch: Option<&crate::plugin_dir::Watch>) {
     match watch {
@@ -140,13 +209,27 @@ async fn changed(watch: Option<&crate::plugin_dir::Watch>) {
     }
 }
 
-/// Starts, swaps in or refuses what a load gave.
-async fn run_loaded(engine: &mut Engine, loaded: Loaded) {
+/// Starts, swaps in or refuses what a load of a directory's plugin gave
+/// (refused as well when a plugin resource runs under its name).
+async fn run_loaded(
+    engine: &mut Engine,
+    resources: Option<&PluginResources>,
+    name: &str,
+    loaded: Loaded<PluginFiles>,
+) {
+    let loaded = match loaded {
+        Loaded::Ready { origin, .. } if resources.is_some_and(|r| r.runs(name)) => {
+            Loaded::Refused {
+                origin,
+                error: Refused::NameTaken(name.to_owned()),
+            }
+        }
+        other => other,
+    };
     match loaded {
         Loaded::Ready {
-            files,
-            plugin,
-            config,
+            origin: files,
+            prepared: Prepared { plugin, config, .. },
         } => {
             let digest = plugin.digest().to_owned();
             let running = engine.running(&files.name);
@@ -168,7 +251,10 @@ async fn run_loaded(engine: &mut Engine, loaded: Loaded) {
             tracing::info!(plugin = %files.name, %digest, path = %files.component.display(),
                 "plugin {}", result.as_str());
         }
-        Loaded::Refused { files, error } => {
+        Loaded::Refused {
+            origin: files,
+            error,
+        } => {
             engine.record_load(&files.name, LoadResult::Refused);
             if engine.running(&files.name) {
                 tracing::error!(plugin = %files.name, path = %files.component.display(), %error,
@@ -194,6 +280,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), DaemonError> {
     let mapper = Arc::new(discovery::mapper(&client).await?);
+    let client_for_resources = client.clone();
     let (leading, leading_rx) = tokio::sync::watch::channel(options.leader_election.is_none());
     let (stop_electing, stopped) = tokio::sync::watch::channel(false);
     let elector = options.leader_election.clone().map(|config| {
@@ -202,8 +289,8 @@ pub async fn run(
             let _ = stopped.wait_for(|s| *s).await;
         }))
     });
-    let mut engine =
-        Engine::new(client, options.workers, leading_rx).with_initial_list(options.initial_list);
+    let mut engine = Engine::new(client, options.workers, leading_rx.clone())
+        .with_initial_list(options.initial_list);
     // Probes first: `/healthz` answers while plugins compile, `/readyz`
     // once they run and their caches are synced.
     let ready = Arc::new(AtomicBool::new(false));
@@ -225,29 +312,61 @@ pub async fn run(
         trust: options.trust_declarations,
         artifacts: options.artifacts.clone(),
     };
+    let mut resources = plugin_resources(&client_for_resources, &sources, &options, &leading_rx);
     let mut loader = Loader::new(&options.plugins, sources);
+    let mut loads = Loads::default();
     let watch = crate::plugin_dir::watch(&options.plugins)
         .inspect_err(|error| {
             tracing::warn!(%error, dir = %options.plugins.display(),
                 "no change notifications for the plugin directory; looking every 500 ms");
         })
         .ok();
-    loader.rescan()?;
+    loader.rescan(&mut loads)?;
     let mut tick = tokio::time::interval(RESCAN);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        tokio::select! {
+        let next = tokio::select! {
             () = shutdown.as_mut() => break,
-            Some(loaded) = loader.next() => run_loaded(&mut engine, loaded).await,
+            Some((name, loaded)) = loads.next() => Next::File(name, loaded),
             () = changed(watch.as_ref()) => {
                 tokio::time::sleep(SETTLE).await;
-                rescan(&mut loader, &mut engine).await;
+                Next::Rescan
             }
-            _ = tick.tick() => rescan(&mut loader, &mut engine).await,
+            next = resource_event(resources.as_mut()) => next,
+            _ = tick.tick() => Next::Tick,
+        };
+        match next {
+            Next::File(name, loaded) => {
+                run_loaded(&mut engine, resources.as_ref(), &name, loaded).await;
+            }
+            Next::Rescan => rescan(&mut loader, &mut loads, &mut engine).await,
+            Next::Resource(name, loaded) => {
+                if let Some(resources) = resources.as_mut() {
+                    resources.finish(&mut engine, name, loaded).await;
+                }
+            }
+            Next::Resources => {
+                if let Some(resources) = resources.as_mut() {
+                    resources.sync(&mut engine).await;
+                }
+            }
+            Next::Tick => {
+                rescan(&mut loader, &mut loads, &mut engine).await;
+                if let Some(resources) = resources.as_mut() {
+                    resources.sync(&mut engine).await;
+                }
+            }
         }
         // Ready once the first loads are done and every informer listed.
-        if !ready.load(Ordering::Relaxed) && loader.pending() == 0 && engine.ready() {
+        let resources_ready = resources
+            .as_ref()
+            .is_none_or(|r| r.synced() && r.pending() == 0);
+        if !ready.load(Ordering::Relaxed)
+            && loads.pending() == 0
+            && resources_ready
+            && engine.ready()
+        {
             ready.store(true, Ordering::Relaxed);
             tracing::info!("caches synced; ready");
         }
@@ -266,6 +385,31 @@ pub async fn run(
     }
     server.abort();
     Ok(())
+}
+
+/// Applies the CustomResourceDefinitions of `Plugin` and `ClusterPlugin`,
+/// and returns their names.
+///
+/// # Errors
+/// [`DaemonError::Crd`].
+pub async fn install_plugin_crds(client: &kube::Client) -> Result<Vec<String>, DaemonError> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut installed = Vec::new();
+    for crd in crate::plugin_resource::crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.patch(
+            &name,
+            &PatchParams::apply("kubewasm-dev").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .map_err(|e| DaemonError::Crd {
+            path: PathBuf::from("kubewasm crds"),
+            source: Box::new(e),
+        })?;
+        installed.push(name);
+    }
+    Ok(installed)
 }
 
 /// Applies every CustomResourceDefinition among `dir`'s `*.yaml` files, and

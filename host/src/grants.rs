@@ -35,7 +35,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::declaration::{Declaration, Verb};
 use crate::resource::ResourceType;
@@ -114,11 +114,11 @@ pub enum GrantsFileError {
     Parse(#[source] serde_yaml::Error),
     /// A verb is unknown.
     #[error(
-        "invalid grants file: unknown verb `{0}` (expected get, list, watch, apply, apply-status, delete or *)"
+        "invalid grants: unknown verb `{0}` (expected get, list, watch, apply, apply-status, delete or *)"
     )]
     Verb(String),
     /// A namespace is not a DNS label.
-    #[error("invalid grants file: namespace `{0}` is not a valid namespace name")]
+    #[error("invalid grants: namespace `{0}` is not a valid namespace name")]
     Namespace(String),
     /// A file was read but refused.
     #[error("{}: {source}", path.display())]
@@ -132,7 +132,7 @@ pub enum GrantsFileError {
 }
 
 /// One rule of a grants file.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Rule {
     /// API groups (`""` core, `*` any).
@@ -153,15 +153,15 @@ impl Rule {
 }
 
 /// What the operator grants a plugin: an upper bound on its declaration.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OperatorGrants {
     /// Namespaces the plugin may read and write; `None`: every namespace
     /// (writes: but [`SYSTEM_NAMESPACES`]).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespaces: Option<BTreeSet<String>>,
     /// Types and verbs; `None`: whatever the plugin declares.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rules: Option<Vec<Rule>>,
 }
 
@@ -178,7 +178,16 @@ impl OperatorGrants {
     /// [`GrantsFileError`] says what is wrong.
     pub fn parse(text: &str) -> Result<Self, GrantsFileError> {
         let grants: Self = serde_yaml::from_str(text).map_err(GrantsFileError::Parse)?;
-        for rule in grants.rules.iter().flatten() {
+        grants.validate()?;
+        Ok(grants)
+    }
+
+    /// Checks every verb and namespace (what a schema cannot).
+    ///
+    /// # Errors
+    /// [`GrantsFileError::Verb`] or [`GrantsFileError::Namespace`].
+    pub fn validate(&self) -> Result<(), GrantsFileError> {
+        for rule in self.rules.iter().flatten() {
             if let Some(verb) = rule
                 .verbs
                 .iter()
@@ -187,7 +196,7 @@ impl OperatorGrants {
                 return Err(GrantsFileError::Verb(verb.clone()));
             }
         }
-        if let Some(ns) = grants
+        if let Some(ns) = self
             .namespaces
             .iter()
             .flatten()
@@ -195,7 +204,7 @@ impl OperatorGrants {
         {
             return Err(GrantsFileError::Namespace(ns.clone()));
         }
-        Ok(grants)
+        Ok(())
     }
 
     /// Reads and parses a grants file.

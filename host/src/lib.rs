@@ -13,6 +13,9 @@
 //! - [`engine`]: the controller engine (informers, work queues, applier);
 //! - [`replay`]: one reconcile against fixtures, with no cluster;
 //! - [`oci`]: plugins as OCI artifacts (push, pull, verify);
+//! - [`loader`], [`plugin_dir`] and [`plugin_resource`]: where plugins come
+//!   from (a directory, `Plugin` and `ClusterPlugin` resources);
+//! - [`daemon`]: the host as a process (`kubewasm run`, `kubewasm dev`);
 //! - [`cli`]: the `kubewasm` command line.
 //!
 //! ```no_run
@@ -45,6 +48,7 @@ pub mod loader;
 pub mod mapper;
 pub mod oci;
 pub mod plugin_dir;
+pub mod plugin_resource;
 pub mod reads;
 pub mod replay;
 pub mod runtime;

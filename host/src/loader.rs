@@ -1,20 +1,23 @@
-//! Loading the plugins of a directory, and again whenever it changes.
+//! Loading plugins: the loads in flight ([`Loads`]), and the plugins of a
+//! directory, loaded again whenever it changes ([`Loader`]).
 //!
 //! # Expected flow
 //! [`Loader::rescan`] looks at the directory ([`plugin_dir::scan`]) and, for
-//! each plugin added or changed since the last look, starts loading it on a
-//! blocking thread: grants, component (compiled, or precompiled from the
-//! cache; pulled from its registry for a `NAME.oci` reference, or taken
-//! from the artifact cache when pinned by a digest it holds), configuration
-//! checked against its schema. Several load at once.
-//! It returns the plugins removed. [`Loader::next`] waits for the next load
+//! each plugin added or changed since the last look, starts loading it
+//! ([`Loads::spawn`]) on a blocking thread: grants, component (compiled, or
+//! precompiled from the cache; pulled from its registry for a `NAME.oci`
+//! reference, or taken from the artifact cache when pinned by a digest it
+//! holds), configuration checked against its schema ([`prepare`], which
+//! `Plugin` resources load through as well). Several load at once.
+//! It returns the plugins removed. [`Loads::next`] waits for the next load
 //! to finish.
 //!
 //! # Guarantees
 //! - **Only the latest counts.** A plugin that changes again while it loads
 //!   is loaded again; the older load's result is dropped, and so is the
-//!   result of a plugin removed meanwhile. So the caller never swaps in a
-//!   version older than one it already has, nor revives a removed plugin.
+//!   result of a plugin removed meanwhile ([`Loads::cancel`]). So the caller
+//!   never swaps in a version older than one it already has, nor revives a
+//!   removed plugin.
 //! - **Bounded.** At most one load per core runs at once (a directory of a
 //!   thousand new components compiles a core's worth at a time, not a
 //!   thousand at once); a load superseded while it waits does no work.
@@ -32,7 +35,7 @@ use crate::grants::{GrantsFileError, OperatorGrants};
 use crate::mapper::RestMapper;
 use crate::oci::{self, Artifacts, OciError};
 use crate::plugin_dir::{self, Change, Listing, PluginFiles, ScanError};
-use crate::runtime::{LoadError, LoadOptions, Plugin, Runtime};
+use crate::runtime::{CallLimits, LoadError, LoadOptions, Plugin, Runtime};
 
 /// Why a plugin was not loaded.
 #[derive(Debug, thiserror::Error)]
@@ -55,10 +58,10 @@ pub enum Refused {
     #[error(transparent)]
     Oci(#[from] OciError),
     /// The configuration was refused.
-    #[error("its configuration {path}: {source}")]
+    #[error("its configuration {origin}: {source}")]
     Config {
-        /// The configuration file.
-        path: PathBuf,
+        /// Where it came from (the file, `spec.config`).
+        origin: String,
         /// Why.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
@@ -66,24 +69,41 @@ pub enum Refused {
     /// The component was refused.
     #[error(transparent)]
     Load(#[from] LoadError),
+    /// A plugin resource runs under this name: a directory's plugin does
+    /// not displace it.
+    #[error("a Plugin or ClusterPlugin resource runs as `{0}`; this file does not displace it")]
+    NameTaken(String),
+    /// A plugin resource's spec cannot be run as it is.
+    #[error(transparent)]
+    Spec(#[from] crate::plugin_resource::SpecError),
 }
 
-/// The end of one load.
+/// A plugin loaded and ready to run.
 #[derive(Debug)]
-pub enum Loaded {
-    /// Loaded, with its configuration (JSON text).
+pub struct Prepared {
+    /// The plugin.
+    pub plugin: Plugin,
+    /// Its configuration (JSON text), checked against its schema.
+    pub config: String,
+    /// The manifest digest of the OCI artifact it came from, if it did.
+    pub artifact: Option<String>,
+}
+
+/// The end of one load of something from `O` (a plugin's files, a
+/// `Plugin` resource).
+#[derive(Debug)]
+pub enum Loaded<O> {
+    /// Loaded.
     Ready {
-        /// The plugin's files.
-        files: PluginFiles,
-        /// The plugin.
-        plugin: Plugin,
-        /// Its configuration.
-        config: String,
+        /// What it was loaded from.
+        origin: O,
+        /// The plugin and its configuration.
+        prepared: Prepared,
     },
     /// Refused.
     Refused {
-        /// The plugin's files.
-        files: PluginFiles,
+        /// What it was loaded from.
+        origin: O,
         /// Why.
         error: Refused,
     },
@@ -105,9 +125,10 @@ pub struct Sources {
 /// The component's bytes: the file, or the artifact its `NAME.oci` names
 /// (a reference on its first line), fetched within the tokio runtime this
 /// blocking thread belongs to.
-fn component(sources: &Sources, files: &PluginFiles) -> Result<Vec<u8>, Refused> {
+fn component(sources: &Sources, files: &PluginFiles) -> Result<(Vec<u8>, Option<String>), Refused> {
     if !files.is_reference() {
-        return std::fs::read(&files.component).map_err(Refused::Read);
+        let bytes = std::fs::read(&files.component).map_err(Refused::Read)?;
+        return Ok((bytes, None));
     }
     // A reference is one short line: what is past the first KiB is not read.
     let mut text = String::new();
@@ -123,15 +144,60 @@ fn component(sources: &Sources, files: &PluginFiles) -> Result<Vec<u8>, Refused>
     let pulled = tokio::runtime::Handle::current().block_on(sources.artifacts.fetch(&reference))?;
     tracing::info!(plugin = %files.name, reference = %reference, digest = %pulled.digest,
         "plugin artifact fetched");
-    Ok(pulled.bytes)
+    Ok((pulled.bytes, Some(pulled.digest)))
+}
+
+/// What a component is loaded as.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// The plugin's name.
+    pub name: String,
+    /// What the operator grants it.
+    pub grants: OperatorGrants,
+    /// Its limits, within the host's; `None`: the host's.
+    pub limits: Option<CallLimits>,
+    /// Its configuration (JSON text) and where it came from; `None`: `{}`.
+    pub config: Option<(String, String)>,
+}
+
+/// Loads a component as `setup` says: the plugin and its configuration,
+/// checked against its schema.
+///
+/// # Errors
+/// [`Refused`] says why.
+pub fn prepare(sources: &Sources, bytes: &[u8], setup: Setup) -> Result<Prepared, Refused> {
+    let mut options = LoadOptions::new(Arc::clone(&sources.mapper))
+        .grants(setup.grants)
+        .name(&setup.name);
+    if let Some(limits) = setup.limits {
+        options = options.limits(limits);
+    }
+    let plugin = sources.runtime.load(bytes, &options)?;
+    let config = match setup.config {
+        Some((config, origin)) => {
+            plugin
+                .check_config(&config)
+                .map_err(|source| Refused::Config {
+                    origin,
+                    source: Box::new(source),
+                })?;
+            config
+        }
+        None => "{}".to_owned(),
+    };
+    Ok(Prepared {
+        plugin,
+        config,
+        artifact: None,
+    })
 }
 
 /// Loads one plugin from its files.
 ///
 /// # Errors
 /// [`Refused`] says why.
-pub fn load(sources: &Sources, files: &PluginFiles) -> Result<(Plugin, String), Refused> {
-    let operator = if files.grants.exists() {
+pub fn load(sources: &Sources, files: &PluginFiles) -> Result<Prepared, Refused> {
+    let grants = if files.grants.exists() {
         OperatorGrants::from_file(&files.grants)?
     } else if sources.trust {
         OperatorGrants::unrestricted()
@@ -140,30 +206,137 @@ pub fn load(sources: &Sources, files: &PluginFiles) -> Result<(Plugin, String), 
             grants: files.grants.clone(),
         });
     };
-    let bytes = component(sources, files)?;
-    let options = LoadOptions::new(Arc::clone(&sources.mapper))
-        .grants(operator)
-        .name(&files.name);
-    let plugin = sources.runtime.load(&bytes, &options)?;
+    let (bytes, artifact) = component(sources, files)?;
     let config = if files.config.exists() {
         let failed = |source: Box<dyn std::error::Error + Send + Sync>| Refused::Config {
-            path: files.config.clone(),
+            origin: files.config.display().to_string(),
             source,
         };
         let text = std::fs::read_to_string(&files.config).map_err(|e| failed(Box::new(e)))?;
         let config = crate::replay::parse_config(&text).map_err(|e| failed(Box::new(e)))?;
-        plugin
-            .check_config(&config)
-            .map_err(|e| failed(Box::new(e)))?;
-        config
+        Some((config, files.config.display().to_string()))
     } else {
-        "{}".to_owned()
+        None
     };
-    Ok((plugin, config))
+    let setup = Setup {
+        name: files.name.clone(),
+        grants,
+        limits: None,
+        config,
+    };
+    let mut prepared = prepare(sources, &bytes, setup)?;
+    prepared.artifact = artifact;
+    Ok(prepared)
 }
 
-/// A finished load task: its number, the plugin's files, what it gave.
-type LoadDone = (u64, PluginFiles, Result<(Plugin, String), Refused>);
+/// A finished load task: its number, what it loaded, what it gave.
+type LoadDone<O> = (u64, O, Result<Prepared, Refused>);
+
+/// Loads in flight, each on a blocking thread, the latest of each plugin
+/// counting (see the module documentation). `O` says where a load came
+/// from (a plugin's files, a `Plugin` resource), handed back with it.
+pub struct Loads<O> {
+    /// The latest load of each plugin (a later one makes earlier ones void).
+    latest: Arc<std::sync::Mutex<HashMap<String, u64>>>,
+    /// One per load allowed to run at once.
+    permits: Arc<tokio::sync::Semaphore>,
+    next_load: u64,
+    /// Loads in flight; `None` for one superseded before it ran.
+    loads: JoinSet<Option<(String, LoadDone<O>)>>,
+}
+
+impl<O: Send + 'static> Default for Loads<O> {
+    fn default() -> Self {
+        Self {
+            latest: Arc::default(),
+            permits: Arc::new(tokio::sync::Semaphore::new(
+                std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
+            )),
+            next_load: 0,
+            loads: JoinSet::new(),
+        }
+    }
+}
+
+impl<O: Send + 'static> Loads<O> {
+    fn latest(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
+        self.latest
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Starts loading the plugin `name` with `load`, making any earlier
+    /// load of it void.
+    pub fn spawn(
+        &mut self,
+        name: &str,
+        origin: O,
+        load: impl FnOnce() -> Result<Prepared, Refused> + Send + 'static,
+    ) {
+        self.next_load += 1;
+        let id = self.next_load;
+        self.latest().insert(name.to_owned(), id);
+        let (name, permits, latest) = (
+            name.to_owned(),
+            Arc::clone(&self.permits),
+            Arc::clone(&self.latest),
+        );
+        self.loads.spawn(async move {
+            // Closed never: the semaphore lives as long as the loads.
+            let _permit = permits.acquire_owned().await.ok();
+            let current = latest
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(&name)
+                == Some(&id);
+            if !current {
+                return None;
+            }
+            match tokio::task::spawn_blocking(move || (id, origin, load())).await {
+                Ok(done) => Some((name, done)),
+                Err(error) => {
+                    tracing::error!(%error, "a plugin load task failed");
+                    None
+                }
+            }
+        });
+    }
+
+    /// Makes every load of `name` in flight void (the plugin went).
+    pub fn cancel(&mut self, name: &str) {
+        self.latest().remove(name);
+    }
+
+    /// Loads not finished yet.
+    pub fn pending(&self) -> usize {
+        self.loads.len()
+    }
+
+    /// The next load to finish that is still the latest of its plugin,
+    /// with the plugin's name; `None` when none is in flight.
+    pub async fn next(&mut self) -> Option<(String, Loaded<O>)> {
+        loop {
+            let (name, (id, origin, loaded)) = match self.loads.join_next().await? {
+                Ok(Some(done)) => done,
+                Ok(None) => continue,
+                Err(error) => {
+                    tracing::error!(%error, "a plugin load task failed");
+                    continue;
+                }
+            };
+            if self.latest().get(&name) != Some(&id) {
+                tracing::debug!(plugin = %name, "a newer load superseded this one");
+                continue;
+            }
+            self.latest().remove(&name);
+            let loaded = match loaded {
+                Ok(prepared) => Loaded::Ready { origin, prepared },
+                Err(error) => Loaded::Refused { origin, error },
+            };
+            return Some((name, loaded));
+        }
+    }
+}
 
 /// The plugins of one directory, loaded as it changes (see the module
 /// documentation).
@@ -171,13 +344,6 @@ pub struct Loader {
     dir: PathBuf,
     sources: Sources,
     listing: Listing,
-    /// The latest load of each plugin (a later one makes earlier ones void).
-    latest: Arc<std::sync::Mutex<HashMap<String, u64>>>,
-    /// One per load allowed to run at once.
-    permits: Arc<tokio::sync::Semaphore>,
-    next_load: u64,
-    /// Loads in flight; `None` for one superseded before it ran.
-    loads: JoinSet<Option<LoadDone>>,
 }
 
 impl Loader {
@@ -187,109 +353,38 @@ impl Loader {
             dir: dir.to_owned(),
             sources,
             listing: Listing::default(),
-            latest: Arc::default(),
-            permits: Arc::new(tokio::sync::Semaphore::new(
-                std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
-            )),
-            next_load: 0,
-            loads: JoinSet::new(),
         }
     }
 
-    /// Looks at the directory: starts loading what was added or changed,
-    /// and returns the names of the plugins removed.
+    /// Looks at the directory: starts loading (into `loads`) what was
+    /// added or changed, and returns the names of the plugins removed.
     ///
     /// # Errors
     /// [`ScanError`] if the directory cannot be read (nothing changes).
-    pub fn rescan(&mut self) -> Result<Vec<String>, ScanError> {
+    pub fn rescan<O: From<PluginFiles> + Send + 'static>(
+        &mut self,
+        loads: &mut Loads<O>,
+    ) -> Result<Vec<String>, ScanError> {
         let now = plugin_dir::scan(&self.dir)?;
         let mut removed = Vec::new();
         for change in self.listing.changes(&now) {
             match change {
-                Change::Added(files) | Change::Changed(files) => self.spawn(files),
+                Change::Added(files) | Change::Changed(files) => {
+                    tracing::info!(plugin = %files.name, path = %files.component.display(),
+                        "loading plugin (compiled on first load, cached after)");
+                    let (name, sources) = (files.name.clone(), self.sources.clone());
+                    loads.spawn(&name, O::from(files.clone()), move || {
+                        load(&sources, &files)
+                    });
+                }
                 Change::Removed(name) => {
-                    self.latest().remove(&name);
+                    loads.cancel(&name);
                     removed.push(name);
                 }
             }
         }
         self.listing = now;
         Ok(removed)
-    }
-
-    fn latest(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
-        self.latest
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn spawn(&mut self, files: PluginFiles) {
-        self.next_load += 1;
-        let id = self.next_load;
-        self.latest().insert(files.name.clone(), id);
-        tracing::info!(plugin = %files.name, path = %files.component.display(),
-            "loading plugin (compiled on first load, cached after)");
-        let (sources, permits, latest) = (
-            self.sources.clone(),
-            Arc::clone(&self.permits),
-            Arc::clone(&self.latest),
-        );
-        self.loads.spawn(async move {
-            // Closed never: the semaphore lives as long as the loader.
-            let _permit = permits.acquire_owned().await.ok();
-            let current = latest
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .get(&files.name)
-                == Some(&id);
-            if !current {
-                return None;
-            }
-            let loaded = tokio::task::spawn_blocking(move || {
-                let loaded = load(&sources, &files);
-                (id, files, loaded)
-            })
-            .await;
-            match loaded {
-                Ok(done) => Some(done),
-                Err(error) => {
-                    tracing::error!(%error, "a plugin load task failed");
-                    None
-                }
-            }
-        });
-    }
-
-    /// Loads not finished yet.
-    pub fn pending(&self) -> usize {
-        self.loads.len()
-    }
-
-    /// The next load to finish that is still the latest of its plugin;
-    /// `None` when none is in flight.
-    pub async fn next(&mut self) -> Option<Loaded> {
-        loop {
-            let (id, files, loaded) = match self.loads.join_next().await? {
-                Ok(Some(done)) => done,
-                Ok(None) => continue,
-                Err(error) => {
-                    tracing::error!(%error, "a plugin load task failed");
-                    continue;
-                }
-            };
-            if self.latest().get(&files.name) != Some(&id) {
-                tracing::debug!(plugin = %files.name, "a newer load superseded this one");
-                continue;
-            }
-            return Some(match loaded {
-                Ok((plugin, config)) => Loaded::Ready {
-                    files,
-                    plugin,
-                    config,
-                },
-                Err(error) => Loaded::Refused { files, error },
-            });
-        }
     }
 }
 
@@ -298,7 +393,7 @@ mod tests {
     use super::*;
     use crate::runtime::RuntimeConfig;
 
-    fn loader(dir: &Path, trust: bool) -> Loader {
+    fn loader(dir: &Path, trust: bool) -> (Loader, Loads<PluginFiles>) {
         let runtime = Runtime::new(RuntimeConfig::default().pooling(false)).expect("engine");
         let sources = Sources {
             runtime,
@@ -306,13 +401,13 @@ mod tests {
             trust,
             artifacts: Artifacts::new(dir.join("artifacts"), oci::Access::default()),
         };
-        Loader::new(dir, sources)
+        (Loader::new(dir, sources), Loads::default())
     }
 
-    fn refused_names(loaded: Option<Loaded>) -> Option<String> {
+    fn refused_names(loaded: Option<(String, Loaded<PluginFiles>)>) -> Option<String> {
         match loaded? {
-            Loaded::Refused { files, .. } => Some(files.name),
-            Loaded::Ready { files, .. } => panic!("{} is no component", files.name),
+            (name, Loaded::Refused { .. }) => Some(name),
+            (name, Loaded::Ready { .. }) => panic!("{name} is no component"),
         }
     }
 
@@ -322,34 +417,37 @@ mod tests {
         let write = |name: &str, text: &str| {
             std::fs::write(dir.path().join(name), text).expect("written");
         };
-        let mut loader = loader(dir.path(), true);
+        let (mut loader, mut loads) = loader(dir.path(), true);
         write("a.wasm", "not wasm");
         write("b.wasm", "not wasm either");
-        assert!(loader.rescan().expect("scanned").is_empty());
+        assert!(loader.rescan(&mut loads).expect("scanned").is_empty());
         // a changes while its first load may still run; b goes.
         write("a.wasm", "still not wasm, but longer");
         std::fs::remove_file(dir.path().join("b.wasm")).expect("removed");
-        assert_eq!(loader.rescan().expect("scanned"), ["b"]);
-        assert_eq!(refused_names(loader.next().await).as_deref(), Some("a"));
+        assert_eq!(loader.rescan(&mut loads).expect("scanned"), ["b"]);
+        assert_eq!(refused_names(loads.next().await).as_deref(), Some("a"));
         assert_eq!(
-            refused_names(loader.next().await),
+            refused_names(loads.next().await),
             None,
             "one result for a, none for b"
         );
-        assert_eq!(loader.pending(), 0);
+        assert_eq!(loads.pending(), 0);
     }
 
     #[tokio::test]
     async fn a_refusal_should_say_why() {
         let dir = tempfile::tempdir().expect("dir");
         std::fs::write(dir.path().join("a.wasm"), "not wasm").expect("written");
-        let mut untrusted = loader(dir.path(), false);
-        untrusted.rescan().expect("scanned");
-        match untrusted.next().await {
-            Some(Loaded::Refused {
-                error: Refused::NoGrants { grants },
-                ..
-            }) => {
+        let (mut untrusted, mut loads) = loader(dir.path(), false);
+        untrusted.rescan(&mut loads).expect("scanned");
+        match loads.next().await {
+            Some((
+                _,
+                Loaded::Refused {
+                    error: Refused::NoGrants { grants },
+                    ..
+                },
+            )) => {
                 assert_eq!(grants, dir.path().join("a.grants.yaml"));
             }
             other => panic!("{other:?}"),
@@ -362,13 +460,13 @@ mod tests {
         std::fs::write(dir.path().join("bad.oci"), "oci://Not A Reference\n").expect("written");
         std::fs::write(dir.path().join("gone.oci"), "127.0.0.1:1/plugins/gone:1\n")
             .expect("written");
-        let mut loader = loader(dir.path(), true);
-        loader.rescan().expect("scanned");
+        let (mut loader, mut loads) = loader(dir.path(), true);
+        loader.rescan(&mut loads).expect("scanned");
         let mut errors = Vec::new();
-        while let Some(loaded) = loader.next().await {
+        while let Some((name, loaded)) = loads.next().await {
             match loaded {
-                Loaded::Refused { files, error } => errors.push((files.name, error.to_string())),
-                Loaded::Ready { files, .. } => panic!("{} loaded", files.name),
+                Loaded::Refused { error, .. } => errors.push((name, error.to_string())),
+                Loaded::Ready { .. } => panic!("{name} loaded"),
             }
         }
         errors.sort();

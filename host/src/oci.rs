@@ -212,8 +212,12 @@ impl Credentials {
     }
 
     /// Parses a docker config (`{"auths": {"HOST": {"auth": base64 of
-    /// "user:password"}}}`, or `username` and `password` fields).
-    fn parse(text: &str) -> Result<Self, String> {
+    /// "user:password"}}}`, or `username` and `password` fields): a
+    /// `config.json`, or a Kubernetes pull secret's `.dockerconfigjson`.
+    ///
+    /// # Errors
+    /// What is wrong with it.
+    pub fn parse(text: &str) -> Result<Self, String> {
         let config: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
         let mut basic = BTreeMap::new();
         let auths = config.get("auths").and_then(Value::as_object);
@@ -248,6 +252,15 @@ impl Credentials {
             basic.insert(host.to_owned(), pair);
         }
         Ok(Self { basic })
+    }
+
+    /// These credentials, with `first`'s taking precedence for the
+    /// registries it names.
+    #[must_use]
+    pub fn overridden_by(&self, first: &Self) -> Self {
+        let mut basic = self.basic.clone();
+        basic.extend(first.basic.clone());
+        Self { basic }
     }
 
     fn auth(&self, reference: &Reference) -> RegistryAuth {
@@ -525,6 +538,19 @@ impl Artifacts {
     /// # Errors
     /// [`OciError`] as [`pull`] says.
     pub async fn fetch(&self, reference: &Reference) -> Result<Pulled, OciError> {
+        self.fetch_with(reference, &Credentials::default()).await
+    }
+
+    /// As [`Self::fetch`], with `credentials` (a pull secret's) used before
+    /// the host's own.
+    ///
+    /// # Errors
+    /// [`OciError`] as [`pull`] says.
+    pub async fn fetch_with(
+        &self,
+        reference: &Reference,
+        credentials: &Credentials,
+    ) -> Result<Pulled, OciError> {
         if let Some(digest) = reference.digest()
             && let Ok(bytes) = std::fs::read(self.path(digest))
         {
@@ -533,7 +559,11 @@ impl Artifacts {
                 digest: digest.to_owned(),
             });
         }
-        let pulled = pull(reference, &self.access).await?;
+        let access = Access {
+            plain_http: self.access.plain_http,
+            credentials: self.access.credentials.overridden_by(credentials),
+        };
+        let pulled = pull(reference, &access).await?;
         // A cache that cannot be written only costs a pull next time.
         let written = std::fs::create_dir_all(&self.dir)
             .and_then(|()| write_atomically(&self.path(&pulled.digest), &pulled.bytes));

@@ -12,6 +12,14 @@
 //! [`ApplyError::is_transient`]; the engine retries every failure through
 //! the queue's backoff either way, never by blocking a worker. A delete or a
 //! finalizer removal of an object that is already gone (404) is success.
+//!
+//! # Impersonation
+//! An applier made with [`Applier::impersonating`] sends every request as
+//! another user (`Impersonate-User`): a tenant's writes are then made as
+//! the tenant's ServiceAccount, so the cluster's RBAC bounds them a second
+//! time, after the plugin's grants. The host's account needs the
+//! `impersonate` verb on that ServiceAccount, and nothing of the tenant's
+//! rights.
 
 use http::Request;
 use kube::Client;
@@ -76,12 +84,34 @@ impl ApplyError {
 #[derive(Clone)]
 pub struct Applier {
     client: Client,
+    /// The user every request is made as, if not the client's own.
+    impersonate: Option<http::HeaderValue>,
+}
+
+impl std::fmt::Debug for Applier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Applier")
+            .field("impersonate", &self.impersonate)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Applier {
     /// An applier writing through `client`.
     pub fn new(client: Client) -> Self {
-        Self { client }
+        Self {
+            client,
+            impersonate: None,
+        }
+    }
+
+    /// This applier, sending every request as `user` (see the module
+    /// documentation); `None` if `user` cannot be a header value.
+    pub fn impersonating(&self, user: &str) -> Option<Self> {
+        Some(Self {
+            client: self.client.clone(),
+            impersonate: Some(http::HeaderValue::from_str(user).ok()?),
+        })
     }
 
     /// Applies `actions` in order; stops at the first failure.
@@ -108,7 +138,11 @@ impl Applier {
             Method::Patch => http::Method::PATCH,
             Method::Delete => http::Method::DELETE,
         };
-        let http_request = Request::builder()
+        let mut builder = Request::builder();
+        if let Some(user) = &self.impersonate {
+            builder = builder.header("Impersonate-User", user);
+        }
+        let http_request = builder
             .method(method)
             .uri(&path)
             .header(http::header::CONTENT_TYPE, content_type)

@@ -67,6 +67,9 @@ pub struct Settings {
     pub backoff: Backoff,
     /// The plugin's configuration, JSON text.
     pub config: String,
+    /// Writes through this applier rather than the host's (a tenant's,
+    /// impersonating its ServiceAccount).
+    pub applier: Option<Applier>,
 }
 
 impl Default for Settings {
@@ -76,6 +79,7 @@ impl Default for Settings {
             resync: Duration::from_secs(10 * 3600),
             backoff: Backoff::default(),
             config: "{}".to_owned(),
+            applier: None,
         }
     }
 }
@@ -240,7 +244,10 @@ impl Controller {
         let worker = Worker {
             current: current.clone(),
             queue: Arc::clone(&queue),
-            shared: shared.clone(),
+            shared: Shared {
+                applier: settings.applier.unwrap_or_else(|| shared.applier.clone()),
+                ..shared.clone()
+            },
         };
         let concurrency = max_concurrency
             .map_or(settings.concurrency, |wish| {

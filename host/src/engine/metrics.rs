@@ -313,6 +313,16 @@ impl Metrics {
         }
     }
 
+    /// Reconciles of `plugin` that succeeded and that failed.
+    pub(super) fn reconcile_counts(&self, plugin: &str) -> (u64, u64) {
+        let count = |result| {
+            self.reconciles
+                .get_or_create(&result_label(plugin, result))
+                .get()
+        };
+        (count("success"), count("error"))
+    }
+
     /// The metrics in Prometheus text format, gauges read from `informers`
     /// and the registered queues now.
     pub fn encode(&self, informers: &Informers) -> String {

@@ -174,6 +174,16 @@ impl Engine {
         self.shared.metrics.encode(&self.shared.informers)
     }
 
+    /// The host's applier.
+    pub fn applier(&self) -> &applier::Applier {
+        &self.shared.applier
+    }
+
+    /// Reconciles of the plugin `name` that succeeded and that failed.
+    pub fn reconcile_counts(&self, name: &str) -> (u64, u64) {
+        self.shared.metrics.reconcile_counts(name)
+    }
+
     /// The informers running now.
     pub fn informers(&self) -> &informer::Informers {
         &self.shared.informers

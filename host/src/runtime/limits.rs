@@ -80,6 +80,30 @@ pub struct LimitExceeded {
     pub actual: u64,
 }
 
+/// What one call of a plugin may spend and return.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallLimits {
+    /// CPU deadline.
+    pub deadline: std::time::Duration,
+    /// Largest linear memory, in bytes (all its memories).
+    pub memory: usize,
+    /// Output limits.
+    pub output: Limits,
+}
+
+impl CallLimits {
+    /// Each limit the lower of `self`'s and `host`'s: a plugin may be held
+    /// tighter than the host's limits, never looser.
+    #[must_use]
+    pub fn within(self, host: Self) -> Self {
+        Self {
+            deadline: self.deadline.min(host.deadline),
+            memory: self.memory.min(host.memory),
+            output: self.output.min(host.output),
+        }
+    }
+}
+
 /// The output limits of every call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -114,6 +138,20 @@ impl Default for Limits {
 }
 
 impl Limits {
+    /// Each limit the lower of `self`'s and `other`'s.
+    #[must_use]
+    pub fn min(self, other: Self) -> Self {
+        Self {
+            actions: self.actions.min(other.actions),
+            object_bytes: self.object_bytes.min(other.object_bytes),
+            outcome_bytes: self.outcome_bytes.min(other.outcome_bytes),
+            log_records: self.log_records.min(other.log_records),
+            log_bytes: self.log_bytes.min(other.log_bytes),
+            map_keys: self.map_keys.min(other.map_keys),
+            hostcalls: self.hostcalls.min(other.hostcalls),
+        }
+    }
+
     /// The maximum of `limit`.
     pub fn max(&self, limit: Limit) -> u64 {
         match limit {

@@ -61,7 +61,7 @@ use crate::grants::{Excess, Grants, OperatorGrants};
 use crate::mapper::RestMapper;
 use crate::resource::{ObjectKey, ResourceType};
 
-pub use limits::{Limit, LimitCounts, LimitExceeded, Limits};
+pub use limits::{CallLimits, Limit, LimitCounts, LimitExceeded, Limits};
 
 use bindings::{Controller, ControllerPre, exports};
 pub use compiled::CacheDirError;
@@ -134,6 +134,15 @@ impl Default for RuntimeConfig {
 }
 
 impl RuntimeConfig {
+    /// What a call may spend and return unless a plugin is held tighter.
+    fn call_limits(&self) -> CallLimits {
+        CallLimits {
+            deadline: self.deadline,
+            memory: self.memory_limit,
+            output: self.limits,
+        }
+    }
+
     /// CPU deadline of one call (default 1 s).
     #[must_use]
     pub fn deadline(mut self, deadline: Duration) -> Self {
@@ -191,6 +200,7 @@ pub struct LoadOptions {
     mapper: Arc<RestMapper>,
     grants: OperatorGrants,
     name: Option<String>,
+    limits: Option<CallLimits>,
 }
 
 impl LoadOptions {
@@ -201,13 +211,16 @@ impl LoadOptions {
             mapper,
             grants: OperatorGrants::unrestricted(),
             name: None,
+            limits: None,
         }
     }
 
     /// Runs the plugin as `name`, its instance name, instead of the name it
     /// declares: the field manager (`kubewasm-<name>`), the managed finalizer
     /// (`kubewasm.dev/<name>`), logs, metrics and denials all use it, so one
-    /// component can run as several plugins. It must be a DNS label.
+    /// component can run as several plugins. It must be a DNS label, or a
+    /// tenant's `NAMESPACE.NAME` (two DNS labels, 63 characters at most):
+    /// see [`is_plugin_name`].
     #[must_use]
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
@@ -220,6 +233,28 @@ impl LoadOptions {
         self.grants = grants;
         self
     }
+
+    /// Holds the plugin's calls to `limits`, within the runtime's own
+    /// ([`CallLimits::within`]).
+    #[must_use]
+    pub fn limits(mut self, limits: CallLimits) -> Self {
+        self.limits = Some(limits);
+        self
+    }
+}
+
+/// Whether `name` may name a plugin: a DNS label (a plugin of the
+/// directory, a `ClusterPlugin`), or `NAMESPACE.NAME`, two DNS labels (a
+/// tenant's `Plugin`; no other plugin's name has a dot, so none collides
+/// with it), 63 characters at most either way: the managed finalizer
+/// `kubewasm.dev/<name>` is a qualified name.
+pub fn is_plugin_name(name: &str) -> bool {
+    use kubewasm_core::validation::is_dns_label;
+    name.len() <= 63
+        && match name.split_once('.') {
+            None => is_dns_label(name),
+            Some((namespace, rest)) => is_dns_label(namespace) && is_dns_label(rest),
+        }
 }
 
 /// Why the runtime could not start.
@@ -563,6 +598,11 @@ impl Runtime {
         loaded
     }
 
+    /// What a call may spend and return unless a plugin is held tighter.
+    pub fn call_limits(&self) -> CallLimits {
+        self.inner.config.call_limits()
+    }
+
     /// How many times each output limit was hit.
     pub fn limit_counts(&self) -> &LimitCounts {
         &self.inner.limit_counts
@@ -598,7 +638,7 @@ impl Runtime {
             .resolve(&options.mapper)
             .map_err(LoadError::Declaration)?;
         if let Some(name) = &options.name {
-            if !kubewasm_core::validation::is_dns_label(name) {
+            if !is_plugin_name(name) {
                 return Err(LoadError::Declaration(DeclarationError::InvalidName(
                     name.clone(),
                 )));
@@ -621,8 +661,12 @@ impl Runtime {
             reuse,
             "component compiled and declared (the host checks its configuration next)"
         );
+        let host_limits = self.inner.config.call_limits();
         Ok(Plugin {
             name: Arc::from(declaration.name.as_str()),
+            limits: options
+                .limits
+                .map_or(host_limits, |limits| limits.within(host_limits)),
             grants: Arc::new(grants),
             declaration: Arc::new(declaration),
             reuse,
@@ -769,6 +813,7 @@ impl Runtime {
             declaration: Arc::new(placeholder_declaration()),
             name: Arc::from("(loading)"),
             grants: Arc::new(Grants::none("(loading)")),
+            limits: self.inner.config.call_limits(),
             reuse: false,
             warm: Mutex::new(Vec::new()),
             config_validator: None,
@@ -870,6 +915,7 @@ pub struct Plugin {
     declaration: Arc<Declaration>,
     name: Arc<str>,
     grants: Arc<Grants>,
+    limits: CallLimits,
     reuse: bool,
     warm: Mutex<Vec<Instance>>,
     config_validator: Option<Arc<jsonschema::Validator>>,
@@ -902,6 +948,11 @@ impl Plugin {
     /// What the plugin holds: its declaration under the operator's grants.
     pub fn grants(&self) -> &Grants {
         &self.grants
+    }
+
+    /// What each call may spend and return.
+    pub fn limits(&self) -> CallLimits {
+        self.limits
     }
 
     /// Whether calls reuse warm instances.
@@ -989,7 +1040,7 @@ impl Plugin {
         resource: &ResourceType,
         object: &str,
     ) -> Result<Vec<ObjectKey>, MapError> {
-        let limits = self.runtime.inner.config.limits;
+        let limits = self.limits.output;
         let (instance, _) = self.checkout(cache, None)?;
         let (keys, _) = self.with_instance(instance, |c, store| {
             let keys =
@@ -1032,7 +1083,7 @@ impl Plugin {
             last_failure: request.last_failure.clone(),
         };
         self.check_config(&request.config)?;
-        let limits = self.runtime.inner.config.limits;
+        let limits = self.limits.output;
         let (instance, instantiate) = self.checkout(Arc::clone(&cache), Some(&request.key))?;
         let (outcome, spent) = self.with_instance(instance, |c, store| {
             let outcome = call(c, store, &wit_request)?;
@@ -1075,17 +1126,17 @@ impl Plugin {
     }
 
     fn instantiate(&self) -> Result<Instance, CallError> {
-        let config = &self.runtime.inner.config;
+        let limits = self.limits;
         let state = PluginState::new(
             Arc::clone(&self.name),
             Arc::clone(&self.grants),
-            Limiter::new(config.memory_limit, 100_000),
-            config.limits,
+            Limiter::new(limits.memory, 100_000),
+            limits.output,
         );
         let mut store = Store::new(&self.runtime.inner.engine, state);
         store.limiter(|s| &mut s.limiter);
-        store.set_epoch_deadline(deadline_ticks(config.deadline));
-        store.data_mut().call_deadline = Instant::now() + config.deadline;
+        store.set_epoch_deadline(deadline_ticks(limits.deadline));
+        store.data_mut().call_deadline = Instant::now() + limits.deadline;
         let controller = self.code.pre.instantiate(&mut store).map_err(|error| {
             if error.downcast_ref::<Trap>().is_some()
                 || error
@@ -1094,7 +1145,7 @@ impl Plugin {
                 || store.data().limiter.exhausted
             {
                 let stderr = forward_output(store.data());
-                classify(store.data(), error, config.deadline, &stderr)
+                classify(store.data(), error, limits.deadline, &stderr)
             } else {
                 CallError::Instantiate(error)
             }
@@ -1140,7 +1191,7 @@ impl Plugin {
         mut instance: Instance,
         call: impl FnOnce(&Controller, &mut Store<PluginState>) -> wasmtime::Result<R>,
     ) -> Result<(R, Spent), CallError> {
-        let deadline = self.runtime.inner.config.deadline;
+        let deadline = self.limits.deadline;
         instance.store.set_epoch_deadline(deadline_ticks(deadline));
         let data = instance.store.data_mut();
         data.limiter.exhausted = false;
