@@ -152,16 +152,9 @@ fn plugin_resources(
     options: &HostOptions,
     leading: &tokio::sync::watch::Receiver<bool>,
 ) -> Option<PluginResources> {
-    let served = ["Plugin", "ClusterPlugin"].iter().all(|kind| {
-        let declared = crate::resource::ResourceType {
-            group: "kubewasm.dev".into(),
-            version: "v1alpha1".into(),
-            kind: (*kind).into(),
-            plural: String::new(),
-            namespaced: false,
-        };
-        sources.mapper.resolve(&declared).is_ok()
-    });
+    let served = ["Plugin", "ClusterPlugin"]
+        .iter()
+        .all(|kind| sources.mapper.serves("kubewasm.dev", "v1alpha1", kind));
     if !served {
         tracing::info!("Plugin resources are not installed (kubewasm crds): not watched");
         return None;
@@ -196,7 +189,7 @@ async fn resource_event(resources: Option<&mut PluginResources>) -> Next {
         return std::future::pending().await;
     };
     match resources.next_event().await {
-        crate::plugin_resource::Event::Loaded(name, loaded) => Next::Resource(name, loaded),
+        crate::plugin_resource::Event::Loaded(name, loaded) => Next::Resource(name, *loaded),
         crate::plugin_resource::Event::Changed => Next::Resources,
     }
 }

@@ -216,6 +216,12 @@ impl RestMapper {
         })
     }
 
+    /// Whether the cluster serves the type `group/version` `kind`.
+    pub fn serves(&self, group: &str, version: &str, kind: &str) -> bool {
+        self.types
+            .contains_key(&(group.to_owned(), version.to_owned(), kind.to_owned()))
+    }
+
     /// Number of types known.
     pub fn len(&self) -> usize {
         self.types.len()

@@ -117,6 +117,7 @@ async fn main() -> anyhow::Result<()> {
         leader_election: None,
         initial_list: InitialList::Streaming,
         artifacts: Artifacts::new(work.path().join("artifacts"), access.clone()),
+        resources: kubewasm::plugin_resource::ResourceOptions::default(),
     };
 
     // Every event the plugins write, with the instant it was seen.

@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod bench;
+pub mod host;
 pub mod registry;
 
 /// The workspace root.

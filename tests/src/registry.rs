@@ -17,6 +17,8 @@ pub struct Registry {
     /// `127.0.0.1:PORT`.
     pub addr: String,
     dir: tempfile::TempDir,
+    /// A docker config with the registry's user, if it has one.
+    docker_config: Option<PathBuf>,
 }
 
 impl Registry {
@@ -26,7 +28,67 @@ impl Registry {
     /// If `docker-registry` is not installed (`.ci/setup` installs it) or
     /// does not answer within 20 s.
     pub fn start() -> Self {
+        Self::start_in(tempfile::tempdir().expect("tempdir"), "")
+    }
+
+    /// Starts one that serves only `user` with `password` (HTTP basic
+    /// authentication from an htpasswd file).
+    ///
+    /// # Panics
+    /// As [`Self::start`].
+    pub fn start_with_user(user: &str, password: &str) -> Self {
+        let hash = bcrypt::hash(password, 4).expect("bcrypt");
         let dir = tempfile::tempdir().expect("tempdir");
+        let htpasswd = dir.path().join("htpasswd");
+        std::fs::write(&htpasswd, format!("{user}:{hash}\n")).expect("htpasswd written");
+        let auth = format!(
+            "auth:\n  htpasswd:\n    realm: kubewasm-tests\n    path: {}\n",
+            htpasswd.display()
+        );
+        let mut registry = Self::start_in(dir, &auth);
+        let config = registry.dir.path().join("docker-config.json");
+        std::fs::write(&config, registry.docker_config_json(user, password))
+            .expect("docker config written");
+        registry.docker_config = Some(config);
+        registry
+    }
+
+    /// A docker config (`config.json`, or a pull secret's
+    /// `.dockerconfigjson`) holding `user` and `password` for this registry.
+    pub fn docker_config_json(&self, user: &str, password: &str) -> String {
+        serde_json::json!({"auths": {&self.addr: {"username": user, "password": password}}})
+            .to_string()
+    }
+
+    /// Pushes `component` as `REPOSITORY:TAG` with `kubewasm push` (with
+    /// the registry's user, if it has one): its `oci://` reference and the
+    /// digest printed.
+    ///
+    /// # Panics
+    /// If the push fails.
+    pub fn push(&self, component: &std::path::Path, repository_tag: &str) -> (String, String) {
+        let reference = format!("oci://{}/{repository_tag}", self.addr);
+        let mut push = Command::new(crate::kubewasm_bin());
+        push.arg("push")
+            .arg(component)
+            .arg(&reference)
+            .arg("--plain-http")
+            .arg("--cache-dir")
+            .arg(crate::compiled_cache_dir());
+        if let Some(config) = &self.docker_config {
+            push.arg("--docker-config").arg(config);
+        }
+        let out = push.output().expect("kubewasm push runs");
+        assert!(
+            out.status.success(),
+            "push {reference}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let digest = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        (reference, digest)
+    }
+
+    fn start_in(dir: tempfile::TempDir, extra: &str) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
@@ -37,7 +99,7 @@ impl Registry {
             &config,
             format!(
                 "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  \
-                 delete:\n    enabled: true\nhttp:\n  addr: {addr}\n  draintimeout: 5s\n",
+                 delete:\n    enabled: true\nhttp:\n  addr: {addr}\n  draintimeout: 5s\n{extra}",
                 dir.path().join("data").display()
             ),
         )
@@ -59,7 +121,12 @@ impl Registry {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        Self { child, addr, dir }
+        Self {
+            child,
+            addr,
+            dir,
+            docker_config: None,
+        }
     }
 
     /// The file holding the blob `digest` (`sha256:...`) on the registry's

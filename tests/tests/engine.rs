@@ -2,237 +2,14 @@
 //! the embedded API server over HTTPS, plugins compiled from source, objects
 //! written with the real kubectl.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use kubewasm_tests::host::{
+    Host, apply, apply_text, eventually, eventually_showing, get_json, wait_for,
+};
 use kubewasm_tests::{Apiserver, example_file, example_plugin, kubewasm_bin, test_plugin};
 use serde_json::Value;
-
-/// A `kubewasm run` process over a directory of plugins, killed on drop.
-struct Host {
-    child: Child,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Host {
-    /// Runs `kubewasm run` with `plugins` (example plugin names) trusted.
-    fn run(server: &Apiserver, plugins: &[&str]) -> Self {
-        Self::run_with(server, plugins, &[])
-    }
-
-    /// The same, with extra flags.
-    fn run_with(server: &Apiserver, plugins: &[&str], flags: &[&str]) -> Self {
-        let plugins: Vec<_> = plugins.iter().map(|p| (*p, example_plugin(p))).collect();
-        Self::start(server, &plugins, &[], flags)
-    }
-
-    /// Runs `kubewasm run` over a directory holding `plugins` (name and
-    /// component) and `files` (name and text: grants, configurations).
-    fn start(
-        server: &Apiserver,
-        plugins: &[(&str, PathBuf)],
-        files: &[(&str, &str)],
-        flags: &[&str],
-    ) -> Self {
-        Self::start_as(&server.kubeconfig, plugins, files, flags)
-    }
-
-    /// The same, as the user of `kubeconfig`.
-    fn start_as(
-        kubeconfig: &Path,
-        plugins: &[(&str, PathBuf)],
-        files: &[(&str, &str)],
-        flags: &[&str],
-    ) -> Self {
-        let dir = tempfile::tempdir().expect("tempdir");
-        for (name, path) in plugins {
-            std::fs::copy(path, dir.path().join(format!("{name}.wasm")))
-                .expect("plugin built (make plugins test-plugins)");
-        }
-        for (name, text) in files {
-            std::fs::write(dir.path().join(name), text).expect("file written");
-        }
-        let log = dir.path().join("host.log");
-        let child = Command::new(kubewasm_bin())
-            .arg("run")
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .arg("--plugins")
-            .arg(dir.path())
-            .args(["--metrics-addr", "127.0.0.1:0", "--trust-declarations"])
-            .arg("--cache-dir")
-            .arg(kubewasm_tests::compiled_cache_dir())
-            .args(flags)
-            .env("KUBEWASM_LOG", "info,kubewasm::engine=debug")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log file"))
-            .spawn()
-            .expect("kubewasm run starts");
-        Self {
-            child,
-            log,
-            _dir: dir,
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Puts `component` in the plugin directory as `NAME.wasm`, as an
-    /// operator should: written beside it, then renamed over it.
-    fn put_plugin(&self, name: &str, component: &Path) {
-        let next = self._dir.path().join(format!("{name}.next"));
-        std::fs::copy(component, &next).expect("component copied");
-        std::fs::rename(&next, self._dir.path().join(format!("{name}.wasm"))).expect("renamed");
-    }
-
-    /// Removes `NAME.wasm` from the plugin directory.
-    fn remove_plugin(&self, name: &str) {
-        std::fs::remove_file(self._dir.path().join(format!("{name}.wasm"))).expect("removed");
-    }
-
-    /// The address `/metrics` listens on, from the log.
-    fn metrics_addr(&self) -> String {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(addr) = self.log().lines().find_map(|l| {
-                l.split("metrics on http://")
-                    .nth(1)
-                    .and_then(|rest| rest.strip_suffix("/metrics"))
-                    .map(str::to_owned)
-            }) {
-                return addr;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no metrics address: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    /// The value of a metric series (`name{labels}` as printed), if present.
-    fn metric(&self, series: &str) -> Option<f64> {
-        let (_, text) = self.get("/metrics");
-        text.lines()
-            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-    }
-
-    /// Waits until `/readyz` answers 200.
-    fn wait_ready(&self) {
-        eventually("ready", self, || self.get("/readyz").0.contains("200"));
-    }
-
-    /// SIGTERM, then the exit status (within 30 s).
-    fn terminate(&mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().to_string();
-        let sent = Command::new("kill").args(["-TERM", &pid]).status();
-        assert!(sent.is_ok_and(|s| s.success()), "SIGTERM sent");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no exit 30 s after SIGTERM: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// SIGKILL: no chance to release anything.
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// GETs a path of the metrics server: status line and body.
-    fn get(&self, path: &str) -> (String, String) {
-        use std::io::{Read, Write};
-        let mut stream =
-            std::net::TcpStream::connect(self.metrics_addr()).expect("metrics server answers");
-        write!(
-            stream,
-            "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-        )
-        .expect("request sent");
-        let mut text = String::new();
-        stream.read_to_string(&mut text).expect("response read");
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        (
-            head.lines().next().unwrap_or_default().to_owned(),
-            body.to_owned(),
-        )
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn get_json(server: &Apiserver, args: &[&str]) -> Option<Value> {
-    let mut all = vec!["get"];
-    all.extend_from_slice(args);
-    all.extend(["-o", "json"]);
-    let (ok, stdout, _) = server.kubectl(&all);
-    ok.then(|| serde_json::from_str(&stdout).ok()).flatten()
-}
-
-/// Waits up to 60 s for `check` to hold, naming `what` if it never does.
-fn eventually(what: &str, host: &Host, check: impl FnMut() -> bool) {
-    eventually_showing(what, host, String::new, check);
-}
-
-/// The same, adding `state()` (what the cluster holds) to the failure.
-fn eventually_showing(
-    what: &str,
-    host: &Host,
-    state: impl Fn() -> String,
-    check: impl FnMut() -> bool,
-) {
-    wait_for(what, host, Duration::from_secs(60), state, check);
-}
-
-/// Waits up to `within` for `check` to hold; the failure names `what` and
-/// shows `state()`, the host's log and metrics.
-fn wait_for(
-    what: &str,
-    host: &Host,
-    within: Duration,
-    state: impl Fn() -> String,
-    mut check: impl FnMut() -> bool,
-) {
-    let deadline = Instant::now() + within;
-    while !check() {
-        assert!(
-            Instant::now() < deadline,
-            "never: {what}\n{}\nhost log:\n{}\nmetrics:\n{}",
-            state(),
-            host.log(),
-            host.get("/metrics").1
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn apply(server: &Apiserver, path: &Path) {
-    server.ok(&["apply", "-f", path.to_str().unwrap_or_default()]);
-}
-
-fn apply_text(server: &Apiserver, text: &str) {
-    let file = tempfile::NamedTempFile::new().expect("temp file");
-    std::fs::write(file.path(), text).expect("written");
-    apply(server, file.path());
-}
 
 const DEMO: &str = "apiVersion: example.com/v1\nkind: MyApp\nmetadata:\n  name: demo\n  namespace: default\n\
                     spec:\n  replicas: 2\n  image: nginx:1.27\n  port: 8080\n";
@@ -852,7 +629,7 @@ fn a_plugin_replaced_on_disk_should_be_swapped_in_place_kept_when_broken_and_sto
 
     // A version of another primary type is another controller: the old one
     // stops, the new one starts under the same name.
-    std::fs::remove_file(host._dir.path().join("hot.config.yaml")).expect("removed");
+    std::fs::remove_file(host.dir().join("hot.config.yaml")).expect("removed");
     host.put_plugin("hot", &example_plugin("config-rollout"));
     eventually("restarted as a Deployment controller", &host, || {
         host.log().contains("restarting the controller")
@@ -1072,7 +849,7 @@ fn a_plugin_named_by_an_oci_reference_should_run_and_outlive_its_registry() {
     // A plugin whose registry cannot be reached is refused, saying so; the
     // other keeps running, and keeps running once its own registry is gone.
     std::fs::write(
-        host._dir.path().join("other.oci"),
+        host.dir().join("other.oci"),
         "127.0.0.1:1/plugins/other:1\n",
     )
     .expect("written");

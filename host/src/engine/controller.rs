@@ -545,8 +545,15 @@ impl Worker {
         };
         let started = std::time::Instant::now();
         let (plugin, cache) = (Arc::clone(&version.plugin), Arc::clone(&version.cache));
-        let stepped =
-            tokio::task::spawn_blocking(move || step::run(&plugin, cache, &request)).await;
+        let stepped = tokio::task::spawn_blocking(move || {
+            let stepped = step::run(&plugin, cache, &request);
+            (stepped, plugin.take_reads_denied())
+        })
+        .await
+        .map(|(stepped, denied)| {
+            metrics.reads_denied(&name, denied);
+            stepped
+        });
         let message = match stepped {
             Err(error) => format!("reconcile task failed: {error}"),
             Ok(Err(error)) => {

@@ -4,11 +4,12 @@
 //! |---|---|---|
 //! | `kubewasm_reconcile_total` | plugin, result | steps by result (`success`, `error`) |
 //! | `kubewasm_reconcile_errors_total` | plugin, kind | failures by kind: `plugin` (its own failure), `denied`, `config`, `deadline` (overruns), `memory`, `limit`, `trap`, `call`, `api` |
+//! | `kubewasm_reads_denied_total` | plugin | cache reads its grants refused (another namespace, an undeclared type or verb) |
 //! | `kubewasm_reconcile_time_seconds` | plugin | step duration, call and writes (histogram) |
 //! | `kubewasm_instantiate_time_seconds` | plugin | instance creation (histogram; warm calls count zero) |
 //! | `kubewasm_guest_memory_bytes` | plugin | linear memory of the instance that ran the plugin's last call (a high-water mark: Wasm memory never shrinks) |
 //! | `kubewasm_plugin_info` | plugin, digest | 1 for the component each plugin runs now (`sha256:` of its bytes) |
-//! | `kubewasm_plugin_loads_total` | plugin, result | loads of the plugin directory's plugins: `loaded`, `swapped` (a new version in place), `refused` (the running version, if any, keeps serving), `removed` |
+//! | `kubewasm_plugin_loads_total` | plugin, result | loads of the plugin directory's plugins and of plugin resources: `loaded`, `swapped` (a new version in place), `refused` (the running version, if any, keeps serving), `removed` |
 //! | `kubewasm_actions_total` | plugin, result | actions sent (`applied`, `failed`) |
 //! | `kubewasm_workqueue_depth` | plugin | keys queued |
 //! | `kubewasm_workqueue_queue_duration_seconds` | plugin | how long a ready key waited for a worker (histogram) |
@@ -82,6 +83,7 @@ pub struct Metrics {
     registry: Registry,
     reconciles: Family<ResultLabel, Counter>,
     errors: Family<KindLabel, Counter>,
+    reads_denied: Family<PluginLabel, Counter>,
     reconcile_time: Family<PluginLabel, Histogram, fn() -> Histogram>,
     instantiate_time: Family<PluginLabel, Histogram, fn() -> Histogram>,
     guest_memory: Family<PluginLabel, Gauge>,
@@ -104,6 +106,7 @@ impl Default for Metrics {
         let mut registry = Registry::with_prefix("kubewasm");
         let reconciles = Family::default();
         let errors = Family::default();
+        let reads_denied = Family::default();
         let reconcile_time = Family::new_with_constructor(seconds as fn() -> Histogram);
         let instantiate_time = Family::new_with_constructor(seconds as fn() -> Histogram);
         let guest_memory = Family::default();
@@ -118,6 +121,11 @@ impl Default for Metrics {
         let watch_restarts = Family::default();
         registry.register("reconcile", "Reconcile steps by result", reconciles.clone());
         registry.register("reconcile_errors", "Failed steps by kind", errors.clone());
+        registry.register(
+            "reads_denied",
+            "Cache reads the grants refused",
+            reads_denied.clone(),
+        );
         registry.register(
             "reconcile_time_seconds",
             "Duration of a step, call and writes",
@@ -174,6 +182,7 @@ impl Default for Metrics {
             registry,
             reconciles,
             errors,
+            reads_denied,
             reconcile_time,
             instantiate_time,
             guest_memory,
@@ -269,6 +278,14 @@ impl Metrics {
                 kind: kind.to_owned(),
             })
             .inc();
+    }
+
+    pub(super) fn reads_denied(&self, plugin: &str, denied: u64) {
+        if denied > 0 {
+            self.reads_denied
+                .get_or_create(&label(plugin))
+                .inc_by(denied);
+        }
     }
 
     pub(super) fn applied(&self, plugin: &str, applied: usize, failed: usize) {

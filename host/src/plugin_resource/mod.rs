@@ -138,7 +138,9 @@ pub enum SpecError {
     #[error("spec.limits.memory `{0}` is not a quantity of bytes (`64Mi`, `1Gi`, `500000`)")]
     Memory(String),
     /// A tenant named a Secret in another namespace.
-    #[error("pull secret {name}: a Plugin reads Secrets of its own namespace only, not of `{namespace}`")]
+    #[error(
+        "pull secret {name}: a Plugin reads Secrets of its own namespace only, not of `{namespace}`"
+    )]
     ForeignSecret {
         /// The Secret.
         name: String,
@@ -310,13 +312,13 @@ impl Asked {
 #[derive(Debug)]
 pub enum Event {
     /// A load finished: the plugin's name and what it gave.
-    Loaded(String, Loaded<Generation>),
+    Loaded(String, Box<Loaded<Generation>>),
     /// A plugin resource changed.
     Changed,
 }
 
 /// How the host runs plugin resources.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct ResourceOptions {
     /// Where a ClusterPlugin's pull secrets are by default: the host's
     /// namespace.
@@ -388,7 +390,7 @@ impl PluginResources {
     pub async fn next_event(&mut self) -> Event {
         let changed = Arc::clone(&self.changed);
         tokio::select! {
-            Some((name, loaded)) = self.loads.next() => Event::Loaded(name, loaded),
+            Some((name, loaded)) = self.loads.next() => Event::Loaded(name, Box::new(loaded)),
             () = changed.notified() => Event::Changed,
         }
     }
@@ -436,7 +438,10 @@ impl PluginResources {
         for id in gone {
             let name = id.plugin_name();
             self.loads.cancel(&name);
-            if self.tracked.remove(&id).is_some_and(|t| t.running.is_some())
+            if self
+                .tracked
+                .remove(&id)
+                .is_some_and(|t| t.running.is_some())
                 && engine.stop(&name).await
             {
                 engine.record_load(&name, LoadResult::Removed);
@@ -498,11 +503,7 @@ impl PluginResources {
             self.client.clone(),
             self.options.clone(),
         );
-        let (id, common, grants) = (
-            asked.id.clone(),
-            asked.common.clone(),
-            asked.grants.clone(),
-        );
+        let (id, common, grants) = (asked.id.clone(), asked.common.clone(), asked.grants.clone());
         self.loads.spawn(&name.clone(), origin, move || {
             load(&sources, &client, &options, &id, name, &common, grants)
         });
@@ -662,8 +663,8 @@ where
     use futures_util::StreamExt;
     let (store, writer) = reflector::store();
     let (changed, listed) = (Arc::clone(changed), Arc::clone(listed));
-    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
-        .default_backoff();
+    let stream =
+        reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
     tasks.spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {
@@ -703,7 +704,11 @@ fn status_of(tracked: &Tracked, name: &str, previous: &PluginStatus) -> PluginSt
     };
     let degraded = match &tracked.refused {
         Some((reason, message)) => ("True", *reason, message.clone()),
-        None => ("False", "AsExpected", "the latest generation runs".to_owned()),
+        None => (
+            "False",
+            "AsExpected",
+            "the latest generation runs".to_owned(),
+        ),
     };
     let condition = |kind: &str, (status, reason, message): (&str, &str, String)| {
         let since = previous
@@ -919,7 +924,11 @@ mod tests {
         assert_eq!(again, first, "nothing changed: nothing to write");
         tracked.refused = Some(("ExceedsGrants", "declares more".into()));
         let degraded = status_of(&tracked, "p", &first);
-        assert_eq!(degraded.phase, Some(Phase::Running), "the old version serves");
+        assert_eq!(
+            degraded.phase,
+            Some(Phase::Running),
+            "the old version serves"
+        );
         let find = |s: &PluginStatus, kind: &str| {
             s.conditions
                 .iter()

@@ -15,6 +15,10 @@ use crate::grants::Rule;
 /// A tenant's plugin: confined to its own namespace whatever it declares
 /// (its reads, its writes and its informers).
 #[derive(CustomResource, Clone, Debug, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
+#[allow(
+    clippy::duplicated_attributes,
+    reason = "every printcolumn(...) of kube names its type_"
+)]
 #[kube(
     group = "kubewasm.dev",
     version = "v1alpha1",
@@ -32,10 +36,23 @@ use crate::grants::Rule;
         json_path = ".status.conditions[?(@.type==\"Ready\")].status"
     ),
     printcolumn(name = "Source", type_ = "string", json_path = ".spec.source"),
-    printcolumn(name = "Digest", type_ = "string", json_path = ".status.digest", priority = 1),
-    printcolumn(name = "Reconciles", type_ = "integer", json_path = ".status.reconciles"),
+    printcolumn(
+        name = "Digest",
+        type_ = "string",
+        json_path = ".status.digest",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Reconciles",
+        type_ = "integer",
+        json_path = ".status.reconciles"
+    ),
     printcolumn(name = "Failures", type_ = "integer", json_path = ".status.failures"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct PluginSpec {
@@ -50,6 +67,10 @@ pub struct PluginSpec {
 
 /// An administrator's plugin: the namespaces it reaches are its grants'.
 #[derive(CustomResource, Clone, Debug, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
+#[allow(
+    clippy::duplicated_attributes,
+    reason = "every printcolumn(...) of kube names its type_"
+)]
 #[kube(
     group = "kubewasm.dev",
     version = "v1alpha1",
@@ -66,10 +87,23 @@ pub struct PluginSpec {
         json_path = ".status.conditions[?(@.type==\"Ready\")].status"
     ),
     printcolumn(name = "Source", type_ = "string", json_path = ".spec.source"),
-    printcolumn(name = "Digest", type_ = "string", json_path = ".status.digest", priority = 1),
-    printcolumn(name = "Reconciles", type_ = "integer", json_path = ".status.reconciles"),
+    printcolumn(
+        name = "Digest",
+        type_ = "string",
+        json_path = ".status.digest",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Reconciles",
+        type_ = "integer",
+        json_path = ".status.reconciles"
+    ),
     printcolumn(name = "Failures", type_ = "integer", json_path = ".status.failures"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterPluginSpec {

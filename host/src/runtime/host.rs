@@ -33,6 +33,17 @@ impl From<ReadError> for cache::CacheError {
     }
 }
 
+impl PluginState {
+    /// Counts a read the grants refused.
+    fn counted<T>(&self, read: Result<T, ReadError>) -> Result<T, ReadError> {
+        if matches!(read, Err(ReadError::Denied(_))) {
+            self.reads_denied
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        read
+    }
+}
+
 impl cache::Host for PluginState {
     #[tracing::instrument(name = "kubewasm.cache.get", level = "trace", skip_all, fields(plugin = %self.plugin))]
     fn get(
@@ -49,7 +60,8 @@ impl cache::Host for PluginState {
             &ObjectKey::from(key),
         );
         self.imports += started.elapsed();
-        Ok(found
+        Ok(self
+            .counted(found)
             .map(|o| o.map(|o| o.json().to_owned()))
             .map_err(Into::into))
     }
@@ -71,7 +83,8 @@ impl cache::Host for PluginState {
             &label_selector,
         );
         self.imports += started.elapsed();
-        Ok(found
+        Ok(self
+            .counted(found)
             .map(|objects| objects.iter().map(|o| o.json().to_owned()).collect())
             .map_err(Into::into))
     }

@@ -814,6 +814,7 @@ impl Runtime {
             name: Arc::from("(loading)"),
             grants: Arc::new(Grants::none("(loading)")),
             limits: self.inner.config.call_limits(),
+            reads_denied: Arc::default(),
             reuse: false,
             warm: Mutex::new(Vec::new()),
             config_validator: None,
@@ -916,6 +917,7 @@ pub struct Plugin {
     name: Arc<str>,
     grants: Arc<Grants>,
     limits: CallLimits,
+    reads_denied: Arc<std::sync::atomic::AtomicU64>,
     reuse: bool,
     warm: Mutex<Vec<Instance>>,
     config_validator: Option<Arc<jsonschema::Validator>>,
@@ -953,6 +955,13 @@ impl Plugin {
     /// What each call may spend and return.
     pub fn limits(&self) -> CallLimits {
         self.limits
+    }
+
+    /// Reads its grants refused since the last time this was asked (the
+    /// engine counts them in `kubewasm_reads_denied_total`).
+    pub fn take_reads_denied(&self) -> u64 {
+        self.reads_denied
+            .swap(0, std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether calls reuse warm instances.
@@ -1132,6 +1141,7 @@ impl Plugin {
             Arc::clone(&self.grants),
             Limiter::new(limits.memory, 100_000),
             limits.output,
+            Arc::clone(&self.reads_denied),
         );
         let mut store = Store::new(&self.runtime.inner.engine, state);
         store.limiter(|s| &mut s.limiter);

@@ -236,6 +236,9 @@ pub(crate) struct PluginState {
     pub(crate) limits: Limits,
     /// What the call in progress used of them.
     pub(crate) usage: Usage,
+    /// Reads the grants refused, counted for the plugin (all its
+    /// instances) until the host takes them.
+    pub(crate) reads_denied: Arc<std::sync::atomic::AtomicU64>,
     /// When the call in progress must end: no WASI call waits past it.
     pub(crate) call_deadline: std::time::Instant,
     pub(crate) stdout: CapturedOutput,
@@ -248,6 +251,7 @@ impl PluginState {
         grants: Arc<Grants>,
         limiter: Limiter,
         limits: Limits,
+        reads_denied: Arc<std::sync::atomic::AtomicU64>,
     ) -> Self {
         let stdout = CapturedOutput::default();
         let stderr = CapturedOutput::default();
@@ -270,6 +274,7 @@ impl PluginState {
             imports: std::time::Duration::ZERO,
             limits,
             usage: Usage::default(),
+            reads_denied,
             call_deadline: std::time::Instant::now(),
             stdout,
             stderr,

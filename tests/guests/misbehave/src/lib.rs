@@ -26,8 +26,19 @@
 //!   `misbehave=visible`) and gets `default/hidden`, and reports what it saw
 //!   (`denied` when the get was).
 //!
+//! - `list-outside`: lists ConfigMaps of every namespace and gets
+//!   `target` in the configuration's `victim` namespace, and reports what
+//!   it saw (`victim=denied` when the get was);
+//! - `write-outside`: applies a ConfigMap `planted` into the `victim`
+//!   namespace;
+//! - `write-inside`: applies a ConfigMap `<name>-planted` beside the
+//!   primary (what its grants allow, and the cluster's RBAC may not);
+//! - `hostile`: the mode named by the primary's `attack` data entry, so
+//!   one plugin runs every attack at once, one ConfigMap each.
+//!
 //! Its configuration must match its `config-schema`: an object with a
-//! string `mode` and an optional integer `port`.
+//! string `mode`, an optional integer `port` and an optional string
+//! `victim`.
 //! - `loop`: never returns;
 //! - `oom`: allocates until the memory limit stops it;
 //! - `panic`: panics;
@@ -55,6 +66,8 @@ struct Config {
     mode: String,
     #[serde(default)]
     port: u16,
+    #[serde(default)]
+    victim: String,
 }
 
 fn config_map(name: &str, namespace: Option<&str>, data: &str) -> serde_json::Value {
@@ -78,7 +91,8 @@ impl Reconciler for Misbehave {
                 "required": ["mode"],
                 "properties": {
                     "mode": {"type": "string"},
-                    "port": {"type": "integer", "minimum": 0, "maximum": 65535}
+                    "port": {"type": "integer", "minimum": 0, "maximum": 65535},
+                    "victim": {"type": "string"}
                 }
             }))
     }
@@ -86,7 +100,14 @@ impl Reconciler for Misbehave {
     fn reconcile(ctx: &Context) -> Result<Outcome> {
         let calls = CALLS.fetch_add(1, Ordering::Relaxed) + 1;
         let config: Config = ctx.config()?;
-        match config.mode.as_str() {
+        let mode = if config.mode == "hostile" {
+            ctx.primary::<ConfigMap>()?
+                .and_then(|p| p.data?.remove("attack"))
+                .unwrap_or_default()
+        } else {
+            config.mode.clone()
+        };
+        match mode.as_str() {
             "ok" => {
                 let primary = ctx
                     .primary::<ConfigMap>()?
@@ -181,6 +202,35 @@ impl Reconciler for Misbehave {
                 let note = format!("listed={} hidden={hidden}", listed.join(","));
                 Ok(Outcome::new().event(Event::normal("Listed", "List", note)))
             }
+            "list-outside" => {
+                let listed: Vec<String> = ctx
+                    .list::<ConfigMap>(None, "")?
+                    .into_iter()
+                    .map(|c| {
+                        format!(
+                            "{}/{}",
+                            c.metadata.namespace.unwrap_or_default(),
+                            c.metadata.name.unwrap_or_default()
+                        )
+                    })
+                    .collect();
+                let victim =
+                    match ctx.get::<ConfigMap>(&ObjectKey::namespaced(&config.victim, "target")) {
+                        Ok(Some(_)) => "found",
+                        Ok(None) => "absent",
+                        Err(_) => "denied",
+                    };
+                let note = format!("listed={} victim={victim}", listed.join(","));
+                Ok(Outcome::new().event(Event::normal("Listed", "List", note)))
+            }
+            "write-outside" => {
+                Ok(Outcome::new()
+                    .apply_json(config_map("planted", Some(&config.victim), ""), false))
+            }
+            "write-inside" => Ok(Outcome::new().apply_json(
+                config_map(&format!("{}-planted", ctx.name()), None, ""),
+                false,
+            )),
             "bad-name" => Ok(Outcome::new().apply_json(config_map("a/b", None, ""), false)),
             "system-namespace" => Ok(
                 Outcome::new().apply_json(config_map("planted", Some("kube-system"), ""), false)

@@ -1,0 +1,580 @@
+//! `Plugin` and `ClusterPlugin` resources end to end: the CRDs of
+//! `deploy/crds.yaml` applied with kubectl to the embedded API server,
+//! plugins pushed to a real registry, the real `kubewasm run` binary running
+//! what the resources ask for, and tenants that attack each other.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use kubewasm_tests::host::{
+    Host, apply, apply_text, eventually, eventually_showing, get_json, wait_for,
+};
+use kubewasm_tests::registry::Registry;
+use kubewasm_tests::{Apiserver, example_file, example_plugin, test_plugin, workspace_root};
+use serde_json::Value;
+
+/// An API server with the plugin CRDs installed from `deploy/crds.yaml`.
+fn server_with_crds(flags: &[&str]) -> Apiserver {
+    let server = Apiserver::start_with(flags);
+    apply(&server, &workspace_root().join("deploy/crds.yaml"));
+    server
+}
+
+/// A `Plugin` in `namespace` running `source`, with more of its spec
+/// (YAML lines indented by two) after `source`.
+fn plugin(namespace: &str, name: &str, source: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: kubewasm.dev/v1alpha1\nkind: Plugin\nmetadata:\n  name: {name}\n  \
+         namespace: {namespace}\nspec:\n  source: {source}\n{spec}"
+    )
+}
+
+/// The status of the Plugin `namespace/name`.
+fn status(server: &Apiserver, namespace: &str, name: &str) -> Value {
+    get_json(server, &["plugin", name, "-n", namespace])
+        .map(|p| p["status"].clone())
+        .unwrap_or(Value::Null)
+}
+
+/// The condition `kind` of a status.
+fn condition(status: &Value, kind: &str) -> Value {
+    status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == kind)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// The notes of events of `reason` in `namespace`, by the name of the
+/// object they regard.
+fn notes(server: &Apiserver, namespace: &str, reason: &str) -> BTreeMap<String, Vec<String>> {
+    let mut by_name = BTreeMap::<String, Vec<String>>::new();
+    let events = get_json(server, &["events.v1.events.k8s.io", "-n", namespace]);
+    for event in events
+        .iter()
+        .flat_map(|e| e["items"].as_array().into_iter().flatten())
+        .filter(|e| e["reason"] == reason)
+    {
+        if let (Some(name), Some(note)) =
+            (event["regarding"]["name"].as_str(), event["note"].as_str())
+        {
+            by_name
+                .entry(name.to_owned())
+                .or_default()
+                .push(note.to_owned());
+        }
+    }
+    by_name
+}
+
+/// The number a metric series shows, 0 when absent.
+fn counted(host: &Host, series: &str) -> f64 {
+    host.metric(series).unwrap_or(0.0)
+}
+
+#[test]
+fn a_plugin_resource_should_load_swap_keep_its_last_good_version_suspend_and_stop() {
+    let server = server_with_crds(&[]);
+    let registry = Registry::start();
+    let (rust, rust_digest) = registry.push(&test_plugin("misbehave"), "plugins/lang:rust");
+    let (python, python_digest) =
+        registry.push(&test_plugin("misbehave-py"), "plugins/lang:python");
+    let (broken, _) = registry.push(&test_plugin("liar"), "plugins/lang:broken");
+    server.ok(&["create", "namespace", "team-a"]);
+    server.ok(&["create", "configmap", "outside", "--from-literal=a=b"]);
+    let host = Host::start(&server, &[], &[], &["--plain-http"]);
+    host.wait_ready();
+    let config = "  config:\n    mode: language\n";
+    apply_text(&server, &plugin("team-a", "lang", &rust, config));
+    eventually_showing(
+        "the Plugin runs the digest pushed",
+        &host,
+        || format!("{:#}", status(&server, "team-a", "lang")),
+        || {
+            let status = status(&server, "team-a", "lang");
+            status["phase"] == "Running"
+                && status["digest"] == rust_digest.as_str()
+                && status["observedGeneration"] == 1
+                && status["pluginName"] == "team-a.lang"
+                && condition(&status, "Ready")["status"] == "True"
+                && condition(&status, "Degraded")["status"] == "False"
+        },
+    );
+    let (ok, table, _) = server.kubectl(&["get", "plugins", "-n", "team-a"]);
+    assert!(ok);
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "PHASE",
+            "READY",
+            "SOURCE",
+            "RECONCILES",
+            "FAILURES",
+            "AGE"
+        ],
+        "{table}"
+    );
+    assert!(
+        table.contains("Running") && table.contains(&rust),
+        "{table}"
+    );
+    let loads = |result: &str| {
+        counted(
+            &host,
+            &format!(r#"kubewasm_plugin_loads_total{{plugin="team-a.lang",result="{result}"}}"#),
+        )
+    };
+    assert_eq!(loads("loaded"), 1.0);
+
+    // ConfigMaps keep coming in team-a while the source changes.
+    let writing = Arc::new(AtomicBool::new(true));
+    let writer = std::thread::spawn({
+        let (kubeconfig, writing) = (server.kubeconfig.clone(), Arc::clone(&writing));
+        move || {
+            let mut created = Vec::new();
+            while writing.load(Ordering::Relaxed) || created.len() < 10 {
+                let name = format!("t-{:03}", created.len());
+                let (ok, _, err) = kubewasm_tests::kubectl_with(
+                    &kubeconfig,
+                    &[
+                        "-n",
+                        "team-a",
+                        "create",
+                        "configmap",
+                        &name,
+                        "--from-literal=a=b",
+                    ],
+                );
+                assert!(ok, "{err}");
+                created.push(name);
+            }
+            created
+        }
+    });
+    eventually("the first ConfigMaps are reconciled in Rust", &host, || {
+        notes(&server, "team-a", "Language")
+            .get("t-002")
+            .is_some_and(|n| n.contains(&"rust".to_owned()))
+    });
+    apply_text(&server, &plugin("team-a", "lang", &python, config));
+    // A first load compiles the interpreter: minutes on a loaded machine.
+    wait_for(
+        "the Python version is swapped in and reported",
+        &host,
+        Duration::from_secs(300),
+        String::new,
+        || {
+            let status = status(&server, "team-a", "lang");
+            status["digest"] == python_digest.as_str() && status["observedGeneration"] == 2
+        },
+    );
+    assert_eq!(loads("swapped"), 1.0);
+    let (ok, out, _) = server.kubectl(&["-n", "team-a", "get", "configmaps", "-o", "name"]);
+    assert!(ok);
+    let before_swap: BTreeSet<String> = out
+        .lines()
+        .map(|l| l.trim_start_matches("configmap/").to_owned())
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    writing.store(false, Ordering::Relaxed);
+    let created = writer.join().expect("writer");
+    let after: Vec<&String> = created
+        .iter()
+        .filter(|n| !before_swap.contains(*n))
+        .collect();
+    assert!(!after.is_empty(), "ConfigMaps created after the swap");
+    eventually_showing(
+        "every ConfigMap reconciled; those created after the swap by the new version only",
+        &host,
+        || format!("{:#?}", notes(&server, "team-a", "Language")),
+        || {
+            let seen = notes(&server, "team-a", "Language");
+            created.iter().all(|n| seen.contains_key(n))
+                && after.iter().all(|n| seen[*n].iter().all(|l| l == "python"))
+                && created
+                    .iter()
+                    .all(|n| seen[n].contains(&"python".to_owned()))
+        },
+    );
+    assert!(
+        !notes(&server, "default", "Language").contains_key("outside"),
+        "a Plugin reaches only its namespace"
+    );
+
+    // A broken source is refused: Degraded says why, the old version serves.
+    apply_text(&server, &plugin("team-a", "lang", &broken, config));
+    eventually_showing(
+        "the broken version is refused and reported",
+        &host,
+        || format!("{:#}", status(&server, "team-a", "lang")),
+        || {
+            let status = status(&server, "team-a", "lang");
+            let degraded = condition(&status, "Degraded");
+            status["observedGeneration"] == 3
+                && status["phase"] == "Running"
+                && status["digest"] == python_digest.as_str()
+                && condition(&status, "Ready")["status"] == "True"
+                && degraded["status"] == "True"
+                && degraded["reason"] == "ComponentRefused"
+                && status["lastError"].as_str().is_some_and(|e| !e.is_empty())
+        },
+    );
+    server.ok(&[
+        "-n",
+        "team-a",
+        "create",
+        "configmap",
+        "after-broken",
+        "--from-literal=a=b",
+    ]);
+    eventually("the Python version still serves", &host, || {
+        notes(&server, "team-a", "Language")
+            .get("after-broken")
+            .is_some_and(|n| n == &["python"])
+    });
+
+    // A declaration past the grants is refused, every excess named.
+    let narrow = format!(
+        "{config}  grants:\n    rules:\n    - apiGroups: [\"\"]\n      kinds: [ConfigMap]\n      \
+         verbs: [get, list, watch]\n"
+    );
+    apply_text(&server, &plugin("team-a", "lang", &rust, &narrow));
+    eventually_showing(
+        "the excess is named in Degraded",
+        &host,
+        || format!("{:#}", status(&server, "team-a", "lang")),
+        || {
+            let degraded = condition(&status(&server, "team-a", "lang"), "Degraded");
+            let message = degraded["message"].as_str().unwrap_or_default().to_owned();
+            degraded["reason"] == "ExceedsGrants"
+                && [
+                    "apply v1 ConfigMap",
+                    "delete v1 ConfigMap",
+                    "get v1 Pod",
+                    "list v1 Pod",
+                ]
+                .iter()
+                .all(|e| message.contains(e))
+        },
+    );
+    assert_eq!(
+        status(&server, "team-a", "lang")["digest"],
+        python_digest.as_str(),
+        "still the last good version"
+    );
+
+    // Suspended: stopped, and said so; resumed; deleted: stopped.
+    apply_text(
+        &server,
+        &plugin(
+            "team-a",
+            "lang",
+            &rust,
+            &format!("{config}  suspend: true\n"),
+        ),
+    );
+    eventually("suspended", &host, || {
+        let status = status(&server, "team-a", "lang");
+        status["phase"] == "Suspended" && condition(&status, "Ready")["status"] == "False"
+    });
+    assert_eq!(loads("removed"), 1.0);
+    server.ok(&[
+        "-n",
+        "team-a",
+        "create",
+        "configmap",
+        "while-suspended",
+        "--from-literal=a=b",
+    ]);
+    apply_text(&server, &plugin("team-a", "lang", &rust, config));
+    eventually("resumed on the Rust version", &host, || {
+        notes(&server, "team-a", "Language")
+            .get("while-suspended")
+            .is_some_and(|n| n == &["rust"])
+    });
+    server.ok(&["-n", "team-a", "delete", "plugin", "lang"]);
+    eventually("the deleted Plugin's plugin stops", &host, || {
+        loads("removed") == 2.0
+    });
+    server.ok(&[
+        "-n",
+        "team-a",
+        "create",
+        "configmap",
+        "after-delete",
+        "--from-literal=a=b",
+    ]);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        !notes(&server, "team-a", "Language").contains_key("after-delete"),
+        "nothing reconciles it"
+    );
+}
+
+#[test]
+fn pull_secrets_should_open_a_private_registry_to_their_own_namespace_only() {
+    let server = server_with_crds(&[]);
+    let registry = Registry::start_with_user("alice", "s3cret");
+    let (source, digest) = registry.push(&test_plugin("misbehave"), "private/lang:1");
+    for ns in ["team-a", "team-b"] {
+        server.ok(&["create", "namespace", ns]);
+    }
+    let host = Host::start(&server, &[], &[], &["--plain-http"]);
+    host.wait_ready();
+    let config = "  config:\n    mode: language\n";
+    let with_secret = |namespace: Option<&str>| match namespace {
+        Some(ns) => {
+            format!("  imagePullSecrets:\n  - name: regcred\n    namespace: {ns}\n{config}")
+        }
+        None => format!("  imagePullSecrets:\n  - name: regcred\n{config}"),
+    };
+    // No secret yet: the registry refuses, and the host says so.
+    apply_text(
+        &server,
+        &plugin("team-a", "lang", &source, &with_secret(None)),
+    );
+    eventually_showing(
+        "a missing secret is reported",
+        &host,
+        || format!("{:#}", status(&server, "team-a", "lang")),
+        || {
+            let status = status(&server, "team-a", "lang");
+            status["phase"] == "Failed"
+                && condition(&status, "Degraded")["reason"] == "PullSecretUnreadable"
+        },
+    );
+    // The secret appears: the host tries again on its own and pulls.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config_json = dir.path().join("config.json");
+    std::fs::write(&config_json, registry.docker_config_json("alice", "s3cret")).expect("written");
+    let from_file = format!("--from-file=.dockerconfigjson={}", config_json.display());
+    server.ok(&[
+        "-n",
+        "team-a",
+        "create",
+        "secret",
+        "generic",
+        "regcred",
+        "--type=kubernetes.io/dockerconfigjson",
+        &from_file,
+    ]);
+    eventually_showing(
+        "pulled with the secret's credentials",
+        &host,
+        || format!("{:#}", status(&server, "team-a", "lang")),
+        || {
+            let status = status(&server, "team-a", "lang");
+            status["phase"] == "Running" && status["digest"] == digest.as_str()
+        },
+    );
+    // Another tenant may not name team-a's secret, nor pull without one.
+    apply_text(
+        &server,
+        &plugin("team-b", "thief", &source, &with_secret(Some("team-a"))),
+    );
+    apply_text(&server, &plugin("team-b", "bare", &source, config));
+    eventually_showing(
+        "team-b gets nothing of team-a's credentials",
+        &host,
+        || {
+            format!(
+                "{:#}\n{:#}",
+                status(&server, "team-b", "thief"),
+                status(&server, "team-b", "bare")
+            )
+        },
+        || {
+            let thief = status(&server, "team-b", "thief");
+            let bare = status(&server, "team-b", "bare");
+            thief["phase"] == "Failed"
+                && condition(&thief, "Degraded")["reason"] == "InvalidSpec"
+                && thief["lastError"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("own namespace"))
+                && bare["phase"] == "Failed"
+                && condition(&bare, "Degraded")["reason"] == "PullFailed"
+        },
+    );
+}
+
+/// A Role in `namespace` with `verbs` on `resources`, bound to the
+/// tenant's ServiceAccount `kubewasm-tenant`.
+fn tenant_rights(server: &Apiserver, namespace: &str, verbs: &str, resources: &str) {
+    server.ok(&[
+        "-n",
+        namespace,
+        "create",
+        "serviceaccount",
+        "kubewasm-tenant",
+    ]);
+    server.ok(&[
+        "-n",
+        namespace,
+        "create",
+        "role",
+        "kubewasm-tenant",
+        &format!("--verb={verbs}"),
+        &format!("--resource={resources}"),
+    ]);
+    server.ok(&[
+        "-n",
+        namespace,
+        "create",
+        "rolebinding",
+        "kubewasm-tenant",
+        "--role=kubewasm-tenant",
+        &format!("--serviceaccount={namespace}:kubewasm-tenant"),
+    ]);
+}
+
+#[test]
+fn a_hostile_tenant_should_be_stopped_at_every_turn_while_another_converges() {
+    let server = server_with_crds(&["--simulate-workloads"]);
+    apply(&server, &example_file("myapp", "crd.yaml"));
+    let registry = Registry::start();
+    let (myapp, _) = registry.push(&example_plugin("myapp"), "tenants/myapp:1");
+    let (misbehave, _) = registry.push(&test_plugin("misbehave"), "tenants/misbehave:1");
+    for ns in ["tenant-a", "tenant-b"] {
+        server.ok(&["create", "namespace", ns]);
+    }
+    // tenant-a's account may write what myapp writes; tenant-b's account
+    // may write events (its reports) and nothing else.
+    tenant_rights(
+        &server,
+        "tenant-a",
+        "get,list,watch,create,patch,update,delete",
+        "myapps.example.com,myapps.example.com/status,deployments.apps,services,events.events.k8s.io",
+    );
+    tenant_rights(&server, "tenant-b", "create,patch", "events.events.k8s.io");
+    server.ok(&[
+        "-n",
+        "tenant-a",
+        "create",
+        "configmap",
+        "target",
+        "--from-literal=secret=plans",
+    ]);
+    let host = Host::start(
+        &server,
+        &[],
+        &[],
+        &["--plain-http", "--impersonate-tenants"],
+    );
+    host.wait_ready();
+    apply_text(&server, &plugin("tenant-a", "myapp", &myapp, ""));
+    let hostile_spec = "  limits:\n    memory: 64Mi\n    deadlineMilliseconds: 200\n    maxActions: 100\n  \
+                        config:\n    mode: hostile\n    victim: tenant-a\n";
+    apply_text(
+        &server,
+        &plugin("tenant-b", "hostile", &misbehave, hostile_spec),
+    );
+    for attack in [
+        "list-outside",
+        "write-outside",
+        "write-inside",
+        "loop",
+        "oom",
+        "flood-actions",
+    ] {
+        server.ok(&[
+            "-n",
+            "tenant-b",
+            "create",
+            "configmap",
+            attack,
+            &format!("--from-literal=attack={attack}"),
+        ]);
+    }
+    let apps: Vec<String> = (0..10).map(|i| format!("app-{i}")).collect();
+    for app in &apps {
+        apply_text(
+            &server,
+            &format!(
+                "apiVersion: example.com/v1\nkind: MyApp\nmetadata:\n  name: {app}\n  namespace: tenant-a\n\
+                 spec:\n  replicas: 1\n  image: nginx:1.27\n  port: 8080\n"
+            ),
+        );
+    }
+    eventually_showing(
+        "every MyApp of tenant-a converges beside the hostile tenant",
+        &host,
+        || format!("{:#}", status(&server, "tenant-a", "myapp")),
+        || {
+            apps.iter().all(|app| {
+                get_json(&server, &["myapp", app, "-n", "tenant-a"])
+                    .is_some_and(|a| a["status"]["availableReplicas"] == 1)
+            })
+        },
+    );
+    let errors = |kind: &str| {
+        counted(
+            &host,
+            &format!(
+                r#"kubewasm_reconcile_errors_total{{plugin="tenant-b.hostile",kind="{kind}"}}"#
+            ),
+        )
+    };
+    eventually_showing(
+        "every attack is stopped and counted",
+        &host,
+        || host.get("/metrics").1,
+        || {
+            // The write outside is refused by its grants, the write inside
+            // by the cluster (made as tenant-b's account), the loop at its
+            // deadline, the hoard at its memory, the flood at its limit,
+            // the read outside by its grants.
+            ["denied", "api", "deadline", "memory", "limit"]
+                .iter()
+                .all(|kind| errors(kind) >= 1.0)
+                && counted(
+                    &host,
+                    r#"kubewasm_reads_denied_total{plugin="tenant-b.hostile"}"#,
+                ) >= 1.0
+        },
+    );
+    let seen = notes(&server, "tenant-b", "Listed");
+    let listed = seen
+        .get("list-outside")
+        .and_then(|n| n.first())
+        .cloned()
+        .unwrap_or_default();
+    assert!(listed.ends_with("victim=denied"), "{listed}");
+    assert!(
+        !listed.contains("tenant-a/"),
+        "a list of every namespace shows only its own: {listed}"
+    );
+    for (namespace, name) in [
+        ("tenant-a", "planted"),
+        ("tenant-b", "write-inside-planted"),
+    ] {
+        let (found, _, _) = server.kubectl(&["-n", namespace, "get", "configmap", name]);
+        assert!(!found, "{namespace}/{name} was never written");
+    }
+    let log = host.log();
+    assert!(
+        log.contains("system:serviceaccount:tenant-b:kubewasm-tenant"),
+        "the cluster refused tenant-b's write as tenant-b's account: {log}"
+    );
+    // The hostile plugin's own status reports its failures; tenant-a's
+    // plugin failed never.
+    eventually("the counters reach the statuses", &host, || {
+        status(&server, "tenant-b", "hostile")["failures"]
+            .as_u64()
+            .is_some_and(|f| f >= 5)
+            && status(&server, "tenant-a", "myapp")["reconciles"]
+                .as_u64()
+                .is_some_and(|r| r >= 10)
+    });
+    assert_eq!(status(&server, "tenant-a", "myapp")["failures"], 0);
+}
