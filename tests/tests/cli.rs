@@ -1,4 +1,5 @@
-//! The `kubewasm` binary as plugin authors use it: inspect and replay.
+//! The `kubewasm` binary as plugin authors and operators use it: crds,
+//! inspect and replay.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -38,6 +39,20 @@ fn replay_example(plugin: &str, key: &str, extra: &[&str]) -> Output {
 
 fn path(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
+}
+
+#[test]
+fn deploy_crds_should_be_what_kubewasm_crds_prints() {
+    let out = kubewasm(&["crds"]);
+    assert!(out.status.success());
+    let shipped =
+        std::fs::read_to_string(kubewasm_tests::workspace_root().join("deploy/crds.yaml"))
+            .expect("deploy/crds.yaml");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        shipped,
+        "deploy/crds.yaml is stale: kubewasm crds > deploy/crds.yaml"
+    );
 }
 
 #[test]

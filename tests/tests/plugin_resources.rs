@@ -578,3 +578,133 @@ fn a_hostile_tenant_should_be_stopped_at_every_turn_while_another_converges() {
     });
     assert_eq!(status(&server, "tenant-a", "myapp")["failures"], 0);
 }
+
+/// The Deployment's container arguments in `deploy/host.yaml`.
+fn deployment_args() -> Vec<String> {
+    let text = std::fs::read_to_string(workspace_root().join("deploy/host.yaml")).expect("deploy");
+    let deployment = kubewasm::replay::parse_objects(&text)
+        .expect("YAML")
+        .into_iter()
+        .find(|o| o["kind"] == "Deployment")
+        .expect("a Deployment");
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(|a| a.as_str().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn the_deploy_manifests_should_run_the_host_with_no_right_beyond_its_needs() {
+    let server = server_with_crds(&[]);
+    apply(&server, &workspace_root().join("deploy/host.yaml"));
+    // The operator extends kubewasm-plugins to what its plugins read.
+    server.ok(&[
+        "create",
+        "clusterrole",
+        "kubewasm-plugins-pods",
+        "--verb=get,list,watch",
+        "--resource=pods",
+    ]);
+    server.ok(&[
+        "create",
+        "clusterrolebinding",
+        "kubewasm-plugins-pods",
+        "--clusterrole=kubewasm-plugins-pods",
+        "--serviceaccount=kubewasm-system:kubewasm",
+    ]);
+    server.ok(&["create", "namespace", "team-a"]);
+    tenant_rights(&server, "team-a", "create,patch", "events.events.k8s.io");
+    let registry = Registry::start();
+    let (source, _) = registry.push(&test_plugin("misbehave"), "tenants/lang:1");
+
+    let account = "system:serviceaccount:kubewasm-system:kubewasm";
+    let as_account = format!("--as={account}");
+    let can = |args: &[&str]| {
+        let mut all = vec!["auth", "can-i"];
+        all.extend_from_slice(args);
+        all.push(&as_account);
+        server.kubectl(&all).0
+    };
+    for allowed in [
+        &["list", "plugins.kubewasm.dev", "-A"][..],
+        &["list", "clusterplugins.kubewasm.dev"],
+        &[
+            "patch",
+            "plugins.kubewasm.dev",
+            "--subresource=status",
+            "-n",
+            "team-a",
+        ],
+        &["get", "secrets", "-n", "team-a"],
+        &[
+            "impersonate",
+            "serviceaccounts/kubewasm-tenant",
+            "-n",
+            "team-a",
+        ],
+        &["update", "leases", "-n", "kubewasm-system"],
+        &["watch", "configmaps", "-A"],
+    ] {
+        assert!(can(allowed), "{account} needs to {allowed:?}");
+    }
+    for denied in [
+        &["list", "secrets", "-n", "team-a"][..],
+        &["create", "configmaps", "-n", "team-a"],
+        &["create", "pods", "-n", "team-a"],
+        &["patch", "plugins.kubewasm.dev", "-n", "team-a"],
+        &["impersonate", "serviceaccounts/default", "-n", "team-a"],
+        &["impersonate", "users/admin"],
+        &["update", "leases", "-n", "default"],
+        &["delete", "namespaces"],
+        &["create", "clusterrolebindings"],
+        &["*", "*"],
+    ] {
+        assert!(!can(denied), "{account} may not {denied:?}");
+    }
+
+    // The host, run as the Deployment runs it, with that account's token.
+    let token = server.ok(&["-n", "kubewasm-system", "create", "token", "kubewasm"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig =
+        server.kubeconfig_with_token(token.trim(), &dir.path().join("host.kubeconfig"));
+    let mut flags: Vec<String> = deployment_args()
+        .into_iter()
+        .skip(1) // `run`
+        .filter(|a| {
+            !["--plugins=", "--metrics-addr=", "--cache-dir="]
+                .iter()
+                .any(|f| a.starts_with(f))
+        })
+        .collect();
+    flags.push("--plain-http".to_owned());
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let host = Host::start_as(&kubeconfig, &[], &[], &flags);
+    host.wait_ready();
+    apply_text(
+        &server,
+        &plugin("team-a", "lang", &source, "  config:\n    mode: language\n"),
+    );
+    server.ok(&[
+        "-n",
+        "team-a",
+        "create",
+        "configmap",
+        "c",
+        "--from-literal=a=b",
+    ]);
+    eventually_showing(
+        "the tenant's plugin runs, its status written, its events made as the tenant",
+        &host,
+        || format!("{:#}", status(&server, "team-a", "lang")),
+        || {
+            status(&server, "team-a", "lang")["phase"] == "Running"
+                && notes(&server, "team-a", "Language").contains_key("c")
+        },
+    );
+    let log = host.log();
+    assert!(log.contains("became the leader"), "{log}");
+    assert!(!log.contains("forbidden"), "{log}");
+}
