@@ -36,6 +36,11 @@ pub struct Cli {
     memory_limit_mib: usize,
     #[command(flatten)]
     limits: LimitFlags,
+    /// Run and dev: compile a component not precompiled yet with the
+    /// optimizing compiler before it runs, rather than run it at once on
+    /// baseline code (Winch) and swap in its optimized code once compiled.
+    #[arg(long, global = true)]
+    no_baseline_compiler: bool,
 }
 
 /// Output limits of every plugin call.
@@ -440,8 +445,9 @@ fn default_cache_dir() -> Option<PathBuf> {
 /// [`CliError`] says what failed.
 pub fn run(cli: Cli) -> Result<(), CliError> {
     let cache_dir = || cli.cache_dir.clone().or_else(default_cache_dir);
-    let plugin_runtime = |reuse| {
+    let plugin_runtime = |reuse, baseline| {
         let mut config = RuntimeConfig::default()
+            .baseline(baseline)
             .deadline(Duration::from_millis(cli.deadline_ms))
             .memory_limit(cli.memory_limit_mib << 20)
             .instance_reuse(reuse)
@@ -480,7 +486,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             lease_duration_seconds,
             streaming_lists,
         } => {
-            let runtime = plugin_runtime(InstanceReuse::Reuse)?;
+            let runtime = plugin_runtime(InstanceReuse::Reuse, !cli.no_baseline_compiler)?;
             let mut options = host.options(*trust_declarations, cache_dir())?;
             if *streaming_lists {
                 options.initial_list = InitialList::Streaming;
@@ -505,7 +511,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             kubeconfig_out,
             host,
         } => {
-            let runtime = plugin_runtime(InstanceReuse::Reuse)?;
+            let runtime = plugin_runtime(InstanceReuse::Reuse, !cli.no_baseline_compiler)?;
             // The embedded server streams lists.
             let options = crate::daemon::HostOptions {
                 initial_list: InitialList::Streaming,
@@ -513,7 +519,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             };
             return block_on(dev(*listen, kubeconfig_out, runtime, options));
         }
-        _ => plugin_runtime(InstanceReuse::Fresh)?,
+        _ => plugin_runtime(InstanceReuse::Fresh, false)?,
     };
     let read = |path: PathBuf| {
         std::fs::read_to_string(&path).map_err(|source| CliError::Read { path, source })

@@ -206,6 +206,7 @@ async fn changed(watch: Option<&crate::plugin_dir::Watch>) {
 /// (refused as well when a plugin resource runs under its name).
 async fn run_loaded(
     engine: &mut Engine,
+    loads: &mut Loads<PluginFiles>,
     resources: Option<&PluginResources>,
     name: &str,
     loaded: Loaded<PluginFiles>,
@@ -222,23 +223,31 @@ async fn run_loaded(
     match loaded {
         Loaded::Ready {
             origin: files,
-            prepared: Prepared { plugin, config, .. },
+            prepared:
+                Prepared {
+                    plugin,
+                    config,
+                    artifact,
+                    tier_up,
+                },
         } => {
             let digest = plugin.digest().to_owned();
             let running = engine.running(&files.name);
+            let plugin = Arc::new(plugin);
+            loads.tier_up(name, files.clone(), &plugin, &config, artifact);
             engine
                 .replace(
-                    Arc::new(plugin),
+                    plugin,
                     Settings {
                         config,
                         ..Settings::default()
                     },
                 )
                 .await;
-            let result = if running {
-                LoadResult::Swapped
-            } else {
-                LoadResult::Loaded
+            let result = match (tier_up, running) {
+                (true, _) => LoadResult::Optimized,
+                (false, true) => LoadResult::Swapped,
+                (false, false) => LoadResult::Loaded,
             };
             engine.record_load(&files.name, result);
             tracing::info!(plugin = %files.name, %digest, path = %files.component.display(),
@@ -331,7 +340,7 @@ pub async fn run(
         };
         match next {
             Next::File(name, loaded) => {
-                run_loaded(&mut engine, resources.as_ref(), &name, loaded).await;
+                run_loaded(&mut engine, &mut loads, resources.as_ref(), &name, loaded).await;
             }
             Next::Rescan => rescan(&mut loader, &mut loads, &mut engine).await,
             Next::Resource(name, loaded) => {

@@ -87,6 +87,9 @@ pub struct Prepared {
     pub config: String,
     /// The manifest digest of the OCI artifact it came from, if it did.
     pub artifact: Option<String>,
+    /// Whether this is a running plugin's optimized code ([`Loads::tier_up`]),
+    /// not a new version.
+    pub tier_up: bool,
 }
 
 /// The end of one load of something from `O` (a plugin's files, a
@@ -189,6 +192,7 @@ pub fn prepare(sources: &Sources, bytes: &[u8], setup: Setup) -> Result<Prepared
         plugin,
         config,
         artifact: None,
+        tier_up: false,
     })
 }
 
@@ -299,6 +303,32 @@ impl<O: Send + 'static> Loads<O> {
                     None
                 }
             }
+        });
+    }
+
+    /// When `plugin` (just started as `name`) runs baseline code, starts
+    /// compiling its optimized code: the load gives it back, with the same
+    /// configuration, as a [`Prepared::tier_up`] to swap in. A newer load of
+    /// the plugin makes it void, as any other.
+    pub fn tier_up(
+        &mut self,
+        name: &str,
+        origin: O,
+        plugin: &Arc<Plugin>,
+        config: &str,
+        artifact: Option<String>,
+    ) {
+        if !plugin.is_baseline() {
+            return;
+        }
+        let (plugin, config) = (Arc::clone(plugin), config.to_owned());
+        self.spawn(name, origin, move || {
+            Ok(Prepared {
+                plugin: plugin.optimized()?,
+                config,
+                artifact,
+                tier_up: true,
+            })
         });
     }
 

@@ -398,3 +398,49 @@ fn concurrent_reconciles_should_not_interfere() {
         assert_eq!(ok, mode == "ok", "{mode}");
     }
 }
+
+#[test]
+fn baseline_code_should_hold_the_same_sandbox_until_its_optimized_code_takes_over() {
+    // No precompiled cache: a first load runs the baseline compiler's code.
+    let config = RuntimeConfig::default()
+        .deadline(DEADLINE)
+        .memory_limit(MEMORY_LIMIT)
+        .max_instances(32)
+        .baseline(true);
+    let runtime = Runtime::new(config).expect("engine");
+    let plugin = runtime
+        .load_file(test_plugin("misbehave"), &kubewasm_tests::load_options())
+        .expect("loads on baseline code");
+    assert!(plugin.is_baseline());
+    kubewasm_tests::assert_stopped_at_deadline(DEADLINE, || {
+        plugin.reconcile(configmap_cache(), &request("loop"))
+    });
+    let err = plugin
+        .reconcile(configmap_cache(), &request("oom"))
+        .expect_err("exhausts memory");
+    assert!(
+        matches!(err, ReconcileError::Call(CallError::MemoryExhausted { .. })),
+        "{err}"
+    );
+    let err = plugin
+        .reconcile(configmap_cache(), &request("read-undeclared"))
+        .expect_err("denied");
+    assert!(err.to_string().contains("may not get v1 Secret"), "{err}");
+    assert_everything_still_reconciles(&plugin);
+
+    let optimized = plugin
+        .optimized()
+        .expect("the optimizing compiler takes it");
+    assert!(!optimized.is_baseline());
+    assert_eq!(optimized.digest(), plugin.digest());
+    assert_everything_still_reconciles(&optimized);
+    kubewasm_tests::assert_stopped_at_deadline(DEADLINE, || {
+        optimized.reconcile(configmap_cache(), &request("loop"))
+    });
+    // A later load of the component shares the optimized code.
+    let again = runtime
+        .load_file(test_plugin("misbehave"), &kubewasm_tests::load_options())
+        .expect("loads");
+    assert!(!again.is_baseline());
+    assert_eq!(runtime.components(), 1);
+}

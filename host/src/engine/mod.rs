@@ -48,6 +48,9 @@ pub enum LoadResult {
     Loaded,
     /// Swapped in for the running version.
     Swapped,
+    /// The running version's optimized code swapped in for its baseline
+    /// code.
+    Optimized,
     /// Refused (a running version keeps serving).
     Refused,
     /// Its component went: stopped.
@@ -60,6 +63,7 @@ impl LoadResult {
         match self {
             Self::Loaded => "loaded",
             Self::Swapped => "swapped",
+            Self::Optimized => "optimized",
             Self::Refused => "refused",
             Self::Removed => "removed",
         }

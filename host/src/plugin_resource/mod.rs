@@ -537,6 +537,7 @@ impl PluginResources {
                     plugin,
                     config,
                     artifact,
+                    tier_up,
                 } = prepared;
                 let running = engine.running(&name);
                 let applier = match (&self.options.impersonate, &origin.id.namespace) {
@@ -554,11 +555,19 @@ impl PluginResources {
                     }),
                     ..defaults
                 };
-                engine.replace(Arc::new(plugin), settings).await;
-                let result = if running {
-                    LoadResult::Swapped
-                } else {
-                    LoadResult::Loaded
+                let plugin = Arc::new(plugin);
+                self.loads.tier_up(
+                    &name,
+                    origin.clone(),
+                    &plugin,
+                    &settings.config,
+                    artifact.clone(),
+                );
+                engine.replace(plugin, settings).await;
+                let result = match (tier_up, running) {
+                    (true, _) => LoadResult::Optimized,
+                    (false, true) => LoadResult::Swapped,
+                    (false, false) => LoadResult::Loaded,
                 };
                 engine.record_load(&name, result);
                 tracing::info!(resource = %origin.id, plugin = %name, digest = ?artifact,

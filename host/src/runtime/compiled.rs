@@ -116,30 +116,34 @@ impl CompiledCache {
         mac
     }
 
-    /// Loads the artifact for `digest`, or compiles `bytes` and stores it.
-    /// Returns the component and whether it came from the cache.
-    ///
-    /// A cache that cannot be written is not an error: the component is
-    /// compiled and used, and a warning says why it was not kept.
-    pub(crate) fn load_or_compile(
+    /// The cached component of `digest`, if a valid artifact is there (an
+    /// invalid one is discarded, saying why).
+    pub(crate) fn load(&self, engine: &Engine, digest: &str) -> Option<Component> {
+        let path = self.path(engine, digest);
+        match self.read(engine, &path, digest) {
+            Ok(found) => found,
+            Err(error) => {
+                tracing::warn!(path = %path.display(), %error, "discarding precompiled component");
+                None
+            }
+        }
+    }
+
+    /// Compiles the component and caches its artifact. A cache that cannot
+    /// be written is not an error: the component is compiled and used, and
+    /// a warning says why it was not kept.
+    pub(crate) fn compile(
         &self,
         engine: &Engine,
         bytes: &[u8],
         digest: &str,
-    ) -> Result<(Component, bool), LoadError> {
+    ) -> Result<Component, LoadError> {
         let path = self.path(engine, digest);
-        match self.read(engine, &path, digest) {
-            Ok(Some(component)) => return Ok((component, true)),
-            Ok(None) => {}
-            Err(error) => {
-                tracing::warn!(path = %path.display(), %error, "discarding precompiled component")
-            }
-        }
         let component = Component::new(engine, bytes).map_err(LoadError::Compile)?;
         if let Err(error) = self.store(engine, &component, &path, digest) {
             tracing::warn!(path = %path.display(), %error, "failed to cache precompiled component");
         }
-        Ok((component, false))
+        Ok(component)
     }
 
     /// The cached component, `None` when there is no artifact.

@@ -117,6 +117,7 @@ pub struct RuntimeConfig {
     max_instances: u32,
     pooling: bool,
     limits: Limits,
+    baseline: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -129,6 +130,7 @@ impl Default for RuntimeConfig {
             max_instances: 256,
             pooling: true,
             limits: Limits::default(),
+            baseline: false,
         }
     }
 }
@@ -182,6 +184,16 @@ impl RuntimeConfig {
     #[must_use]
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Whether a component not precompiled yet first runs compiled by the
+    /// baseline compiler (Winch: some 25 times faster to compile, slower to
+    /// run) until [`Plugin::optimized`] has its optimized code (default
+    /// false: what the host runs, `kubewasm run` and `dev`, turns it on).
+    #[must_use]
+    pub fn baseline(mut self, enabled: bool) -> Self {
+        self.baseline = enabled;
         self
     }
 
@@ -489,6 +501,8 @@ impl std::fmt::Debug for Runtime {
 struct Inner {
     engine: Engine,
     linker: Linker<PluginState>,
+    /// The baseline compiler's engine and linker, when on.
+    baseline: Option<(Engine, Linker<PluginState>)>,
     config: RuntimeConfig,
     compiled: Option<CompiledCache>,
     limit_counts: LimitCounts,
@@ -507,6 +521,9 @@ struct Inner {
 struct Code {
     pre: ControllerPre<PluginState>,
     digest: String,
+    /// The component's bytes while this is the baseline compiler's code,
+    /// for [`Plugin::optimized`] to compile.
+    baseline: Option<Arc<[u8]>>,
 }
 
 /// A component's declaration and the interfaces it imports and exports.
@@ -556,13 +573,23 @@ impl Runtime {
             wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         }
         let engine = Engine::new(&wasm).map_err(RuntimeError::Engine)?;
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(RuntimeError::Engine)?;
-        linker.allow_shadowing(true);
-        blocking::add_to_linker(&mut linker).map_err(RuntimeError::Engine)?;
-        linker.allow_shadowing(false);
-        host::add_to_linker(&mut linker).map_err(RuntimeError::Engine)?;
-        start_epoch_ticker(&engine);
+        let linker = linker(&engine)?;
+        let baseline = if config.baseline {
+            let mut wasm = wasmtime::Config::new();
+            wasm.wasm_component_model(true)
+                .epoch_interruption(true)
+                .strategy(wasmtime::Strategy::Winch);
+            let engine = Engine::new(&wasm).map_err(RuntimeError::Engine)?;
+            let baseline_linker = self::linker(&engine)?;
+            Some((engine, baseline_linker))
+        } else {
+            None
+        };
+        start_epoch_ticker(
+            std::iter::once(&engine)
+                .chain(baseline.as_ref().map(|(e, _)| e))
+                .collect(),
+        );
         let compiled = config
             .cache_dir
             .as_ref()
@@ -572,6 +599,7 @@ impl Runtime {
             inner: Arc::new(Inner {
                 engine,
                 linker,
+                baseline,
                 config,
                 compiled,
                 limit_counts: LimitCounts::default(),
@@ -723,25 +751,34 @@ impl Runtime {
             };
             return Ok((self.bootstrap(code), declaration, timing));
         }
-        let engine = &self.inner.engine;
         let started = Instant::now();
-        let (component, cached) = match &self.inner.compiled {
-            Some(cache) => cache.load_or_compile(engine, bytes, &digest)?,
-            None => (
+        let cached = self
+            .inner
+            .compiled
+            .as_ref()
+            .and_then(|cache| cache.load(&self.inner.engine, &digest));
+        let from_cache = cached.is_some();
+        let (component, linker, baseline) = match (cached, &self.inner.baseline) {
+            (Some(component), _) => (component, &self.inner.linker, None),
+            (None, Some((engine, linker))) => (
                 Component::new(engine, bytes).map_err(LoadError::Compile)?,
-                false,
+                linker,
+                Some(Arc::from(bytes)),
             ),
+            (None, None) => (self.compile(bytes, &digest)?, &self.inner.linker, None),
         };
         let compile_time = started.elapsed();
-        check_world(engine, &component)?;
-        let instance_pre = self
-            .inner
-            .linker
+        check_world(component.engine(), &component)?;
+        let instance_pre = linker
             .instantiate_pre(&component)
             .map_err(LoadError::Link)?;
         let pre = ControllerPre::new(instance_pre).map_err(LoadError::Link)?;
 
-        let bootstrap = self.bootstrap(Arc::new(Code { pre, digest }));
+        let bootstrap = self.bootstrap(Arc::new(Code {
+            pre,
+            digest,
+            baseline,
+        }));
         let started = Instant::now();
         let instance = bootstrap.instantiate().map_err(|error| match error {
             // Exports are type-checked at instantiation: a mismatch means
@@ -768,7 +805,7 @@ impl Runtime {
             bootstrap,
             declaration,
             LoadTiming {
-                cached,
+                cached: from_cache,
                 compile_time,
                 instantiate_time,
             },
@@ -777,6 +814,15 @@ impl Runtime {
 }
 
 impl Runtime {
+    /// Compiles a component with the optimizing compiler, through the
+    /// precompiled cache when there is one.
+    fn compile(&self, bytes: &[u8], digest: &str) -> Result<Component, LoadError> {
+        match &self.inner.compiled {
+            Some(cache) => cache.compile(&self.inner.engine, bytes, digest),
+            None => Component::new(&self.inner.engine, bytes).map_err(LoadError::Compile),
+        }
+    }
+
     /// The code and declaration of the component with this digest, if a
     /// plugin still holds it; forgets the components no plugin holds.
     fn shared(&self, digest: &str) -> Option<(Arc<Code>, Declaration)> {
@@ -882,16 +928,32 @@ fn placeholder_declaration() -> Declaration {
     }
 }
 
-/// Increments the engine's epoch every [`EPOCH_TICK`] until the engine is
+/// A linker of the host's imports for `engine`: WASI with no capability,
+/// its waits bounded, and the contract's `cache` and `log`.
+fn linker(engine: &Engine) -> Result<Linker<PluginState>, RuntimeError> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(RuntimeError::Engine)?;
+    linker.allow_shadowing(true);
+    blocking::add_to_linker(&mut linker).map_err(RuntimeError::Engine)?;
+    linker.allow_shadowing(false);
+    host::add_to_linker(&mut linker).map_err(RuntimeError::Engine)?;
+    Ok(linker)
+}
+
+/// Increments the engines' epochs every [`EPOCH_TICK`] until they are
 /// dropped.
-fn start_epoch_ticker(engine: &Engine) {
-    let weak = engine.weak();
+fn start_epoch_ticker(engines: Vec<&Engine>) {
+    let weak: Vec<_> = engines.into_iter().map(Engine::weak).collect();
     let spawned = std::thread::Builder::new()
         .name("kubewasm-epoch".into())
         .spawn(move || {
-            while let Some(engine) = weak.upgrade() {
-                engine.increment_epoch();
-                drop(engine);
+            loop {
+                let live: Vec<Engine> = weak.iter().filter_map(|w| w.upgrade()).collect();
+                if live.is_empty() {
+                    break;
+                }
+                live.iter().for_each(Engine::increment_epoch);
+                drop(live);
                 std::thread::sleep(EPOCH_TICK);
             }
         });
@@ -955,6 +1017,64 @@ impl Plugin {
     /// What each call may spend and return.
     pub fn limits(&self) -> CallLimits {
         self.limits
+    }
+
+    /// Whether this runs the baseline compiler's code ([`Self::optimized`]
+    /// has the optimizing compiler's).
+    pub fn is_baseline(&self) -> bool {
+        self.code.baseline.is_some()
+    }
+
+    /// This plugin on optimized code: the optimizing compiler's (and
+    /// cached) if it runs baseline code, shared with another plugin of the
+    /// component that has it already, or its own if it has. Same name,
+    /// declaration, grants, limits; its own instances.
+    ///
+    /// # Errors
+    /// [`LoadError`] if the optimizing compiler refuses what the baseline
+    /// one took.
+    pub fn optimized(&self) -> Result<Self, LoadError> {
+        let runtime = &self.runtime;
+        let digest = &self.code.digest;
+        let gate = runtime.gate(digest);
+        let _compiling = gate.lock().unwrap_or_else(PoisonError::into_inner);
+        let code = match (&self.code.baseline, runtime.shared(digest)) {
+            (None, _) => Arc::clone(&self.code),
+            (Some(_), Some((code, _))) if code.baseline.is_none() => code,
+            (Some(bytes), _) => {
+                let started = Instant::now();
+                let component = runtime.compile(bytes, digest)?;
+                let instance_pre = runtime
+                    .inner
+                    .linker
+                    .instantiate_pre(&component)
+                    .map_err(LoadError::Link)?;
+                let code = Arc::new(Code {
+                    pre: ControllerPre::new(instance_pre).map_err(LoadError::Link)?,
+                    digest: digest.clone(),
+                    baseline: None,
+                });
+                if let Some((shared, _)) = runtime.loaded().get_mut(digest) {
+                    *shared = Arc::downgrade(&code);
+                }
+                tracing::info!(plugin = %self.name, digest = %digest,
+                    compile_time = ?started.elapsed(), "optimized code compiled");
+                code
+            }
+        };
+        Ok(Self {
+            runtime: runtime.clone(),
+            code,
+            declaration: Arc::clone(&self.declaration),
+            name: Arc::clone(&self.name),
+            grants: Arc::clone(&self.grants),
+            limits: self.limits,
+            reads_denied: Arc::clone(&self.reads_denied),
+            reuse: self.reuse,
+            warm: Mutex::new(Vec::new()),
+            config_validator: self.config_validator.clone(),
+            valid_config: Mutex::new(None),
+        })
     }
 
     /// Reads its grants refused since the last time this was asked (the
@@ -1143,7 +1263,7 @@ impl Plugin {
             limits.output,
             Arc::clone(&self.reads_denied),
         );
-        let mut store = Store::new(&self.runtime.inner.engine, state);
+        let mut store = Store::new(self.code.pre.engine(), state);
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(deadline_ticks(limits.deadline));
         store.data_mut().call_deadline = Instant::now() + limits.deadline;
