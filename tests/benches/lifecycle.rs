@@ -205,7 +205,9 @@ async fn main() -> anyhow::Result<()> {
 
     // Pulled: a new artifact in the registry, named by `pulled.oci`.
     let bytes = new_version(&misbehave, u64::MAX);
-    let interfaces = runtime.interfaces(&bytes)?;
+    // `push` compiles with the optimizing compiler, as `kubewasm push` does.
+    let pusher = Runtime::new(RuntimeConfig::default().cache_dir(work.path().join("compiled")))?;
+    let interfaces = pusher.interfaces(&bytes)?;
     let reference = format!("oci://{}/bench/misbehave:pulled", registry.addr);
     let parsed = kubewasm::oci::parse_reference(&reference)?;
     let component = kubewasm::oci::Component {
