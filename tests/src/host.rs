@@ -237,3 +237,118 @@ pub fn apply_text(server: &Apiserver, text: &str) {
     std::fs::write(file.path(), text).expect("written");
     apply(server, file.path());
 }
+
+/// The notes of events of `reason` in `namespace`, by the name of the
+/// object they regard.
+pub fn event_notes(
+    server: &Apiserver,
+    namespace: &str,
+    reason: &str,
+) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut by_name = std::collections::BTreeMap::<String, Vec<String>>::new();
+    let events = get_json(server, &["events.v1.events.k8s.io", "-n", namespace]);
+    for event in events
+        .iter()
+        .flat_map(|e| e["items"].as_array().into_iter().flatten())
+        .filter(|e| e["reason"] == reason)
+    {
+        if let (Some(name), Some(note)) =
+            (event["regarding"]["name"].as_str(), event["note"].as_str())
+        {
+            by_name
+                .entry(name.to_owned())
+                .or_default()
+                .push(note.to_owned());
+        }
+    }
+    by_name
+}
+
+/// ConfigMaps created one after the other in a namespace (`t-000`,
+/// `t-001`, ...) with kubectl, until stopped (ten at least).
+pub struct ConfigMapWriter {
+    writing: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<String>>,
+    namespace: String,
+}
+
+impl ConfigMapWriter {
+    /// Starts writing into `namespace`.
+    pub fn start(server: &Apiserver, namespace: &str) -> Self {
+        let writing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let thread = std::thread::spawn({
+            let (kubeconfig, writing) =
+                (server.kubeconfig.clone(), std::sync::Arc::clone(&writing));
+            let namespace = namespace.to_owned();
+            move || {
+                let mut created = Vec::new();
+                while writing.load(std::sync::atomic::Ordering::Relaxed) || created.len() < 10 {
+                    let name = format!("t-{:03}", created.len());
+                    let (ok, _, err) = crate::kubectl_with(
+                        &kubeconfig,
+                        &[
+                            "-n",
+                            &namespace,
+                            "create",
+                            "configmap",
+                            &name,
+                            "--from-literal=a=b",
+                        ],
+                    );
+                    assert!(ok, "{err}");
+                    created.push(name);
+                }
+                created
+            }
+        });
+        Self {
+            writing,
+            thread,
+            namespace: namespace.to_owned(),
+        }
+    }
+
+    /// Called once a swap to the version saying `language` is seen: keeps
+    /// writing a second more, stops, and waits until every ConfigMap
+    /// written is reconciled, those written after the swap by the new
+    /// version only, and every one by it at least once (a swap lists every
+    /// primary once for the new version). `notes` reads the languages by
+    /// ConfigMap.
+    pub fn assert_swapped(
+        self,
+        server: &Apiserver,
+        host: &Host,
+        language: &str,
+        notes: impl Fn() -> std::collections::BTreeMap<String, Vec<String>>,
+    ) {
+        let (ok, out, _) =
+            server.kubectl(&["-n", &self.namespace, "get", "configmaps", "-o", "name"]);
+        assert!(ok);
+        let before_swap: std::collections::BTreeSet<String> = out
+            .lines()
+            .map(|l| l.trim_start_matches("configmap/").to_owned())
+            .collect();
+        std::thread::sleep(Duration::from_secs(1));
+        self.writing
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        let created = self.thread.join().expect("writer");
+        let after: Vec<&String> = created
+            .iter()
+            .filter(|n| !before_swap.contains(*n))
+            .collect();
+        assert!(!after.is_empty(), "ConfigMaps created after the swap");
+        eventually_showing(
+            "every ConfigMap reconciled; those created after the swap by the new version only",
+            host,
+            || format!("{:#?}", notes()),
+            || {
+                let seen = notes();
+                created.iter().all(|n| seen.contains_key(n))
+                    && after.iter().all(|n| seen[*n].iter().all(|l| l == language))
+                    && created
+                        .iter()
+                        .all(|n| seen[n].iter().any(|l| l == language))
+            },
+        );
+    }
+}

@@ -6,7 +6,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kubewasm_tests::host::{
-    Host, apply, apply_text, eventually, eventually_showing, get_json, wait_for,
+    ConfigMapWriter, Host, apply, apply_text, event_notes, eventually, eventually_showing,
+    get_json, wait_for,
 };
 use kubewasm_tests::{Apiserver, example_file, example_plugin, kubewasm_bin, test_plugin};
 use serde_json::Value;
@@ -512,23 +513,7 @@ fn sigterm_should_stop_cleanly_and_release_the_lease() {
 
 /// The notes of the `Language` events about each ConfigMap, by its name.
 fn languages(server: &Apiserver) -> std::collections::BTreeMap<String, Vec<String>> {
-    let mut by_name = std::collections::BTreeMap::<String, Vec<String>>::new();
-    let events = get_json(server, &["events.v1.events.k8s.io", "-n", "default"]);
-    for event in events
-        .iter()
-        .flat_map(|e| e["items"].as_array().into_iter().flatten())
-        .filter(|e| e["reason"] == "Language")
-    {
-        if let (Some(name), Some(note)) =
-            (event["regarding"]["name"].as_str(), event["note"].as_str())
-        {
-            by_name
-                .entry(name.to_owned())
-                .or_default()
-                .push(note.to_owned());
-        }
-    }
-    by_name
+    event_notes(server, "default", "Language")
 }
 
 #[test]
@@ -551,23 +536,7 @@ fn a_plugin_replaced_on_disk_should_be_swapped_in_place_kept_when_broken_and_sto
     assert_eq!(loads("loaded"), 1.0);
 
     // ConfigMaps keep coming while the component is replaced.
-    let writing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let writer = std::thread::spawn({
-        let (kubeconfig, writing) = (server.kubeconfig.clone(), std::sync::Arc::clone(&writing));
-        move || {
-            let mut created = Vec::new();
-            while writing.load(std::sync::atomic::Ordering::Relaxed) || created.len() < 10 {
-                let name = format!("t-{:03}", created.len());
-                let (ok, _, err) = kubewasm_tests::kubectl_with(
-                    &kubeconfig,
-                    &["create", "configmap", &name, "--from-literal=a=b"],
-                );
-                assert!(ok, "{err}");
-                created.push(name);
-            }
-            created
-        }
-    });
+    let writer = ConfigMapWriter::start(&server, "default");
     eventually("the first ConfigMaps are reconciled in Rust", &host, || {
         languages(&server)
             .get("t-002")
@@ -582,32 +551,7 @@ fn a_plugin_replaced_on_disk_should_be_swapped_in_place_kept_when_broken_and_sto
         String::new,
         || loads("swapped") == 1.0,
     );
-    let (ok, out, _) = server.kubectl(&["get", "configmaps", "-o", "name"]);
-    assert!(ok);
-    let before_swap: std::collections::BTreeSet<String> = out
-        .lines()
-        .map(|l| l.trim_start_matches("configmap/").to_owned())
-        .collect();
-    std::thread::sleep(Duration::from_secs(1));
-    writing.store(false, std::sync::atomic::Ordering::Relaxed);
-    let created = writer.join().expect("writer");
-    let after: Vec<&String> = created
-        .iter()
-        .filter(|n| !before_swap.contains(*n))
-        .collect();
-    assert!(!after.is_empty(), "ConfigMaps created after the swap");
-    eventually_showing(
-        "every ConfigMap reconciled; those created after the swap by the new version only",
-        &host,
-        || format!("{:#?}", languages(&server)),
-        || {
-            let seen = languages(&server);
-            created.iter().all(|n| seen.contains_key(n))
-                && after.iter().all(|n| seen[*n].iter().all(|l| l == "python"))
-                // The swap lists every primary once for the new version.
-                && created.iter().all(|n| seen[n].contains(&"python".to_owned()))
-        },
-    );
+    writer.assert_swapped(&server, &host, "python", || languages(&server));
 
     // A broken new version is refused; the running one keeps serving.
     host.put_plugin("hot", &test_plugin("not-a-plugin"));

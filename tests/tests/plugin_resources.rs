@@ -3,13 +3,11 @@
 //! plugins pushed to a real registry, the real `kubewasm run` binary running
 //! what the resources ask for, and tenants that attack each other.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use kubewasm_tests::host::{
-    Host, apply, apply_text, eventually, eventually_showing, get_json, wait_for,
+    ConfigMapWriter, Host, apply, apply_text, event_notes, eventually, eventually_showing,
+    get_json, wait_for,
 };
 use kubewasm_tests::registry::Registry;
 use kubewasm_tests::{Apiserver, example_file, example_plugin, test_plugin, workspace_root};
@@ -47,28 +45,6 @@ fn condition(status: &Value, kind: &str) -> Value {
         .find(|c| c["type"] == kind)
         .cloned()
         .unwrap_or(Value::Null)
-}
-
-/// The notes of events of `reason` in `namespace`, by the name of the
-/// object they regard.
-fn notes(server: &Apiserver, namespace: &str, reason: &str) -> BTreeMap<String, Vec<String>> {
-    let mut by_name = BTreeMap::<String, Vec<String>>::new();
-    let events = get_json(server, &["events.v1.events.k8s.io", "-n", namespace]);
-    for event in events
-        .iter()
-        .flat_map(|e| e["items"].as_array().into_iter().flatten())
-        .filter(|e| e["reason"] == reason)
-    {
-        if let (Some(name), Some(note)) =
-            (event["regarding"]["name"].as_str(), event["note"].as_str())
-        {
-            by_name
-                .entry(name.to_owned())
-                .or_default()
-                .push(note.to_owned());
-        }
-    }
-    by_name
 }
 
 /// The number a metric series shows, 0 when absent.
@@ -138,32 +114,9 @@ fn a_plugin_resource_should_load_swap_keep_its_last_good_version_suspend_and_sto
     assert_eq!(loads("loaded"), 1.0);
 
     // ConfigMaps keep coming in team-a while the source changes.
-    let writing = Arc::new(AtomicBool::new(true));
-    let writer = std::thread::spawn({
-        let (kubeconfig, writing) = (server.kubeconfig.clone(), Arc::clone(&writing));
-        move || {
-            let mut created = Vec::new();
-            while writing.load(Ordering::Relaxed) || created.len() < 10 {
-                let name = format!("t-{:03}", created.len());
-                let (ok, _, err) = kubewasm_tests::kubectl_with(
-                    &kubeconfig,
-                    &[
-                        "-n",
-                        "team-a",
-                        "create",
-                        "configmap",
-                        &name,
-                        "--from-literal=a=b",
-                    ],
-                );
-                assert!(ok, "{err}");
-                created.push(name);
-            }
-            created
-        }
-    });
+    let writer = ConfigMapWriter::start(&server, "team-a");
     eventually("the first ConfigMaps are reconciled in Rust", &host, || {
-        notes(&server, "team-a", "Language")
+        event_notes(&server, "team-a", "Language")
             .get("t-002")
             .is_some_and(|n| n.contains(&"rust".to_owned()))
     });
@@ -180,35 +133,11 @@ fn a_plugin_resource_should_load_swap_keep_its_last_good_version_suspend_and_sto
         },
     );
     assert_eq!(loads("swapped"), 1.0);
-    let (ok, out, _) = server.kubectl(&["-n", "team-a", "get", "configmaps", "-o", "name"]);
-    assert!(ok);
-    let before_swap: BTreeSet<String> = out
-        .lines()
-        .map(|l| l.trim_start_matches("configmap/").to_owned())
-        .collect();
-    std::thread::sleep(Duration::from_secs(1));
-    writing.store(false, Ordering::Relaxed);
-    let created = writer.join().expect("writer");
-    let after: Vec<&String> = created
-        .iter()
-        .filter(|n| !before_swap.contains(*n))
-        .collect();
-    assert!(!after.is_empty(), "ConfigMaps created after the swap");
-    eventually_showing(
-        "every ConfigMap reconciled; those created after the swap by the new version only",
-        &host,
-        || format!("{:#?}", notes(&server, "team-a", "Language")),
-        || {
-            let seen = notes(&server, "team-a", "Language");
-            created.iter().all(|n| seen.contains_key(n))
-                && after.iter().all(|n| seen[*n].iter().all(|l| l == "python"))
-                && created
-                    .iter()
-                    .all(|n| seen[n].contains(&"python".to_owned()))
-        },
-    );
+    writer.assert_swapped(&server, &host, "python", || {
+        event_notes(&server, "team-a", "Language")
+    });
     assert!(
-        !notes(&server, "default", "Language").contains_key("outside"),
+        !event_notes(&server, "default", "Language").contains_key("outside"),
         "a Plugin reaches only its namespace"
     );
 
@@ -239,7 +168,7 @@ fn a_plugin_resource_should_load_swap_keep_its_last_good_version_suspend_and_sto
         "--from-literal=a=b",
     ]);
     eventually("the Python version still serves", &host, || {
-        notes(&server, "team-a", "Language")
+        event_notes(&server, "team-a", "Language")
             .get("after-broken")
             .is_some_and(|n| n == &["python"])
     });
@@ -299,7 +228,7 @@ fn a_plugin_resource_should_load_swap_keep_its_last_good_version_suspend_and_sto
     ]);
     apply_text(&server, &plugin("team-a", "lang", &rust, config));
     eventually("resumed on the Rust version", &host, || {
-        notes(&server, "team-a", "Language")
+        event_notes(&server, "team-a", "Language")
             .get("while-suspended")
             .is_some_and(|n| n == &["rust"])
     });
@@ -317,7 +246,7 @@ fn a_plugin_resource_should_load_swap_keep_its_last_good_version_suspend_and_sto
     ]);
     std::thread::sleep(Duration::from_secs(2));
     assert!(
-        !notes(&server, "team-a", "Language").contains_key("after-delete"),
+        !event_notes(&server, "team-a", "Language").contains_key("after-delete"),
         "nothing reconciles it"
     );
 }
@@ -543,7 +472,7 @@ fn a_hostile_tenant_should_be_stopped_at_every_turn_while_another_converges() {
                 ) >= 1.0
         },
     );
-    let seen = notes(&server, "tenant-b", "Listed");
+    let seen = event_notes(&server, "tenant-b", "Listed");
     let listed = seen
         .get("list-outside")
         .and_then(|n| n.first())
@@ -701,7 +630,7 @@ fn the_deploy_manifests_should_run_the_host_with_no_right_beyond_its_needs() {
         || format!("{:#}", status(&server, "team-a", "lang")),
         || {
             status(&server, "team-a", "lang")["phase"] == "Running"
-                && notes(&server, "team-a", "Language").contains_key("c")
+                && event_notes(&server, "team-a", "Language").contains_key("c")
         },
     );
     let log = host.log();

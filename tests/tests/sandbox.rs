@@ -107,6 +107,22 @@ fn infinite_loop_should_be_stopped_at_the_deadline() {
     }
 }
 
+/// `oom` mode stops at the memory limit, saying so.
+fn assert_memory_exhausted(plugin: &Plugin) {
+    let err = plugin
+        .reconcile(configmap_cache(), &request("oom"))
+        .expect_err("exhausts memory");
+    assert!(
+        matches!(err, ReconcileError::Call(CallError::MemoryExhausted { .. })),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains(&format!("memory limit of {MEMORY_LIMIT} bytes exceeded")),
+        "{err}"
+    );
+}
+
 #[test]
 fn allocation_past_the_memory_limit_should_trap() {
     for reuse in [InstanceReuse::Fresh, InstanceReuse::Reuse] {
@@ -114,18 +130,7 @@ fn allocation_past_the_memory_limit_should_trap() {
         let plugin = runtime_with(reuse, Duration::from_secs(10))
             .load_file(test_plugin("misbehave"), &kubewasm_tests::load_options())
             .expect("loads");
-        let err = plugin
-            .reconcile(configmap_cache(), &request("oom"))
-            .expect_err("exhausts memory");
-        assert!(
-            matches!(err, ReconcileError::Call(CallError::MemoryExhausted { .. })),
-            "{err}"
-        );
-        assert!(
-            err.to_string()
-                .contains(&format!("memory limit of {MEMORY_LIMIT} bytes exceeded")),
-            "{err}"
-        );
+        assert_memory_exhausted(&plugin);
         assert_everything_still_reconciles(&plugin);
     }
 }
@@ -415,13 +420,7 @@ fn baseline_code_should_hold_the_same_sandbox_until_its_optimized_code_takes_ove
     kubewasm_tests::assert_stopped_at_deadline(DEADLINE, || {
         plugin.reconcile(configmap_cache(), &request("loop"))
     });
-    let err = plugin
-        .reconcile(configmap_cache(), &request("oom"))
-        .expect_err("exhausts memory");
-    assert!(
-        matches!(err, ReconcileError::Call(CallError::MemoryExhausted { .. })),
-        "{err}"
-    );
+    assert_memory_exhausted(&plugin);
     let err = plugin
         .reconcile(configmap_cache(), &request("read-undeclared"))
         .expect_err("denied");

@@ -12,108 +12,84 @@ use serde_json::Value;
 
 use crate::grants::Rule;
 
-/// A tenant's plugin: confined to its own namespace whatever it declares
-/// (its reads, its writes and its informers).
-#[derive(CustomResource, Clone, Debug, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
-#[allow(
-    clippy::duplicated_attributes,
-    reason = "every printcolumn(...) of kube names its type_"
-)]
-#[kube(
-    group = "kubewasm.dev",
-    version = "v1alpha1",
-    kind = "Plugin",
-    root = "PluginResource",
-    doc = "A tenant's plugin, confined to its namespace: kubewasm runs the component `spec.source` names.",
-    namespaced,
-    status = "PluginStatus",
-    shortname = "wplugin",
-    category = "kubewasm",
-    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
-    printcolumn(name = "Source", type_ = "string", json_path = ".spec.source"),
-    printcolumn(
-        name = "Digest",
-        type_ = "string",
-        json_path = ".status.digest",
-        priority = 1
-    ),
-    printcolumn(
-        name = "Reconciles",
-        type_ = "integer",
-        json_path = ".status.reconciles"
-    ),
-    printcolumn(name = "Failures", type_ = "integer", json_path = ".status.failures"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
-)]
-#[serde(rename_all = "camelCase")]
-pub struct PluginSpec {
-    /// What every plugin resource has.
-    #[serde(flatten)]
-    pub common: CommonSpec,
-    /// What the plugin may do in its namespace: an upper bound on its
-    /// declaration (omitted: what it declares).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub grants: Option<TenantGrants>,
+/// A spec type and the resource kind around it: both kinds have the same
+/// group, status, category and printer columns.
+macro_rules! plugin_kind {
+    (
+        $(#[$doc:meta])*
+        struct $spec:ident,
+        kind = $kind:literal, root = $root:literal, shortname = $short:literal,
+        doc = $kind_doc:literal $(, $namespaced:ident)?;
+        $(#[$grants_doc:meta])*
+        grants: $grants:ty
+    ) => {
+        $(#[$doc])*
+        #[derive(
+            CustomResource, Clone, Debug, Default, Deserialize, Serialize, PartialEq, JsonSchema,
+        )]
+        #[allow(
+            clippy::duplicated_attributes,
+            reason = "every printcolumn(...) of kube names its type_"
+        )]
+        #[kube(
+            group = "kubewasm.dev",
+            version = "v1alpha1",
+            kind = $kind,
+            root = $root,
+            doc = $kind_doc,
+            $($namespaced,)?
+            status = "PluginStatus",
+            shortname = $short,
+            category = "kubewasm",
+            printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+            printcolumn(
+                name = "Ready",
+                type_ = "string",
+                json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+            ),
+            printcolumn(name = "Source", type_ = "string", json_path = ".spec.source"),
+            printcolumn(
+                name = "Digest",
+                type_ = "string",
+                json_path = ".status.digest",
+                priority = 1
+            ),
+            printcolumn(name = "Reconciles", type_ = "integer", json_path = ".status.reconciles"),
+            printcolumn(name = "Failures", type_ = "integer", json_path = ".status.failures"),
+            printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+        )]
+        #[serde(rename_all = "camelCase")]
+        pub struct $spec {
+            /// What every plugin resource has.
+            #[serde(flatten)]
+            pub common: CommonSpec,
+            $(#[$grants_doc])*
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub grants: Option<$grants>,
+        }
+    };
 }
 
-/// An administrator's plugin: the namespaces it reaches are its grants'.
-#[derive(CustomResource, Clone, Debug, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
-#[allow(
-    clippy::duplicated_attributes,
-    reason = "every printcolumn(...) of kube names its type_"
-)]
-#[kube(
-    group = "kubewasm.dev",
-    version = "v1alpha1",
-    kind = "ClusterPlugin",
-    root = "ClusterPluginResource",
-    doc = "An administrator's plugin: kubewasm runs the component `spec.source` names, in the namespaces its grants list.",
-    status = "PluginStatus",
-    shortname = "wcplugin",
-    category = "kubewasm",
-    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
-    printcolumn(name = "Source", type_ = "string", json_path = ".spec.source"),
-    printcolumn(
-        name = "Digest",
-        type_ = "string",
-        json_path = ".status.digest",
-        priority = 1
-    ),
-    printcolumn(
-        name = "Reconciles",
-        type_ = "integer",
-        json_path = ".status.reconciles"
-    ),
-    printcolumn(name = "Failures", type_ = "integer", json_path = ".status.failures"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
-)]
-#[serde(rename_all = "camelCase")]
-pub struct ClusterPluginSpec {
-    /// What every plugin resource has.
-    #[serde(flatten)]
-    pub common: CommonSpec,
+plugin_kind! {
+    /// A tenant's plugin: confined to its own namespace whatever it declares
+    /// (its reads, its writes and its informers).
+    struct PluginSpec,
+    kind = "Plugin", root = "PluginResource", shortname = "wplugin",
+    doc = "A tenant's plugin, confined to its namespace: kubewasm runs the component `spec.source` names.",
+    namespaced;
+    /// What the plugin may do in its namespace: an upper bound on its
+    /// declaration (omitted: what it declares).
+    grants: TenantGrants
+}
+
+plugin_kind! {
+    /// An administrator's plugin: the namespaces it reaches are its grants'.
+    struct ClusterPluginSpec,
+    kind = "ClusterPlugin", root = "ClusterPluginResource", shortname = "wcplugin",
+    doc = "An administrator's plugin: kubewasm runs the component `spec.source` names, in the namespaces its grants list.";
     /// What the plugin may do, and in which namespaces (omitted: what it
     /// declares, every namespace but the system ones for writes).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub grants: Option<ClusterGrants>,
+    grants: ClusterGrants
 }
 
 /// The spec both kinds share.
