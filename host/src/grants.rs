@@ -21,6 +21,10 @@
 //! # Rules
 //! - A plugin that declares a verb on a type that no rule grants is refused
 //!   at load, with every excess named ([`Excess`]).
+//! - A plugin confined to namespaces (a `namespaces` list, every tenant's
+//!   `Plugin`) may declare no cluster-scoped type but `v1 Namespace`: a
+//!   cluster-scoped object is in no namespace, so it is outside any list.
+//!   Such a declaration is refused at load the same way.
 //! - Reads (`get`, `list`) and writes (apply, status, delete, events) of
 //!   namespaced objects are confined to the granted namespaces; a list
 //!   across all namespaces returns only objects of granted ones. A
@@ -229,6 +233,12 @@ impl OperatorGrants {
     }
 }
 
+/// Whether objects of `resource` are in a namespace: namespaced ones, and
+/// Namespaces (each in itself).
+fn in_a_namespace(resource: &ResourceType) -> bool {
+    resource.namespaced || (resource.group.is_empty() && resource.kind == "Namespace")
+}
+
 /// One declared type with what the plugin holds on it.
 #[derive(Clone, Debug)]
 struct Held {
@@ -268,8 +278,16 @@ impl Grants {
         let excess: Vec<String> = held
             .iter()
             .flat_map(|h| h.verbs.iter().map(move |v| (*v, &h.resource)))
-            .filter(|(verb, resource)| !operator.allows(*verb, resource))
-            .map(|(verb, resource)| format!("{} {resource}", verb.as_str()))
+            .filter_map(|(verb, resource)| {
+                let what = format!("{} {resource}", verb.as_str());
+                if !operator.allows(verb, resource) {
+                    Some(what)
+                } else if operator.namespaces.is_some() && !in_a_namespace(resource) {
+                    Some(format!("{what} (cluster-scoped, and it is confined to namespaces)"))
+                } else {
+                    None
+                }
+            })
             .collect();
         if !excess.is_empty() {
             return Err(Excess {
@@ -440,6 +458,22 @@ mod tests {
             "plugin `myapp` may not get apps/v1 Deployment: namespace `team-b` is not granted to it"
         );
         assert!(!grants.reads_namespace("team-b"));
+
+        let mut cluster_wide = decl.clone();
+        cluster_wide.secondaries[0].resource = ty(
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+            false,
+        );
+        let err = Grants::new(&cluster_wide, &operator).expect_err("confined");
+        assert!(
+            err.to_string().contains(
+                "rbac.authorization.k8s.io/v1 ClusterRoleBinding (cluster-scoped, and it is confined to namespaces)"
+            ),
+            "{err}"
+        );
+        assert!(Grants::new(&cluster_wide, &OperatorGrants::unrestricted()).is_ok());
 
         let open = Grants::new(&decl, &OperatorGrants::unrestricted()).expect("granted");
         assert!(open.reads_namespace("kube-system"));

@@ -43,11 +43,13 @@
 //! its name, reaching the namespaces of its grants; a directory plugin of
 //! the same name is never displaced by one.
 //!
-//! # Status
+//! # Status and events
 //! Written with server-side apply (field manager `kubewasm`) on the status
 //! subresource, only by the leader and only when it differs from what the
 //! object shows; reconcile counters are refreshed every
-//! [`COUNTERS_EVERY`].
+//! [`COUNTERS_EVERY`]. A refusal is also a `Warning` event (events.k8s.io,
+//! reason as in `Degraded`) regarding the resource, in its namespace (a
+//! ClusterPlugin's in `default`), as `kubectl describe` shows it.
 
 pub mod types;
 
@@ -88,6 +90,9 @@ const RETRY_MAX: Duration = Duration::from_secs(300);
 
 /// The field manager of status writes.
 const MANAGER: &str = "kubewasm";
+
+/// Most bytes of an event's note (the API server's bound).
+const MAX_NOTE_BYTES: usize = 1024;
 
 /// A plugin resource: a namespaced `Plugin` or a `ClusterPlugin`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -593,8 +598,56 @@ impl PluginResources {
                 tracked.refused = Some((reason(&error), error.to_string()));
             }
         }
+        if let Some((reason, message)) = tracked.refused.clone() {
+            self.report(&origin, reason, &message);
+        }
         let asked = self.asked();
         self.write_statuses(engine, &asked);
+    }
+
+    /// Posts a `Warning` event regarding the resource a load was of (only
+    /// while leading).
+    fn report(&mut self, origin: &Generation, reason: &'static str, message: &str) {
+        if !*self.leading.borrow() {
+            return;
+        }
+        let id = &origin.id;
+        let namespace = id.namespace.clone().unwrap_or_else(|| "default".to_owned());
+        let mut regarding = json!({
+            "apiVersion": "kubewasm.dev/v1alpha1", "kind": id.kind(), "name": id.name,
+            "uid": origin.uid,
+        });
+        if let Some(own) = &id.namespace {
+            regarding["namespace"] = own.clone().into();
+        }
+        let event = json!({
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"generateName": format!("{}.", id.name), "namespace": namespace},
+            "eventTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
+            "reportingController": "kubewasm.dev/host",
+            "reportingInstance": "kubewasm",
+            "type": "Warning",
+            "reason": reason,
+            "action": "Load",
+            "note": crate::action::truncate(message.to_owned(), MAX_NOTE_BYTES),
+            "regarding": regarding,
+        });
+        let (client, id) = (self.client.clone(), id.clone());
+        self.writes.spawn(async move {
+            let api = Api::<DynamicObject>::namespaced_with(
+                client,
+                &namespace,
+                &ApiResource::erase::<k8s_openapi::api::events::v1::Event>(&()),
+            );
+            let posted = match serde_json::from_value::<DynamicObject>(event) {
+                Ok(event) => api.create(&kube::api::PostParams::default(), &event).await,
+                Err(error) => Err(kube::Error::SerdeError(error)),
+            };
+            if let Err(error) = posted {
+                tracing::debug!(resource = %id, %error, "refusal event not written");
+            }
+        });
     }
 
     /// Writes every status that differs from what its object shows (only
