@@ -283,7 +283,9 @@ impl Grants {
                 if !operator.allows(verb, resource) {
                     Some(what)
                 } else if operator.namespaces.is_some() && !in_a_namespace(resource) {
-                    Some(format!("{what} (cluster-scoped, and it is confined to namespaces)"))
+                    Some(format!(
+                        "{what} (cluster-scoped, and it is confined to namespaces)"
+                    ))
                 } else {
                     None
                 }

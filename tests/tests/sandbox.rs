@@ -443,3 +443,22 @@ fn baseline_code_should_hold_the_same_sandbox_until_its_optimized_code_takes_ove
     assert!(!again.is_baseline());
     assert_eq!(runtime.components(), 1);
 }
+
+#[test]
+fn every_language_should_run_on_baseline_code() {
+    let runtime = Runtime::new(RuntimeConfig::default().baseline(true)).expect("engine");
+    for (guest, language) in [
+        ("misbehave", "rust"),
+        ("misbehave-py", "python"),
+        ("misbehave-js", "javascript"),
+    ] {
+        let plugin = runtime
+            .load_file(test_plugin(guest), &kubewasm_tests::load_options())
+            .unwrap_or_else(|e| panic!("{guest} loads on baseline code: {e}"));
+        assert!(plugin.is_baseline(), "{guest}");
+        let outcome = plugin
+            .reconcile(configmap_cache(), &request("language"))
+            .unwrap_or_else(|e| panic!("{guest} reconciles: {e}"));
+        assert_eq!(body(&outcome.actions[0])["note"], language, "{guest}");
+    }
+}
