@@ -201,6 +201,12 @@ pub fn prepare(sources: &Sources, bytes: &[u8], setup: Setup) -> Result<Prepared
 /// # Errors
 /// [`Refused`] says why.
 pub fn load(sources: &Sources, files: &PluginFiles) -> Result<Prepared, Refused> {
+    // A dotted name is a tenant's (`NAMESPACE.NAME`): no file takes one.
+    if !kubewasm_core::validation::is_dns_label(&files.name) {
+        return Err(Refused::Load(LoadError::Declaration(
+            crate::declaration::DeclarationError::InvalidName(files.name.clone()),
+        )));
+    }
     let grants = if files.grants.exists() {
         OperatorGrants::from_file(&files.grants)?
     } else if sources.trust {

@@ -80,6 +80,24 @@ fn a_plugin_resource_should_load_swap_keep_its_last_good_version_suspend_and_sto
                 && condition(&status, "Degraded")["status"] == "False"
         },
     );
+    // A ClusterPlugin cannot pose as the tenant's plugin by its name.
+    apply_text(
+        &server,
+        &format!(
+            "apiVersion: kubewasm.dev/v1alpha1\nkind: ClusterPlugin\nmetadata:\n  name: team-a.lang\n\
+             spec:\n  source: {rust}\n{config}"
+        ),
+    );
+    eventually(
+        "the posing ClusterPlugin is refused by its name",
+        &host,
+        || {
+            let status = get_json(&server, &["clusterplugin", "team-a.lang"])
+                .map(|p| p["status"].clone())
+                .unwrap_or(Value::Null);
+            status["phase"] == "Failed" && condition(&status, "Degraded")["reason"] == "InvalidSpec"
+        },
+    );
     let (ok, table, _) = server.kubectl(&["get", "plugins", "-n", "team-a"]);
     assert!(ok);
     let header: Vec<&str> = table

@@ -113,6 +113,23 @@ impl ResourceId {
         }
     }
 
+    /// [`Self::plugin_name`], if it can name a plugin: the resource's name
+    /// a DNS label (a ClusterPlugin `team-a.mover` would pose as the
+    /// Plugin `team-a/mover`), 63 characters at most in all.
+    ///
+    /// # Errors
+    /// [`SpecError::Name`].
+    pub fn checked_plugin_name(&self) -> Result<String, SpecError> {
+        let name = self.plugin_name();
+        if kubewasm_core::validation::is_dns_label(&self.name)
+            && crate::runtime::is_plugin_name(&name)
+        {
+            Ok(name)
+        } else {
+            Err(SpecError::Name(name))
+        }
+    }
+
     fn kind(&self) -> &'static str {
         if self.namespace.is_some() {
             "Plugin"
@@ -201,6 +218,7 @@ fn reason(refused: &Refused) -> &'static str {
     match refused {
         Refused::Load(crate::runtime::LoadError::NotGranted(_)) => "ExceedsGrants",
         Refused::Load(_) | Refused::Read(_) => "ComponentRefused",
+        Refused::Oci(oci::OciError::Reference { .. }) => "InvalidSpec",
         Refused::Oci(_) => "PullFailed",
         Refused::Config { .. } => "ConfigRefused",
         Refused::Grants(_) | Refused::NoGrants { .. } => "InvalidGrants",
@@ -555,8 +573,11 @@ impl PluginResources {
                 let settings = Settings {
                     config,
                     applier,
+                    // Within the host's, as every limit.
                     concurrency: origin.concurrency.map_or(defaults.concurrency, |c| {
-                        usize::try_from(c).unwrap_or(defaults.concurrency)
+                        usize::try_from(c)
+                            .unwrap_or(defaults.concurrency)
+                            .min(defaults.concurrency)
                     }),
                     ..defaults
                 };
@@ -879,9 +900,7 @@ fn load(
     common: &CommonSpec,
     grants: OperatorGrants,
 ) -> Result<Prepared, Refused> {
-    if !crate::runtime::is_plugin_name(&name) {
-        return Err(Refused::Spec(SpecError::Name(name)));
-    }
+    id.checked_plugin_name()?;
     grants.validate()?;
     let limits = limits(common.limits.as_ref(), sources.runtime.call_limits())?;
     let credentials = pull_credentials(client, options, id, common)?;
@@ -962,9 +981,22 @@ mod tests {
         };
         assert_eq!(tenant.plugin_name(), "team-a.mover");
         assert_eq!(cluster.plugin_name(), "mover");
-        assert!(crate::runtime::is_plugin_name(&tenant.plugin_name()));
+        assert_eq!(tenant.checked_plugin_name().expect("valid"), "team-a.mover");
         // A ClusterPlugin's name may have dots, but then it is no plugin
         // name: it cannot pose as a tenant's.
+        let posing = ResourceId {
+            namespace: None,
+            name: "team-a.mover".into(),
+        };
+        assert!(matches!(
+            posing.checked_plugin_name(),
+            Err(SpecError::Name(_))
+        ));
+        let dotted = ResourceId {
+            namespace: Some("team-a".into()),
+            name: "mover.x".into(),
+        };
+        assert!(dotted.checked_plugin_name().is_err());
         assert!(!crate::runtime::is_plugin_name("team-a.mover.x"));
         assert!(!crate::runtime::is_plugin_name(&"a".repeat(64)));
         assert_eq!(tenant.to_string(), "Plugin team-a/mover");

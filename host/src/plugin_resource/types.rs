@@ -162,7 +162,7 @@ pub struct PluginLimits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub deadline_milliseconds: Option<u64>,
-    /// Reconciles of this plugin running at once.
+    /// Reconciles of this plugin running at once (at most the host's 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 64))]
     pub concurrency: Option<u32>,
