@@ -160,6 +160,13 @@ impl Outcome {
         self.push(to_object(object).map(Action::ApplyStatus))
     }
 
+    /// Applies the status of an untyped object (`apiVersion`, `kind`,
+    /// `metadata.name`, `status`).
+    #[must_use]
+    pub fn apply_status_json(self, object: Value) -> Self {
+        self.push(Ok(Action::ApplyStatus(object)))
+    }
+
     /// Deletes the object of type `K` with this key.
     #[must_use]
     pub fn delete<K: Resource>(self, key: ObjectKey) -> Self

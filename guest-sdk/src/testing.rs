@@ -1,6 +1,7 @@
 //! Run a plugin natively with plain `cargo test`: fixtures stand in for the
-//! host's cache, and reads are checked against the plugin's declaration as
-//! the host would check them.
+//! host's cache, and reads and writes are checked against the plugin's
+//! declaration as the host checks them (a write the host would refuse fails
+//! the reconcile with the host's exact refusal).
 //!
 //! ```
 //! use kubewasm_guest::testing::Harness;
@@ -84,24 +85,68 @@ impl Harness {
     /// Runs [`Reconciler::reconcile`] for `key`.
     ///
     /// # Errors
-    /// What the plugin returns, or a denied read.
+    /// What the plugin returns, a denied read, or a denied write.
     pub fn reconcile<R: Reconciler>(&self, key: ObjectKey) -> Result<Outcome> {
         let (declaration, ctx) = self.context::<R>(key);
+        let checked = declaration.clone();
         backend::with(Rc::clone(&self.objects), declaration, || {
             R::reconcile(&ctx).and_then(Outcome::into_result)
         })
+        .and_then(|outcome| check_writes(&checked, outcome))
     }
 
     /// Runs [`Reconciler::finalize`] for `key`.
     ///
     /// # Errors
-    /// What the plugin returns, or a denied read.
+    /// What the plugin returns, a denied read, or a denied write.
     pub fn finalize<R: Reconciler>(&self, key: ObjectKey) -> Result<Outcome> {
         let (declaration, ctx) = self.context::<R>(key);
+        let checked = declaration.clone();
         backend::with(Rc::clone(&self.objects), declaration, || {
             R::finalize(&ctx).and_then(Outcome::into_result)
         })
+        .and_then(|outcome| check_writes(&checked, outcome))
     }
+}
+
+/// The outcome, or the host's refusal of it: every apply, status apply and
+/// delete needs its verb declared on its type (`kubewasm::action::plan`,
+/// checked by the shared fixtures `tests/conformance/writes.json`).
+fn check_writes(declaration: &Declaration, outcome: Outcome) -> Result<Outcome> {
+    use crate::outcome::Action;
+    let of_object = |object: &Value| {
+        let field = |name: &str| object.get(name).and_then(Value::as_str).unwrap_or_default();
+        let (group, version) = kubewasm_core::resource::split_api_version(field("apiVersion"));
+        crate::ResourceType {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            kind: field("kind").to_owned(),
+            plural: String::new(),
+            namespaced: true,
+        }
+    };
+    for (index, action) in outcome.actions().iter().enumerate() {
+        let (verb, resource) = match action {
+            Action::Apply { object, .. } => (Verb::Apply, of_object(object)),
+            Action::ApplyStatus(object) => (Verb::ApplyStatus, of_object(object)),
+            Action::Delete(resource, _) => (Verb::Delete, resource.clone()),
+            Action::Event(_) => continue,
+        };
+        let why = match held(declaration, &resource) {
+            None => "the type was not declared",
+            Some((_, verbs, _)) if !verbs.contains(&verb) => {
+                "the verb was not declared for this type"
+            }
+            Some(_) => continue,
+        };
+        return Err(crate::error::Error::msg(format!(
+            "action #{} denied: plugin `{}` may not {} {resource}: {why}",
+            index + 1,
+            declaration.name,
+            verb.as_str()
+        )));
+    }
+    Ok(outcome)
 }
 
 /// The declared form of a type, what the plugin holds on it, and the label
@@ -317,6 +362,65 @@ mod conformance {
                     }
                     None => json!({"error": text}),
                 }
+            }
+        }
+    }
+
+    /// A fixture action as a plugin returns it.
+    fn with_action(outcome: crate::Outcome, action: &Value) -> crate::Outcome {
+        if let Some(object) = action.get("apply") {
+            return outcome.apply_json(object.clone(), true);
+        }
+        if let Some(object) = action.get("applyStatus") {
+            return outcome.apply_status_json(object.clone());
+        }
+        if let Some(delete) = action.get("delete") {
+            return outcome.delete_of(
+                serde_json::from_value(delete["type"].clone()).expect("type"),
+                serde_json::from_value(delete["key"].clone()).expect("key"),
+            );
+        }
+        let event = &action["event"];
+        let text = |field: &str| event[field].as_str().unwrap_or_default().to_owned();
+        outcome.event(crate::Event::normal(
+            text("reason"),
+            text("action"),
+            text("note"),
+        ))
+    }
+
+    #[test]
+    fn the_harness_should_refuse_every_write_the_host_refuses() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/conformance/writes.json"
+        );
+        let fixtures: Value =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("fixtures")).expect("JSON");
+        for scenario in fixtures["scenarios"].as_array().expect("scenarios") {
+            let declaration = declaration(&scenario["declaration"]);
+            for (i, case) in scenario["cases"]
+                .as_array()
+                .expect("cases")
+                .iter()
+                .enumerate()
+            {
+                let outcome = case["actions"]
+                    .as_array()
+                    .expect("actions")
+                    .iter()
+                    .fold(crate::Outcome::new(), with_action);
+                let got = match super::check_writes(&declaration, outcome) {
+                    Ok(_) => json!({"ok": true}),
+                    Err(error) => json!({"denied": error.to_string()}),
+                };
+                assert_eq!(
+                    got,
+                    case["expect"],
+                    "scenario `{}`, case #{}",
+                    scenario["name"],
+                    i + 1
+                );
             }
         }
     }

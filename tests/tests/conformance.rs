@@ -1,7 +1,8 @@
 //! The host runs the conformance fixtures of `tests/conformance/`: the same
 //! cases the Rust, Python and JavaScript test harnesses run, so a plugin's
-//! unit tests deny exactly what the host denies.
+//! unit tests deny exactly what the host denies, reads and writes.
 
+use kubewasm::action::{self, Desired, DesiredEvent, EventType, PlanContext};
 use kubewasm::cache::MemoryCache;
 use kubewasm::declaration::Declaration;
 use kubewasm::grants::{Grants, OperatorGrants};
@@ -10,7 +11,13 @@ use kubewasm::resource::{ObjectKey, ResourceType};
 use serde_json::Value;
 
 fn fixtures() -> Value {
-    let path = kubewasm_tests::workspace_root().join("tests/conformance/reads.json");
+    fixture("reads.json")
+}
+
+fn fixture(file: &str) -> Value {
+    let path = kubewasm_tests::workspace_root()
+        .join("tests/conformance")
+        .join(file);
     let text = std::fs::read_to_string(&path).expect("fixtures readable");
     serde_json::from_str(&text).expect("fixtures are JSON")
 }
@@ -81,4 +88,73 @@ fn the_host_should_answer_every_conformance_case() {
         }
     }
     assert!(checked >= 20, "only {checked} cases");
+}
+
+/// A fixture action as the host gets it from a plugin.
+fn desired(action: &Value) -> Desired {
+    if let Some(object) = action.get("apply") {
+        return Desired::Apply {
+            object: object.to_string(),
+            owned: true,
+        };
+    }
+    if let Some(object) = action.get("applyStatus") {
+        return Desired::ApplyStatus(object.to_string());
+    }
+    if let Some(delete) = action.get("delete") {
+        return Desired::Delete(
+            serde_json::from_value(delete["type"].clone()).expect("type"),
+            serde_json::from_value(delete["key"].clone()).expect("key"),
+        );
+    }
+    let event = &action["event"];
+    let text = |field: &str| event[field].as_str().unwrap_or_default().to_owned();
+    Desired::Event(DesiredEvent {
+        regarding: None,
+        event_type: EventType::Normal,
+        reason: text("reason"),
+        action: text("action"),
+        note: text("note"),
+    })
+}
+
+#[test]
+fn the_host_should_plan_every_write_conformance_case() {
+    let fixtures = fixture("writes.json");
+    let mut checked = 0;
+    for scenario in fixtures["scenarios"].as_array().expect("scenarios") {
+        let name = scenario["name"].as_str().unwrap_or_default();
+        let declaration: Declaration =
+            serde_json::from_value(scenario["declaration"].clone()).expect("declaration");
+        let declaration = declaration.validate().expect("valid declaration");
+        let grants = Grants::new(&declaration, &OperatorGrants::unrestricted()).expect("granted");
+        let key: ObjectKey = serde_json::from_value(scenario["key"].clone()).expect("key");
+        let cache = MemoryCache::from_objects(vec![scenario["primary"].clone()]).expect("objects");
+        for (i, case) in scenario["cases"]
+            .as_array()
+            .expect("cases")
+            .iter()
+            .enumerate()
+        {
+            let actions = case["actions"].as_array().expect("actions");
+            let planned = action::plan(
+                PlanContext {
+                    declaration: &declaration,
+                    grants: &grants,
+                    key: &key,
+                    primary: Some(&scenario["primary"]),
+                    cache: &cache,
+                    now: jiff::Timestamp::UNIX_EPOCH,
+                },
+                actions.iter().map(desired).collect(),
+            );
+            let answer = match planned {
+                Ok(_) => serde_json::json!({"ok": true}),
+                Err(error) => serde_json::json!({"denied": error.to_string()}),
+            };
+            assert_eq!(answer, case["expect"], "scenario `{name}`, case #{}", i + 1);
+            checked += 1;
+        }
+    }
+    assert!(checked >= 7, "only {checked} cases");
 }

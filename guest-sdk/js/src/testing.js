@@ -1,11 +1,12 @@
 // Run a plugin natively with `node --test`: fixtures stand in for the
-// host's cache, and reads are checked against the declaration as the host
-// checks them.
+// host's cache, and reads and writes are checked against the declaration as
+// the host checks them (a write the host would refuse fails the reconcile
+// with the host's exact refusal).
 //
 //   import { Harness } from '@kubewasm/guest/testing';
 //   const outcome = new Harness(myPlugin).object(cm).reconcile(new ObjectKey('default', 'a'));
 
-import { Context, Outcome, Verb, setBackend } from './index.js';
+import { Context, Outcome, ReconcileError, Verb, setBackend } from './index.js';
 import { SelectorError, isValidName, matchesRequirements, parseSelector } from './rules.js';
 
 /** Objects and a configuration to run a reconciler against. */
@@ -33,11 +34,42 @@ export class Harness {
 
   #run(fn, key, lastFailure) {
     const previous = setBackend(this.#backend());
+    let outcome;
     try {
-      return fn(new Context(this.declaration.primary, key, { config: JSON.stringify(this.config), lastFailure }));
+      outcome = fn(new Context(this.declaration.primary, key, { config: JSON.stringify(this.config), lastFailure }));
     } finally {
       setBackend(previous);
     }
+    if (outcome instanceof Outcome) this.#checkWrites(outcome);
+    return outcome;
+  }
+
+  // The host's write rules (`kubewasm::action::plan`), held to its answers
+  // by `tests/conformance/writes.json`: every apply, status apply and
+  // delete needs its verb declared on its type.
+  #checkWrites(outcome) {
+    outcome.actions.forEach((action, i) => {
+      let verb;
+      let type;
+      if (action.kind === 'delete') {
+        verb = Verb.DELETE;
+        type = action.type;
+      } else if (action.kind === 'apply' || action.kind === 'apply-status') {
+        const apiVersion = String(action.object?.apiVersion ?? '');
+        const slash = apiVersion.lastIndexOf('/');
+        verb = action.kind === 'apply' ? Verb.APPLY : Verb.APPLY_STATUS;
+        type = { group: slash < 0 ? '' : apiVersion.slice(0, slash), version: apiVersion.slice(slash + 1), kind: String(action.object?.kind ?? '') };
+      } else {
+        return;
+      }
+      const held = this.#held(type);
+      const why = held === undefined ? 'the type was not declared'
+        : held.verbs.includes(verb) ? undefined : 'the verb was not declared for this type';
+      if (why) {
+        const apiVersion = type.group ? `${type.group}/${type.version}` : type.version;
+        throw new ReconcileError(`action #${i + 1} denied: plugin \`${this.declaration.name}\` may not ${verb} ${apiVersion} ${type.kind}: ${why}`);
+      }
+    });
   }
 
   // The host's read rules (`kubewasm::reads`), held to its answers by the

@@ -1,13 +1,15 @@
-// The shared conformance fixtures (tests/conformance/reads.json), which the
-// host runs too: the harness must answer every case as the host does.
+// The shared conformance fixtures (tests/conformance/reads.json and
+// writes.json), which the host runs too: the harness must answer every case
+// as the host does.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 
-import { Declaration, ObjectKey, ReconcileError, ResourceType } from '../src/index.js';
+import { Declaration, Event, ObjectKey, Outcome, ReconcileError, ResourceType } from '../src/index.js';
 import { Harness } from '../src/testing.js';
 
-const fixtures = JSON.parse(readFileSync(new URL('../../../tests/conformance/reads.json', import.meta.url), 'utf8'));
+const fixture = (file) => JSON.parse(readFileSync(new URL(`../../../tests/conformance/${file}`, import.meta.url), 'utf8'));
+const fixtures = fixture('reads.json');
 
 const type = (t) => new ResourceType(t.group, t.version, t.kind, t.plural, t.namespaced);
 
@@ -47,4 +49,39 @@ test('the harness answers every conformance case as the host does', () => {
     });
   }
   assert.ok(checked >= 20, `only ${checked} cases`);
+});
+
+/** A plugin whose reconcile returns one case's actions. */
+const writer = (declared, actions) => ({
+  declare: () => declared,
+  reconcile() {
+    const outcome = new Outcome();
+    for (const a of actions) {
+      if (a.apply) outcome.apply(a.apply);
+      else if (a.applyStatus) outcome.applyStatus(a.applyStatus);
+      else if (a.delete) outcome.delete(type(a.delete.type), new ObjectKey(a.delete.key.namespace ?? undefined, a.delete.key.name));
+      else outcome.event(new Event(a.event.reason, a.event.action, a.event.note));
+    }
+    return outcome;
+  },
+});
+
+test('the harness refuses every write the host refuses', () => {
+  let checked = 0;
+  for (const scenario of fixture('writes.json').scenarios) {
+    scenario.cases.forEach((c, i) => {
+      const harness = new Harness(writer(declaration(scenario.declaration), c.actions));
+      let got;
+      try {
+        harness.reconcile(new ObjectKey(scenario.key.namespace ?? undefined, scenario.key.name));
+        got = { ok: true };
+      } catch (e) {
+        assert.ok(e instanceof ReconcileError, String(e));
+        got = { denied: e.message };
+      }
+      assert.deepEqual(got, c.expect, `scenario \`${scenario.name}\`, case #${i + 1}`);
+      checked += 1;
+    });
+  }
+  assert.ok(checked >= 7, `only ${checked} cases`);
 });

@@ -1,6 +1,7 @@
 """Run a plugin natively with plain ``python -m unittest``: fixtures stand
-in for the host's cache, and reads are checked against the declaration as
-the host checks them::
+in for the host's cache, and reads and writes are checked against the
+declaration as the host checks them (a write the host would refuse fails the
+reconcile with the host's exact refusal)::
 
     from kubewasm_guest.testing import Harness
     outcome = Harness(MyPlugin()).object(ns).reconcile(ObjectKey(None, "team-a"))
@@ -14,7 +15,18 @@ from typing import Optional
 
 from . import _backend, _rules
 from ._context import Context
-from ._types import GET, LIST, WATCH, ObjectKey, Outcome, ResourceType
+from ._types import (
+    APPLY,
+    APPLY_STATUS,
+    DELETE,
+    GET,
+    LIST,
+    WATCH,
+    ObjectKey,
+    Outcome,
+    ReconcileError,
+    ResourceType,
+)
 
 
 class Harness:
@@ -41,9 +53,32 @@ class Harness:
         ctx = Context(self.declaration.primary, key, json.dumps(self.config), 0, last_failure)
         _backend._native = self
         try:
-            return fn(ctx)
+            outcome = fn(ctx)
         finally:
             _backend._native = None
+        if isinstance(outcome, Outcome):
+            self._check_writes(outcome)
+        return outcome
+
+    def _check_writes(self, outcome: Outcome) -> None:
+        """The host's write rules (``kubewasm::action::plan``, held to its
+        answers by ``tests/conformance/writes.json``): every apply, status
+        apply and delete needs its verb declared on its type."""
+        for index, action in enumerate(outcome.actions, 1):
+            if action[0] == "delete":
+                verb, type = DELETE, action[1]
+            elif action[0] in (APPLY, APPLY_STATUS):
+                obj = action[1]
+                group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
+                verb, type = action[0], ResourceType(group, version, str(obj.get("kind", "")), "")
+            else:
+                continue
+            held = self._held(type)
+            why = "the type was not declared" if held is None else (
+                None if verb in held[1] else "the verb was not declared for this type")
+            if why:
+                raise ReconcileError(
+                    f"action #{index} denied: plugin `{self.declaration.name}` may not {verb} {type}: {why}")
 
     # The backend protocol: the host's read rules (``kubewasm::reads``),
     # held to its answers by the shared conformance fixtures.

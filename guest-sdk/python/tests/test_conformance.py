@@ -1,15 +1,17 @@
-"""The shared conformance fixtures (tests/conformance/reads.json), which the
-host runs too: the harness must answer every case as the host does."""
+"""The shared conformance fixtures (tests/conformance/reads.json and
+writes.json), which the host runs too: the harness must answer every case as
+the host does."""
 
 import json
 import pathlib
 import unittest
 
-from kubewasm_guest import Declaration, ObjectKey, ResourceType, Secondary
+from kubewasm_guest import Declaration, Event, ObjectKey, Outcome, ResourceType, Secondary
 from kubewasm_guest._types import ReconcileError
 from kubewasm_guest.testing import Harness
 
-FIXTURES = pathlib.Path(__file__).resolve().parents[3] / "tests" / "conformance" / "reads.json"
+CONFORMANCE = pathlib.Path(__file__).resolve().parents[3] / "tests" / "conformance"
+FIXTURES = CONFORMANCE / "reads.json"
 
 
 def _type(t: dict) -> ResourceType:
@@ -43,6 +45,31 @@ class _Reader:
             else o["metadata"]["name"] for o in items]}
 
 
+class _Writer:
+    """A plugin whose reconcile returns one case's actions."""
+
+    def __init__(self, declaration, actions):
+        self.declaration, self.actions = declaration, actions
+
+    def declare(self):
+        return self.declaration
+
+    def reconcile(self, ctx):
+        outcome = Outcome()
+        for action in self.actions:
+            if "apply" in action:
+                outcome.apply(action["apply"])
+            elif "applyStatus" in action:
+                outcome.apply_status(action["applyStatus"])
+            elif "delete" in action:
+                key = action["delete"]["key"]
+                outcome.delete(_type(action["delete"]["type"]), ObjectKey(key.get("namespace"), key["name"]))
+            else:
+                e = action["event"]
+                outcome.event(Event(e["reason"], e["action"], e["note"]))
+        return outcome
+
+
 class ConformanceTest(unittest.TestCase):
     def test_the_harness_answers_every_case_as_the_host_does(self):
         fixtures = json.loads(FIXTURES.read_text())
@@ -67,6 +94,23 @@ class ConformanceTest(unittest.TestCase):
                     self.assertEqual(got, case["expect"])
                 checked += 1
         self.assertGreaterEqual(checked, 20)
+
+    def test_the_harness_refuses_every_write_the_host_refuses(self):
+        fixtures = json.loads((CONFORMANCE / "writes.json").read_text())
+        checked = 0
+        for scenario in fixtures["scenarios"]:
+            for i, case in enumerate(scenario["cases"], 1):
+                harness = Harness(_Writer(_declaration(scenario["declaration"]), case["actions"]))
+                key = scenario["key"]
+                try:
+                    harness.reconcile(ObjectKey(key.get("namespace"), key["name"]))
+                    got = {"ok": True}
+                except ReconcileError as e:
+                    got = {"denied": str(e)}
+                with self.subTest(scenario=scenario["name"], case=i):
+                    self.assertEqual(got, case["expect"])
+                checked += 1
+        self.assertGreaterEqual(checked, 7)
 
 
 if __name__ == "__main__":
