@@ -211,6 +211,9 @@ struct Tracked {
     retry: Option<(Instant, Duration)>,
     /// When the counters were last written.
     counted: Option<Instant>,
+    /// The status write in flight, if any: one at a time per resource, so a
+    /// slow API server does not pile them up.
+    writing: Option<tokio::task::AbortHandle>,
 }
 
 /// How a refusal reads in a `Degraded` condition's reason.
@@ -683,6 +686,9 @@ impl PluginResources {
             let Some(tracked) = self.tracked.get_mut(&asked.id) else {
                 continue;
             };
+            if tracked.writing.as_ref().is_some_and(|w| !w.is_finished()) {
+                continue; // the next sync looks again
+            }
             let name = asked.id.plugin_name();
             let counters_due = tracked.counted.is_none_or(|at| now - at >= COUNTERS_EVERY);
             let previous = asked.status.clone().unwrap_or_default();
@@ -704,11 +710,11 @@ impl PluginResources {
                 tracked.counted = Some(now);
             }
             let (client, id) = (self.client.clone(), asked.id.clone());
-            self.writes.spawn(async move {
+            tracked.writing = Some(self.writes.spawn(async move {
                 if let Err(error) = write_status(client, &id, &status).await {
                     tracing::debug!(resource = %id, %error, "status not written (written again on the next sync)");
                 }
-            });
+            }));
         }
     }
 }
