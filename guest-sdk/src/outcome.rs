@@ -236,11 +236,77 @@ impl Outcome {
         })
     }
 
+    /// The deletes asked for, in order: type and key.
+    pub fn deleted(&self) -> impl Iterator<Item = (&ResourceType, &ObjectKey)> {
+        self.actions.iter().filter_map(|a| match a {
+            Action::Delete(resource, key) => Some((resource, key)),
+            _ => None,
+        })
+    }
+
+    /// The events recorded, in order.
+    pub fn events(&self) -> impl Iterator<Item = &Event> {
+        self.actions.iter().filter_map(|a| match a {
+            Action::Event(event) => Some(event),
+            _ => None,
+        })
+    }
+
     /// Turns a recorded serialization failure into an error.
     pub(crate) fn into_result(self) -> Result<Self, Error> {
         match self.error {
             Some(message) => Err(Error::msg(message)),
             None => Ok(self),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::{Event, Outcome};
+    use crate::types::{ObjectKey, ResourceType};
+
+    #[test]
+    fn the_test_helpers_should_show_each_kind_of_action_in_order() {
+        let config_maps = ResourceType {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+            plural: "configmaps".into(),
+            namespaced: true,
+        };
+        let outcome = Outcome::new()
+            .apply_json(
+                json!({"kind": "ConfigMap", "metadata": {"name": "a"}}),
+                true,
+            )
+            .apply_status_json(json!({"kind": "ConfigMap", "status": {"ok": true}}))
+            .delete_of(config_maps.clone(), ObjectKey::namespaced("default", "old"))
+            .event(Event::normal("Seen", "Reconcile", "hello"))
+            .requeue_after(Duration::from_secs(30));
+        let applied: Vec<_> = outcome.applied().collect();
+        assert_eq!(applied[0]["metadata"]["name"], "a");
+        assert_eq!(
+            outcome.statuses().next().map(|s| &s["status"]),
+            Some(&json!({"ok": true}))
+        );
+        let deleted: Vec<_> = outcome.deleted().collect();
+        assert_eq!(
+            deleted,
+            [(&config_maps, &ObjectKey::namespaced("default", "old"))]
+        );
+        assert_eq!(
+            outcome
+                .events()
+                .map(|e| e.note.as_str())
+                .collect::<Vec<_>>(),
+            ["hello"]
+        );
+        assert_eq!(outcome.requeue(), Some(Duration::from_secs(30)));
+        assert_eq!(outcome.actions().len(), 4);
     }
 }

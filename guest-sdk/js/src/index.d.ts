@@ -52,7 +52,20 @@ export declare class Event {
 
 export declare class ReconcileError extends Error {}
 
+/** One desired action, as the host receives it. */
+export type Action =
+  | { kind: 'apply'; object: KubeObject; owned: boolean }
+  | { kind: 'apply-status'; object: KubeObject }
+  | { kind: 'delete'; type: ResourceType; key: ObjectKey }
+  | { kind: 'event'; event: Event };
+
 export declare class Outcome {
+  /** Every action, in order. */
+  readonly actions: Action[];
+  /** The requeue asked for, in milliseconds. */
+  readonly requeueAfterMs: number | undefined;
+  /** Whether the primary needs the managed finalizer (`undefined`: yes). */
+  readonly needsFinalizer: boolean | undefined;
   apply(object: KubeObject, options?: { owned?: boolean }): this;
   applyStatus(object: KubeObject): this;
   delete(type: ResourceType, key: ObjectKey): this;
@@ -60,8 +73,11 @@ export declare class Outcome {
   requeueAfter(seconds: number): this;
   finalizer(needed: boolean): this;
   applied(): KubeObject[];
+  statuses(): KubeObject[];
   deleted(): [ResourceType, ObjectKey][];
   events(): Event[];
+  /** The requeue asked for, in seconds. */
+  requeue(): number | undefined;
 }
 
 export declare class Context {

@@ -194,8 +194,17 @@ export class Outcome {
     return this.actions.filter((a) => a.kind === 'apply').map((a) => a.object);
   }
 
+  statuses() {
+    return this.actions.filter((a) => a.kind === 'apply-status').map((a) => a.object);
+  }
+
   deleted() {
     return this.actions.filter((a) => a.kind === 'delete').map((a) => [a.type, a.key]);
+  }
+
+  /** The requeue asked for, in seconds; `undefined` without one. */
+  requeue() {
+    return this.requeueAfterMs === undefined ? undefined : this.requeueAfterMs / 1000;
   }
 
   events() {

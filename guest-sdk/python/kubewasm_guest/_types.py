@@ -200,6 +200,10 @@ class Outcome:
     def events(self) -> list:
         return [a[1] for a in self.actions if a[0] == "event"]
 
+    def requeue(self) -> Optional[float]:
+        """The requeue asked for, in seconds; ``None`` without one."""
+        return None if self.requeue_after_ms is None else self.requeue_after_ms / 1000
+
 
 def to_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
