@@ -190,8 +190,13 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
         /// The primary to reconcile: NAMESPACE/NAME, or NAME when cluster-scoped.
-        #[arg(long)]
-        key: String,
+        #[arg(long, required_unless_present = "map")]
+        key: Option<String>,
+        /// Run `map-keys` instead, for the first object of FILE, of type
+        /// TYPE (`GROUP/VERSION/KIND`, `v1/KIND` for the core group), and
+        /// print the primary keys it maps to.
+        #[arg(long, num_args = 2, value_names = ["TYPE", "FILE"], conflicts_with = "key")]
+        map: Option<Vec<String>>,
         /// The operator's grants file, narrowing what the plugin may do
         /// (see README, "Grants").
         #[arg(long)]
@@ -341,6 +346,18 @@ pub enum CliError {
     /// The key did not parse.
     #[error(transparent)]
     Key(#[from] InvalidKey),
+    /// `--map`'s type is not `GROUP/VERSION/KIND` of a type the fixtures
+    /// serve.
+    #[error(
+        "unknown type `{0}`: expected GROUP/VERSION/KIND (v1/KIND for the core group) of a built-in type or of a CRD among the objects"
+    )]
+    UnknownType(String),
+    /// Neither `--key` nor `--map` was given.
+    #[error("replay needs --key NAMESPACE/NAME (or --map TYPE FILE)")]
+    NoKey,
+    /// `--map`'s file holds no object.
+    #[error("{} holds no object", .0.display())]
+    NoObject(PathBuf),
     /// The replay failed.
     #[error(transparent)]
     Replay(#[from] ReplayError),
@@ -594,8 +611,10 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             grants,
             output,
             now,
+            map,
         } => {
-            let key: ObjectKey = key.parse()?;
+            // Parsed first: a bad key is reported before any compile.
+            let key: Option<ObjectKey> = key.as_deref().map(str::parse).transpose()?;
             let mut fixtures = Vec::new();
             for path in objects {
                 fixtures.extend(replay::parse_objects(&read(path)?)?);
@@ -603,8 +622,8 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             let objects = fixtures;
             let cache =
                 MemoryCache::from_objects(objects.iter().cloned()).map_err(ReplayError::from)?;
-            let mut options =
-                LoadOptions::new(std::sync::Arc::new(RestMapper::for_fixtures(&objects)?));
+            let mapper = std::sync::Arc::new(RestMapper::for_fixtures(&objects)?);
+            let mut options = LoadOptions::new(std::sync::Arc::clone(&mapper));
             if let Some(path) = grants {
                 options = options.grants(OperatorGrants::from_file(&path)?);
             }
@@ -614,6 +633,15 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
                     path: plugin,
                     source,
                 })?;
+            if let Some([resource, file]) = map.as_deref() {
+                let resource = mapped_type(&mapper, resource)?;
+                let object = replay::parse_objects(&read(PathBuf::from(file))?)?
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| CliError::NoObject(PathBuf::from(file)))?;
+                return print_report(&replay::map(&plugin, cache, &resource, &object)?, output);
+            }
+            let key = key.ok_or(CliError::NoKey)?;
             let config = match config {
                 Some(path) => replay::parse_config(&read(path)?)?,
                 None => "{}".to_owned(),
@@ -625,21 +653,36 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             if let Some(now) = now {
                 request.now = now;
             }
-            let report = replay::replay(&plugin, cache, &request)?;
-            let text = match output {
-                Format::Yaml => {
-                    serde_yaml::to_string(&report).map_err(|e| CliError::Encode(Box::new(e)))?
-                }
-                Format::Json => {
-                    serde_json::to_string_pretty(&report)
-                        .map_err(|e| CliError::Encode(Box::new(e)))?
-                        + "\n"
-                }
-            };
-            print!("{text}");
+            print_report(&replay::replay(&plugin, cache, &request)?, output)?;
         }
     }
     Ok(())
+}
+
+/// Prints a replay's report as `output` says.
+fn print_report(report: &impl serde::Serialize, output: Format) -> Result<(), CliError> {
+    let text = match output {
+        Format::Yaml => serde_yaml::to_string(report).map_err(|e| CliError::Encode(Box::new(e)))?,
+        Format::Json => {
+            serde_json::to_string_pretty(report).map_err(|e| CliError::Encode(Box::new(e)))? + "\n"
+        }
+    };
+    print!("{text}");
+    Ok(())
+}
+
+/// The type `GROUP/VERSION/KIND` (or `VERSION/KIND`) names, as `mapper`
+/// serves it.
+fn mapped_type(mapper: &RestMapper, text: &str) -> Result<crate::resource::ResourceType, CliError> {
+    let parts: Vec<&str> = text.split('/').collect();
+    let (group, version, kind) = match parts.as_slice() {
+        [version, kind] => ("", *version, *kind),
+        [group, version, kind] => (*group, *version, *kind),
+        _ => return Err(CliError::UnknownType(text.to_owned())),
+    };
+    mapper
+        .lookup(group, version, kind)
+        .ok_or_else(|| CliError::UnknownType(text.to_owned()))
 }
 
 /// Runs `future` on a new multi-threaded tokio runtime.

@@ -216,6 +216,20 @@ impl RestMapper {
         })
     }
 
+    /// The type `group/version` `kind` as the cluster serves it, if it does.
+    pub fn lookup(&self, group: &str, version: &str, kind: &str) -> Option<ResourceType> {
+        let served = self
+            .types
+            .get(&(group.to_owned(), version.to_owned(), kind.to_owned()))?;
+        Some(ResourceType {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            kind: kind.to_owned(),
+            plural: served.plural.clone(),
+            namespaced: served.namespaced,
+        })
+    }
+
     /// Whether the cluster serves the type `group/version` `kind`.
     pub fn serves(&self, group: &str, version: &str, kind: &str) -> bool {
         self.types

@@ -6,7 +6,9 @@
 //! step the engine runs ([`step::run`]): the same choice of `reconcile` or
 //! `finalize`, the same finalizer patches, the same planning, so what it
 //! prints is what the engine sends. Plugin authors use it in their tests;
-//! bug reports attach its inputs.
+//! bug reports attach its inputs. [`map`] runs a plugin's `map-keys` for one
+//! changed object instead (`replay --map`), as the engine does when a
+//! secondary of a custom mapping changes.
 
 use std::sync::Arc;
 
@@ -15,7 +17,8 @@ use serde_json::Value;
 
 use crate::action::ApiRequest;
 use crate::cache::{Cache, MemoryCache, MemoryCacheError};
-use crate::runtime::{Plugin, Request};
+use crate::resource::{ObjectKey, ResourceType};
+use crate::runtime::{MapError, Plugin, Request};
 use crate::step::{self, StepError};
 
 /// Why a replay failed.
@@ -39,6 +42,41 @@ pub enum ReplayError {
     /// The plugin's call failed.
     #[error("{0}: {source}", source = .0.source)]
     Step(#[source] StepError),
+    /// The plugin's `map-keys` failed.
+    #[error("map-keys failed: {0}")]
+    Map(#[from] MapError),
+}
+
+/// What `replay --map` prints.
+#[derive(Debug, Serialize)]
+pub struct MapReport {
+    /// Always `map-keys`.
+    pub call: &'static str,
+    /// The changed object (`NAMESPACE/NAME`, or `NAME`).
+    pub object: String,
+    /// The primary keys it maps to, in the plugin's order.
+    pub keys: Vec<String>,
+}
+
+/// Runs `plugin`'s `map-keys` for `object`, of type `resource`, against
+/// the objects of `cache`: the primary keys the engine would queue.
+///
+/// # Errors
+/// [`ReplayError::Map`] if the call fails or a key is invalid.
+pub fn map(
+    plugin: &Plugin,
+    cache: MemoryCache,
+    resource: &ResourceType,
+    object: &Value,
+) -> Result<MapReport, ReplayError> {
+    let keys = plugin.map(Arc::new(cache), resource, &object.to_string())?;
+    Ok(MapReport {
+        call: "map-keys",
+        object: ObjectKey::of(object)
+            .map(|k| k.to_string())
+            .unwrap_or_default(),
+        keys: keys.iter().map(ToString::to_string).collect(),
+    })
 }
 
 /// What a replay prints.

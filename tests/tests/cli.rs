@@ -56,6 +56,55 @@ fn deploy_crds_should_be_what_kubewasm_crds_prints() {
 }
 
 #[test]
+fn replay_map_should_print_the_keys_map_keys_gives_and_refuse_an_unknown_type() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let object = dir.path().join("trigger.yaml");
+    std::fs::write(
+        &object,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: trigger, namespace: default}\n\
+         data: {keys: \"2\", name: target}\n",
+    )
+    .expect("written");
+    let plugin = test_plugin("misbehave");
+    let out = kubewasm(&[
+        "replay",
+        path(&plugin),
+        "--objects",
+        path(&object),
+        "--map",
+        "v1/ConfigMap",
+        path(&object),
+        "-o",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        report,
+        json!({"call": "map-keys", "object": "default/trigger", "keys": ["default/target", "default/target"]})
+    );
+    let out = kubewasm(&[
+        "replay",
+        path(&plugin),
+        "--objects",
+        path(&object),
+        "--map",
+        "v1/Nope",
+        path(&object),
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("unknown type `v1/Nope`"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn inspect_should_print_the_declaration_as_json() {
     let out = kubewasm(&["inspect", path(&example_plugin("myapp"))]);
     assert!(
