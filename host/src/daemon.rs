@@ -232,24 +232,13 @@ async fn run_loaded(
                 },
         } => {
             let digest = plugin.digest().to_owned();
-            let running = engine.running(&files.name);
             let plugin = Arc::new(plugin);
             loads.tier_up(name, files.clone(), &plugin, &config, artifact);
-            engine
-                .replace(
-                    plugin,
-                    Settings {
-                        config,
-                        ..Settings::default()
-                    },
-                )
-                .await;
-            let result = match (tier_up, running) {
-                (true, _) => LoadResult::Optimized,
-                (false, true) => LoadResult::Swapped,
-                (false, false) => LoadResult::Loaded,
+            let settings = Settings {
+                config,
+                ..Settings::default()
             };
-            engine.record_load(&files.name, result);
+            let result = engine.run_loaded(plugin, settings, tier_up).await;
             tracing::info!(plugin = %files.name, %digest, path = %files.component.display(),
                 "plugin {}", result.as_str());
         }

@@ -139,6 +139,26 @@ impl Engine {
         }
     }
 
+    /// Runs a plugin a load gave ([`Self::replace`]) and counts the load:
+    /// `loaded`, `swapped`, or `optimized` for a `tier_up` (a running
+    /// version's optimized code). Returns what it counted.
+    pub async fn run_loaded(
+        &mut self,
+        plugin: Arc<Plugin>,
+        settings: Settings,
+        tier_up: bool,
+    ) -> LoadResult {
+        let name = plugin.declaration().name.clone();
+        let result = match (tier_up, self.running(&name)) {
+            (true, _) => LoadResult::Optimized,
+            (false, true) => LoadResult::Swapped,
+            (false, false) => LoadResult::Loaded,
+        };
+        self.replace(plugin, settings).await;
+        self.record_load(&name, result);
+        result
+    }
+
     /// Whether a plugin called `name` runs.
     pub fn running(&self, name: &str) -> bool {
         self.controllers.iter().any(|c| c.name() == name)

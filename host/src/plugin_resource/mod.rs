@@ -565,7 +565,6 @@ impl PluginResources {
                     artifact,
                     tier_up,
                 } = prepared;
-                let running = engine.running(&name);
                 let applier = match (&self.options.impersonate, &origin.id.namespace) {
                     (Some(account), Some(namespace)) => engine
                         .applier()
@@ -592,13 +591,7 @@ impl PluginResources {
                     &settings.config,
                     artifact.clone(),
                 );
-                engine.replace(plugin, settings).await;
-                let result = match (tier_up, running) {
-                    (true, _) => LoadResult::Optimized,
-                    (false, true) => LoadResult::Swapped,
-                    (false, false) => LoadResult::Loaded,
-                };
-                engine.record_load(&name, result);
+                let result = engine.run_loaded(plugin, settings, tier_up).await;
                 tracing::info!(resource = %origin.id, plugin = %name, digest = ?artifact,
                     generation = origin.generation, "plugin {}", result.as_str());
                 tracked.running = artifact.or_else(|| Some(String::new()));
