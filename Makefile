@@ -7,6 +7,9 @@ TARGET_DIR ?= target
 WASM_OUT := $(TARGET_DIR)/$(WASM_TARGET)/plugin
 OUT := $(TARGET_DIR)/plugins
 TEST_OUT := $(TARGET_DIR)/test-plugins
+SDK_OUT := $(TARGET_DIR)/sdk
+PY_WHEEL := $(SDK_OUT)/kubewasm_guest-0.2.0-py3-none-any.whl
+NPM_TARBALL := $(SDK_OUT)/kubewasm-guest-0.2.0.tgz
 
 RUST_PLUGINS := myapp config-rollout
 RUST_TEST_PLUGINS := misbehave not-a-plugin evil-import liar
@@ -17,13 +20,14 @@ NPM_STAMP := node_modules/.package-lock.json
 COMPONENTIZE_PY := componentize-py -d wit -w controller componentize
 COMPONENTIZE_JS := node_modules/.bin/kubewasm-componentize
 
-.PHONY: help setup plugins test-plugins rust-plugins rust-test-plugins build test lint guest-tests fmt dev bench kube-rs-tests clean
+.PHONY: help setup plugins test-plugins rust-plugins rust-test-plugins build sdk test lint guest-tests new-project-tests fmt dev bench kube-rs-tests clean
 
 help:
 	@echo "make setup         install the wasm target, componentize-py and the npm toolchain (make dev and make test do it)"
 	@echo "make plugins       build every example plugin (Rust, Python, JavaScript) into $(OUT)/, with their CRDs"
 	@echo "make test-plugins  build the test guests into $(TEST_OUT)/"
-	@echo "make test          fmt check, clippy -D warnings, unit, integration, doc and guest-language tests"
+	@echo "make sdk           the Python wheel and the npm tarball of the guest SDK, into $(SDK_OUT)/ (kubewasm new uses them)"
+	@echo "make test          fmt check, clippy -D warnings, unit, integration, doc and guest-language tests, new projects"
 	@echo "make dev           the main job: the embedded API server and the host running the example plugins"
 	@echo "make kube-rs-tests kube-rs 5.0's own cluster tests against the embedded API server (not in CI)"
 	@echo "make bench         run the benchmarks and rewrite their sections of BENCHMARKS.md"
@@ -76,6 +80,29 @@ $(TEST_OUT)/misbehave-js.wasm: $(wildcard tests/guests/misbehave-js/*.js) $(JS_S
 build:
 	$(CARGO) build --bin kubewasm
 
+# The SDK packages, each staged with the contract's WIT inside (the build
+# commands of new projects use it). To publish: twine upload $(PY_WHEEL),
+# npm publish $(NPM_TARBALL).
+sdk: $(PY_WHEEL) $(NPM_TARBALL)
+
+$(PY_WHEEL): $(PY_SDK) guest-sdk/python/pyproject.toml wit/controller.wit
+	rm -rf $(SDK_OUT)/python && mkdir -p $(SDK_OUT)/python/kubewasm_guest/wit
+	cp guest-sdk/python/pyproject.toml $(SDK_OUT)/python/
+	cp guest-sdk/python/kubewasm_guest/*.py $(SDK_OUT)/python/kubewasm_guest/
+	cp wit/controller.wit $(SDK_OUT)/python/kubewasm_guest/wit/
+	$(PYTHON) -m pip wheel --quiet --disable-pip-version-check --no-deps $(SDK_OUT)/python -w $(SDK_OUT)
+
+$(NPM_TARBALL): $(JS_SDK) guest-sdk/js/package.json wit/controller.wit
+	rm -rf $(SDK_OUT)/js && mkdir -p $(SDK_OUT)/js/wit
+	cp -r guest-sdk/js/package.json guest-sdk/js/src guest-sdk/js/bin $(SDK_OUT)/js/
+	cp wit/controller.wit $(SDK_OUT)/js/wit/
+	cd $(SDK_OUT)/js && npm pack --silent --pack-destination .. >/dev/null
+
+# `kubewasm new` in each language, outside the repo: setup, test, build,
+# replay, as the "Write your first plugin" guides say.
+new-project-tests: build sdk
+	tests/new-project/run
+
 fmt:
 	$(CARGO) fmt --all
 
@@ -91,7 +118,7 @@ guest-tests: $(NPM_STAMP)
 	cd plugins/tenant-bootstrap && PYTHONPATH=../../guest-sdk/python $(PYTHON) -m unittest -v
 	node --test guest-sdk/js/test/ plugins/configmap-replicator/
 
-test: setup lint plugins test-plugins build guest-tests
+test: setup lint plugins test-plugins build guest-tests new-project-tests
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
 

@@ -43,7 +43,7 @@ mod types;
 
 pub use context::Context;
 pub use error::{Error, Result};
-pub use outcome::{Action, Event, EventType, Outcome};
+pub use outcome::{Action, Event, EventType, Outcome, Preconditions};
 pub use types::{Declaration, Mapping, ObjectKey, ResourceType, Secondary, Verb};
 pub use {k8s_openapi, serde_json};
 
@@ -94,10 +94,15 @@ pub trait Reconciler {
     }
 
     /// Maps a changed secondary object to primary keys (only for
-    /// [`Mapping::Custom`]). The default maps nothing.
-    fn map_keys(resource: &ResourceType, object: &serde_json::Value) -> Vec<ObjectKey> {
-        let _ = (resource, object);
-        Vec::new()
+    /// [`Mapping::Custom`]). `ctx` is about the changed object (its type and
+    /// key), with the configuration and the cache reads of a reconcile. The
+    /// default maps nothing.
+    ///
+    /// # Errors
+    /// Any failure; the host logs it and enqueues nothing.
+    fn map_keys(ctx: &Context, object: &serde_json::Value) -> Result<Vec<ObjectKey>> {
+        let _ = (ctx, object);
+        Ok(Vec::new())
     }
 }
 
@@ -132,10 +137,12 @@ macro_rules! export {
                     $crate::__private::run(request, <$reconciler as $crate::Reconciler>::finalize)
                 }
                 fn map_keys(
-                    resource: $crate::__private::WitResourceType,
-                    object: ::std::string::String,
-                ) -> ::std::vec::Vec<$crate::__private::WitObjectKey> {
-                    $crate::__private::map_keys::<$reconciler>(resource, object)
+                    request: $crate::__private::WitMapRequest,
+                ) -> ::core::result::Result<
+                    ::std::vec::Vec<$crate::__private::WitObjectKey>,
+                    $crate::__private::WitFailure,
+                > {
+                    $crate::__private::map_keys::<$reconciler>(request)
                 }
             }
     $crate::wit::__export_plugin!(KubewasmExport with_types_in $crate::wit);
@@ -154,10 +161,10 @@ pub mod __private {
     };
 
     pub use p::{
-        Declaration as WitDeclaration, Failure as WitFailure, Guest, Outcome as WitOutcome,
-        Request as WitRequest,
+        Declaration as WitDeclaration, Failure as WitFailure, Guest, MapRequest as WitMapRequest,
+        Outcome as WitOutcome, Request as WitRequest,
     };
-    pub use t::{ObjectKey as WitObjectKey, ResourceType as WitResourceType};
+    pub use t::ObjectKey as WitObjectKey;
 
     impl From<&ResourceType> for t::ResourceType {
         fn from(r: &ResourceType) -> Self {
@@ -211,6 +218,7 @@ pub mod __private {
             version: d.version,
             primary: (&d.primary).into(),
             primary_verbs: d.primary_verbs.into_iter().map(verb).collect(),
+            primary_selector: d.primary_selector,
             secondaries: d
                 .secondaries
                 .into_iter()
@@ -235,14 +243,23 @@ pub mod __private {
 
     fn action(a: Action) -> p::Action {
         match a {
-            Action::Apply { object, owned } => p::Action::Apply(p::Apply {
+            Action::Apply {
+                object,
+                owned,
+                force,
+            } => p::Action::Apply(p::Apply {
                 object: object.to_string(),
                 owned,
+                force,
             }),
             Action::ApplyStatus(object) => p::Action::ApplyStatus(object.to_string()),
-            Action::Delete(resource, key) => p::Action::Delete(p::Deletion {
+            Action::Delete(resource, key, preconditions) => p::Action::Delete(p::Deletion {
                 type_: (&resource).into(),
                 key: (&key).into(),
+                preconditions: p::Preconditions {
+                    uid: preconditions.uid,
+                    resource_version: preconditions.resource_version,
+                },
             }),
             Action::Event(e) => p::Action::Event(p::Event {
                 regarding: e.regarding.map(|(r, k)| ((&r).into(), (&k).into())),
@@ -286,14 +303,21 @@ pub mod __private {
         }
     }
 
-    /// Runs `map_keys` on a parsed object; an unparsable object maps to nothing.
-    pub fn map_keys<R: Reconciler>(resource: t::ResourceType, object: String) -> Vec<t::ObjectKey> {
-        let Ok(object) = serde_json::from_str(&object) else {
-            return Vec::new();
+    /// Runs `map_keys` on the parsed object.
+    pub fn map_keys<R: Reconciler>(
+        request: p::MapRequest,
+    ) -> Result<Vec<t::ObjectKey>, p::Failure> {
+        let failure = |error: crate::Error| p::Failure {
+            message: error.to_string(),
         };
-        R::map_keys(&resource.into(), &object)
-            .iter()
-            .map(t::ObjectKey::from)
-            .collect()
+        let object: serde_json::Value =
+            serde_json::from_str(&request.object).map_err(|e| failure(e.into()))?;
+        let key = ObjectKey::of(&object)
+            .ok_or_else(|| failure(crate::Error::msg("the changed object has no metadata.name")))?;
+        let mut ctx = Context::new(request.type_.into(), key);
+        ctx.config = request.config;
+        R::map_keys(&ctx, &object)
+            .map(|keys| keys.iter().map(t::ObjectKey::from).collect())
+            .map_err(failure)
     }
 }

@@ -79,13 +79,44 @@ pub enum Action {
         object: Value,
         /// Whether the primary becomes its controller owner.
         owned: bool,
+        /// Whether fields another field manager owns are taken over.
+        force: bool,
     },
     /// Server-side apply of an object's status.
     ApplyStatus(Value),
-    /// Delete an object.
-    Delete(ResourceType, ObjectKey),
+    /// Delete an object, if the preconditions hold.
+    Delete(ResourceType, ObjectKey, Preconditions),
     /// Record an event.
     Event(Event),
+}
+
+/// What a delete requires of the object, checked by the API server: when
+/// one no longer holds, the delete fails with a conflict and the key is
+/// retried. By default the uid the plugin's cache held is required, so a
+/// recreated object of the same name is never deleted by mistake.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Preconditions {
+    /// The object's `metadata.uid`.
+    pub uid: Option<String>,
+    /// The object's `metadata.resourceVersion`: only the version read.
+    pub resource_version: Option<String>,
+}
+
+impl Preconditions {
+    /// The preconditions of the object as it was read: its uid and
+    /// resourceVersion (those it has).
+    pub fn of(object: &Value) -> Self {
+        let field = |name: &str| {
+            object
+                .pointer(&format!("/metadata/{name}"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        Self {
+            uid: field("uid"),
+            resource_version: field("resourceVersion"),
+        }
+    }
 }
 
 /// A successful reconcile. Build it with the chained methods; a value that
@@ -136,6 +167,7 @@ impl Outcome {
         self.push(to_object(object).map(|object| Action::Apply {
             object,
             owned: true,
+            force: true,
         }))
     }
 
@@ -145,13 +177,44 @@ impl Outcome {
         self.push(to_object(object).map(|object| Action::Apply {
             object,
             owned: false,
+            force: true,
         }))
     }
 
-    /// Applies an untyped object (with `apiVersion`, `kind`, `metadata.name`).
+    /// Applies the fields of `object` without owning it and without
+    /// forcing: if another field manager (a person's `kubectl apply`, say)
+    /// set one of them to another value, the apply fails with a conflict
+    /// naming it and the key is retried, instead of overwriting it. For
+    /// partial applies of objects people also edit.
+    #[must_use]
+    pub fn apply_unforced<K: Resource + Serialize>(self, object: &K) -> Self {
+        self.push(to_object(object).map(|object| Action::Apply {
+            object,
+            owned: false,
+            force: false,
+        }))
+    }
+
+    /// Applies an untyped object (with `apiVersion`, `kind`, `metadata.name`),
+    /// forcing.
     #[must_use]
     pub fn apply_json(self, object: Value, owned: bool) -> Self {
-        self.push(Ok(Action::Apply { object, owned }))
+        self.push(Ok(Action::Apply {
+            object,
+            owned,
+            force: true,
+        }))
+    }
+
+    /// Applies an untyped object without owning it and without forcing
+    /// (see [`Outcome::apply_unforced`]).
+    #[must_use]
+    pub fn apply_json_unforced(self, object: Value) -> Self {
+        self.push(Ok(Action::Apply {
+            object,
+            owned: false,
+            force: false,
+        }))
     }
 
     /// Applies the status of `object` (its identity and `status` are sent).
@@ -173,13 +236,28 @@ impl Outcome {
     where
         K::Scope: 'static,
     {
-        self.push(Ok(Action::Delete(ResourceType::of::<K>(), key)))
+        self.delete_of(ResourceType::of::<K>(), key, Preconditions::default())
+    }
+
+    /// Deletes the object of type `K` with this key only while
+    /// `preconditions` hold (e.g. [`Preconditions::of`] the object read).
+    #[must_use]
+    pub fn delete_if<K: Resource>(self, key: ObjectKey, preconditions: Preconditions) -> Self
+    where
+        K::Scope: 'static,
+    {
+        self.delete_of(ResourceType::of::<K>(), key, preconditions)
     }
 
     /// Deletes an object of an untyped resource type.
     #[must_use]
-    pub fn delete_of(self, resource: ResourceType, key: ObjectKey) -> Self {
-        self.push(Ok(Action::Delete(resource, key)))
+    pub fn delete_of(
+        self,
+        resource: ResourceType,
+        key: ObjectKey,
+        preconditions: Preconditions,
+    ) -> Self {
+        self.push(Ok(Action::Delete(resource, key, preconditions)))
     }
 
     /// Records an event.
@@ -239,7 +317,7 @@ impl Outcome {
     /// The deletes asked for, in order: type and key.
     pub fn deleted(&self) -> impl Iterator<Item = (&ResourceType, &ObjectKey)> {
         self.actions.iter().filter_map(|a| match a {
-            Action::Delete(resource, key) => Some((resource, key)),
+            Action::Delete(resource, key, _) => Some((resource, key)),
             _ => None,
         })
     }
@@ -267,8 +345,39 @@ mod tests {
 
     use serde_json::json;
 
-    use super::{Event, Outcome};
+    use super::{Action, Event, Outcome, Preconditions};
     use crate::types::{ObjectKey, ResourceType};
+
+    #[test]
+    fn unforced_applies_and_delete_preconditions_should_reach_the_actions() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        let read = json!({"metadata": {"name": "old", "uid": "u-1", "resourceVersion": "7"}});
+        let outcome = Outcome::new()
+            .apply_unforced(&ConfigMap::default())
+            .delete_if::<ConfigMap>(
+                ObjectKey::namespaced("default", "old"),
+                Preconditions::of(&read),
+            );
+        assert!(matches!(
+            &outcome.actions()[0],
+            Action::Apply {
+                owned: false,
+                force: false,
+                ..
+            }
+        ));
+        assert_eq!(
+            outcome.actions()[1],
+            Action::Delete(
+                ResourceType::of::<ConfigMap>(),
+                ObjectKey::namespaced("default", "old"),
+                Preconditions {
+                    uid: Some("u-1".into()),
+                    resource_version: Some("7".into()),
+                },
+            )
+        );
+    }
 
     #[test]
     fn the_test_helpers_should_show_each_kind_of_action_in_order() {
@@ -285,7 +394,11 @@ mod tests {
                 true,
             )
             .apply_status_json(json!({"kind": "ConfigMap", "status": {"ok": true}}))
-            .delete_of(config_maps.clone(), ObjectKey::namespaced("default", "old"))
+            .delete_of(
+                config_maps.clone(),
+                ObjectKey::namespaced("default", "old"),
+                Preconditions::default(),
+            )
             .event(Event::normal("Seen", "Reconcile", "hello"))
             .requeue_after(Duration::from_secs(30));
         let applied: Vec<_> = outcome.applied().collect();

@@ -107,6 +107,29 @@ impl Harness {
         })
         .and_then(|outcome| check_writes(&checked, outcome))
     }
+
+    /// Runs [`Reconciler::map_keys`] for `object`, a changed object of the
+    /// secondary type `resource`, reading this harness's objects: the
+    /// primary keys the host would queue.
+    ///
+    /// # Errors
+    /// What the plugin returns, a denied read, or an object without a name.
+    pub fn map_keys<R: Reconciler>(
+        &self,
+        resource: crate::ResourceType,
+        object: &Value,
+    ) -> Result<Vec<ObjectKey>> {
+        let key = ObjectKey::of(object)
+            .ok_or_else(|| crate::Error::msg("the changed object has no metadata.name"))?;
+        let declaration = R::declare();
+        let mut ctx = Context::new(resource, key);
+        if let Some(config) = &self.config {
+            ctx.config = config.to_string();
+        }
+        backend::with(Rc::clone(&self.objects), declaration, || {
+            R::map_keys(&ctx, object)
+        })
+    }
 }
 
 /// The outcome, or the host's refusal of it: every apply, status apply and
@@ -129,7 +152,7 @@ fn check_writes(declaration: &Declaration, outcome: Outcome) -> Result<Outcome> 
         let (verb, resource) = match action {
             Action::Apply { object, .. } => (Verb::Apply, of_object(object)),
             Action::ApplyStatus(object) => (Verb::ApplyStatus, of_object(object)),
-            Action::Delete(resource, _) => (Verb::Delete, resource.clone()),
+            Action::Delete(resource, _, _) => (Verb::Delete, resource.clone()),
             Action::Event(_) => continue,
         };
         let why = match held(declaration, &resource) {
@@ -378,6 +401,7 @@ mod conformance {
             return outcome.delete_of(
                 serde_json::from_value(delete["type"].clone()).expect("type"),
                 serde_json::from_value(delete["key"].clone()).expect("key"),
+                crate::Preconditions::default(),
             );
         }
         let event = &action["event"];

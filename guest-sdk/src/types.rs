@@ -90,6 +90,7 @@ pub struct Declaration {
     pub(crate) version: String,
     pub(crate) primary: ResourceType,
     pub(crate) primary_verbs: Vec<Verb>,
+    pub(crate) primary_selector: String,
     pub(crate) secondaries: Vec<Secondary>,
     pub(crate) managed_finalizer: bool,
     pub(crate) resync_seconds: Option<u32>,
@@ -118,12 +119,21 @@ impl Declaration {
             version: version.into(),
             primary,
             primary_verbs: Vec::new(),
+            primary_selector: String::new(),
             secondaries: Vec::new(),
             managed_finalizer: false,
             resync_seconds: None,
             max_concurrency: None,
             config_schema: None,
         }
+    }
+
+    /// Only primaries matching this label selector (`app=web,!legacy`) are
+    /// watched, cached and reconciled; the default is every object.
+    #[must_use]
+    pub fn primary_selector(mut self, selector: impl Into<String>) -> Self {
+        self.primary_selector = selector.into();
+        self
     }
 
     /// Verbs on the primary beyond the implied get, list and watch.

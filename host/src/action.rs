@@ -61,13 +61,24 @@ pub enum Desired {
         object: String,
         /// Whether the primary becomes its controller owner.
         owned: bool,
+        /// Whether fields other managers own are taken over.
+        force: bool,
     },
     /// Server-side apply of a status (JSON text of the object with `status`).
     ApplyStatus(String),
-    /// Delete an object.
-    Delete(ResourceType, ObjectKey),
+    /// Delete an object, if the preconditions hold.
+    Delete(ResourceType, ObjectKey, Preconditions),
     /// Record an event.
     Event(DesiredEvent),
+}
+
+/// What a delete requires of the object, checked by the API server.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Preconditions {
+    /// Its uid; `None`: the uid the cache holds for it, if any.
+    pub uid: Option<String>,
+    /// Its resourceVersion; `None`: any.
+    pub resource_version: Option<String>,
 }
 
 /// A checked action, ready to send.
@@ -83,6 +94,8 @@ pub enum Action {
         field_manager: String,
         /// The complete apply body.
         object: Value,
+        /// Whether fields other managers own are taken over (`force=true`).
+        force: bool,
     },
     /// Server-side apply of the status subresource.
     ApplyStatus {
@@ -97,14 +110,17 @@ pub enum Action {
     },
     /// Deletion with background propagation, preconditioned on the uid of
     /// the object the plugin saw (so a recreated object of the same name is
-    /// never deleted by mistake).
+    /// never deleted by mistake) or the one it named, and on the
+    /// resourceVersion it named.
     Delete {
         /// Its type.
         resource: ResourceType,
         /// Its identity.
         key: ObjectKey,
-        /// The uid it had in the cache, when it was cached.
+        /// The uid the plugin named, else the one it had in the cache.
         uid: Option<String>,
+        /// The resourceVersion the plugin named.
+        resource_version: Option<String>,
     },
     /// Creation of an `events.k8s.io/v1` Event.
     Event {
@@ -336,7 +352,11 @@ fn invalid(reason: impl Into<String>) -> Refusal {
 fn plan_one(ctx: PlanContext<'_>, desired: Desired) -> Result<Action, Refusal> {
     let field_manager = ctx.declaration.field_manager();
     match desired {
-        Desired::Apply { object, owned } => {
+        Desired::Apply {
+            object,
+            owned,
+            force,
+        } => {
             let (resource, key, mut object) = parse_object(ctx, &object, Verb::Apply)?;
             let metadata = metadata_mut(&mut object)?;
             for field in SERVER_OWNED_METADATA {
@@ -350,6 +370,7 @@ fn plan_one(ctx: PlanContext<'_>, desired: Desired) -> Result<Action, Refusal> {
                 key,
                 field_manager,
                 object,
+                force,
             })
         }
         Desired::ApplyStatus(object) => {
@@ -376,16 +397,23 @@ fn plan_one(ctx: PlanContext<'_>, desired: Desired) -> Result<Action, Refusal> {
                 object,
             })
         }
-        Desired::Delete(resource, key) => {
+        Desired::Delete(resource, key, preconditions) => {
             let resource = declared(ctx, &resource.api_version(), &resource.kind, Verb::Delete)?;
             check_target(ctx, Verb::Delete, &resource, &key)?;
-            let uid = ctx.cache.get(&resource, &key).and_then(|o| {
-                o.value()
-                    .pointer("/metadata/uid")?
-                    .as_str()
-                    .map(str::to_owned)
+            let uid = preconditions.uid.or_else(|| {
+                ctx.cache.get(&resource, &key).and_then(|o| {
+                    o.value()
+                        .pointer("/metadata/uid")?
+                        .as_str()
+                        .map(str::to_owned)
+                })
             });
-            Ok(Action::Delete { resource, key, uid })
+            Ok(Action::Delete {
+                resource,
+                key,
+                uid,
+                resource_version: preconditions.resource_version,
+            })
         }
         Desired::Event(event) => plan_event(ctx, event),
     }
@@ -674,12 +702,14 @@ impl Action {
                 key,
                 field_manager,
                 object,
+                force,
             } => ApiRequest {
                 action: "apply",
                 method: Method::Patch,
                 path: format!(
-                    "{}?fieldManager={field_manager}&force=true",
-                    resource_path(resource, key.namespace.as_deref(), Some(&key.name))
+                    "{}?fieldManager={field_manager}{}",
+                    resource_path(resource, key.namespace.as_deref(), Some(&key.name)),
+                    if *force { "&force=true" } else { "" }
                 ),
                 content_type: APPLY_PATCH,
                 body: object.clone(),
@@ -699,11 +729,23 @@ impl Action {
                 content_type: APPLY_PATCH,
                 body: object.clone(),
             },
-            Self::Delete { resource, key, uid } => {
+            Self::Delete {
+                resource,
+                key,
+                uid,
+                resource_version,
+            } => {
                 let mut body = json!({"apiVersion": "v1", "kind": "DeleteOptions",
                                       "propagationPolicy": "Background"});
+                let mut preconditions = Map::new();
                 if let Some(uid) = uid {
-                    body["preconditions"] = json!({"uid": uid});
+                    preconditions.insert("uid".into(), uid.clone().into());
+                }
+                if let Some(version) = resource_version {
+                    preconditions.insert("resourceVersion".into(), version.clone().into());
+                }
+                if !preconditions.is_empty() {
+                    body["preconditions"] = preconditions.into();
                 }
                 ApiRequest {
                     action: "delete",
@@ -809,6 +851,7 @@ mod tests {
             .plan(vec![Desired::Apply {
                 object: deployment(json!({})),
                 owned: true,
+                force: true,
             }])
             .expect("granted");
         let request = actions[0].request();
@@ -837,10 +880,12 @@ mod tests {
                 Desired::Apply {
                     object: deployment(json!({})),
                     owned: false,
+                    force: true,
                 },
                 Desired::Apply {
                     object: secret,
                     owned: false,
+                    force: true,
                 },
             ])
             .expect_err("secret undeclared");
@@ -851,6 +896,7 @@ mod tests {
             .plan(vec![Desired::Delete(
                 fx.declaration.secondaries[0].resource.clone(),
                 fx.key.clone(),
+                Preconditions::default(),
             )])
             .expect_err("delete undeclared");
         assert!(
@@ -868,6 +914,7 @@ mod tests {
             .plan(vec![Desired::Apply {
                 object: elsewhere,
                 owned: true,
+                force: true,
             }])
             .expect_err("cross ns");
         assert!(err.to_string().contains("cannot cross namespaces"), "{err}");
@@ -879,6 +926,7 @@ mod tests {
             .plan(vec![Desired::Apply {
                 object: foreign,
                 owned: true,
+                force: true,
             }])
             .expect_err("foreign");
         assert!(
@@ -967,6 +1015,7 @@ mod tests {
                 .plan(vec![Desired::Apply {
                     object: object.to_string(),
                     owned: false,
+                    force: true,
                 }])
                 .expect_err("invalid key");
             assert!(matches!(err, ActionError::Invalid { .. }), "{err}");
@@ -976,6 +1025,7 @@ mod tests {
             .plan(vec![Desired::Apply {
                 object: labelled,
                 owned: false,
+                force: true,
             }])
             .expect_err("bad label");
         assert!(
@@ -992,6 +1042,7 @@ mod tests {
             .plan(vec![Desired::Apply {
                 object: elsewhere,
                 owned: false,
+                force: true,
             }])
             .expect_err("system namespace");
         assert!(
@@ -1015,6 +1066,7 @@ mod tests {
             vec![Desired::Apply {
                 object: deployment(json!({"namespace": "team-b"})),
                 owned: false,
+                force: true,
             }],
         )
         .expect_err("other tenant");
@@ -1028,7 +1080,8 @@ mod tests {
                 ctx,
                 vec![Desired::Apply {
                     object: deployment(json!({})),
-                    owned: true
+                    owned: true,
+                    force: true,
                 }]
             )
             .is_ok()
@@ -1105,8 +1158,16 @@ mod tests {
         let deployments = fx.declaration.secondaries[0].resource.clone();
         let actions = fx
             .plan(vec![
-                Desired::Delete(deployments.clone(), fx.key.clone()),
-                Desired::Delete(deployments, ObjectKey::namespaced("default", "unseen")),
+                Desired::Delete(
+                    deployments.clone(),
+                    fx.key.clone(),
+                    Preconditions::default(),
+                ),
+                Desired::Delete(
+                    deployments,
+                    ObjectKey::namespaced("default", "unseen"),
+                    Preconditions::default(),
+                ),
             ])
             .expect("granted");
         assert_eq!(

@@ -1,6 +1,6 @@
 //! The `kubewasm` command line.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -171,6 +171,29 @@ enum Command {
     /// Print the CustomResourceDefinitions of `Plugin` and `ClusterPlugin`
     /// (`deploy/crds.yaml`).
     Crds,
+    /// Create a plugin project of its own (Rust, Python or JavaScript) that
+    /// builds, tests and replays: `make setup test build replay`.
+    New {
+        /// The plugin's name (a DNS label); also the directory's, unless
+        /// --dir says otherwise.
+        name: String,
+        /// The language.
+        #[arg(long, value_enum)]
+        lang: crate::scaffold::Language,
+        /// The primary type: GROUP/VERSION/KIND, or VERSION/KIND for the
+        /// core group. A type kubewasm does not know is a custom one: the
+        /// project gets its CRD.
+        #[arg(long, default_value = "v1/ConfigMap")]
+        primary: String,
+        /// Where to create it [default: ./NAME].
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// The kubewasm checkout the SDK comes from (the Rust crate, and the
+        /// packages `make sdk` builds) [default: the one this binary was
+        /// built from].
+        #[arg(long)]
+        sdk: Option<PathBuf>,
+    },
     /// Print a plugin's declaration as JSON.
     Inspect {
         /// The plugin component.
@@ -391,6 +414,9 @@ pub enum CliError {
     /// No client could be configured for the cluster.
     #[error("failed to configure the cluster client: {0}")]
     Client(#[source] BoxError),
+    /// `kubewasm new` failed.
+    #[error(transparent)]
+    Scaffold(#[from] crate::scaffold::ScaffoldError),
     /// A file could not be written.
     #[error("failed to write {path}: {source}")]
     Write {
@@ -476,6 +502,33 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Runtime::new(config)
     };
     let runtime = match &cli.command {
+        Command::New {
+            name,
+            lang,
+            primary,
+            dir,
+            sdk,
+        } => {
+            let dir = dir.clone().unwrap_or_else(|| PathBuf::from(name));
+            let project = crate::scaffold::Project {
+                name: name.clone(),
+                language: *lang,
+                primary: primary.clone(),
+                sdk: sdk.clone().unwrap_or_else(|| {
+                    Path::new(env!("CARGO_MANIFEST_DIR"))
+                        .parent()
+                        .map_or_else(|| PathBuf::from("."), Path::to_owned)
+                }),
+                kubewasm: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("kubewasm")),
+            };
+            let files = project.create(&dir)?;
+            println!("created {} ({} files):", dir.display(), files.len());
+            for file in files {
+                println!("  {file}");
+            }
+            println!("next: cd {} && make setup test build replay", dir.display());
+            return Ok(());
+        }
         Command::Crds => {
             print!("{}", crate::plugin_resource::crds_yaml());
             return Ok(());
@@ -536,7 +589,10 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             };
             return block_on(dev(*listen, kubeconfig_out, runtime, options));
         }
-        _ => plugin_runtime(InstanceReuse::Fresh, false)?,
+        // One call or none: the baseline compiler makes a first replay of an
+        // interpreted plugin take a second, not twenty (a cached optimized
+        // build is still preferred).
+        _ => plugin_runtime(InstanceReuse::Fresh, !cli.no_baseline_compiler)?,
     };
     let read = |path: PathBuf| {
         std::fs::read_to_string(&path).map_err(|source| CliError::Read { path, source })
@@ -548,7 +604,11 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         })
     };
     match cli.command {
-        Command::Apiserver { .. } | Command::Run { .. } | Command::Dev { .. } | Command::Crds => {}
+        Command::Apiserver { .. }
+        | Command::Run { .. }
+        | Command::Dev { .. }
+        | Command::Crds
+        | Command::New { .. } => {}
         Command::Push {
             plugin,
             reference,
@@ -633,19 +693,20 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
                     path: plugin,
                     source,
                 })?;
+            let config = match config {
+                Some(path) => replay::parse_config(&read(path)?)?,
+                None => "{}".to_owned(),
+            };
             if let Some([resource, file]) = map.as_deref() {
                 let resource = mapped_type(&mapper, resource)?;
                 let object = replay::parse_objects(&read(PathBuf::from(file))?)?
                     .into_iter()
                     .next()
                     .ok_or_else(|| CliError::NoObject(PathBuf::from(file)))?;
-                return print_report(&replay::map(&plugin, cache, &resource, &object)?, output);
+                let report = replay::map(&plugin, cache, &resource, &object, &config)?;
+                return print_report(&report, output);
             }
             let key = key.ok_or(CliError::NoKey)?;
-            let config = match config {
-                Some(path) => replay::parse_config(&read(path)?)?,
-                None => "{}".to_owned(),
-            };
             let mut request = Request {
                 config,
                 ..Request::new(key)

@@ -57,6 +57,10 @@ pub struct Declaration {
     /// Verbs on the primary; always includes `get`, `list` and `watch`.
     #[serde(default)]
     pub primary_verbs: BTreeSet<Verb>,
+    /// Only primaries matching this label selector are watched and
+    /// reconciled (empty: all).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub primary_selector: String,
     /// Other resource types.
     #[serde(default)]
     pub secondaries: Vec<Secondary>,
@@ -141,6 +145,15 @@ impl Declaration {
         std::iter::once(&self.primary).chain(self.secondaries.iter().map(|s| &s.resource))
     }
 
+    /// Every declared label selector with its type, the primary's first.
+    fn selectors(&self) -> impl Iterator<Item = (&ResourceType, &str)> {
+        std::iter::once((&self.primary, self.primary_selector.as_str())).chain(
+            self.secondaries
+                .iter()
+                .map(|s| (&s.resource, s.label_selector.as_str())),
+        )
+    }
+
     /// The declared type with this `apiVersion` and `kind`, if any.
     pub fn resource_type(&self, api_version: &str, kind: &str) -> Option<&ResourceType> {
         self.resource_types().find(|ty| ty.is(api_version, kind))
@@ -174,13 +187,13 @@ impl Declaration {
                 MAX_DECLARED_TEXT,
             );
         }
-        if let Some(s) = self
-            .secondaries
-            .iter()
-            .find(|s| s.label_selector.len() > MAX_DECLARED_TEXT)
+        if let Some(selector) = self
+            .selectors()
+            .find(|(_, selector)| selector.len() > MAX_DECLARED_TEXT)
+            .map(|(_, selector)| selector)
         {
             return too_large(
-                format!("a label selector of {} bytes", s.label_selector.len()),
+                format!("a label selector of {} bytes", selector.len()),
                 MAX_DECLARED_TEXT,
             );
         }
@@ -193,12 +206,10 @@ impl Declaration {
                 return Err(DeclarationError::Duplicate(ty.to_string()));
             }
         }
-        for secondary in &self.secondaries {
-            Selector::parse(&secondary.label_selector).map_err(|source| {
-                DeclarationError::Selector {
-                    resource: secondary.resource.to_string(),
-                    source,
-                }
+        for (resource, selector) in self.selectors() {
+            Selector::parse(selector).map_err(|source| DeclarationError::Selector {
+                resource: resource.to_string(),
+                source,
             })?;
         }
         self.primary_verbs
@@ -272,6 +283,7 @@ pub(crate) mod tests {
             version: "0.1.0".into(),
             primary: ty("example.com/v1", "MyApp", "myapps", true),
             primary_verbs: [Verb::ApplyStatus].into(),
+            primary_selector: String::new(),
             secondaries: vec![Secondary {
                 resource: ty("apps/v1", "Deployment", "deployments", true),
                 verbs: [Verb::Get, Verb::Watch, Verb::Apply].into(),

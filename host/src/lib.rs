@@ -12,6 +12,7 @@
 //! - [`step`]: one reconcile step, the same for the engine and replay;
 //! - [`engine`]: the controller engine (informers, work queues, applier);
 //! - [`replay`]: one reconcile against fixtures, with no cluster;
+//! - [`scaffold`]: `kubewasm new`, a plugin project in Rust, Python or JS;
 //! - [`oci`]: plugins as OCI artifacts (push, pull, verify);
 //! - [`loader`], [`plugin_dir`] and [`plugin_resource`]: where plugins come
 //!   from (a directory, `Plugin` and `ClusterPlugin` resources);
@@ -52,5 +53,6 @@ pub mod plugin_resource;
 pub mod reads;
 pub mod replay;
 pub mod runtime;
+pub mod scaffold;
 pub mod step;
 pub use kubewasm_core::{resource, selector};

@@ -59,7 +59,8 @@ pub struct MapReport {
 }
 
 /// Runs `plugin`'s `map-keys` for `object`, of type `resource`, against
-/// the objects of `cache`: the primary keys the engine would queue.
+/// the objects of `cache` with the configuration `config` (JSON text): the
+/// primary keys the engine would queue.
 ///
 /// # Errors
 /// [`ReplayError::Map`] if the call fails or a key is invalid.
@@ -68,8 +69,9 @@ pub fn map(
     cache: MemoryCache,
     resource: &ResourceType,
     object: &Value,
+    config: &str,
 ) -> Result<MapReport, ReplayError> {
-    let keys = plugin.map(Arc::new(cache), resource, &object.to_string())?;
+    let keys = plugin.map(Arc::new(cache), resource, &object.to_string(), config)?;
     Ok(MapReport {
         call: "map-keys",
         object: ObjectKey::of(object)

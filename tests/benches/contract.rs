@@ -8,7 +8,7 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
-use kubewasm::action::{self, Desired, DesiredEvent, EventType, PlanContext};
+use kubewasm::action::{self, Desired, DesiredEvent, EventType, PlanContext, Preconditions};
 use kubewasm::cache::{Cache, MemoryCache};
 use kubewasm::grants::{Grants, OperatorGrants};
 use kubewasm::resource::{ObjectKey, ResourceType};
@@ -88,12 +88,17 @@ fn native_reconcile(harness: &Harness, ctx: &NativeCtx) -> usize {
         .actions()
         .iter()
         .map(|a| match a {
-            kubewasm_guest::Action::Apply { object, owned } => Desired::Apply {
+            kubewasm_guest::Action::Apply {
+                object,
+                owned,
+                force,
+            } => Desired::Apply {
                 object: object.to_string(),
                 owned: *owned,
+                force: *force,
             },
             kubewasm_guest::Action::ApplyStatus(object) => Desired::ApplyStatus(object.to_string()),
-            kubewasm_guest::Action::Delete(r, k) => Desired::Delete(
+            kubewasm_guest::Action::Delete(r, k, p) => Desired::Delete(
                 ResourceType {
                     group: r.group.clone(),
                     version: r.version.clone(),
@@ -104,6 +109,10 @@ fn native_reconcile(harness: &Harness, ctx: &NativeCtx) -> usize {
                 ObjectKey {
                     namespace: k.namespace.clone(),
                     name: k.name.clone(),
+                },
+                Preconditions {
+                    uid: p.uid.clone(),
+                    resource_version: p.resource_version.clone(),
                 },
             ),
             kubewasm_guest::Action::Event(e) => Desired::Event(DesiredEvent {

@@ -49,6 +49,15 @@ pub fn example_plugin(name: &str) -> PathBuf {
     artifact("plugins", &format!("{name}.wasm"), "plugins")
 }
 
+/// An example component built against contract 0.1.0, kept as it was
+/// built (`tests/fixtures/contract-0.1.0/`): what the host must go on
+/// loading and running as before.
+pub fn contract_0_1_fixture(name: &str) -> PathBuf {
+    workspace_root()
+        .join("tests/fixtures/contract-0.1.0")
+        .join(format!("{name}.wasm"))
+}
+
 /// A test guest built by `make test-plugins`.
 pub fn test_plugin(name: &str) -> PathBuf {
     artifact("test-plugins", &format!("{name}.wasm"), "test-plugins")

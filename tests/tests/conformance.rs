@@ -2,7 +2,7 @@
 //! cases the Rust, Python and JavaScript test harnesses run, so a plugin's
 //! unit tests deny exactly what the host denies, reads and writes.
 
-use kubewasm::action::{self, Desired, DesiredEvent, EventType, PlanContext};
+use kubewasm::action::{self, Desired, DesiredEvent, EventType, PlanContext, Preconditions};
 use kubewasm::cache::MemoryCache;
 use kubewasm::declaration::Declaration;
 use kubewasm::grants::{Grants, OperatorGrants};
@@ -96,6 +96,7 @@ fn desired(action: &Value) -> Desired {
         return Desired::Apply {
             object: object.to_string(),
             owned: true,
+            force: true,
         };
     }
     if let Some(object) = action.get("applyStatus") {
@@ -105,6 +106,7 @@ fn desired(action: &Value) -> Desired {
         return Desired::Delete(
             serde_json::from_value(delete["type"].clone()).expect("type"),
             serde_json::from_value(delete["key"].clone()).expect("key"),
+            Preconditions::default(),
         );
     }
     let event = &action["event"];

@@ -162,16 +162,39 @@ fn config_rollout_should_annotate_by_label_mapping() {
     assert!(decl.config_schema.is_some());
 
     let key = ObjectKey::namespaced("default", "web");
-    let cache = Arc::new(MemoryCache::from_objects(fixture("config-rollout")).expect("valid"));
+    let cache: Arc<dyn kubewasm::cache::Cache> =
+        Arc::new(MemoryCache::from_objects(fixture("config-rollout")).expect("valid"));
     let request = Request {
         config: json!({"annotation": "example.com/hash"}).to_string(),
         ..Request::new(key.clone())
     };
-    let outcome = plugin.reconcile(cache, &request).expect("reconciles");
+    let outcome = plugin
+        .reconcile(Arc::clone(&cache), &request)
+        .expect("reconciles");
     let patch = outcome.actions[0].request();
+    // Contract 0.2.0: the partial apply of a Deployment people edit does
+    // not force.
     assert_eq!(
         patch.path,
-        "/apis/apps/v1/namespaces/default/deployments/web?fieldManager=kubewasm-config-rollout&force=true"
+        "/apis/apps/v1/namespaces/default/deployments/web?fieldManager=kubewasm-config-rollout"
+    );
+    // Its 0.1.0 build, kept as a fixture, forced (0.1.0 knew no other
+    // apply) and otherwise asks for the very same requests.
+    let old = runtime(RuntimeConfig::default())
+        .load_file(
+            kubewasm_tests::contract_0_1_fixture("config-rollout"),
+            &kubewasm_tests::load_options(),
+        )
+        .expect("the 0.1.0 build loads");
+    assert_eq!(old.contract(), kubewasm::runtime::Contract::V0_1);
+    assert_eq!(plugin.contract(), kubewasm::runtime::Contract::V0_2);
+    let old_outcome = old.reconcile(cache, &request).expect("reconciles");
+    let old_patch = old_outcome.actions[0].request();
+    assert_eq!(old_patch.path, format!("{}&force=true", patch.path));
+    assert_eq!(old_patch.body, patch.body);
+    assert_eq!(
+        old_outcome.actions[1].request().body["note"],
+        outcome.actions[1].request().body["note"]
     );
     assert!(
         patch.body["metadata"].get("ownerReferences").is_none(),

@@ -342,11 +342,11 @@ fn map_keys_should_be_bounded_and_validated() {
         .to_string()
     };
     let keys = plugin
-        .map(cache(), &configmap, &object(3, "cm"))
+        .map(cache(), &configmap, &object(3, "cm"), "{}")
         .expect("maps");
     assert_eq!(keys, vec![ObjectKey::namespaced("default", "cm"); 3]);
     let err = plugin
-        .map(cache(), &configmap, &object(101, "cm"))
+        .map(cache(), &configmap, &object(101, "cm"), "{}")
         .expect_err("too many");
     assert!(
         matches!(
@@ -359,9 +359,28 @@ fn map_keys_should_be_bounded_and_validated() {
         "{err}"
     );
     let err = plugin
-        .map(cache(), &configmap, &object(1, "../x"))
+        .map(cache(), &configmap, &object(1, "../x"), "{}")
         .expect_err("invalid key");
     assert!(matches!(err, MapError::InvalidKey(_)), "{err}");
+    let err = plugin
+        .map(cache(), &configmap, &object(1, "fail"), "{}")
+        .expect_err("a failure");
+    assert!(
+        matches!(&err, MapError::Failed { message } if message == "asked to fail"),
+        "{err}"
+    );
+    // Contract 0.2.0: map-keys reads the cache, under the plugin's grants.
+    let pointer = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                         "metadata": {"name": "pointer", "namespace": "default"},
+                         "data": {"name": "followed"}});
+    let followed = Arc::new(MemoryCache::from_objects([pointer]).expect("valid fixture"));
+    let changed = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                         "metadata": {"name": "y", "namespace": "default"},
+                         "data": {"keys": "1", "follow": "pointer"}});
+    let keys = plugin
+        .map(followed, &configmap, &changed.to_string(), "{}")
+        .expect("a read inside map-keys");
+    assert_eq!(keys, vec![ObjectKey::namespaced("default", "followed")]);
     assert_still_serving(&plugin);
 }
 

@@ -37,6 +37,8 @@ export declare const Mapping: Readonly<{
 export declare class Declaration {
   constructor(name: string, version: string, primary: ResourceType);
   verbs(...verbs: VerbName[]): this;
+  /** Only primaries matching this label selector are watched and reconciled. */
+  selecting(selector: string): this;
   secondary(s: { type: ResourceType; verbs?: VerbName[]; labelSelector?: string; mapping?: MappingValue }): this;
   owns(type: ResourceType): this;
   reads(type: ResourceType): this;
@@ -52,11 +54,17 @@ export declare class Event {
 
 export declare class ReconcileError extends Error {}
 
+/** What a delete requires of the object (checked by the API server). */
+export interface Preconditions {
+  uid?: string;
+  resourceVersion?: string;
+}
+
 /** One desired action, as the host receives it. */
 export type Action =
-  | { kind: 'apply'; object: KubeObject; owned: boolean }
+  | { kind: 'apply'; object: KubeObject; owned: boolean; force: boolean }
   | { kind: 'apply-status'; object: KubeObject }
-  | { kind: 'delete'; type: ResourceType; key: ObjectKey }
+  | { kind: 'delete'; type: ResourceType; key: ObjectKey; preconditions: Preconditions }
   | { kind: 'event'; event: Event };
 
 export declare class Outcome {
@@ -66,9 +74,9 @@ export declare class Outcome {
   readonly requeueAfterMs: number | undefined;
   /** Whether the primary needs the managed finalizer (`undefined`: yes). */
   readonly needsFinalizer: boolean | undefined;
-  apply(object: KubeObject, options?: { owned?: boolean }): this;
+  apply(object: KubeObject, options?: { owned?: boolean; force?: boolean }): this;
   applyStatus(object: KubeObject): this;
-  delete(type: ResourceType, key: ObjectKey): this;
+  delete(type: ResourceType, key: ObjectKey, preconditions?: Preconditions): this;
   event(event: Event): this;
   requeueAfter(seconds: number): this;
   finalizer(needed: boolean): this;
@@ -97,7 +105,8 @@ export interface Reconciler {
   declare(): Declaration;
   reconcile(ctx: Context): Outcome;
   finalize?(ctx: Context): Outcome;
-  mapKeys?(type: ResourceType, object: KubeObject): ObjectKey[];
+  /** `ctx` is about the changed object: its type, key, the config and cache reads. */
+  mapKeys?(ctx: Context, object: KubeObject): ObjectKey[];
 }
 
 export declare const log: Readonly<{

@@ -4,8 +4,8 @@
 // `finalize` and `mapKeys`). The component's entry module hands it, with
 // the host's imports, to `exportPlugin`:
 //
-//   import * as cache from 'kubewasm:controller/cache@0.1.0';
-//   import * as log from 'kubewasm:controller/log@0.1.0';
+//   import * as cache from 'kubewasm:controller/cache@0.2.0';
+//   import * as log from 'kubewasm:controller/log@0.2.0';
 //   import { exportPlugin } from '@kubewasm/guest';
 //   import { myPlugin } from './my-plugin.js';
 //   export const plugin = exportPlugin(myPlugin, { cache, log });
@@ -82,11 +82,21 @@ export class Declaration {
     this.version = version;
     this.primary = primary;
     this.primaryVerbs = [];
+    this.primarySelector = '';
     this.secondaries = [];
     this.managedFinalizer = false;
     this.resyncSeconds = undefined;
     this.maxConcurrency = undefined;
     this.configSchema = undefined;
+  }
+
+  /**
+   * Only primaries matching this label selector (`app=web,!legacy`) are
+   * watched, cached and reconciled; the default is every object.
+   */
+  selecting(selector) {
+    this.primarySelector = selector;
+    return this;
   }
 
   /** Verbs on the primary beyond the implied get, list and watch. */
@@ -157,9 +167,15 @@ export class Outcome {
     this.needsFinalizer = undefined;
   }
 
-  /** Server-side apply; `owned` makes the primary the controller owner. */
-  apply(object, { owned = true } = {}) {
-    this.actions.push({ kind: 'apply', object, owned });
+  /**
+   * Server-side apply; `owned` makes the primary the controller owner.
+   * `force: false` refuses to take over fields another field manager (a
+   * person's `kubectl apply`) set to other values: the apply fails with a
+   * conflict naming them and the key is retried. For partial applies of
+   * objects people also edit.
+   */
+  apply(object, { owned = true, force = true } = {}) {
+    this.actions.push({ kind: 'apply', object, owned, force });
     return this;
   }
 
@@ -169,8 +185,13 @@ export class Outcome {
     return this;
   }
 
-  delete(type, key) {
-    this.actions.push({ kind: 'delete', type, key });
+  /**
+   * Deletes the object, only while it has this `uid` (default: the uid the
+   * cache held for it) and this `resourceVersion` (default: any). A
+   * precondition that no longer holds fails the delete with a conflict.
+   */
+  delete(type, key, { uid, resourceVersion } = {}) {
+    this.actions.push({ kind: 'delete', type, key, preconditions: { uid, resourceVersion } });
     return this;
   }
 
@@ -308,11 +329,11 @@ function toWitOutcome(outcome) {
   const actions = outcome.actions.map((a) => {
     switch (a.kind) {
       case 'apply':
-        return { tag: 'apply', val: { object: JSON.stringify(a.object), owned: a.owned } };
+        return { tag: 'apply', val: { object: JSON.stringify(a.object), owned: a.owned, force: a.force } };
       case 'apply-status':
         return { tag: 'apply-status', val: JSON.stringify(a.object) };
       case 'delete':
-        return { tag: 'delete', val: { type: witType(a.type), key: witKey(a.key) } };
+        return { tag: 'delete', val: { type: witType(a.type), key: witKey(a.key), preconditions: a.preconditions } };
       default: {
         const e = a.event;
         return {
@@ -342,15 +363,35 @@ function run(fn, request) {
   try {
     return toWitOutcome(fn(ctx));
   } catch (e) {
-    // A thrown value becomes the `failure` record: give it a message.
-    throw { message: e instanceof Error ? `${e.name}: ${e.message}` : String(e) };
+    throw failure(e);
   }
 }
 
 /**
+ * A thrown value as the `failure` record: its message and where it was
+ * thrown (`TypeError: x is undefined (at app.js:12:5)`), the first frame of
+ * the stack outside this SDK.
+ */
+export function failure(e) {
+  if (!(e instanceof Error)) return { message: String(e) };
+  const frame = String(e.stack ?? '')
+    .split('\n')
+    .map((line) => line.match(/([^\s/@(]+\.[cm]?js):(\d+)(?::(\d+))?/))
+    .find((m) => m && !m[1].startsWith('index.js') && !m[1].startsWith('testing.js'));
+  const at = frame ? ` (at ${frame[1]}:${frame[2]}${frame[3] ? `:${frame[3]}` : ''})` : '';
+  return { message: `${e.name}: ${e.message}${at}` };
+}
+
+/** A context for `object`, a changed object of `type` (for `mapKeys`). */
+export function changedContext(type, object, config) {
+  const meta = object.metadata ?? {};
+  return new Context(type, new ObjectKey(meta.namespace, meta.name ?? ''), { config });
+}
+
+/**
  * The object to export as `plugin` from the component's entry module.
- * `host` is `{ cache, log }`: the modules `kubewasm:controller/cache@0.1.0`
- * and `kubewasm:controller/log@0.1.0`.
+ * `host` is `{ cache, log }`: the modules `kubewasm:controller/cache@0.2.0`
+ * and `kubewasm:controller/log@0.2.0`.
  */
 export function exportPlugin(reconciler, hostImports) {
   setBackend(hostImports);
@@ -362,6 +403,7 @@ export function exportPlugin(reconciler, hostImports) {
         version: d.version,
         primary: witType(d.primary),
         primaryVerbs: d.primaryVerbs,
+        primarySelector: d.primarySelector,
         secondaries: d.secondaries.map((s) => ({ type: witType(s.type), verbs: s.verbs, labelSelector: s.labelSelector, mapping: s.mapping })),
         managedFinalizer: d.managedFinalizer,
         resyncSeconds: d.resyncSeconds,
@@ -371,9 +413,15 @@ export function exportPlugin(reconciler, hostImports) {
     },
     reconcile: (request) => run((ctx) => reconciler.reconcile(ctx), request),
     finalize: (request) => run((ctx) => (reconciler.finalize ? reconciler.finalize(ctx) : new Outcome()), request),
-    mapKeys(type, object) {
+    mapKeys({ type, object, config }) {
       if (!reconciler.mapKeys) return [];
-      return reconciler.mapKeys(new ResourceType(type.group, type.version, type.kind, type.plural, type.namespaced), JSON.parse(object)).map(witKey);
+      try {
+        const changed = JSON.parse(object);
+        const t = new ResourceType(type.group, type.version, type.kind, type.plural, type.namespaced);
+        return reconciler.mapKeys(changedContext(t, changed, config), changed).map(witKey);
+      } catch (e) {
+        throw failure(e);
+      }
     },
   };
 }

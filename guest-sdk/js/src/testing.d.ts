@@ -1,4 +1,4 @@
-import type { KubeObject, ObjectKey, Outcome, Reconciler } from './index.js';
+import type { KubeObject, ObjectKey, Outcome, Reconciler, ResourceType } from './index.js';
 
 export declare class Harness {
   constructor(reconciler: Reconciler, options?: { config?: unknown });
@@ -6,6 +6,7 @@ export declare class Harness {
   object(object: KubeObject): this;
   reconcile(key: ObjectKey, options?: { lastFailure?: string }): Outcome;
   finalize(key: ObjectKey): Outcome;
+  mapKeys(type: ResourceType, object: KubeObject): ObjectKey[];
 }
 /** Whether `labels` satisfy `selector`; throws for a selector the host refuses. */
 export declare function matches(selector: string, labels: Record<string, string>): boolean;

@@ -6,7 +6,7 @@
 //   import { Harness } from '@kubewasm/guest/testing';
 //   const outcome = new Harness(myPlugin).object(cm).reconcile(new ObjectKey('default', 'a'));
 
-import { Context, Outcome, ReconcileError, Verb, setBackend } from './index.js';
+import { Context, Outcome, ReconcileError, Verb, changedContext, setBackend } from './index.js';
 import { SelectorError, isValidName, matchesRequirements, parseSelector } from './rules.js';
 
 /** Objects and a configuration to run a reconciler against. */
@@ -30,6 +30,21 @@ export class Harness {
 
   finalize(key) {
     return this.#run((ctx) => (this.reconciler.finalize ? this.reconciler.finalize(ctx) : new Outcome()), key);
+  }
+
+  /**
+   * Runs the reconciler's `mapKeys` for `object`, a changed object of the
+   * secondary type `type`, reading this harness's objects: the primary keys
+   * the host would queue.
+   */
+  mapKeys(type, object) {
+    if (!this.reconciler.mapKeys) return [];
+    const previous = setBackend(this.#backend());
+    try {
+      return this.reconciler.mapKeys(changedContext(type, object, JSON.stringify(this.config)), object);
+    } finally {
+      setBackend(previous);
+    }
   }
 
   #run(fn, key, lastFailure) {
@@ -79,7 +94,7 @@ export class Harness {
   #held(type) {
     const d = this.declaration;
     const same = (t) => t.group === type.group && t.version === type.version && t.kind === type.kind;
-    if (same(d.primary)) return { declared: d.primary, verbs: [Verb.GET, Verb.LIST, Verb.WATCH, ...d.primaryVerbs], selector: '' };
+    if (same(d.primary)) return { declared: d.primary, verbs: [Verb.GET, Verb.LIST, Verb.WATCH, ...d.primaryVerbs], selector: d.primarySelector };
     const s = d.secondaries.find((x) => same(x.type));
     return s && { declared: s.type, verbs: s.verbs, selector: s.labelSelector ?? '' };
   }

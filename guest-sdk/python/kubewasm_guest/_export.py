@@ -28,14 +28,23 @@ def export(reconciler):
             fn = getattr(reconciler, "finalize", None) or (lambda ctx: Outcome())
             return _run(fn, request)
 
-        def map_keys(self, type, object):
+        def map_keys(self, request):
+            from componentize_py_types import Err
+            from wit_world.exports import plugin as p
+            from wit_world.imports import types as t
+
             fn = getattr(reconciler, "map_keys", None)
             if fn is None:
                 return []
-            from wit_world.imports import types as t
-
-            keys = fn(_sdk_type(type), json.loads(object))
-            return [t.ObjectKey(k.namespace, k.name) for k in keys]
+            try:
+                obj = json.loads(request.object)
+                meta = obj.get("metadata", {})
+                ctx = Context(_sdk_type(request.type), ObjectKey(meta.get("namespace"), meta.get("name", "")),
+                              request.config)
+                keys = fn(ctx, obj)
+                return [t.ObjectKey(k.namespace, k.name) for k in keys]
+            except Exception as e:  # the plugin's failure, reported with where it happened
+                raise Err(p.Failure(_describe(e))) from None
 
     return Plugin
 
@@ -71,6 +80,7 @@ def _declaration(d: Declaration):
         version=d.version,
         primary=_wit_type(t, d.primary),
         primary_verbs=_verbs(t, d.primary_verbs),
+        primary_selector=d.primary_label_selector,
         secondaries=[
             p.Secondary(_wit_type(t, s.type), _verbs(t, s.verbs), s.label_selector, _mapping(p, s.mapping))
             for s in d.secondaries
@@ -98,9 +108,19 @@ def _run(fn, request):
         if not isinstance(outcome, Outcome):
             raise TypeError(f"reconcile must return an Outcome, not {type(outcome).__name__}")
         return _outcome(p, outcome)
-    except Exception as e:  # every failure is the plugin's, reported with its traceback
-        detail = "".join(traceback.format_exception_only(type(e), e)).strip()
-        raise Err(p.Failure(detail)) from None
+    except Exception as e:  # every failure is the plugin's, reported with where it happened
+        raise Err(p.Failure(_describe(e))) from None
+
+
+def _describe(e: BaseException) -> str:
+    """The exception and the plugin's line that raised it
+    (``KeyError: 'spec' (at app.py:12 in reconcile)``)."""
+    detail = "".join(traceback.format_exception_only(type(e), e)).strip()
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if "kubewasm_guest" not in f.filename]
+    if frames:
+        frame = frames[-1]
+        detail += f" (at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno} in {frame.name})"
+    return detail
 
 
 def _outcome(p, outcome: Outcome):
@@ -110,12 +130,13 @@ def _outcome(p, outcome: Outcome):
     for action in outcome.actions:
         kind = action[0]
         if kind == "apply":
-            actions.append(p.Action_Apply(p.Apply(to_json(action[1]), action[2])))
+            actions.append(p.Action_Apply(p.Apply(to_json(action[1]), action[2], action[3])))
         elif kind == "apply-status":
             actions.append(p.Action_ApplyStatus(to_json(action[1])))
         elif kind == "delete":
-            _, rt, key = action
-            actions.append(p.Action_Delete(p.Deletion(_wit_type(t, rt), t.ObjectKey(key.namespace, key.name))))
+            _, rt, key, (uid, resource_version) = action
+            actions.append(p.Action_Delete(p.Deletion(_wit_type(t, rt), t.ObjectKey(key.namespace, key.name),
+                                                      p.Preconditions(uid, resource_version))))
         else:
             event = action[1]
             regarding = None

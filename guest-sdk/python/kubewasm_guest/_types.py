@@ -81,6 +81,7 @@ class Declaration:
         self.version = version
         self.primary = primary
         self.primary_verbs: list = []
+        self.primary_label_selector = ""
         self.secondaries: list = []
         self.managed_finalizer = False
         self.resync_seconds: Optional[int] = None
@@ -90,6 +91,12 @@ class Declaration:
     def verbs(self, *verbs: str) -> "Declaration":
         """Verbs on the primary beyond the implied get, list and watch."""
         self.primary_verbs.extend(_checked(verbs))
+        return self
+
+    def primary_selector(self, selector: str) -> "Declaration":
+        """Only primaries matching this label selector (``app=web,!legacy``)
+        are watched, cached and reconciled; the default is every object."""
+        self.primary_label_selector = selector
         return self
 
     def secondary(self, secondary: Secondary) -> "Declaration":
@@ -160,9 +167,13 @@ class Outcome:
         self.requeue_after_ms: Optional[int] = None
         self.needs_finalizer: Optional[bool] = None
 
-    def apply(self, obj: dict, owned: bool = True) -> "Outcome":
-        """Server-side apply of ``obj``; ``owned`` makes the primary its controller owner."""
-        self.actions.append(("apply", obj, owned))
+    def apply(self, obj: dict, owned: bool = True, force: bool = True) -> "Outcome":
+        """Server-side apply of ``obj``; ``owned`` makes the primary its
+        controller owner. ``force=False`` refuses to take over fields another
+        field manager (a person's ``kubectl apply``) set to other values: the
+        apply fails with a conflict naming them, and the key is retried. For
+        partial applies of objects people also edit."""
+        self.actions.append(("apply", obj, owned, force))
         return self
 
     def apply_status(self, obj: dict) -> "Outcome":
@@ -170,8 +181,13 @@ class Outcome:
         self.actions.append(("apply-status", obj))
         return self
 
-    def delete(self, type: ResourceType, key: ObjectKey) -> "Outcome":
-        self.actions.append(("delete", type, key))
+    def delete(self, type: ResourceType, key: ObjectKey, uid: Optional[str] = None,
+               resource_version: Optional[str] = None) -> "Outcome":
+        """Deletes the object, only while it has this ``uid`` (default: the
+        uid the cache held for it) and this ``resource_version`` (default:
+        any). A precondition that no longer holds fails the delete with a
+        conflict, and the key is retried."""
+        self.actions.append(("delete", type, key, (uid, resource_version)))
         return self
 
     def event(self, event: Event) -> "Outcome":

@@ -49,6 +49,21 @@ class Harness:
     def finalize(self, key: ObjectKey) -> Outcome:
         return self._run(getattr(self.reconciler, "finalize", lambda ctx: Outcome()), key, None)
 
+    def map_keys(self, type: ResourceType, obj: dict) -> list:
+        """Runs the reconciler's ``map_keys`` for ``obj``, a changed object of
+        the secondary type ``type``, reading this harness's objects: the
+        primary keys the host would queue."""
+        fn = getattr(self.reconciler, "map_keys", None)
+        if fn is None:
+            return []
+        meta = obj.get("metadata", {})
+        ctx = Context(type, ObjectKey(meta.get("namespace"), meta.get("name", "")), json.dumps(self.config))
+        _backend._native = self
+        try:
+            return list(fn(ctx, obj))
+        finally:
+            _backend._native = None
+
     def _run(self, fn, key, last_failure) -> Outcome:
         ctx = Context(self.declaration.primary, key, json.dumps(self.config), 0, last_failure)
         _backend._native = self
@@ -89,7 +104,7 @@ class Harness:
         d = self.declaration
         same = lambda t: (t.group, t.version, t.kind) == (type.group, type.version, type.kind)  # noqa: E731
         if same(d.primary):
-            return d.primary, [GET, LIST, WATCH, *d.primary_verbs], []
+            return d.primary, [GET, LIST, WATCH, *d.primary_verbs], _rules.parse_selector(d.primary_label_selector)
         for s in d.secondaries:
             if same(s.type):
                 return s.type, s.verbs, _rules.parse_selector(s.label_selector)

@@ -198,7 +198,7 @@ impl Version {
                 .collect();
             types.push(stores);
         };
-        subscribe(&primary, "", primary_handler);
+        subscribe(&primary, &declaration.primary_selector, primary_handler);
         for secondary in &declaration.secondaries {
             let handler = mapping_handler(
                 &secondary.mapping,
@@ -457,13 +457,14 @@ async fn map_custom(
     while let Some(change) = changes.recv().await {
         let version = current.get();
         let (plugin, cache) = (Arc::clone(&version.plugin), Arc::clone(&version.cache));
+        let config = version.config.clone();
         let Mapped {
             resource,
             object,
             listed,
         } = change;
         let mapped = tokio::task::spawn_blocking(move || {
-            plugin.map(cache as Arc<dyn Cache>, &resource, object.json())
+            plugin.map(cache as Arc<dyn Cache>, &resource, object.json(), &config)
         })
         .await;
         match mapped {

@@ -68,8 +68,62 @@ pub use compiled::CacheDirError;
 use compiled::CompiledCache;
 use state::{Limiter, PluginState};
 
-/// The export every plugin must provide.
-pub const PLUGIN_EXPORT: &str = "kubewasm:controller/plugin@0.1.0";
+/// A version of the `kubewasm:controller` contract the host speaks. A
+/// component targets exactly one, read from its exports; the host links
+/// them all, so a plugin built against an older version keeps loading and
+/// behaving as it did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Contract {
+    /// `kubewasm:controller@0.1.0` (`wit/0.1.0/`), frozen.
+    V0_1,
+    /// `kubewasm:controller@0.2.0` (`wit/`): primary selectors, cache reads
+    /// and failures in `map-keys`, unforced applies, delete preconditions.
+    V0_2,
+}
+
+impl Contract {
+    /// Every version the host links, newest first.
+    pub const ALL: [Self; 2] = [Self::V0_2, Self::V0_1];
+
+    /// The version new plugins target.
+    pub const CURRENT: Self = Self::V0_2;
+
+    /// The package version, e.g. `0.2.0`.
+    pub fn version(self) -> &'static str {
+        match self {
+            Self::V0_1 => "0.1.0",
+            Self::V0_2 => "0.2.0",
+        }
+    }
+
+    /// The export a component of this version provides.
+    pub fn plugin_export(self) -> &'static str {
+        match self {
+            Self::V0_1 => "kubewasm:controller/plugin@0.1.0",
+            Self::V0_2 => "kubewasm:controller/plugin@0.2.0",
+        }
+    }
+
+    /// The version whose plugin export is among `exports`.
+    fn of_exports(exports: &[String]) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|contract| exports.iter().any(|e| e == contract.plugin_export()))
+    }
+}
+
+impl std::fmt::Display for Contract {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "kubewasm:controller@{}", self.version())
+    }
+}
+
+/// The plugin exports the host accepts, for messages.
+fn accepted_exports() -> String {
+    Contract::ALL
+        .map(|c| format!("`{}`", c.plugin_export()))
+        .join(" or ")
+}
 
 /// Interfaces a plugin may import: the contract's own, and the WASI ones
 /// toolchains link by default (all given no capability). Anything else,
@@ -304,7 +358,7 @@ pub enum LoadError {
     #[error("failed to compile the component: {0:#}")]
     Compile(#[source] wasmtime::Error),
     /// The component targets another world.
-    #[error("the component targets another world: it exports [{}], not `{PLUGIN_EXPORT}`", exports.join(", "))]
+    #[error("the component targets another world: it exports [{}], not {}", exports.join(", "), accepted_exports())]
     WrongWorld {
         /// What it exports.
         exports: Vec<String>,
@@ -320,8 +374,14 @@ pub enum LoadError {
     Link(#[source] wasmtime::Error),
     /// The component links but does not match the world the host speaks
     /// (built against another revision of the WIT package).
-    #[error("the component does not match the `{PLUGIN_EXPORT}` world this host speaks: {0:#}")]
-    Incompatible(#[source] wasmtime::Error),
+    #[error("the component does not match the `{contract}` world this host speaks: {source:#}")]
+    Incompatible {
+        /// The version it claims.
+        contract: Contract,
+        /// Where its types differ.
+        #[source]
+        source: wasmtime::Error,
+    },
     /// The `declare` call failed.
     #[error("the plugin's declare call failed: {0}")]
     Declare(#[source] CallError),
@@ -415,6 +475,12 @@ pub enum MapError {
     /// The plugin returned a key no object can have.
     #[error("map-keys returned an invalid key: {0}")]
     InvalidKey(#[source] kubewasm_core::validation::Invalid),
+    /// The plugin reported a failure (contract 0.2.0 on).
+    #[error("the plugin failed: {message}")]
+    Failed {
+        /// Its message, truncated.
+        message: String,
+    },
 }
 
 /// One reconcile or finalize request.
@@ -519,7 +585,9 @@ struct Inner {
 /// A component compiled and linked: its code, shared by every plugin
 /// loaded from the same bytes (each keeps its own instances).
 struct Code {
-    pre: ControllerPre<PluginState>,
+    pre: ControllerPre,
+    /// The contract version the component targets.
+    contract: Contract,
     digest: String,
     /// The component's bytes while this is the baseline compiler's code,
     /// for [`Plugin::optimized`] to compile.
@@ -682,6 +750,7 @@ impl Runtime {
         tracing::info!(
             plugin = %declaration.name,
             version = %declaration.version,
+            contract = bootstrap.code.contract.version(),
             digest = %bootstrap.code.digest,
             cached = timing.cached,
             compile_time = ?timing.compile_time,
@@ -720,7 +789,7 @@ impl Runtime {
     pub fn interfaces(&self, bytes: &[u8]) -> Result<Interfaces, LoadError> {
         let (plugin, declaration, _) = self.declare(bytes)?;
         let engine = &self.inner.engine;
-        let ty = plugin.code.pre.instance_pre().component().component_type();
+        let ty = plugin.code.pre.component().component_type();
         Ok(Interfaces {
             declaration,
             imports: ty
@@ -765,17 +834,24 @@ impl Runtime {
                 linker,
                 Some(Arc::from(bytes)),
             ),
-            (None, None) => (self.compile(bytes, &digest)?, &self.inner.linker, None),
+            (None, None) => {
+                // Long first compiles say so (the result is cached).
+                tracing::info!(size = bytes.len(), digest = %digest,
+                    "compiling the component with the optimizing compiler, once (an interpreted \
+                     Python or JavaScript plugin takes 10 to 30 s; the result is cached)");
+                (self.compile(bytes, &digest)?, &self.inner.linker, None)
+            }
         };
         let compile_time = started.elapsed();
-        check_world(component.engine(), &component)?;
+        let contract = check_world(component.engine(), &component)?;
         let instance_pre = linker
             .instantiate_pre(&component)
             .map_err(LoadError::Link)?;
-        let pre = ControllerPre::new(instance_pre).map_err(LoadError::Link)?;
+        let pre = ControllerPre::new(contract, instance_pre).map_err(LoadError::Link)?;
 
         let bootstrap = self.bootstrap(Arc::new(Code {
             pre,
+            contract,
             digest,
             baseline,
         }));
@@ -784,15 +860,16 @@ impl Runtime {
             // Exports are type-checked at instantiation: a mismatch means
             // another revision of the contract.
             CallError::Instantiate(error) if error.to_string().contains("type mismatch") => {
-                LoadError::Incompatible(error)
+                LoadError::Incompatible {
+                    contract,
+                    source: error,
+                }
             }
             other => LoadError::Declare(other),
         })?;
         let instantiate_time = started.elapsed();
         let (declaration, _) = bootstrap
-            .with_instance(instance, |controller, store| {
-                controller.kubewasm_controller_plugin().call_declare(store)
-            })
+            .with_instance(instance, |controller, store| controller.declare(store))
             .map_err(LoadError::Declare)?;
         let declaration = Declaration::try_from(declaration).map_err(LoadError::Declaration)?;
         let mut loaded = self.loaded();
@@ -886,8 +963,9 @@ fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
     }
 }
 
-/// Checks the component's imports and exports against the world.
-fn check_world(engine: &Engine, component: &Component) -> Result<(), LoadError> {
+/// Checks the component's imports and exports against the worlds; returns
+/// the contract version it targets.
+fn check_world(engine: &Engine, component: &Component) -> Result<Contract, LoadError> {
     let ty = component.component_type();
     if let Some((import, _)) = ty
         .imports(engine)
@@ -901,10 +979,7 @@ fn check_world(engine: &Engine, component: &Component) -> Result<(), LoadError> 
         .exports(engine)
         .map(|(name, _)| name.to_owned())
         .collect();
-    if !exports.iter().any(|e| e == PLUGIN_EXPORT) {
-        return Err(LoadError::WrongWorld { exports });
-    }
-    Ok(())
+    Contract::of_exports(&exports).ok_or(LoadError::WrongWorld { exports })
 }
 
 /// Declaration used only while `declare` runs (it grants nothing).
@@ -920,6 +995,7 @@ fn placeholder_declaration() -> Declaration {
             namespaced: false,
         },
         primary_verbs: Default::default(),
+        primary_selector: String::new(),
         secondaries: Vec::new(),
         managed_finalizer: false,
         resync_seconds: None,
@@ -1004,6 +1080,11 @@ impl Plugin {
         &self.declaration
     }
 
+    /// The contract version the component targets.
+    pub fn contract(&self) -> Contract {
+        self.code.contract
+    }
+
     /// The component's sha256, hex.
     pub fn digest(&self) -> &str {
         &self.code.digest
@@ -1050,7 +1131,9 @@ impl Plugin {
                     .instantiate_pre(&component)
                     .map_err(LoadError::Link)?;
                 let code = Arc::new(Code {
-                    pre: ControllerPre::new(instance_pre).map_err(LoadError::Link)?,
+                    pre: ControllerPre::new(self.code.contract, instance_pre)
+                        .map_err(LoadError::Link)?,
+                    contract: self.code.contract,
                     digest: digest.clone(),
                     baseline: None,
                 });
@@ -1139,9 +1222,7 @@ impl Plugin {
         cache: Arc<dyn Cache>,
         request: &Request,
     ) -> Result<Outcome, ReconcileError> {
-        self.run(cache, request, |c, store, req| {
-            c.kubewasm_controller_plugin().call_reconcile(store, req)
-        })
+        self.run(cache, request, |c, store, req| c.reconcile(store, req))
     }
 
     /// Runs the plugin's cleanup for a primary being deleted.
@@ -1154,29 +1235,38 @@ impl Plugin {
         cache: Arc<dyn Cache>,
         request: &Request,
     ) -> Result<Outcome, ReconcileError> {
-        self.run(cache, request, |c, store, req| {
-            c.kubewasm_controller_plugin().call_finalize(store, req)
-        })
+        self.run(cache, request, |c, store, req| c.finalize(store, req))
     }
 
     /// Maps a changed secondary object to primary keys (the `custom` mapping).
+    /// The call reads `cache` under the plugin's grants, as a reconcile does.
     ///
     /// # Errors
-    /// [`CallError`] if the call fails.
+    /// [`MapError`] if the call fails, the plugin reports a failure or
+    /// returns an invalid key.
     pub fn map(
         &self,
         cache: Arc<dyn Cache>,
         resource: &ResourceType,
         object: &str,
+        config: &str,
     ) -> Result<Vec<ObjectKey>, MapError> {
         let limits = self.limits.output;
+        let request = exports::MapRequest {
+            type_: resource.into(),
+            object: object.to_owned(),
+            config: config.to_owned(),
+        };
         let (instance, _) = self.checkout(cache, None)?;
         let (keys, _) = self.with_instance(instance, |c, store| {
-            let keys =
-                c.kubewasm_controller_plugin()
-                    .call_map_keys(store, &resource.into(), object)?;
-            limits.check(Limit::MapKeys, keys.len() as u64)?;
+            let keys = c.map_keys(store, &request)?;
+            if let Ok(keys) = &keys {
+                limits.check(Limit::MapKeys, keys.len() as u64)?;
+            }
             Ok(keys)
+        })?;
+        let keys = keys.map_err(|failure| MapError::Failed {
+            message: action::truncate(failure.message, MAX_FAILURE_BYTES),
         })?;
         let primary = &self.declaration.primary;
         keys.into_iter()

@@ -97,11 +97,9 @@ impl Reconciler for ConfigRollout {
             "configuration changed",
             &[("hash", desired.as_deref().unwrap_or("none"))],
         );
-        Ok(Outcome::new().apply_json(patch, false).event(Event::normal(
-            "ConfigChanged",
-            "Rollout",
-            note,
-        )))
+        Ok(Outcome::new()
+            .apply_json_unforced(patch)
+            .event(Event::normal("ConfigChanged", "Rollout", note)))
     }
 }
 
@@ -178,7 +176,11 @@ mod tests {
         let hash = hash_of(&first).expect("an apply");
         assert!(matches!(
             first.actions()[0],
-            Action::Apply { owned: false, .. }
+            Action::Apply {
+                owned: false,
+                force: false,
+                ..
+            }
         ));
         assert!(matches!(first.actions()[1], Action::Event(_)));
 

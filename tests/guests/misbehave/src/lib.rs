@@ -53,8 +53,8 @@ use std::time::Duration;
 use kubewasm_guest::k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use kubewasm_guest::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kubewasm_guest::{
-    Context, Declaration, Error, Event, ObjectKey, Outcome, Reconciler, ResourceType, Result,
-    Secondary, Verb,
+    Context, Declaration, Error, Event, ObjectKey, Outcome, Preconditions, Reconciler,
+    ResourceType, Result, Secondary, Verb,
 };
 use serde::Deserialize;
 
@@ -187,7 +187,7 @@ impl Reconciler for Misbehave {
                 let found = ctx.get_text(&lying, ctx.key())?.is_some();
                 Ok(Outcome::new()
                     .event(Event::normal("Read", "Read", found.to_string()))
-                    .delete_of(lying, ctx.key().clone()))
+                    .delete_of(lying, ctx.key().clone(), Preconditions::default()))
             }
             "list-pods" => {
                 let listed: Vec<String> = ctx
@@ -265,20 +265,34 @@ impl Reconciler for Misbehave {
     }
 
     /// Returns as many keys as the object's `keys` data entry says, all
-    /// named by its `name` entry (`../x` makes an invalid key).
-    fn map_keys(_: &ResourceType, object: &serde_json::Value) -> Vec<ObjectKey> {
-        let count = object
-            .pointer("/data/keys")
-            .and_then(serde_json::Value::as_str)
+    /// named by its `name` entry (`../x` makes an invalid key, `fail` a
+    /// failure), or by the `name` entry of the cached ConfigMap its `follow`
+    /// entry names (a read inside `map-keys`).
+    fn map_keys(ctx: &Context, object: &serde_json::Value) -> Result<Vec<ObjectKey>> {
+        let data = |object: &serde_json::Value, entry: &str| {
+            object
+                .pointer(&format!("/data/{entry}"))
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        };
+        let count = data(object, "keys")
             .and_then(|n| n.parse().ok())
             .unwrap_or(0);
-        let name = object
-            .pointer("/data/name")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("x");
-        (0..count)
-            .map(|_| ObjectKey::namespaced("default", name))
-            .collect()
+        let name = match data(object, "follow") {
+            Some(followed) => {
+                let followed: Option<ConfigMap> = ctx.get(&ctx.key().with_name(followed))?;
+                followed
+                    .and_then(|cm| cm.data?.get("name").cloned())
+                    .ok_or_else(|| Error::msg("the followed ConfigMap names no one"))?
+            }
+            None => data(object, "name").unwrap_or_else(|| "x".to_owned()),
+        };
+        if name == "fail" {
+            return Err(Error::msg("asked to fail"));
+        }
+        Ok((0..count)
+            .map(|_| ObjectKey::namespaced("default", &name))
+            .collect())
     }
 }
 

@@ -1,0 +1,482 @@
+//! `kubewasm new`: a plugin project of its own, in Rust, Python or
+//! JavaScript, that builds, tests and replays out of the box.
+//!
+//! A project is a directory outside any workspace with the reconciler, a
+//! unit test run natively by the language's own runner under the host's
+//! rules (the SDK harnesses), an `example.yaml` of one primary object for
+//! `kubewasm replay`, a `Makefile` of four targets (`setup`, `test`,
+//! `build`, `replay`) and a README saying so. The SDK comes from a kubewasm
+//! checkout: the Rust crate by path, the Python wheel and the npm tarball
+//! that `make sdk` builds into `target/sdk/`.
+//!
+//! The primary is a built-in type (its plural and scope from the registry
+//! of the Kubernetes version kubewasm serves) or a custom one: then the
+//! plural is the lowercase kind plus `s`, the type is namespaced, and the
+//! project gets a `crd.yaml` serving it, for replay and for a cluster.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use crate::mapper::RestMapper;
+use crate::resource::ResourceType;
+
+/// The languages a project can be written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Language {
+    /// Rust, with the `kubewasm-guest` crate.
+    Rust,
+    /// Python, with the `kubewasm-guest` wheel and componentize-py.
+    Python,
+    /// JavaScript, with the `@kubewasm/guest` package and componentize-js.
+    Js,
+}
+
+/// Why a project could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum ScaffoldError {
+    /// The name cannot name a plugin.
+    #[error(
+        "`{0}` cannot name a plugin: use a lowercase DNS label (letters, digits, `-`), such as `hello`"
+    )]
+    InvalidName(String),
+    /// The primary type does not parse.
+    #[error(
+        "`{0}` is not a type: use GROUP/VERSION/KIND, or VERSION/KIND for the core group (`v1/ConfigMap`)"
+    )]
+    InvalidPrimary(String),
+    /// The directory exists and is not empty.
+    #[error("{0} exists and is not empty: pick another name or --dir")]
+    NotEmpty(PathBuf),
+    /// The SDK is missing from the checkout.
+    #[error("{what} is not at {path}: {fix}")]
+    NoSdk {
+        /// Which part.
+        what: &'static str,
+        /// Where it was looked for.
+        path: PathBuf,
+        /// What to run.
+        fix: &'static str,
+    },
+    /// A file could not be written.
+    #[error("failed to write {path}: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What to create.
+#[derive(Clone, Debug)]
+pub struct Project {
+    /// The plugin's name (a DNS label).
+    pub name: String,
+    /// Its language.
+    pub language: Language,
+    /// `GROUP/VERSION/KIND` of its primary.
+    pub primary: String,
+    /// The kubewasm checkout the SDK comes from.
+    pub sdk: PathBuf,
+    /// The `kubewasm` binary the Makefile runs.
+    pub kubewasm: PathBuf,
+}
+
+/// One file of a project: its path in the project and its template.
+struct Template {
+    path: &'static str,
+    text: &'static str,
+}
+
+macro_rules! templates {
+    ($($path:literal => $file:literal),* $(,)?) => {
+        &[$(Template { path: $path, text: include_str!(concat!("../templates/", $file)) }),*]
+    };
+}
+
+const RUST: &[Template] = templates! {
+    "Cargo.toml" => "rust/Cargo.toml.tmpl",
+    "src/lib.rs" => "rust/lib.rs.tmpl",
+    "Makefile" => "rust/Makefile.tmpl",
+    ".gitignore" => "rust/gitignore.tmpl",
+};
+
+const PYTHON: &[Template] = templates! {
+    "{{module}}.py" => "python/plugin.py.tmpl",
+    "app.py" => "python/app.py.tmpl",
+    "test_{{module}}.py" => "python/test_plugin.py.tmpl",
+    "Makefile" => "python/Makefile.tmpl",
+    ".gitignore" => "python/gitignore.tmpl",
+};
+
+const JS: &[Template] = templates! {
+    "plugin.js" => "js/plugin.js.tmpl",
+    "app.js" => "js/app.js.tmpl",
+    "plugin.test.js" => "js/plugin.test.js.tmpl",
+    "package.json" => "js/package.json.tmpl",
+    "Makefile" => "js/Makefile.tmpl",
+    ".gitignore" => "js/gitignore.tmpl",
+};
+
+const README: &str = include_str!("../templates/README.md.tmpl");
+
+/// Where `make sdk` puts the Python wheel and the npm tarball.
+pub const SDK_DIR: &str = "target/sdk";
+
+/// The Python wheel's file name.
+pub const PYTHON_WHEEL: &str = "kubewasm_guest-0.2.0-py3-none-any.whl";
+
+/// The npm tarball's file name.
+pub const NPM_TARBALL: &str = "kubewasm-guest-0.2.0.tgz";
+
+impl Project {
+    /// Writes the project into `dir` (created; it must be empty if it
+    /// exists); returns the files written, relative to `dir`.
+    ///
+    /// # Errors
+    /// [`ScaffoldError`] says what is wrong or what failed.
+    pub fn create(&self, dir: &Path) -> Result<Vec<String>, ScaffoldError> {
+        if !crate::runtime::is_plugin_name(&self.name) || self.name.contains('.') {
+            return Err(ScaffoldError::InvalidName(self.name.clone()));
+        }
+        let primary = primary_type(&self.primary)?;
+        if std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) {
+            return Err(ScaffoldError::NotEmpty(dir.to_owned()));
+        }
+        let vars = self.variables(&primary)?;
+        let mut files: Vec<(String, String)> = match self.language {
+            Language::Rust => RUST,
+            Language::Python => PYTHON,
+            Language::Js => JS,
+        }
+        .iter()
+        .map(|t| (render(t.path, &vars), render(t.text, &vars)))
+        .collect();
+        files.push(("README.md".into(), render(README, &vars)));
+        files.push(("example.yaml".into(), example_yaml(&primary)));
+        if is_custom(&primary) {
+            files.push(("crd.yaml".into(), crd_yaml(&primary)));
+        }
+        for (path, text) in &files {
+            let path = dir.join(path);
+            let written = path
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|()| std::fs::write(&path, text));
+            written.map_err(|source| ScaffoldError::Write { path, source })?;
+        }
+        Ok(files.into_iter().map(|(path, _)| path).collect())
+    }
+
+    /// The values the templates name as `{{variable}}`.
+    fn variables(
+        &self,
+        primary: &ResourceType,
+    ) -> Result<Vec<(&'static str, String)>, ScaffoldError> {
+        let sdk = |what, relative: &str, fix| {
+            let path = self.sdk.join(relative);
+            if path.exists() {
+                Ok(path.display().to_string())
+            } else {
+                Err(ScaffoldError::NoSdk { what, path, fix })
+            }
+        };
+        let module = self.name.replace('-', "_");
+        let (language, setup_note, main_file, sdk_var) = match self.language {
+            Language::Rust => (
+                "Rust",
+                "adds the wasm32-wasip2 target",
+                "src/lib.rs".to_owned(),
+                (
+                    "rust_sdk",
+                    sdk(
+                        "the Rust SDK",
+                        "guest-sdk/Cargo.toml",
+                        "pass --sdk the kubewasm checkout",
+                    )?
+                    .trim_end_matches("/Cargo.toml")
+                    .to_owned(),
+                ),
+            ),
+            Language::Python => (
+                "Python",
+                "installs the SDK wheel (and componentize-py) into this Python",
+                format!("{module}.py"),
+                (
+                    "python_sdk",
+                    sdk(
+                        "the Python SDK wheel",
+                        &format!("{SDK_DIR}/{PYTHON_WHEEL}"),
+                        "run `make sdk` in the kubewasm checkout",
+                    )?,
+                ),
+            ),
+            Language::Js => (
+                "JavaScript",
+                "installs the SDK tarball and the component toolchain into node_modules",
+                "plugin.js".to_owned(),
+                (
+                    "js_sdk",
+                    sdk(
+                        "the JavaScript SDK tarball",
+                        &format!("{SDK_DIR}/{NPM_TARBALL}"),
+                        "run `make sdk` in the kubewasm checkout",
+                    )?,
+                ),
+            ),
+        };
+        let key = match primary.namespaced {
+            true => "default/example",
+            false => "example",
+        };
+        let objects = if is_custom(primary) {
+            "--objects crd.yaml --objects example.yaml"
+        } else {
+            "--objects example.yaml"
+        };
+        let namespace = primary.namespaced.then_some("default");
+        Ok(vec![
+            ("name", self.name.clone()),
+            ("crate", module.clone()),
+            ("module", module),
+            ("language", language.into()),
+            ("setup_note", setup_note.into()),
+            ("main_file", main_file),
+            sdk_var,
+            ("kubewasm", self.kubewasm.display().to_string()),
+            ("group", primary.group.clone()),
+            ("version", primary.version.clone()),
+            ("kind", primary.kind.clone()),
+            ("plural", primary.plural.clone()),
+            ("api_version", primary.api_version()),
+            ("namespaced", primary.namespaced.to_string()),
+            (
+                "py_namespaced",
+                if primary.namespaced { "True" } else { "False" }.into(),
+            ),
+            (
+                "py_namespace",
+                namespace.map_or("None".into(), |ns| format!("\"{ns}\"")),
+            ),
+            (
+                "js_namespace",
+                namespace.map_or("undefined".into(), |ns| format!("'{ns}'")),
+            ),
+            (
+                "rust_key",
+                match namespace {
+                    Some(ns) => format!("ObjectKey::namespaced(\"{ns}\", \"example\")"),
+                    None => "ObjectKey::cluster(\"example\")".into(),
+                },
+            ),
+            ("json_object", example(primary).to_string()),
+            ("key", key.into()),
+            ("objects", objects.into()),
+        ])
+    }
+}
+
+/// `GROUP/VERSION/KIND` (or `VERSION/KIND`) as the cluster serves it, or
+/// as a custom type would be served.
+fn primary_type(text: &str) -> Result<ResourceType, ScaffoldError> {
+    let invalid = || ScaffoldError::InvalidPrimary(text.to_owned());
+    let (group, version, kind) = match text.split('/').collect::<Vec<_>>().as_slice() {
+        [version, kind] => ("", *version, *kind),
+        [group, version, kind] => (*group, *version, *kind),
+        _ => return Err(invalid()),
+    };
+    let identifier = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric());
+    let group_ok = group
+        .split('.')
+        .all(|label| group.is_empty() || crate::runtime::is_plugin_name(label));
+    if !group_ok
+        || !identifier(version)
+        || !identifier(kind)
+        || !kind.starts_with(|c: char| c.is_ascii_uppercase())
+    {
+        return Err(invalid());
+    }
+    Ok(RestMapper::builtin()
+        .lookup(group, version, kind)
+        .unwrap_or_else(|| ResourceType {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            kind: kind.to_owned(),
+            plural: format!("{}s", kind.to_ascii_lowercase()),
+            namespaced: true,
+        }))
+}
+
+/// Whether the type is not one of the built-in ones.
+fn is_custom(primary: &ResourceType) -> bool {
+    RestMapper::builtin()
+        .lookup(&primary.group, &primary.version, &primary.kind)
+        .is_none()
+}
+
+/// The example primary object.
+fn example(primary: &ResourceType) -> serde_json::Value {
+    let mut metadata = json!({"name": "example", "uid": "00000000-0000-0000-0000-000000000001",
+                              "generation": 1});
+    if primary.namespaced {
+        metadata["namespace"] = "default".into();
+    }
+    json!({"apiVersion": primary.api_version(), "kind": primary.kind, "metadata": metadata})
+}
+
+fn example_yaml(primary: &ResourceType) -> String {
+    format!(
+        "# One {kind} for `make replay` (kubewasm replay) and the unit test's fixture.\n{}",
+        serde_yaml::to_string(&example(primary)).unwrap_or_default(),
+        kind = primary.kind
+    )
+}
+
+/// A CustomResourceDefinition serving a custom primary, with an open
+/// `spec` and `status` to fill in.
+fn crd_yaml(primary: &ResourceType) -> String {
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{}.{}", primary.plural, primary.group)},
+        "spec": {
+            "group": primary.group,
+            "names": {"kind": primary.kind, "plural": primary.plural,
+                      "singular": primary.kind.to_ascii_lowercase()},
+            "scope": if primary.namespaced { "Namespaced" } else { "Cluster" },
+            "versions": [{
+                "name": primary.version, "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                }}},
+            }],
+        },
+    });
+    format!(
+        "# Serves {} {}: describe its spec here.\n{}",
+        primary.api_version(),
+        primary.kind,
+        serde_yaml::to_string(&crd).unwrap_or_default()
+    )
+}
+
+/// `text` with each `{{variable}}` replaced.
+fn render(text: &str, vars: &[(&'static str, String)]) -> String {
+    vars.iter().fold(text.to_owned(), |text, (name, value)| {
+        text.replace(&format!("{{{{{name}}}}}"), value)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn project(language: Language, primary: &str, sdk: &Path) -> Project {
+        Project {
+            name: "hello-world".into(),
+            language,
+            primary: primary.into(),
+            sdk: sdk.to_owned(),
+            kubewasm: "kubewasm".into(),
+        }
+    }
+
+    fn fake_checkout() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sdk = dir.path().join(SDK_DIR);
+        std::fs::create_dir_all(&sdk).expect("sdk dir");
+        std::fs::create_dir_all(dir.path().join("guest-sdk")).expect("guest-sdk");
+        for file in [
+            sdk.join(PYTHON_WHEEL),
+            sdk.join(NPM_TARBALL),
+            dir.path().join("guest-sdk/Cargo.toml"),
+        ] {
+            std::fs::write(file, "").expect("fake sdk file");
+        }
+        dir
+    }
+
+    #[test]
+    fn every_template_variable_should_be_filled_in_every_language() {
+        let checkout = fake_checkout();
+        for language in [Language::Rust, Language::Python, Language::Js] {
+            for primary in [
+                "v1/ConfigMap",
+                "v1/Namespace",
+                "example.com/v1alpha1/Widget",
+            ] {
+                let out = tempfile::tempdir().expect("tempdir");
+                let files = project(language, primary, checkout.path())
+                    .create(out.path())
+                    .expect("created");
+                for file in &files {
+                    let text = std::fs::read_to_string(out.path().join(file)).expect("written");
+                    assert!(
+                        !text.contains("{{"),
+                        "{language:?} {primary} {file}: {text}"
+                    );
+                }
+                assert_eq!(
+                    files.iter().any(|f| f == "crd.yaml"),
+                    primary.contains("Widget"),
+                    "{files:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn primaries_should_come_from_the_registry_or_be_guessed_as_custom() {
+        let ns = primary_type("v1/Namespace").expect("built-in");
+        assert_eq!((ns.plural.as_str(), ns.namespaced), ("namespaces", false));
+        let deployment = primary_type("apps/v1/Deployment").expect("built-in");
+        assert_eq!(deployment.plural, "deployments");
+        let widget = primary_type("example.com/v1/Widget").expect("custom");
+        assert_eq!(
+            (widget.plural.as_str(), widget.namespaced),
+            ("widgets", true)
+        );
+        for bad in [
+            "ConfigMap",
+            "v1/configmap",
+            "a/b/c/D",
+            "Bad_Group/v1/X",
+            "v1/Config-Map",
+        ] {
+            assert!(
+                matches!(primary_type(bad), Err(ScaffoldError::InvalidPrimary(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn refusals_should_name_the_fix() {
+        let checkout = fake_checkout();
+        let out = tempfile::tempdir().expect("tempdir");
+        let mut bad = project(Language::Rust, "v1/ConfigMap", checkout.path());
+        bad.name = "Hello_World".into();
+        assert!(matches!(
+            bad.create(out.path()),
+            Err(ScaffoldError::InvalidName(_))
+        ));
+        let empty = tempfile::tempdir().expect("tempdir");
+        let err = project(Language::Python, "v1/ConfigMap", empty.path())
+            .create(out.path())
+            .expect_err("no wheel");
+        assert!(err.to_string().contains("run `make sdk`"), "{err}");
+        std::fs::write(out.path().join("keep"), "mine").expect("a file");
+        let err = project(Language::Js, "v1/ConfigMap", checkout.path())
+            .create(out.path())
+            .expect_err("not empty");
+        assert!(matches!(err, ScaffoldError::NotEmpty(_)), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(out.path().join("keep")).expect("kept"),
+            "mine"
+        );
+    }
+}
