@@ -118,6 +118,43 @@ fn inspect_should_print_the_declaration_as_json() {
     assert_eq!(decl["secondaries"][0]["mapping"]["kind"], "ownerReferences");
 }
 
+/// Contract versioning through replay: myapp built against 0.1.0 (kept as
+/// built) and against 0.2.0 ask for the very same requests, byte for byte.
+#[test]
+fn replays_of_myapp_on_contracts_0_1_and_0_2_should_print_the_same_bytes() {
+    let objects = example_file("myapp", "example.yaml");
+    let crd = example_file("myapp", "crd.yaml");
+    let replay = |wasm: &Path| {
+        let out = kubewasm(&[
+            "replay",
+            path(wasm),
+            "--objects",
+            path(&crd),
+            "--objects",
+            path(&objects),
+            "--key",
+            "default/demo",
+            "--now",
+            "2026-01-01T00:00:00Z",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (
+            out.stdout,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (old, old_log) = replay(&kubewasm_tests::contract_0_1_fixture("myapp"));
+    let (new, new_log) = replay(&example_plugin("myapp"));
+    assert!(old_log.contains(r#"contract="0.1.0""#), "{old_log}");
+    assert!(new_log.contains(r#"contract="0.2.0""#), "{new_log}");
+    assert_eq!(String::from_utf8_lossy(&old), String::from_utf8_lossy(&new));
+    assert!(String::from_utf8_lossy(&new).contains("applyStatus"));
+}
+
 #[test]
 fn replay_should_print_deployment_service_and_status_applies() {
     let out = replay_example("myapp", "default/demo", &[]);
@@ -291,12 +328,14 @@ fn replay_should_report_python_and_javascript_errors_and_logs() {
         (
             "misbehave-py",
             "raise",
-            "ValueError: misbehave-py was asked to raise",
+            // With the file and line that raised, the SDK's frames left out.
+            "ValueError: misbehave-py was asked to raise (at misbehave.py:45 in reconcile)",
         ),
         (
             "misbehave-js",
             "throw",
-            "RangeError: misbehave-js was asked to throw",
+            // Mapped back from the bundle to the source.
+            "RangeError: misbehave-js was asked to throw (at tests/guests/misbehave-js/app.js:34)",
         ),
     ] {
         std::fs::write(&config, format!("mode: {mode}\n")).expect("write");

@@ -9,7 +9,9 @@ use kubewasm_tests::host::{
     ConfigMapWriter, Host, apply, apply_text, event_notes, eventually, eventually_showing,
     get_json, wait_for,
 };
-use kubewasm_tests::{Apiserver, example_file, example_plugin, kubewasm_bin, test_plugin};
+use kubewasm_tests::{
+    Apiserver, contract_0_1_fixture, example_file, example_plugin, kubewasm_bin, test_plugin,
+};
 use serde_json::Value;
 
 const DEMO: &str = "apiVersion: example.com/v1\nkind: MyApp\nmetadata:\n  name: demo\n  namespace: default\n\
@@ -420,6 +422,101 @@ fn dropped_watches_and_expired_history_should_still_converge() {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>();
     assert!(restarts > 0.0, "the watch errors were counted");
+}
+
+/// Contract versioning: a component built against 0.1.0, kept as it was
+/// built, and components of 0.2.0 (Rust and JavaScript) in one host, on
+/// the same objects.
+#[test]
+fn plugins_of_contracts_0_1_and_0_2_should_run_side_by_side_in_one_host() {
+    let server = Apiserver::start_with(&["--simulate-workloads"]);
+    apply(&server, &example_file("myapp", "crd.yaml"));
+    let host = Host::start(
+        &server,
+        &[
+            ("myapp", example_plugin("myapp")),
+            ("config-rollout", contract_0_1_fixture("config-rollout")),
+            (
+                "configmap-replicator",
+                example_plugin("configmap-replicator"),
+            ),
+        ],
+        &[],
+        &[],
+    );
+    host.wait_ready();
+    let log = host.log();
+    for (plugin, contract) in [
+        ("myapp", "0.2.0"),
+        ("config-rollout", "0.1.0"),
+        ("configmap-replicator", "0.2.0"),
+    ] {
+        assert!(
+            log.lines().any(|l| l.contains(&format!("plugin={plugin} "))
+                && l.contains(&format!("contract=\"{contract}\""))),
+            "{plugin} on {contract}: {log}"
+        );
+    }
+
+    // The 0.2.0 plugin creates the Deployment; the 0.1.0 one annotates it
+    // for the ConfigMap labelled for it; the JavaScript 0.2.0 one copies
+    // that ConfigMap into another namespace.
+    apply_text(&server, DEMO);
+    server.ok(&["create", "namespace", "copies"]);
+    server.ok(&[
+        "create",
+        "configmap",
+        "demo-settings",
+        "--from-literal=LOG_LEVEL=debug",
+    ]);
+    server.ok(&[
+        "label",
+        "configmap",
+        "demo-settings",
+        "kubewasm.dev/rollout=demo",
+    ]);
+    server.ok(&[
+        "annotate",
+        "configmap",
+        "demo-settings",
+        "kubewasm.dev/replicate-to=copies",
+    ]);
+    eventually(
+        "myapp converged, config-rollout annotated, the replicator copied",
+        &host,
+        || {
+            let deployment = get_json(&server, &["deployment", "demo"]);
+            get_json(&server, &["myapp", "demo"])
+                .is_some_and(|a| a["status"]["availableReplicas"] == 2)
+                && deployment.is_some_and(|d| {
+                    d["spec"]["template"]["metadata"]["annotations"]["kubewasm.dev/config-hash"]
+                        .is_string()
+                })
+                && get_json(&server, &["configmap", "demo-settings", "-n", "copies"]).is_some()
+        },
+    );
+    let deployment =
+        get_json(&server, &["deployment", "demo", "--show-managed-fields"]).expect("deployment");
+    let managers: Vec<_> = deployment["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["manager"].as_str())
+        .collect();
+    assert!(
+        managers.contains(&"kubewasm-myapp") && managers.contains(&"kubewasm-config-rollout"),
+        "{managers:?}"
+    );
+    for plugin in ["myapp", "config-rollout", "configmap-replicator"] {
+        assert_eq!(
+            host.metric(&format!(
+                r#"kubewasm_reconcile_total{{plugin="{plugin}",result="error"}}"#
+            )),
+            None,
+            "{plugin} never failed: {}",
+            host.log()
+        );
+    }
 }
 
 #[test]

@@ -15,7 +15,8 @@
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { readFile } from 'node:fs/promises';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
@@ -46,7 +47,7 @@ function fail(message) {
 
 /** The fixes for what the bundle's entry exports and imports. */
 function check(metafile, entry) {
-  const output = Object.values(metafile.outputs)[0];
+  const [, output] = Object.entries(metafile.outputs).find(([file]) => file.endsWith('.js'));
   if (!output.exports.includes('plugin')) {
     const found = output.exports.length ? output.exports.map((e) => `\`${e}\``).join(', ') : 'nothing';
     fail(`${entry} exports ${found}, not \`plugin\`: end it with \`export const plugin = exportPlugin(reconciler, { cache, log });\``);
@@ -63,6 +64,45 @@ function check(metafile, entry) {
   }
 }
 
+/**
+ * The bundle's line table from esbuild's source map: for each line of the
+ * bundle, the source file and line it came from (its first mapping), so the
+ * SDK reports a failure at `plugin.js:12`, not at line 358 of the bundle.
+ */
+function sourceLines(map, bundleDir) {
+  const digits = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
+  const lines = [];
+  let source = 0;
+  let line = 0;
+  for (const text of map.mappings.split(';')) {
+    let first = null;
+    for (const segment of text.split(',').filter(Boolean)) {
+      const values = [];
+      let value = 0;
+      let shift = 0;
+      for (const ch of segment) {
+        const digit = digits.indexOf(ch);
+        value += (digit & 31) << shift;
+        if (digit & 32) {
+          shift += 5;
+        } else {
+          values.push(value & 1 ? -(value >>> 1) : value >>> 1);
+          value = 0;
+          shift = 0;
+        }
+      }
+      if (values.length >= 4) {
+        source += values[1];
+        line += values[2];
+        first ??= [source, line + 1];
+      }
+    }
+    lines.push(first);
+  }
+  const sources = map.sources.map((s) => relative(process.cwd(), resolve(bundleDir, s)));
+  return { sources, lines };
+}
+
 const dir = await mkdtemp(join(tmpdir(), 'kubewasm-js-'));
 try {
   const bundled = join(dir, 'plugin.js');
@@ -74,9 +114,13 @@ try {
     external: ['kubewasm:*'],
     outfile: bundled,
     metafile: true,
+    sourcemap: 'external',
     logLevel: 'warning',
   });
   check(metafile, positionals[0]);
+  const map = JSON.parse(await readFile(`${bundled}.map`, 'utf8'));
+  const table = JSON.stringify(sourceLines(map, dirname(bundled)));
+  await writeFile(bundled, `${await readFile(bundled, 'utf8')}\nglobalThis.__kubewasmSourceLines = ${table};\n`);
   console.error(`building ${values.out} with componentize-js: StarlingMonkey and the bundle are compiled, 10 to 20 s...`);
   const started = Date.now();
   const { component } = await componentize({

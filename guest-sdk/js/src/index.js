@@ -369,17 +369,26 @@ function run(fn, request) {
 
 /**
  * A thrown value as the `failure` record: its message and where it was
- * thrown (`TypeError: x is undefined (at app.js:12:5)`), the first frame of
- * the stack outside this SDK.
+ * thrown (`TypeError: x is undefined (at plugin.js:12)`), the first frame of
+ * the stack outside this SDK. In a component the stack points into the
+ * bundle: `kubewasm-componentize` appends a line table
+ * (`globalThis.__kubewasmSourceLines`) that maps it back to the source.
  */
 export function failure(e) {
   if (!(e instanceof Error)) return { message: String(e) };
-  const frame = String(e.stack ?? '')
+  const table = globalThis.__kubewasmSourceLines;
+  const sdk = /(^|\/)(index|testing|rules)\.js$|@kubewasm\/guest|guest-sdk\/js\//;
+  const at = String(e.stack ?? '')
     .split('\n')
-    .map((line) => line.match(/([^\s/@(]+\.[cm]?js):(\d+)(?::(\d+))?/))
-    .find((m) => m && !m[1].startsWith('index.js') && !m[1].startsWith('testing.js'));
-  const at = frame ? ` (at ${frame[1]}:${frame[2]}${frame[3] ? `:${frame[3]}` : ''})` : '';
-  return { message: `${e.name}: ${e.message}${at}` };
+    .map((line) => line.match(/([^\s@(]+\.[cm]?js):(\d+)(?::(\d+))?/))
+    .filter(Boolean)
+    .map(([, file, line, column]) => {
+      const mapped = table?.lines[Number(line) - 1];
+      if (mapped) return `${table.sources[mapped[0]]}:${mapped[1]}`;
+      return `${file.replace(/^.*\//, '')}:${line}${column ? `:${column}` : ''}`;
+    })
+    .find((where) => !sdk.test(where.replace(/:\d+(:\d+)?$/, '')));
+  return { message: `${e.name}: ${e.message}${at ? ` (at ${at})` : ''}` };
 }
 
 /** A context for `object`, a changed object of `type` (for `mapKeys`). */
