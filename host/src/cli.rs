@@ -194,6 +194,18 @@ enum Command {
         #[arg(long)]
         sdk: Option<PathBuf>,
     },
+    /// Print resource-type constants for Python or JavaScript plugins: every
+    /// built-in type (what the SDKs ship as `kubewasm_guest.types` and
+    /// `@kubewasm/guest/types`), or the types of CRDs.
+    Types {
+        /// The language.
+        #[arg(long, value_enum)]
+        lang: crate::typegen::Language,
+        /// Files of CustomResourceDefinitions: their types instead of the
+        /// built-in ones; repeatable.
+        #[arg(long)]
+        crd: Vec<PathBuf>,
+    },
     /// Print a plugin's declaration as JSON.
     Inspect {
         /// The plugin component.
@@ -414,6 +426,9 @@ pub enum CliError {
     /// No client could be configured for the cluster.
     #[error("failed to configure the cluster client: {0}")]
     Client(#[source] BoxError),
+    /// `kubewasm types` failed.
+    #[error(transparent)]
+    Typegen(#[from] crate::typegen::TypegenError),
     /// `kubewasm new` failed.
     #[error(transparent)]
     Scaffold(#[from] crate::scaffold::ScaffoldError),
@@ -533,6 +548,22 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             print!("{}", crate::plugin_resource::crds_yaml());
             return Ok(());
         }
+        Command::Types { lang, crd } => {
+            if crd.is_empty() {
+                print!("{}", crate::typegen::builtin(*lang));
+                return Ok(());
+            }
+            let mut objects = Vec::new();
+            for path in crd {
+                let text = std::fs::read_to_string(path).map_err(|source| CliError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
+                objects.extend(replay::parse_objects(&text)?);
+            }
+            print!("{}", crate::typegen::from_crds(*lang, &objects)?);
+            return Ok(());
+        }
         Command::Apiserver {
             listen,
             kubeconfig_out,
@@ -608,6 +639,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         | Command::Run { .. }
         | Command::Dev { .. }
         | Command::Crds
+        | Command::Types { .. }
         | Command::New { .. } => {}
         Command::Push {
             plugin,

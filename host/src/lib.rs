@@ -13,6 +13,7 @@
 //! - [`engine`]: the controller engine (informers, work queues, applier);
 //! - [`replay`]: one reconcile against fixtures, with no cluster;
 //! - [`scaffold`]: `kubewasm new`, a plugin project in Rust, Python or JS;
+//! - [`typegen`]: `kubewasm types`, resource-type constants for Python and JS;
 //! - [`oci`]: plugins as OCI artifacts (push, pull, verify);
 //! - [`loader`], [`plugin_dir`] and [`plugin_resource`]: where plugins come
 //!   from (a directory, `Plugin` and `ClusterPlugin` resources);
@@ -55,4 +56,5 @@ pub mod replay;
 pub mod runtime;
 pub mod scaffold;
 pub mod step;
+pub mod typegen;
 pub use kubewasm_core::{resource, selector};

@@ -10,9 +10,12 @@
 //! that `make sdk` builds into `target/sdk/`.
 //!
 //! The primary is a built-in type (its plural and scope from the registry
-//! of the Kubernetes version kubewasm serves) or a custom one: then the
-//! plural is the lowercase kind plus `s`, the type is namespaced, and the
-//! project gets a `crd.yaml` serving it, for replay and for a cluster.
+//! of the Kubernetes version kubewasm serves; Python and JavaScript name it
+//! by the SDK's generated constant, `core_v1.ConfigMap`) or a custom one:
+//! then the plural is the lowercase kind plus `s`, the type is namespaced,
+//! and the project gets a `crd.yaml` serving it, for replay and for a
+//! cluster, and for Python and JavaScript the constants generated from it
+//! (`resource_types.py`, `resource-types.js`: [`crate::typegen`]).
 
 use std::path::{Path, PathBuf};
 
@@ -20,6 +23,7 @@ use serde_json::json;
 
 use crate::mapper::RestMapper;
 use crate::resource::ResourceType;
+use crate::typegen;
 
 /// The languages a project can be written in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -58,6 +62,9 @@ pub enum ScaffoldError {
         /// What to run.
         fix: &'static str,
     },
+    /// The custom primary's constants could not be generated.
+    #[error(transparent)]
+    Constants(#[from] typegen::TypegenError),
     /// A file could not be written.
     #[error("failed to write {path}: {source}")]
     Write {
@@ -157,7 +164,20 @@ impl Project {
         files.push(("README.md".into(), render(README, &vars)));
         files.push(("example.yaml".into(), example_yaml(&primary)));
         if is_custom(&primary) {
-            files.push(("crd.yaml".into(), crd_yaml(&primary)));
+            let crd = crd(&primary);
+            files.push(("crd.yaml".into(), crd_yaml(&primary, &crd)));
+            let constants = |lang| typegen::from_crds(lang, std::slice::from_ref(&crd));
+            match self.language {
+                Language::Rust => {}
+                Language::Python => files.push((
+                    "resource_types.py".into(),
+                    constants(typegen::Language::Python)?,
+                )),
+                Language::Js => files.push((
+                    "resource-types.js".into(),
+                    constants(typegen::Language::Js)?,
+                )),
+            }
         }
         for (path, text) in &files {
             let path = dir.join(path);
@@ -237,6 +257,31 @@ impl Project {
             "--objects example.yaml"
         };
         let namespace = primary.namespaced.then_some("default");
+        let custom = is_custom(primary);
+        let constants = typegen::namespace(&primary.group, &primary.version, !custom);
+        let (py_import, js_import) = if custom {
+            (
+                format!("from resource_types import {constants}"),
+                format!("import {{ {constants} }} from './resource-types.js';"),
+            )
+        } else {
+            (
+                format!("from kubewasm_guest.types import {constants}"),
+                format!("import {{ {constants} }} from '@kubewasm/guest/types';"),
+            )
+        };
+        let types_note = match (custom, self.language) {
+            (true, Language::Python) => "\n`crd.yaml` serves the primary type; after changing it, \
+                `kubewasm types --lang python --crd crd.yaml > resource_types.py` regenerates its constant."
+                .to_owned(),
+            (true, Language::Js) => "\n`crd.yaml` serves the primary type; after changing it, \
+                `kubewasm types --lang js --crd crd.yaml > resource-types.js` regenerates its constant."
+                .to_owned(),
+            (true, Language::Rust) => "\n`crd.yaml` serves the primary type: keep `primary()` in \
+                `src/lib.rs` in step with it."
+                .to_owned(),
+            (false, _) => String::new(),
+        };
         Ok(vec![
             ("name", self.name.clone()),
             ("crate", module.clone()),
@@ -253,10 +298,6 @@ impl Project {
             ("api_version", primary.api_version()),
             ("namespaced", primary.namespaced.to_string()),
             (
-                "py_namespaced",
-                if primary.namespaced { "True" } else { "False" }.into(),
-            ),
-            (
                 "py_namespace",
                 namespace.map_or("None".into(), |ns| format!("\"{ns}\"")),
             ),
@@ -272,6 +313,10 @@ impl Project {
                 },
             ),
             ("json_object", example(primary).to_string()),
+            ("py_import", py_import),
+            ("js_import", js_import),
+            ("primary_constant", format!("{constants}.{}", primary.kind)),
+            ("types_note", types_note),
             ("key", key.into()),
             ("objects", objects.into()),
         ])
@@ -336,8 +381,8 @@ fn example_yaml(primary: &ResourceType) -> String {
 
 /// A CustomResourceDefinition serving a custom primary, with an open
 /// `spec` and `status` to fill in.
-fn crd_yaml(primary: &ResourceType) -> String {
-    let crd = json!({
+fn crd(primary: &ResourceType) -> serde_json::Value {
+    json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {"name": format!("{}.{}", primary.plural, primary.group)},
@@ -355,12 +400,15 @@ fn crd_yaml(primary: &ResourceType) -> String {
                 }}},
             }],
         },
-    });
+    })
+}
+
+fn crd_yaml(primary: &ResourceType, crd: &serde_json::Value) -> String {
     format!(
         "# Serves {} {}: describe its spec here.\n{}",
         primary.api_version(),
         primary.kind,
-        serde_yaml::to_string(&crd).unwrap_or_default()
+        serde_yaml::to_string(crd).unwrap_or_default()
     )
 }
 

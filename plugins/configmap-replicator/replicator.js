@@ -12,11 +12,12 @@
 // Deleting a source deletes every copy: the plugin asks for a managed
 // finalizer on sources only.
 
-import { Declaration, Event, ObjectKey, Outcome, ResourceType, Verb, log } from '@kubewasm/guest';
+import { Declaration, Event, ObjectKey, Outcome, Verb, log } from '@kubewasm/guest';
+import { core_v1 } from '@kubewasm/guest/types';
 
 export const REPLICATE_TO = 'kubewasm.dev/replicate-to';
 export const REPLICA_OF = 'kubewasm.dev/replica-of';
-const CONFIG_MAP = ResourceType.core('v1', 'ConfigMap', 'configmaps');
+const CONFIG_MAP = core_v1.ConfigMap;
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
 /** The namespaces a source lists, valid and without its own. */

@@ -5,14 +5,15 @@ holding the tenant name. An event on the Namespace says when they are
 (re)created. Removing the label removes them.
 """
 
-from kubewasm_guest import Declaration, Event, ObjectKey, Outcome, ResourceType, log
+from kubewasm_guest import Declaration, Event, ObjectKey, Outcome, log
+from kubewasm_guest.types import core_v1, rbac_v1
 
 TENANT_LABEL = "kubewasm.dev/tenant"
 
-NAMESPACE = ResourceType.core("v1", "Namespace", "namespaces", namespaced=False)
-SERVICE_ACCOUNT = ResourceType.core("v1", "ServiceAccount", "serviceaccounts")
-ROLE_BINDING = ResourceType("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings")
-CONFIG_MAP = ResourceType.core("v1", "ConfigMap", "configmaps")
+NAMESPACE = core_v1.Namespace
+SERVICE_ACCOUNT = core_v1.ServiceAccount
+ROLE_BINDING = rbac_v1.RoleBinding
+CONFIG_MAP = core_v1.ConfigMap
 
 ADMIN = "tenant-admin"
 INFO = "tenant-info"

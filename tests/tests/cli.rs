@@ -56,6 +56,40 @@ fn deploy_crds_should_be_what_kubewasm_crds_prints() {
 }
 
 #[test]
+fn the_sdks_resource_types_should_be_what_kubewasm_types_prints() {
+    for (lang, file) in [
+        ("python", "guest-sdk/python/kubewasm_guest/types.py"),
+        ("js", "guest-sdk/js/src/types.js"),
+    ] {
+        let out = kubewasm(&["types", "--lang", lang]);
+        assert!(out.status.success());
+        let shipped = std::fs::read_to_string(kubewasm_tests::workspace_root().join(file))
+            .expect("shipped constants");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            shipped,
+            "{file} is stale: kubewasm types --lang {lang} > {file}"
+        );
+    }
+    let crd = example_file("myapp", "crd.yaml");
+    let out = kubewasm(&["types", "--lang", "python", "--crd", path(&crd)]);
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains(r#"MyApp = ResourceType("example.com", "v1", "MyApp", "myapps", True)"#)
+    );
+    let out = kubewasm(&[
+        "types",
+        "--lang",
+        "js",
+        "--crd",
+        path(&example_file("myapp", "demo.yaml")),
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no CustomResourceDefinition"));
+}
+
+#[test]
 fn replay_map_should_print_the_keys_map_keys_gives_and_refuse_an_unknown_type() {
     let dir = tempfile::tempdir().expect("tempdir");
     let object = dir.path().join("trigger.yaml");

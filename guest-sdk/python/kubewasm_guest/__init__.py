@@ -3,9 +3,10 @@
 A plugin is a class with ``declare`` and ``reconcile`` (and optionally
 ``finalize`` and ``map_keys``), exported with :func:`export`::
 
-    from kubewasm_guest import Declaration, Outcome, ResourceType, export
+    from kubewasm_guest import Declaration, Outcome, export
+    from kubewasm_guest.types import core_v1    # every built-in type, generated
 
-    CONFIG_MAP = ResourceType.core("v1", "ConfigMap", "configmaps")
+    CONFIG_MAP = core_v1.ConfigMap
 
     class Hello:
         def declare(self):
@@ -19,9 +20,11 @@ A plugin is a class with ``declare`` and ``reconcile`` (and optionally
 
 Objects are plain dicts (parsed JSON). Reads go to the host's caches and
 are limited to the declared types; writes are desired actions the host
-checks and performs. Build with ``componentize-py -d wit -w controller
-componentize app -p . -p <this package's parent> -o plugin.wasm``; test
-natively with :mod:`kubewasm_guest.testing`.
+checks and performs. Build with ``python -m kubewasm_guest.build app -o
+plugin.wasm`` (:mod:`kubewasm_guest.build`: componentize-py against the WIT
+the installed package carries); test natively with
+:mod:`kubewasm_guest.testing`. ``kubewasm new NAME --lang python`` starts a
+project.
 """
 
 from ._types import (
