@@ -247,7 +247,7 @@ mod tests {
                      "names": {"kind": "Widget", "plural": "widgets"},
                      "versions": [{"name": "v1", "served": true, "storage": true,
                                    "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
-        let python = from_crds(Language::Python, &[crd.clone()]).expect("valid");
+        let python = from_crds(Language::Python, std::slice::from_ref(&crd)).expect("valid");
         assert!(python.contains("from kubewasm_guest import ResourceType"));
         assert!(python.contains(
             "class example_v1:\n    \"\"\"example.com/v1\"\"\"\n\n    Widget = ResourceType(\"example.com\", \"v1\", \"Widget\", \"widgets\", False)"
