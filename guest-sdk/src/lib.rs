@@ -59,9 +59,15 @@ pub mod wit {
     });
 }
 
-/// The current wall-clock time (the host's clock), for timestamps such as
-/// a condition's `lastTransitionTime`.
+/// The time of the call, for timestamps such as a condition's
+/// `lastTransitionTime`: in the host, the wall clock it gives the call
+/// (frozen for the call: `replay --now` sets it); in a native test, the
+/// [`testing::Harness::now`] clock if one is set, else the system's.
 pub fn now() -> k8s_openapi::jiff::Timestamp {
+    #[cfg(not(target_arch = "wasm32"))]
+    if let Some(now) = testing::backend::now() {
+        return now;
+    }
     let since_epoch = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();

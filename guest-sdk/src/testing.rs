@@ -50,6 +50,7 @@ pub struct Harness {
     /// host's cache keeps them.
     objects: Fixture,
     config: Option<Value>,
+    now: Option<k8s_openapi::jiff::Timestamp>,
 }
 
 impl Harness {
@@ -63,6 +64,14 @@ impl Harness {
     pub fn object(mut self, object: Value) -> Self {
         let text = object.to_string();
         Rc::make_mut(&mut self.objects).push((object, text));
+        self
+    }
+
+    /// Sets the clock: [`crate::now`] returns `at` during the calls, as it
+    /// returns the time of the call in the host (and `replay --now`'s).
+    #[must_use]
+    pub fn now(mut self, at: k8s_openapi::jiff::Timestamp) -> Self {
+        self.now = Some(at);
         self
     }
 
@@ -89,7 +98,7 @@ impl Harness {
     pub fn reconcile<R: Reconciler>(&self, key: ObjectKey) -> Result<Outcome> {
         let (declaration, ctx) = self.context::<R>(key);
         let checked = declaration.clone();
-        backend::with(Rc::clone(&self.objects), declaration, || {
+        backend::with(Rc::clone(&self.objects), declaration, self.now, || {
             R::reconcile(&ctx).and_then(Outcome::into_result)
         })
         .and_then(|outcome| check_writes(&checked, outcome))
@@ -102,7 +111,7 @@ impl Harness {
     pub fn finalize<R: Reconciler>(&self, key: ObjectKey) -> Result<Outcome> {
         let (declaration, ctx) = self.context::<R>(key);
         let checked = declaration.clone();
-        backend::with(Rc::clone(&self.objects), declaration, || {
+        backend::with(Rc::clone(&self.objects), declaration, self.now, || {
             R::finalize(&ctx).and_then(Outcome::into_result)
         })
         .and_then(|outcome| check_writes(&checked, outcome))
@@ -126,7 +135,7 @@ impl Harness {
         if let Some(config) = &self.config {
             ctx.config = config.to_string();
         }
-        backend::with(Rc::clone(&self.objects), declaration, || {
+        backend::with(Rc::clone(&self.objects), declaration, self.now, || {
             R::map_keys(&ctx, object)
         })
     }
@@ -201,6 +210,8 @@ pub(crate) mod backend {
 
     use serde_json::Value;
 
+    use k8s_openapi::jiff::Timestamp;
+
     use super::{Cached, Fixture, held};
     use crate::error::{Error, Result};
     use crate::log::Level;
@@ -208,13 +219,26 @@ pub(crate) mod backend {
 
     thread_local! {
         static FIXTURE: RefCell<Option<(Fixture, Declaration)>> = const { RefCell::new(None) };
+        static NOW: std::cell::Cell<Option<Timestamp>> = const { std::cell::Cell::new(None) };
     }
 
-    pub(super) fn with<T>(objects: Fixture, declaration: Declaration, f: impl FnOnce() -> T) -> T {
+    pub(super) fn with<T>(
+        objects: Fixture,
+        declaration: Declaration,
+        now: Option<Timestamp>,
+        f: impl FnOnce() -> T,
+    ) -> T {
         FIXTURE.with(|cell| *cell.borrow_mut() = Some((objects, declaration)));
+        NOW.set(now);
         let result = f();
         FIXTURE.with(|cell| *cell.borrow_mut() = None);
+        NOW.set(None);
         result
+    }
+
+    /// The harness's clock during a call, if it set one.
+    pub(crate) fn now() -> Option<Timestamp> {
+        NOW.get()
     }
 
     /// Runs `f` on the objects of the declared type `resource` that the

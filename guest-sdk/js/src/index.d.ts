@@ -109,6 +109,9 @@ export interface Reconciler {
   mapKeys?(ctx: Context, object: KubeObject): ObjectKey[];
 }
 
+/** The time of the call: the host's clock for it, or the harness's `now`. */
+export declare function now(): Date;
+
 export declare const log: Readonly<{
   debug(message: string, fields?: Record<string, unknown>): void;
   info(message: string, fields?: Record<string, unknown>): void;

@@ -242,6 +242,15 @@ export function setBackend(next) {
   return previous;
 }
 
+/**
+ * The time of the call, a `Date`: in the host, the wall clock it gives the
+ * call (frozen for the call; `replay --now` sets it); in a native test, the
+ * harness's `now` if it set one.
+ */
+export function now() {
+  return backend?.now?.() ?? new Date();
+}
+
 function host() {
   if (!backend) throw new ReconcileError('no host: export the plugin with exportPlugin, or test it with @kubewasm/guest/testing');
   return backend;

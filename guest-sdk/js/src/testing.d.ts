@@ -1,7 +1,7 @@
 import type { KubeObject, ObjectKey, Outcome, Reconciler, ResourceType } from './index.js';
 
 export declare class Harness {
-  constructor(reconciler: Reconciler, options?: { config?: unknown });
+  constructor(reconciler: Reconciler, options?: { config?: unknown; now?: Date });
   logs: { level: string; message: string; fields: Record<string, string> }[];
   object(object: KubeObject): this;
   reconcile(key: ObjectKey, options?: { lastFailure?: string }): Outcome;

@@ -11,10 +11,12 @@ import { SelectorError, isValidName, matchesRequirements, parseSelector } from '
 
 /** Objects and a configuration to run a reconciler against. */
 export class Harness {
-  constructor(reconciler, { config = {} } = {}) {
+  /** `now` (a `Date`) is what `now()` returns during the calls, as the host's clock for a call. */
+  constructor(reconciler, { config = {}, now = undefined } = {}) {
     this.reconciler = reconciler;
     this.declaration = reconciler.declare();
     this.config = config;
+    this.now = now;
     this.objects = [];
     this.logs = [];
   }
@@ -122,6 +124,7 @@ export class Harness {
       throw e;
     };
     return {
+      now: () => this.now,
       cache: {
         get: (type, key) => {
           const { declared, objects } = this.#visible(type, Verb.GET);

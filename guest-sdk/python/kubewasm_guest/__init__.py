@@ -43,6 +43,7 @@ from ._types import (
     ResourceType,
     Secondary,
 )
+from ._backend import now
 from ._context import Context
 from ._export import export
 from . import log
@@ -65,4 +66,5 @@ __all__ = [
     "Secondary",
     "export",
     "log",
+    "now",
 ]

@@ -32,11 +32,14 @@ from ._types import (
 class Harness:
     """Objects and a configuration to run a reconciler against."""
 
-    def __init__(self, reconciler, config: Optional[dict] = None):
+    def __init__(self, reconciler, config: Optional[dict] = None, now=None):
+        """``now`` (a ``datetime``) is what :func:`kubewasm_guest.now`
+        returns during the calls, as the host's clock for a call."""
         self.reconciler = reconciler
         self.declaration = reconciler.declare()
         self.objects: list = []
         self.config = config or {}
+        self.now = now
         self.logs: list = []
 
     def object(self, obj: dict) -> "Harness":

@@ -25,3 +25,28 @@ class OutcomeTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ClockTest(unittest.TestCase):
+    def test_the_harness_clock_is_what_now_returns_during_a_call(self):
+        from datetime import datetime, timezone
+
+        from kubewasm_guest import Declaration, ObjectKey, Outcome, ResourceType, now
+        from kubewasm_guest.testing import Harness
+
+        seen = []
+
+        class Clock:
+            def declare(self):
+                return Declaration("clock", "0.1.0", ResourceType.core("v1", "ConfigMap", "configmaps"))
+
+            def reconcile(self, ctx):
+                seen.append(now())
+                return Outcome()
+
+        at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+        Harness(Clock(), now=at).reconcile(ObjectKey("default", "a"))
+        Harness(Clock()).reconcile(ObjectKey("default", "a"))
+        self.assertIs(seen[0], at)
+        self.assertIsNot(seen[1], at)
+        self.assertIsNotNone(seen[1].tzinfo)

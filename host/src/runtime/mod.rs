@@ -1305,7 +1305,10 @@ impl Plugin {
         let limits = self.limits.output;
         let (instance, instantiate) = self.checkout(Arc::clone(&cache), Some(&request.key))?;
         let (outcome, spent) = self.with_instance(instance, |c, store| {
-            let outcome = call(c, store, &wit_request)?;
+            store.data().clock.set(Some(request.now));
+            let outcome = call(c, store, &wit_request);
+            store.data().clock.set(None);
+            let outcome = outcome?;
             if let Ok(outcome) = &outcome {
                 check_outcome(&limits, outcome)?;
             }

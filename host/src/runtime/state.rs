@@ -243,6 +243,40 @@ pub(crate) struct PluginState {
     pub(crate) call_deadline: std::time::Instant,
     pub(crate) stdout: CapturedOutput,
     pub(crate) stderr: CapturedOutput,
+    /// The wall clock the plugin reads.
+    pub(crate) clock: CallClock,
+}
+
+/// The wall clock a plugin reads: during a reconcile or finalize, the time
+/// of the call (`Request::now`), frozen for the call, so that what a plugin
+/// computes from it (a condition's `lastTransitionTime`) is what a replay
+/// with `--now` prints every time; otherwise the host's clock.
+#[derive(Clone, Default)]
+pub(crate) struct CallClock(Arc<Mutex<Option<std::time::Duration>>>);
+
+impl CallClock {
+    /// Freezes the clock at `now` (since the epoch), or lets it run.
+    pub(crate) fn set(&self, now: Option<jiff::Timestamp>) {
+        let since_epoch = now.map(|t| {
+            std::time::Duration::from_nanos(u64::try_from(t.as_nanosecond()).unwrap_or(0))
+        });
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = since_epoch;
+    }
+}
+
+impl wasmtime_wasi::HostWallClock for CallClock {
+    fn resolution(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(1)
+    }
+
+    fn now(&self) -> std::time::Duration {
+        let frozen = *self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        frozen.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+        })
+    }
 }
 
 impl PluginState {
@@ -255,7 +289,9 @@ impl PluginState {
     ) -> Self {
         let stdout = CapturedOutput::default();
         let stderr = CapturedOutput::default();
+        let clock = CallClock::default();
         let wasi = WasiCtxBuilder::new()
+            .wall_clock(clock.clone())
             .max_random_size(MAX_RANDOM_BYTES)
             .stdout(stdout.clone())
             .stderr(stderr.clone())
@@ -278,6 +314,7 @@ impl PluginState {
             call_deadline: std::time::Instant::now(),
             stdout,
             stderr,
+            clock,
         }
     }
 }

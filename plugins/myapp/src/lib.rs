@@ -212,9 +212,12 @@ mod tests {
 
     #[test]
     fn reconcile_should_desire_deployment_service_and_status() {
+        let at: kubewasm_guest::k8s_openapi::jiff::Timestamp =
+            "2026-01-01T00:00:00Z".parse().expect("a time");
         let outcome = Harness::new()
             .object(myapp())
             .object(deployment(2))
+            .now(at)
             .reconcile::<MyAppOperator>(key())
             .expect("reconciles");
         let applied: Vec<&Value> = outcome.applied().collect();
@@ -235,6 +238,11 @@ mod tests {
         assert_eq!(status["status"]["availableReplicas"], 2);
         assert_eq!(status["status"]["conditions"][0]["status"], "False");
         assert_eq!(status["status"]["conditions"][0]["observedGeneration"], 4);
+        // The harness's clock, as the host's: a condition's time is the call's.
+        assert_eq!(
+            status["status"]["conditions"][0]["lastTransitionTime"],
+            "2026-01-01T00:00:00Z"
+        );
     }
 
     #[test]
