@@ -490,9 +490,10 @@ mod conformance {
                 .iter()
                 .enumerate()
             {
-                let got = backend::with(Rc::new(objects.clone()), declaration.clone(), || {
-                    answer(case)
-                });
+                let got =
+                    backend::with(Rc::new(objects.clone()), declaration.clone(), None, || {
+                        answer(case)
+                    });
                 assert_eq!(
                     got,
                     case["expect"],
