@@ -101,7 +101,7 @@ impl Harness {
         backend::with(Rc::clone(&self.objects), declaration, self.now, || {
             R::reconcile(&ctx).and_then(Outcome::into_result)
         })
-        .and_then(|outcome| check_writes(&checked, outcome))
+        .and_then(|outcome| check_writes(&checked, ctx.key(), &self.objects, outcome))
     }
 
     /// Runs [`Reconciler::finalize`] for `key`.
@@ -114,7 +114,7 @@ impl Harness {
         backend::with(Rc::clone(&self.objects), declaration, self.now, || {
             R::finalize(&ctx).and_then(Outcome::into_result)
         })
-        .and_then(|outcome| check_writes(&checked, outcome))
+        .and_then(|outcome| check_writes(&checked, ctx.key(), &self.objects, outcome))
     }
 
     /// Runs [`Reconciler::map_keys`] for `object`, a changed object of the
@@ -141,44 +141,162 @@ impl Harness {
     }
 }
 
-/// The outcome, or the host's refusal of it: every apply, status apply and
-/// delete needs its verb declared on its type (`kubewasm::action::plan`,
-/// checked by the shared fixtures `tests/conformance/writes.json`).
-fn check_writes(declaration: &Declaration, outcome: Outcome) -> Result<Outcome> {
+/// The outcome, or the host's refusal of it, by the host's write rules
+/// (`kubewasm::action::plan`, held to its answers by the shared fixtures
+/// `tests/conformance/writes.json`): every apply, status apply and delete
+/// needs its verb declared on its type; its target's scope, namespace and
+/// name must be valid (a namespaced object without a namespace goes to the
+/// primary's), its labels too; an owned child needs the primary cached and
+/// in its namespace.
+fn check_writes(
+    declaration: &Declaration,
+    key: &ObjectKey,
+    objects: &[Cached],
+    outcome: Outcome,
+) -> Result<Outcome> {
     use crate::outcome::Action;
-    let of_object = |object: &Value| {
-        let field = |name: &str| object.get(name).and_then(Value::as_str).unwrap_or_default();
-        let (group, version) = kubewasm_core::resource::split_api_version(field("apiVersion"));
-        crate::ResourceType {
-            group: group.to_owned(),
-            version: version.to_owned(),
-            kind: field("kind").to_owned(),
-            plural: String::new(),
-            namespaced: true,
-        }
-    };
     for (index, action) in outcome.actions().iter().enumerate() {
-        let (verb, resource) = match action {
-            Action::Apply { object, .. } => (Verb::Apply, of_object(object)),
-            Action::ApplyStatus(object) => (Verb::ApplyStatus, of_object(object)),
-            Action::Delete(resource, _, _) => (Verb::Delete, resource.clone()),
-            Action::Event(_) => continue,
-        };
-        let why = match held(declaration, &resource) {
-            None => "the type was not declared",
-            Some((_, verbs, _)) if !verbs.contains(&verb) => {
-                "the verb was not declared for this type"
+        let refused = match action {
+            Action::Apply { object, owned, .. } => {
+                check_object(declaration, key, object, Verb::Apply).and_then(
+                    |(resource, target)| match owned {
+                        true => check_owner(declaration, key, objects, &resource, &target),
+                        false => Ok(()),
+                    },
+                )
             }
-            Some(_) => continue,
+            Action::ApplyStatus(object) => {
+                check_object(declaration, key, object, Verb::ApplyStatus).map(|_| ())
+            }
+            Action::Delete(resource, target, _) => declared(declaration, resource, Verb::Delete)
+                .and_then(|resource| check_target(&resource, target)),
+            Action::Event(_) => Ok(()),
         };
-        return Err(crate::error::Error::msg(format!(
-            "action #{} denied: plugin `{}` may not {} {resource}: {why}",
-            index + 1,
-            declaration.name,
-            verb.as_str()
-        )));
+        if let Err(refusal) = refused {
+            return Err(crate::error::Error::msg(match refusal {
+                Refusal::Denied(why) => format!(
+                    "action #{} denied: plugin `{}` {why}",
+                    index + 1,
+                    declaration.name
+                ),
+                Refusal::Invalid(why) => format!("action #{} is invalid: {why}", index + 1),
+            }));
+        }
     }
     Ok(outcome)
+}
+
+/// Why the host refuses an action.
+enum Refusal {
+    Denied(String),
+    Invalid(String),
+}
+
+impl From<kubewasm_core::validation::Invalid> for Refusal {
+    fn from(invalid: kubewasm_core::validation::Invalid) -> Self {
+        Self::Invalid(invalid.to_string())
+    }
+}
+
+/// The declared form of `resource`, if `verb` is declared on it.
+fn declared(
+    declaration: &Declaration,
+    resource: &crate::ResourceType,
+    verb: Verb,
+) -> Result<crate::ResourceType, Refusal> {
+    let denied =
+        |why: &str| Refusal::Denied(format!("may not {} {resource}: {why}", verb.as_str()));
+    match held(declaration, resource) {
+        None => Err(denied("the type was not declared")),
+        Some((_, verbs, _)) if !verbs.contains(&verb) => {
+            Err(denied("the verb was not declared for this type"))
+        }
+        Some((declared, _, _)) => Ok(declared.clone()),
+    }
+}
+
+/// An applied object's declared type and target, checked.
+fn check_object(
+    declaration: &Declaration,
+    key: &ObjectKey,
+    object: &Value,
+    verb: Verb,
+) -> Result<(crate::ResourceType, ObjectKey), Refusal> {
+    let field = |name: &str| object.get(name).and_then(Value::as_str).unwrap_or_default();
+    let (group, version) = kubewasm_core::resource::split_api_version(field("apiVersion"));
+    let resource = crate::ResourceType {
+        group: group.to_owned(),
+        version: version.to_owned(),
+        kind: field("kind").to_owned(),
+        plural: String::new(),
+        namespaced: true,
+    };
+    let resource = declared(declaration, &resource, verb)?;
+    let mut target = ObjectKey::of(object)
+        .ok_or_else(|| Refusal::Invalid("object lacks `metadata.name`".into()))?;
+    if resource.namespaced && target.namespace.is_none() {
+        target.namespace.clone_from(&key.namespace);
+    }
+    check_target(&resource, &target)?;
+    kubewasm_core::validation::labels(object)?;
+    Ok((resource, target))
+}
+
+fn check_target(resource: &crate::ResourceType, target: &ObjectKey) -> Result<(), Refusal> {
+    match (resource.namespaced, &target.namespace) {
+        (true, None) => {
+            return Err(Refusal::Invalid(format!(
+                "{resource} `{}` needs a namespace",
+                target.name
+            )));
+        }
+        (false, Some(ns)) => {
+            return Err(Refusal::Invalid(format!(
+                "{resource} is cluster-scoped but `{}` names namespace `{ns}`",
+                target.name
+            )));
+        }
+        _ => {}
+    }
+    if let Some(namespace) = &target.namespace {
+        kubewasm_core::validation::namespace(namespace)?;
+    }
+    kubewasm_core::validation::name(resource, &target.name)?;
+    Ok(())
+}
+
+/// An owned child needs the primary in the cache, with a uid, and in its
+/// namespace (an owner reference cannot cross namespaces).
+fn check_owner(
+    declaration: &Declaration,
+    key: &ObjectKey,
+    objects: &[Cached],
+    resource: &crate::ResourceType,
+    child: &ObjectKey,
+) -> Result<(), Refusal> {
+    let primary = &declaration.primary;
+    let cannot = |why: String| Refusal::Invalid(format!("cannot own {resource} `{child}`: {why}"));
+    let cached = objects.iter().map(|(o, _)| o).find(|o| {
+        let field = |name: &str| o.get(name).and_then(Value::as_str).unwrap_or_default();
+        field("apiVersion") == primary.api_version()
+            && field("kind") == primary.kind
+            && ObjectKey::of(o).as_ref() == Some(key)
+    });
+    let primary_object =
+        cached.ok_or_else(|| cannot(format!("the primary `{key}` is not in the cache")))?;
+    if primary_object
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .is_none()
+    {
+        return Err(cannot("the primary has no uid".into()));
+    }
+    if primary.namespaced && key.namespace != child.namespace {
+        return Err(cannot(format!(
+            "an owner reference cannot cross namespaces (primary `{key}`)"
+        )));
+    }
+    Ok(())
 }
 
 /// The declared form of a type, what the plugin holds on it, and the label
@@ -416,7 +534,8 @@ mod conformance {
     /// A fixture action as a plugin returns it.
     fn with_action(outcome: crate::Outcome, action: &Value) -> crate::Outcome {
         if let Some(object) = action.get("apply") {
-            return outcome.apply_json(object.clone(), true);
+            let owned = action.get("owned").and_then(Value::as_bool).unwrap_or(true);
+            return outcome.apply_json(object.clone(), owned);
         }
         if let Some(object) = action.get("applyStatus") {
             return outcome.apply_status_json(object.clone());
@@ -458,7 +577,10 @@ mod conformance {
                     .expect("actions")
                     .iter()
                     .fold(crate::Outcome::new(), with_action);
-                let got = match super::check_writes(&declaration, outcome) {
+                let key: ObjectKey = serde_json::from_value(scenario["key"].clone()).expect("key");
+                let primary = &scenario["primary"];
+                let objects = [(primary.clone(), primary.to_string())];
+                let got = match super::check_writes(&declaration, &key, &objects, outcome) {
                     Ok(_) => json!({"ok": true}),
                     Err(error) => json!({"denied": error.to_string()}),
                 };

@@ -95,7 +95,7 @@ fn desired(action: &Value) -> Desired {
     if let Some(object) = action.get("apply") {
         return Desired::Apply {
             object: object.to_string(),
-            owned: true,
+            owned: action.get("owned").and_then(Value::as_bool).unwrap_or(true),
             force: true,
         };
     }

@@ -20,6 +20,44 @@ export function isValidName(type, name) {
   return isDnsSubdomain(name);
 }
 
+// The rules' texts, as the host words them (`kubewasm_core::validation::Rule`).
+const RULES = {
+  dnsLabel: "must be a DNS label: at most 63 lowercase letters, digits or '-', starting and ending with a letter or digit",
+  dns1035Label: "must be a DNS-1035 label: at most 63 lowercase letters, digits or '-', starting with a letter and ending with a letter or digit",
+  dnsSubdomain: "must be a DNS subdomain: at most 253 lowercase letters, digits, '-' or '.', starting and ending with a letter or digit",
+  pathSegment: "must be a path segment name: printable ASCII, not empty, '.' or '..', without '/' or '%', at most 253 characters",
+  labelKey: "must be an optional DNS subdomain and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+  labelValue: "must be empty or at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+  labelString: 'must be a string',
+};
+
+function nameRule(type) {
+  if (type.group === '' && type.kind === 'Namespace') return 'dnsLabel';
+  if (type.group === '' && type.kind === 'Service') return 'dns1035Label';
+  if (type.group === 'rbac.authorization.k8s.io') return 'pathSegment';
+  return 'dnsSubdomain';
+}
+
+const invalid = (what, value, rule) => `invalid ${what} \`${[...value].slice(0, 80).join('')}\`: ${RULES[rule]}`;
+
+/** The host's refusal of `name` for an object of `type`, if any. */
+export const nameError = (type, name) => (isValidName(type, name) ? undefined : invalid('name', name, nameRule(type)));
+
+export const namespaceError = (namespace) => (isDnsLabel(namespace) ? undefined : invalid('namespace', namespace, 'dnsLabel'));
+
+/** The host's refusal of the first invalid label of `object`, if any. */
+export function labelsError(object) {
+  const labels = object?.metadata?.labels;
+  if (labels === null || typeof labels !== 'object' || Array.isArray(labels)) return undefined;
+  for (const [key, value] of Object.entries(labels)) {
+    if (!isLabelKey(key)) return invalid('label key', key, 'labelKey');
+    if (value === null) continue;
+    if (typeof value !== 'string') return invalid('label value', JSON.stringify(value), 'labelString');
+    if (!isLabelValue(value)) return invalid('label value', value, 'labelValue');
+  }
+  return undefined;
+}
+
 export function isLabelKey(key) {
   const slash = key.indexOf('/');
   if (slash >= 0) {

@@ -7,7 +7,19 @@
 //   const outcome = new Harness(myPlugin).object(cm).reconcile(new ObjectKey('default', 'a'));
 
 import { Context, Outcome, ReconcileError, Verb, changedContext, setBackend } from './index.js';
-import { SelectorError, isValidName, matchesRequirements, parseSelector } from './rules.js';
+import {
+  SelectorError, isValidName, labelsError, matchesRequirements, nameError, namespaceError, parseSelector,
+} from './rules.js';
+
+/** A write the host refuses: denied by the grants, or malformed. */
+class Refusal extends Error {
+  constructor(message, denied = false) {
+    super(message);
+    this.denied = denied;
+  }
+}
+
+const apiVersionOf = (t) => (t.group ? `${t.group}/${t.version}` : t.version);
 
 /** Objects and a configuration to run a reconciler against. */
 export class Harness {
@@ -57,36 +69,77 @@ export class Harness {
     } finally {
       setBackend(previous);
     }
-    if (outcome instanceof Outcome) this.#checkWrites(outcome);
+    if (outcome instanceof Outcome) this.#checkWrites(outcome, key);
     return outcome;
   }
 
   // The host's write rules (`kubewasm::action::plan`), held to its answers
   // by `tests/conformance/writes.json`: every apply, status apply and
-  // delete needs its verb declared on its type.
-  #checkWrites(outcome) {
+  // delete needs its verb declared on its type; its target's scope,
+  // namespace and name must be valid (a namespaced object without a
+  // namespace goes to the primary's), its labels too; an owned child needs
+  // the primary cached and in its namespace.
+  #checkWrites(outcome, key) {
     outcome.actions.forEach((action, i) => {
-      let verb;
-      let type;
-      if (action.kind === 'delete') {
-        verb = Verb.DELETE;
-        type = action.type;
-      } else if (action.kind === 'apply' || action.kind === 'apply-status') {
-        const apiVersion = String(action.object?.apiVersion ?? '');
-        const slash = apiVersion.lastIndexOf('/');
-        verb = action.kind === 'apply' ? Verb.APPLY : Verb.APPLY_STATUS;
-        type = { group: slash < 0 ? '' : apiVersion.slice(0, slash), version: apiVersion.slice(slash + 1), kind: String(action.object?.kind ?? '') };
-      } else {
-        return;
-      }
-      const held = this.#held(type);
-      const why = held === undefined ? 'the type was not declared'
-        : held.verbs.includes(verb) ? undefined : 'the verb was not declared for this type';
-      if (why) {
-        const apiVersion = type.group ? `${type.group}/${type.version}` : type.version;
-        throw new ReconcileError(`action #${i + 1} denied: plugin \`${this.declaration.name}\` may not ${verb} ${apiVersion} ${type.kind}: ${why}`);
+      try {
+        if (action.kind === 'delete') {
+          this.#checkTarget(this.#declared(action.type, Verb.DELETE), action.key);
+        } else if (action.kind === 'apply' || action.kind === 'apply-status') {
+          const [declared, target] = this.#checkObject(action.object, action.kind === 'apply' ? Verb.APPLY : Verb.APPLY_STATUS, key);
+          if (action.kind === 'apply' && action.owned) this.#checkOwner(declared, target, key);
+        }
+      } catch (refusal) {
+        if (!(refusal instanceof Refusal)) throw refusal;
+        throw new ReconcileError(refusal.denied
+          ? `action #${i + 1} denied: plugin \`${this.declaration.name}\` ${refusal.message}`
+          : `action #${i + 1} is invalid: ${refusal.message}`);
       }
     });
+  }
+
+  #declared(type, verb) {
+    const held = this.#held(type);
+    const why = held === undefined ? 'the type was not declared'
+      : held.verbs.includes(verb) ? undefined : 'the verb was not declared for this type';
+    if (why) throw new Refusal(`may not ${verb} ${apiVersionOf(type)} ${type.kind}: ${why}`, true);
+    return held.declared;
+  }
+
+  #checkObject(object, verb, key) {
+    const apiVersion = String(object?.apiVersion ?? '');
+    const slash = apiVersion.lastIndexOf('/');
+    const declared = this.#declared({ group: slash < 0 ? '' : apiVersion.slice(0, slash), version: apiVersion.slice(slash + 1), kind: String(object?.kind ?? '') }, verb);
+    const meta = object?.metadata ?? {};
+    if (typeof meta.name !== 'string') throw new Refusal('object lacks `metadata.name`');
+    const namespace = meta.namespace ?? (declared.namespaced ? key.namespace : undefined);
+    const target = { namespace: namespace ?? undefined, name: meta.name };
+    this.#checkTarget(declared, target);
+    const why = labelsError(object);
+    if (why) throw new Refusal(why);
+    return [declared, target];
+  }
+
+  #checkTarget(type, target) {
+    const namespace = target.namespace ?? undefined;
+    if (type.namespaced && namespace === undefined) throw new Refusal(`${apiVersionOf(type)} ${type.kind} \`${target.name}\` needs a namespace`);
+    if (!type.namespaced && namespace !== undefined) {
+      throw new Refusal(`${apiVersionOf(type)} ${type.kind} is cluster-scoped but \`${target.name}\` names namespace \`${namespace}\``);
+    }
+    const why = (namespace !== undefined && namespaceError(namespace)) || nameError(type, target.name);
+    if (why) throw new Refusal(why);
+  }
+
+  #checkOwner(type, child, key) {
+    const primary = this.declaration.primary;
+    const shown = (k) => (k.namespace ? `${k.namespace}/${k.name}` : k.name);
+    const cannot = `cannot own ${apiVersionOf(type)} ${type.kind} \`${shown(child)}\``;
+    const cached = this.objects.find((o) => o.apiVersion === apiVersionOf(primary) && o.kind === primary.kind
+      && o.metadata?.name === key.name && (o.metadata?.namespace ?? undefined) === (key.namespace ?? undefined));
+    if (cached === undefined) throw new Refusal(`${cannot}: the primary \`${shown(key)}\` is not in the cache`);
+    if (typeof cached.metadata?.uid !== 'string') throw new Refusal(`${cannot}: the primary has no uid`);
+    if (primary.namespaced && (key.namespace ?? undefined) !== child.namespace) {
+      throw new Refusal(`${cannot}: an owner reference cannot cross namespaces (primary \`${shown(key)}\`)`);
+    }
   }
 
   // The host's read rules (`kubewasm::reads`), held to its answers by the

@@ -57,7 +57,7 @@ const writer = (declared, actions) => ({
   reconcile() {
     const outcome = new Outcome();
     for (const a of actions) {
-      if (a.apply) outcome.apply(a.apply);
+      if (a.apply) outcome.apply(a.apply, { owned: a.owned ?? true });
       else if (a.applyStatus) outcome.applyStatus(a.applyStatus);
       else if (a.delete) outcome.delete(type(a.delete.type), new ObjectKey(a.delete.key.namespace ?? undefined, a.delete.key.name));
       else outcome.event(new Event(a.event.reason, a.event.action, a.event.note));
@@ -70,7 +70,7 @@ test('the harness refuses every write the host refuses', () => {
   let checked = 0;
   for (const scenario of fixture('writes.json').scenarios) {
     scenario.cases.forEach((c, i) => {
-      const harness = new Harness(writer(declaration(scenario.declaration), c.actions));
+      const harness = new Harness(writer(declaration(scenario.declaration), c.actions)).object(scenario.primary);
       let got;
       try {
         harness.reconcile(new ObjectKey(scenario.key.namespace ?? undefined, scenario.key.name));

@@ -5,6 +5,7 @@ conformance fixtures (``tests/conformance/reads.json``)."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Optional
 
@@ -30,6 +31,64 @@ def is_valid_name(type, name: str) -> bool:
         return (0 < len(name) <= 253 and name not in (".", "..")
                 and all(33 <= ord(c) <= 126 and c not in "/%" for c in name))
     return is_dns_subdomain(name)
+
+
+# The rules' texts, as the host words them (``kubewasm_core::validation::Rule``).
+RULES = {
+    "dns-label": "must be a DNS label: at most 63 lowercase letters, digits or '-', starting and ending with a "
+                 "letter or digit",
+    "dns-1035-label": "must be a DNS-1035 label: at most 63 lowercase letters, digits or '-', starting with a letter "
+                      "and ending with a letter or digit",
+    "dns-subdomain": "must be a DNS subdomain: at most 253 lowercase letters, digits, '-' or '.', starting and ending "
+                     "with a letter or digit",
+    "path-segment": "must be a path segment name: printable ASCII, not empty, '.' or '..', without '/' or '%', at "
+                    "most 253 characters",
+    "label-key": "must be an optional DNS subdomain and '/', then at most 63 letters, digits, '-', '_' or '.', "
+                 "starting and ending with a letter or digit",
+    "label-value": "must be empty or at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter "
+                   "or digit",
+    "label-string": "must be a string",
+}
+
+
+def name_rule(type) -> str:
+    if type.group == "" and type.kind == "Namespace":
+        return "dns-label"
+    if type.group == "" and type.kind == "Service":
+        return "dns-1035-label"
+    if type.group == "rbac.authorization.k8s.io":
+        return "path-segment"
+    return "dns-subdomain"
+
+
+def _invalid(what: str, value: str, rule: str) -> str:
+    return f"invalid {what} `{value[:80]}`: {RULES[rule]}"
+
+
+def name_error(type, name: str) -> Optional[str]:
+    """The host's refusal of ``name`` for an object of ``type``, if any."""
+    return None if is_valid_name(type, name) else _invalid("name", name, name_rule(type))
+
+
+def namespace_error(namespace: str) -> Optional[str]:
+    return None if is_dns_label(namespace) else _invalid("namespace", namespace, "dns-label")
+
+
+def labels_error(obj: dict) -> Optional[str]:
+    """The host's refusal of the first invalid label of ``obj``, if any."""
+    labels = (obj.get("metadata") or {}).get("labels")
+    if not isinstance(labels, dict):
+        return None
+    for key, value in labels.items():
+        if not is_label_key(key):
+            return _invalid("label key", key, "label-key")
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            return _invalid("label value", json.dumps(value, separators=(",", ":")), "label-string")
+        if not is_label_value(value):
+            return _invalid("label value", value, "label-value")
+    return None
 
 
 def is_label_key(key: str) -> bool:

@@ -29,6 +29,14 @@ from ._types import (
 )
 
 
+class _Denied(Exception):
+    """A write the grants refuse."""
+
+
+class _Invalid(Exception):
+    """A write the host refuses as malformed."""
+
+
 class Harness:
     """Objects and a configuration to run a reconciler against."""
 
@@ -75,28 +83,76 @@ class Harness:
         finally:
             _backend._native = None
         if isinstance(outcome, Outcome):
-            self._check_writes(outcome)
+            self._check_writes(outcome, key)
         return outcome
 
-    def _check_writes(self, outcome: Outcome) -> None:
+    def _check_writes(self, outcome: Outcome, key: ObjectKey) -> None:
         """The host's write rules (``kubewasm::action::plan``, held to its
         answers by ``tests/conformance/writes.json``): every apply, status
-        apply and delete needs its verb declared on its type."""
+        apply and delete needs its verb declared on its type; its target's
+        scope, namespace and name must be valid (a namespaced object without a
+        namespace goes to the primary's), its labels too; an owned child needs
+        the primary cached and in its namespace."""
         for index, action in enumerate(outcome.actions, 1):
-            if action[0] == "delete":
-                verb, type = DELETE, action[1]
-            elif action[0] in (APPLY, APPLY_STATUS):
-                obj = action[1]
-                group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
-                verb, type = action[0], ResourceType(group, version, str(obj.get("kind", "")), "")
-            else:
-                continue
-            held = self._held(type)
-            why = "the type was not declared" if held is None else (
-                None if verb in held[1] else "the verb was not declared for this type")
-            if why:
-                raise ReconcileError(
-                    f"action #{index} denied: plugin `{self.declaration.name}` may not {verb} {type}: {why}")
+            try:
+                if action[0] == "delete":
+                    self._check_target(self._declared(action[1], DELETE), action[2])
+                elif action[0] in (APPLY, APPLY_STATUS):
+                    declared, target = self._check_object(action[1], action[0], key)
+                    if action[0] == APPLY and action[2]:
+                        self._check_owner(declared, target, key)
+            except _Denied as why:
+                raise ReconcileError(f"action #{index} denied: plugin `{self.declaration.name}` {why}") from None
+            except _Invalid as why:
+                raise ReconcileError(f"action #{index} is invalid: {why}") from None
+
+    def _declared(self, type: ResourceType, verb: str) -> ResourceType:
+        held = self._held(type)
+        why = "the type was not declared" if held is None else (
+            None if verb in held[1] else "the verb was not declared for this type")
+        if why:
+            raise _Denied(f"may not {verb} {type}: {why}")
+        return held[0]
+
+    def _check_object(self, obj: dict, verb: str, key: ObjectKey) -> tuple:
+        group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
+        declared = self._declared(ResourceType(group, version, str(obj.get("kind", "")), ""), verb)
+        meta = obj.get("metadata") or {}
+        if not isinstance(meta.get("name"), str):
+            raise _Invalid("object lacks `metadata.name`")
+        namespace = meta.get("namespace")
+        if declared.namespaced and namespace is None:
+            namespace = key.namespace
+        target = ObjectKey(namespace, meta["name"])
+        self._check_target(declared, target)
+        why = _rules.labels_error(obj)
+        if why:
+            raise _Invalid(why)
+        return declared, target
+
+    @staticmethod
+    def _check_target(type: ResourceType, target: ObjectKey) -> None:
+        if type.namespaced and target.namespace is None:
+            raise _Invalid(f"{type} `{target.name}` needs a namespace")
+        if not type.namespaced and target.namespace is not None:
+            raise _Invalid(f"{type} is cluster-scoped but `{target.name}` names namespace `{target.namespace}`")
+        why = (target.namespace is not None and _rules.namespace_error(target.namespace)) \
+            or _rules.name_error(type, target.name)
+        if why:
+            raise _Invalid(why)
+
+    def _check_owner(self, type: ResourceType, child: ObjectKey, key: ObjectKey) -> None:
+        primary = self.declaration.primary
+        cannot = f"cannot own {type} `{child}`"
+        cached = next((o for o in self.objects if o.get("apiVersion") == primary.api_version
+                       and o.get("kind") == primary.kind and o.get("metadata", {}).get("name") == key.name
+                       and o.get("metadata", {}).get("namespace") == key.namespace), None)
+        if cached is None:
+            raise _Invalid(f"{cannot}: the primary `{key}` is not in the cache")
+        if not isinstance(cached.get("metadata", {}).get("uid"), str):
+            raise _Invalid(f"{cannot}: the primary has no uid")
+        if primary.namespaced and key.namespace != child.namespace:
+            raise _Invalid(f"{cannot}: an owner reference cannot cross namespaces (primary `{key}`)")
 
     # The backend protocol: the host's read rules (``kubewasm::reads``),
     # held to its answers by the shared conformance fixtures.

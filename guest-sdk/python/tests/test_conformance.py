@@ -58,7 +58,7 @@ class _Writer:
         outcome = Outcome()
         for action in self.actions:
             if "apply" in action:
-                outcome.apply(action["apply"])
+                outcome.apply(action["apply"], owned=action.get("owned", True))
             elif "applyStatus" in action:
                 outcome.apply_status(action["applyStatus"])
             elif "delete" in action:
@@ -101,6 +101,7 @@ class ConformanceTest(unittest.TestCase):
         for scenario in fixtures["scenarios"]:
             for i, case in enumerate(scenario["cases"], 1):
                 harness = Harness(_Writer(_declaration(scenario["declaration"]), case["actions"]))
+                harness.object(scenario["primary"])
                 key = scenario["key"]
                 try:
                     harness.reconcile(ObjectKey(key.get("namespace"), key["name"]))
