@@ -313,7 +313,7 @@ fn held<'a>(
     if same(&declaration.primary) {
         let mut verbs = vec![Verb::Get, Verb::List, Verb::Watch];
         verbs.extend(&declaration.primary_verbs);
-        return Some((&declaration.primary, verbs, ""));
+        return Some((&declaration.primary, verbs, &declaration.primary_selector));
     }
     declaration
         .secondaries
@@ -475,7 +475,8 @@ mod conformance {
             v["version"].as_str().unwrap_or_default(),
             ty(&v["primary"]),
         )
-        .primary_verbs(verbs);
+        .primary_verbs(verbs)
+        .primary_selector(v["primarySelector"].as_str().unwrap_or_default());
         for s in v["secondaries"].as_array().into_iter().flatten() {
             let verbs: Vec<Verb> = of(&s["verbs"]);
             declaration = declaration.secondary(

@@ -265,7 +265,8 @@ impl Grants {
         let primary = Held {
             resource: declaration.primary.clone(),
             verbs: declaration.primary_verbs.clone(),
-            selector: Selector::default(),
+            // Validated with the declaration.
+            selector: Selector::parse(&declaration.primary_selector).unwrap_or_default(),
         };
         let held: Vec<Held> = std::iter::once(primary)
             .chain(declaration.secondaries.iter().map(|s| Held {

@@ -8,8 +8,9 @@
 //!   it, never the plural or scope the plugin passed.
 //! - A namespace the operator did not grant is denied when named, and its
 //!   objects are left out of a list across all namespaces.
-//! - A secondary declared with a label selector sees only the objects it
-//!   matches, whatever selector the read passes.
+//! - A type declared with a label selector (a secondary's, or the primary's
+//!   `primary-selector`) shows only the objects it matches, whatever
+//!   selector the read passes.
 //! - A name no object can have (`a/b`, `..`) finds nothing.
 //! - A list is ordered by namespace, then name.
 

@@ -519,6 +519,74 @@ fn plugins_of_contracts_0_1_and_0_2_should_run_side_by_side_in_one_host() {
     }
 }
 
+/// Contract 0.2.0's primary selector and unforced apply, against the real
+/// server: only the selected ConfigMaps are watched, cached and reconciled,
+/// and a field a person set is never overwritten by the plugin's apply.
+#[test]
+fn a_primary_selector_should_limit_the_watch_and_an_unforced_apply_should_yield_to_a_person() {
+    let server = Apiserver::start();
+    let host = Host::start(
+        &server,
+        &[("selective", test_plugin("selective"))],
+        &[],
+        &[],
+    );
+    host.wait_ready();
+    server.ok(&["create", "configmap", "ignored", "--from-literal=a=b"]);
+    // A person owns `mine-shared`'s `owner` entry, with another value.
+    let person = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: mine-shared\n  namespace: default\n\
+                  data:\n  owner: person\n";
+    let file = host.dir().join("person.yaml");
+    std::fs::write(&file, person).expect("write");
+    server.ok(&[
+        "apply",
+        "--server-side",
+        "--field-manager=person",
+        "-f",
+        file.to_str().unwrap_or_default(),
+    ]);
+    for name in ["picked", "mine"] {
+        server.ok(&["create", "configmap", name, "--from-literal=a=b"]);
+        server.ok(&["label", "configmap", name, "kubewasm.dev/selected=yes"]);
+    }
+    eventually("the selected ConfigMap's share is applied", &host, || {
+        get_json(&server, &["configmap", "picked-shared"])
+            .is_some_and(|cm| cm["data"]["owner"] == "selective")
+    });
+    eventually(
+        "the apply that would overwrite a person's entry fails",
+        &host,
+        || {
+            host.metric(r#"kubewasm_reconcile_errors_total{plugin="selective",kind="api"}"#)
+                .is_some_and(|n| n > 0.0)
+        },
+    );
+    assert_eq!(
+        get_json(&server, &["configmap", "mine-shared"]).expect("kept")["data"]["owner"],
+        "person",
+        "the person's value stands"
+    );
+    assert!(
+        host.log().contains("conflict"),
+        "the failure names the conflict: {}",
+        host.log()
+    );
+    assert!(
+        get_json(&server, &["configmap", "ignored-shared"]).is_none(),
+        "an unselected ConfigMap is not reconciled"
+    );
+    // The plugin's informer holds the selected ConfigMaps only.
+    let (_, metrics) = host.get("/metrics");
+    let line = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("kubewasm_informer_objects{")
+                && l.contains(r#"selector="kubewasm.dev/selected=yes""#)
+        })
+        .unwrap_or_default();
+    assert!(line.ends_with(" 2"), "{line}\n{metrics}");
+}
+
 #[test]
 fn a_failing_plugin_should_back_off_and_never_slow_another() {
     let server = Apiserver::start_with(&["--simulate-workloads"]);

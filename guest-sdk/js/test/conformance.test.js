@@ -14,7 +14,7 @@ const fixtures = fixture('reads.json');
 const type = (t) => new ResourceType(t.group, t.version, t.kind, t.plural, t.namespaced);
 
 function declaration(d) {
-  const declared = new Declaration(d.name, d.version, type(d.primary)).verbs(...(d.primaryVerbs ?? []));
+  const declared = new Declaration(d.name, d.version, type(d.primary)).verbs(...(d.primaryVerbs ?? [])).selecting(d.primarySelector ?? '');
   for (const s of d.secondaries ?? []) declared.secondary({ type: type(s.type), verbs: s.verbs, labelSelector: s.labelSelector ?? '' });
   return declared;
 }

@@ -19,7 +19,8 @@ def _type(t: dict) -> ResourceType:
 
 
 def _declaration(d: dict) -> Declaration:
-    declaration = Declaration(d["name"], d["version"], _type(d["primary"])).verbs(*d.get("primaryVerbs", []))
+    declaration = (Declaration(d["name"], d["version"], _type(d["primary"])).verbs(*d.get("primaryVerbs", []))
+                   .primary_selector(d.get("primarySelector", "")))
     for s in d.get("secondaries", []):
         declaration.secondary(Secondary(_type(s["type"]), list(s["verbs"]), s.get("labelSelector", "")))
     return declaration

@@ -100,6 +100,15 @@ pub(crate) enum Controller {
     V0_2(v0_2::Controller),
 }
 
+/// The two calls about a primary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Call {
+    /// `reconcile`.
+    Reconcile,
+    /// `finalize`.
+    Finalize,
+}
+
 /// What a reconcile or finalize returns.
 pub(crate) type Answer = Result<exports::Outcome, exports::Failure>;
 
@@ -114,35 +123,28 @@ impl Controller {
         })
     }
 
-    pub(crate) fn reconcile(
+    /// Runs `reconcile` or `finalize`, as `call` says.
+    pub(crate) fn call(
         &self,
         store: &mut Store<PluginState>,
         request: &exports::Request,
+        call: Call,
     ) -> wasmtime::Result<Answer> {
         Ok(match self {
-            Self::V0_1(c) => answer(
-                c.kubewasm_controller_plugin()
-                    .call_reconcile(store, &request.into())?,
-            ),
-            Self::V0_2(c) => c
-                .kubewasm_controller_plugin()
-                .call_reconcile(store, request)?,
-        })
-    }
-
-    pub(crate) fn finalize(
-        &self,
-        store: &mut Store<PluginState>,
-        request: &exports::Request,
-    ) -> wasmtime::Result<Answer> {
-        Ok(match self {
-            Self::V0_1(c) => answer(
-                c.kubewasm_controller_plugin()
-                    .call_finalize(store, &request.into())?,
-            ),
-            Self::V0_2(c) => c
-                .kubewasm_controller_plugin()
-                .call_finalize(store, request)?,
+            Self::V0_1(c) => {
+                let (plugin, request) = (c.kubewasm_controller_plugin(), request.into());
+                answer(match call {
+                    Call::Reconcile => plugin.call_reconcile(store, &request)?,
+                    Call::Finalize => plugin.call_finalize(store, &request)?,
+                })
+            }
+            Self::V0_2(c) => {
+                let plugin = c.kubewasm_controller_plugin();
+                match call {
+                    Call::Reconcile => plugin.call_reconcile(store, request)?,
+                    Call::Finalize => plugin.call_finalize(store, request)?,
+                }
+            }
         })
     }
 

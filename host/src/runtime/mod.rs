@@ -63,7 +63,7 @@ use crate::resource::{ObjectKey, ResourceType};
 
 pub use limits::{CallLimits, Limit, LimitCounts, LimitExceeded, Limits};
 
-use bindings::{Controller, ControllerPre, exports};
+use bindings::{Call, Controller, ControllerPre, exports};
 pub use compiled::CacheDirError;
 use compiled::CompiledCache;
 use state::{Limiter, PluginState};
@@ -1222,7 +1222,7 @@ impl Plugin {
         cache: Arc<dyn Cache>,
         request: &Request,
     ) -> Result<Outcome, ReconcileError> {
-        self.run(cache, request, |c, store, req| c.reconcile(store, req))
+        self.run(cache, request, Call::Reconcile)
     }
 
     /// Runs the plugin's cleanup for a primary being deleted.
@@ -1235,7 +1235,7 @@ impl Plugin {
         cache: Arc<dyn Cache>,
         request: &Request,
     ) -> Result<Outcome, ReconcileError> {
-        self.run(cache, request, |c, store, req| c.finalize(store, req))
+        self.run(cache, request, Call::Finalize)
     }
 
     /// Maps a changed secondary object to primary keys (the `custom` mapping).
@@ -1288,11 +1288,7 @@ impl Plugin {
         &self,
         cache: Arc<dyn Cache>,
         request: &Request,
-        call: impl FnOnce(
-            &Controller,
-            &mut Store<PluginState>,
-            &exports::Request,
-        ) -> wasmtime::Result<Result<exports::Outcome, exports::Failure>>,
+        call: Call,
     ) -> Result<Outcome, ReconcileError> {
         let wit_request = exports::Request {
             key: (&request.key).into(),
@@ -1306,7 +1302,7 @@ impl Plugin {
         let (instance, instantiate) = self.checkout(Arc::clone(&cache), Some(&request.key))?;
         let (outcome, spent) = self.with_instance(instance, |c, store| {
             store.data().clock.set(Some(request.now));
-            let outcome = call(c, store, &wit_request);
+            let outcome = c.call(store, &wit_request, call);
             store.data().clock.set(None);
             let outcome = outcome?;
             if let Ok(outcome) = &outcome {
