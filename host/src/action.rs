@@ -1178,5 +1178,39 @@ mod tests {
             actions[1].request().body.get("preconditions").is_none(),
             "an object the plugin never saw is deleted by name"
         );
+
+        // Contract 0.2.0: the plugin's own preconditions win over the
+        // cached uid, and a resourceVersion joins them.
+        let deployments = fx.declaration.secondaries[0].resource.clone();
+        let actions = fx
+            .plan(vec![Desired::Delete(
+                deployments,
+                fx.key.clone(),
+                Preconditions {
+                    uid: Some("u-named".into()),
+                    resource_version: Some("7".into()),
+                },
+            )])
+            .expect("granted");
+        assert_eq!(
+            actions[0].request().body["preconditions"],
+            json!({"uid": "u-named", "resourceVersion": "7"})
+        );
+    }
+
+    #[test]
+    fn an_unforced_apply_should_not_ask_to_force() {
+        let fx = Fixture::new();
+        let actions = fx
+            .plan(vec![Desired::Apply {
+                object: deployment(json!({})),
+                owned: false,
+                force: false,
+            }])
+            .expect("granted");
+        assert_eq!(
+            actions[0].request().path,
+            "/apis/apps/v1/namespaces/default/deployments/demo?fieldManager=kubewasm-myapp"
+        );
     }
 }

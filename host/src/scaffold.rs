@@ -195,8 +195,10 @@ impl Project {
         &self,
         primary: &ResourceType,
     ) -> Result<Vec<(&'static str, String)>, ScaffoldError> {
+        // Absolute: the project refers to it from its own directory.
+        let root = self.sdk.canonicalize().unwrap_or_else(|_| self.sdk.clone());
         let sdk = |what, relative: &str, fix| {
-            let path = self.sdk.join(relative);
+            let path = root.join(relative);
             if path.exists() {
                 Ok(path.display().to_string())
             } else {
@@ -215,9 +217,8 @@ impl Project {
                         "the Rust SDK",
                         "guest-sdk/Cargo.toml",
                         "pass --sdk the kubewasm checkout",
-                    )?
-                    .trim_end_matches("/Cargo.toml")
-                    .to_owned(),
+                    )
+                    .map(|_| root.join("guest-sdk").display().to_string())?,
                 ),
             ),
             Language::Python => (
@@ -251,13 +252,13 @@ impl Project {
             true => "default/example",
             false => "example",
         };
-        let objects = if is_custom(primary) {
+        let custom = is_custom(primary);
+        let objects = if custom {
             "--objects crd.yaml --objects example.yaml"
         } else {
             "--objects example.yaml"
         };
         let namespace = primary.namespaced.then_some("default");
-        let custom = is_custom(primary);
         let constants = typegen::namespace(&primary.group, &primary.version, !custom);
         let (py_import, js_import) = if custom {
             (
