@@ -20,7 +20,7 @@ NPM_STAMP := node_modules/.package-lock.json
 COMPONENTIZE_PY := componentize-py -d wit -w controller componentize
 COMPONENTIZE_JS := node_modules/.bin/kubewasm-componentize
 
-.PHONY: help setup plugins test-plugins rust-plugins rust-test-plugins build sdk test lint guest-tests new-project-tests fmt dev bench kube-rs-tests clean
+.PHONY: help setup plugins test-plugins rust-plugins rust-test-plugins build sdk publish-sdk test lint guest-tests new-project-tests fmt dev bench kube-rs-tests clean
 
 help:
 	@echo "make setup         install the wasm target, componentize-py and the npm toolchain (make dev and make test do it)"
@@ -82,9 +82,13 @@ build:
 	$(CARGO) build --bin kubewasm
 
 # The SDK packages, each staged with the contract's WIT inside (the build
-# commands of new projects use it). To publish: twine upload $(PY_WHEEL),
-# npm publish $(NPM_TARBALL).
+# commands of new projects use it). `make publish-sdk` publishes them (PyPI
+# and npm credentials needed; not reachable from this project's CI).
 sdk: $(PY_WHEEL) $(NPM_TARBALL)
+
+publish-sdk: sdk
+	$(PYTHON) -m twine upload $(PY_WHEEL)
+	npm publish $(NPM_TARBALL) --access public
 
 $(PY_WHEEL): $(PY_SDK) guest-sdk/python/pyproject.toml wit/controller.wit
 	rm -rf $(SDK_OUT)/python && mkdir -p $(SDK_OUT)/python/kubewasm_guest/wit
