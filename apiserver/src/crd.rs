@@ -34,7 +34,7 @@ pub fn served_types(crd: &Value) -> Result<Vec<ResourceInfo>, String> {
     let group = str_at(crd, "/spec/group").ok_or("spec.group: Required value")?;
     let plural = str_at(crd, "/spec/names/plural").ok_or("spec.names.plural: Required value")?;
     let kind = str_at(crd, "/spec/names/kind").ok_or("spec.names.kind: Required value")?;
-    check_names(crd, group, plural)?;
+    check_names(crd, group, plural, kind)?;
     let name = str_at(crd, "/metadata/name").unwrap_or("");
     if name != format!("{plural}.{group}") {
         return Err(format!(
@@ -112,8 +112,8 @@ pub const API_APPROVED: &str = "api-approved.kubernetes.io";
 /// built-in type uses (so a CRD can never shadow, or on deletion take,
 /// a built-in resource), a protected group only when approved, a DNS label
 /// for a plural.
-fn check_names(crd: &Value, group: &str, plural: &str) -> Result<(), String> {
-    use kubewasm_core::validation::{is_dns_label, is_dns_subdomain};
+fn check_names(crd: &Value, group: &str, plural: &str, kind: &str) -> Result<(), String> {
+    use kubewasm_core::validation::{is_dns_label, is_dns_subdomain, is_dns1035_label};
     if !group.contains('.') || !is_dns_subdomain(group) {
         return Err(format!(
             "spec.group: Invalid value: \"{group}\": should be a domain with at least one dot"
@@ -143,6 +143,25 @@ fn check_names(crd: &Value, group: &str, plural: &str) -> Result<(), String> {
         return Err(format!(
             "spec.names.plural: Invalid value: \"{plural}\": a lowercase RFC 1123 label"
         ));
+    }
+    // As the API server: a kind is a DNS-1035 label but for its case, and
+    // so is each version's name (what generated code names them by).
+    if !is_dns1035_label(&kind.to_ascii_lowercase()) {
+        return Err(format!(
+            "spec.names.kind: Invalid value: \"{kind}\": may have mixed case, but should otherwise match: [a-z]([-a-z0-9]*[a-z0-9])?"
+        ));
+    }
+    let versions = crd.pointer("/spec/versions").and_then(Value::as_array);
+    for (i, version) in versions.into_iter().flatten().enumerate() {
+        let name = version
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if !is_dns1035_label(name) {
+            return Err(format!(
+                "spec.versions[{i}].name: Invalid value: \"{name}\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character"
+            ));
+        }
     }
     Ok(())
 }
@@ -228,6 +247,21 @@ mod tests {
         approved["spec"]["names"]["plural"] = "things".into();
         approved["metadata"]["annotations"] = json!({API_APPROVED: "unapproved, testing"});
         assert!(served_types(&approved).is_ok());
+    }
+
+    #[test]
+    fn a_crd_should_refuse_a_kind_or_version_that_is_no_dns_1035_label() {
+        let mut bad_kind = crd("myapps.example.com");
+        bad_kind["spec"]["names"]["kind"] = "W = 1\nimport os\nX".into();
+        let err = served_types(&bad_kind).expect_err("bad kind");
+        assert!(err.starts_with("spec.names.kind: Invalid value"), "{err}");
+        let mut bad_version = crd("myapps.example.com");
+        bad_version["spec"]["versions"][1]["name"] = "v1'); throw 1;('".into();
+        let err = served_types(&bad_version).expect_err("bad version");
+        assert!(
+            err.starts_with("spec.versions[1].name: Invalid value"),
+            "{err}"
+        );
     }
 
     #[test]

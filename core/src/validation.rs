@@ -91,7 +91,14 @@ pub fn is_dns_label(s: &str) -> bool {
         && !s.ends_with('-')
 }
 
-/// Whether `s` is an RFC 1123 DNS subdomain.
+/// Whether `s` is an RFC 1035 DNS label: an RFC 1123 one that starts with a
+/// letter.
+pub fn is_dns1035_label(s: &str) -> bool {
+    is_dns_label(s) && s.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
+}
+
+/// Whether `s` is an RFC 1123 subdomain: DNS labels joined by `.`, at most
+/// 253 characters.
 pub fn is_dns_subdomain(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(is_dns_label)
 }
@@ -137,9 +144,7 @@ pub fn name(resource: &ResourceType, name: &str) -> Result<(), Invalid> {
     let rule = name_rule(resource);
     let ok = match rule {
         Rule::DnsLabel => is_dns_label(name),
-        Rule::Dns1035Label => {
-            is_dns_label(name) && name.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
-        }
+        Rule::Dns1035Label => is_dns1035_label(name),
         Rule::PathSegment => {
             !name.is_empty()
                 && name.len() <= 253

@@ -137,11 +137,12 @@ fn module<'a>(
                 for (kind, info) in kinds {
                     let _ = writeln!(
                         out,
-                        "    {kind} = ResourceType({:?}, {:?}, {:?}, {:?}, {})",
-                        info.group,
-                        info.version,
-                        info.kind,
-                        info.plural,
+                        "    {} = ResourceType({}, {}, {}, {}, {})",
+                        identifier(kind),
+                        literal(&info.group),
+                        literal(&info.version),
+                        literal(&info.kind),
+                        literal(&info.plural),
                         if info.namespaced { "True" } else { "False" }
                     );
                 }
@@ -154,8 +155,13 @@ fn module<'a>(
                 for (kind, info) in kinds {
                     let _ = writeln!(
                         out,
-                        "  {kind}: new ResourceType('{}', '{}', '{}', '{}', {}),",
-                        info.group, info.version, info.kind, info.plural, info.namespaced
+                        "  {}: new ResourceType({}, {}, {}, {}, {}),",
+                        identifier(kind),
+                        literal(&info.group),
+                        literal(&info.version),
+                        literal(&info.kind),
+                        literal(&info.plural),
+                        info.namespaced
                     );
                 }
                 out.push_str("});\n");
@@ -178,7 +184,21 @@ pub fn namespace(group: &str, version: &str, builtin: bool) -> String {
 }
 
 fn namespace_in(group: &str, version: &str, groups: &BTreeSet<&str>) -> String {
-    format!("{}_{version}", group_name(group, groups))
+    identifier(&format!("{}_{version}", group_name(group, groups)))
+}
+
+/// A name as an identifier of both languages: the API server allows only
+/// letters, digits and `-` in kinds and versions (DNS-1035 labels), and
+/// `-` becomes `_`; anything else too, so no name can write code.
+fn identifier(name: &str) -> String {
+    name.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
+/// A string literal of both languages (a JSON string is one).
+fn literal(text: &str) -> String {
+    serde_json::Value::from(text).to_string()
 }
 
 /// The name of `group` in constants: `core` for the core group, else its
@@ -218,7 +238,7 @@ mod tests {
         assert!(python.contains("class rbac_v1:"));
         let js = builtin(Language::Js);
         assert!(js.contains(
-            "  Deployment: new ResourceType('apps', 'v1', 'Deployment', 'deployments', true),"
+            r#"  Deployment: new ResourceType("apps", "v1", "Deployment", "deployments", true),"#
         ));
         let constants = |text: &str, marker: &str| text.matches(marker).count();
         assert_eq!(

@@ -5,213 +5,213 @@ import { ResourceType } from './index.js';
 
 /** v1 */
 export const core_v1 = Object.freeze({
-  ComponentStatus: new ResourceType('', 'v1', 'ComponentStatus', 'componentstatuses', false),
-  ConfigMap: new ResourceType('', 'v1', 'ConfigMap', 'configmaps', true),
-  Endpoints: new ResourceType('', 'v1', 'Endpoints', 'endpoints', true),
-  Event: new ResourceType('', 'v1', 'Event', 'events', true),
-  LimitRange: new ResourceType('', 'v1', 'LimitRange', 'limitranges', true),
-  Namespace: new ResourceType('', 'v1', 'Namespace', 'namespaces', false),
-  Node: new ResourceType('', 'v1', 'Node', 'nodes', false),
-  PersistentVolume: new ResourceType('', 'v1', 'PersistentVolume', 'persistentvolumes', false),
-  PersistentVolumeClaim: new ResourceType('', 'v1', 'PersistentVolumeClaim', 'persistentvolumeclaims', true),
-  Pod: new ResourceType('', 'v1', 'Pod', 'pods', true),
-  PodTemplate: new ResourceType('', 'v1', 'PodTemplate', 'podtemplates', true),
-  ReplicationController: new ResourceType('', 'v1', 'ReplicationController', 'replicationcontrollers', true),
-  ResourceQuota: new ResourceType('', 'v1', 'ResourceQuota', 'resourcequotas', true),
-  Secret: new ResourceType('', 'v1', 'Secret', 'secrets', true),
-  Service: new ResourceType('', 'v1', 'Service', 'services', true),
-  ServiceAccount: new ResourceType('', 'v1', 'ServiceAccount', 'serviceaccounts', true),
+  ComponentStatus: new ResourceType("", "v1", "ComponentStatus", "componentstatuses", false),
+  ConfigMap: new ResourceType("", "v1", "ConfigMap", "configmaps", true),
+  Endpoints: new ResourceType("", "v1", "Endpoints", "endpoints", true),
+  Event: new ResourceType("", "v1", "Event", "events", true),
+  LimitRange: new ResourceType("", "v1", "LimitRange", "limitranges", true),
+  Namespace: new ResourceType("", "v1", "Namespace", "namespaces", false),
+  Node: new ResourceType("", "v1", "Node", "nodes", false),
+  PersistentVolume: new ResourceType("", "v1", "PersistentVolume", "persistentvolumes", false),
+  PersistentVolumeClaim: new ResourceType("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", true),
+  Pod: new ResourceType("", "v1", "Pod", "pods", true),
+  PodTemplate: new ResourceType("", "v1", "PodTemplate", "podtemplates", true),
+  ReplicationController: new ResourceType("", "v1", "ReplicationController", "replicationcontrollers", true),
+  ResourceQuota: new ResourceType("", "v1", "ResourceQuota", "resourcequotas", true),
+  Secret: new ResourceType("", "v1", "Secret", "secrets", true),
+  Service: new ResourceType("", "v1", "Service", "services", true),
+  ServiceAccount: new ResourceType("", "v1", "ServiceAccount", "serviceaccounts", true),
 });
 
 /** admissionregistration.k8s.io/v1 */
 export const admissionregistration_v1 = Object.freeze({
-  MutatingWebhookConfiguration: new ResourceType('admissionregistration.k8s.io', 'v1', 'MutatingWebhookConfiguration', 'mutatingwebhookconfigurations', false),
-  ValidatingAdmissionPolicy: new ResourceType('admissionregistration.k8s.io', 'v1', 'ValidatingAdmissionPolicy', 'validatingadmissionpolicies', false),
-  ValidatingAdmissionPolicyBinding: new ResourceType('admissionregistration.k8s.io', 'v1', 'ValidatingAdmissionPolicyBinding', 'validatingadmissionpolicybindings', false),
-  ValidatingWebhookConfiguration: new ResourceType('admissionregistration.k8s.io', 'v1', 'ValidatingWebhookConfiguration', 'validatingwebhookconfigurations', false),
+  MutatingWebhookConfiguration: new ResourceType("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations", false),
+  ValidatingAdmissionPolicy: new ResourceType("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies", false),
+  ValidatingAdmissionPolicyBinding: new ResourceType("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings", false),
+  ValidatingWebhookConfiguration: new ResourceType("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations", false),
 });
 
 /** admissionregistration.k8s.io/v1alpha1 */
 export const admissionregistration_v1alpha1 = Object.freeze({
-  MutatingAdmissionPolicy: new ResourceType('admissionregistration.k8s.io', 'v1alpha1', 'MutatingAdmissionPolicy', 'mutatingadmissionpolicies', false),
-  MutatingAdmissionPolicyBinding: new ResourceType('admissionregistration.k8s.io', 'v1alpha1', 'MutatingAdmissionPolicyBinding', 'mutatingadmissionpolicybindings', false),
+  MutatingAdmissionPolicy: new ResourceType("admissionregistration.k8s.io", "v1alpha1", "MutatingAdmissionPolicy", "mutatingadmissionpolicies", false),
+  MutatingAdmissionPolicyBinding: new ResourceType("admissionregistration.k8s.io", "v1alpha1", "MutatingAdmissionPolicyBinding", "mutatingadmissionpolicybindings", false),
 });
 
 /** admissionregistration.k8s.io/v1beta1 */
 export const admissionregistration_v1beta1 = Object.freeze({
-  ValidatingAdmissionPolicy: new ResourceType('admissionregistration.k8s.io', 'v1beta1', 'ValidatingAdmissionPolicy', 'validatingadmissionpolicies', false),
-  ValidatingAdmissionPolicyBinding: new ResourceType('admissionregistration.k8s.io', 'v1beta1', 'ValidatingAdmissionPolicyBinding', 'validatingadmissionpolicybindings', false),
+  ValidatingAdmissionPolicy: new ResourceType("admissionregistration.k8s.io", "v1beta1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies", false),
+  ValidatingAdmissionPolicyBinding: new ResourceType("admissionregistration.k8s.io", "v1beta1", "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings", false),
 });
 
 /** apiextensions.k8s.io/v1 */
 export const apiextensions_v1 = Object.freeze({
-  CustomResourceDefinition: new ResourceType('apiextensions.k8s.io', 'v1', 'CustomResourceDefinition', 'customresourcedefinitions', false),
+  CustomResourceDefinition: new ResourceType("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", false),
 });
 
 /** apiregistration.k8s.io/v1 */
 export const apiregistration_v1 = Object.freeze({
-  APIService: new ResourceType('apiregistration.k8s.io', 'v1', 'APIService', 'apiservices', false),
+  APIService: new ResourceType("apiregistration.k8s.io", "v1", "APIService", "apiservices", false),
 });
 
 /** apps/v1 */
 export const apps_v1 = Object.freeze({
-  ControllerRevision: new ResourceType('apps', 'v1', 'ControllerRevision', 'controllerrevisions', true),
-  DaemonSet: new ResourceType('apps', 'v1', 'DaemonSet', 'daemonsets', true),
-  Deployment: new ResourceType('apps', 'v1', 'Deployment', 'deployments', true),
-  ReplicaSet: new ResourceType('apps', 'v1', 'ReplicaSet', 'replicasets', true),
-  StatefulSet: new ResourceType('apps', 'v1', 'StatefulSet', 'statefulsets', true),
+  ControllerRevision: new ResourceType("apps", "v1", "ControllerRevision", "controllerrevisions", true),
+  DaemonSet: new ResourceType("apps", "v1", "DaemonSet", "daemonsets", true),
+  Deployment: new ResourceType("apps", "v1", "Deployment", "deployments", true),
+  ReplicaSet: new ResourceType("apps", "v1", "ReplicaSet", "replicasets", true),
+  StatefulSet: new ResourceType("apps", "v1", "StatefulSet", "statefulsets", true),
 });
 
 /** autoscaling/v1 */
 export const autoscaling_v1 = Object.freeze({
-  HorizontalPodAutoscaler: new ResourceType('autoscaling', 'v1', 'HorizontalPodAutoscaler', 'horizontalpodautoscalers', true),
+  HorizontalPodAutoscaler: new ResourceType("autoscaling", "v1", "HorizontalPodAutoscaler", "horizontalpodautoscalers", true),
 });
 
 /** autoscaling/v2 */
 export const autoscaling_v2 = Object.freeze({
-  HorizontalPodAutoscaler: new ResourceType('autoscaling', 'v2', 'HorizontalPodAutoscaler', 'horizontalpodautoscalers', true),
+  HorizontalPodAutoscaler: new ResourceType("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", true),
 });
 
 /** batch/v1 */
 export const batch_v1 = Object.freeze({
-  CronJob: new ResourceType('batch', 'v1', 'CronJob', 'cronjobs', true),
-  Job: new ResourceType('batch', 'v1', 'Job', 'jobs', true),
+  CronJob: new ResourceType("batch", "v1", "CronJob", "cronjobs", true),
+  Job: new ResourceType("batch", "v1", "Job", "jobs", true),
 });
 
 /** certificates.k8s.io/v1 */
 export const certificates_v1 = Object.freeze({
-  CertificateSigningRequest: new ResourceType('certificates.k8s.io', 'v1', 'CertificateSigningRequest', 'certificatesigningrequests', false),
+  CertificateSigningRequest: new ResourceType("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests", false),
 });
 
 /** certificates.k8s.io/v1alpha1 */
 export const certificates_v1alpha1 = Object.freeze({
-  ClusterTrustBundle: new ResourceType('certificates.k8s.io', 'v1alpha1', 'ClusterTrustBundle', 'clustertrustbundles', false),
+  ClusterTrustBundle: new ResourceType("certificates.k8s.io", "v1alpha1", "ClusterTrustBundle", "clustertrustbundles", false),
 });
 
 /** certificates.k8s.io/v1beta1 */
 export const certificates_v1beta1 = Object.freeze({
-  ClusterTrustBundle: new ResourceType('certificates.k8s.io', 'v1beta1', 'ClusterTrustBundle', 'clustertrustbundles', false),
+  ClusterTrustBundle: new ResourceType("certificates.k8s.io", "v1beta1", "ClusterTrustBundle", "clustertrustbundles", false),
 });
 
 /** coordination.k8s.io/v1 */
 export const coordination_v1 = Object.freeze({
-  Lease: new ResourceType('coordination.k8s.io', 'v1', 'Lease', 'leases', true),
+  Lease: new ResourceType("coordination.k8s.io", "v1", "Lease", "leases", true),
 });
 
 /** coordination.k8s.io/v1alpha2 */
 export const coordination_v1alpha2 = Object.freeze({
-  LeaseCandidate: new ResourceType('coordination.k8s.io', 'v1alpha2', 'LeaseCandidate', 'leasecandidates', true),
+  LeaseCandidate: new ResourceType("coordination.k8s.io", "v1alpha2", "LeaseCandidate", "leasecandidates", true),
 });
 
 /** coordination.k8s.io/v1beta1 */
 export const coordination_v1beta1 = Object.freeze({
-  LeaseCandidate: new ResourceType('coordination.k8s.io', 'v1beta1', 'LeaseCandidate', 'leasecandidates', true),
+  LeaseCandidate: new ResourceType("coordination.k8s.io", "v1beta1", "LeaseCandidate", "leasecandidates", true),
 });
 
 /** discovery.k8s.io/v1 */
 export const discovery_v1 = Object.freeze({
-  EndpointSlice: new ResourceType('discovery.k8s.io', 'v1', 'EndpointSlice', 'endpointslices', true),
+  EndpointSlice: new ResourceType("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", true),
 });
 
 /** events.k8s.io/v1 */
 export const events_v1 = Object.freeze({
-  Event: new ResourceType('events.k8s.io', 'v1', 'Event', 'events', true),
+  Event: new ResourceType("events.k8s.io", "v1", "Event", "events", true),
 });
 
 /** flowcontrol.apiserver.k8s.io/v1 */
 export const flowcontrol_v1 = Object.freeze({
-  FlowSchema: new ResourceType('flowcontrol.apiserver.k8s.io', 'v1', 'FlowSchema', 'flowschemas', false),
-  PriorityLevelConfiguration: new ResourceType('flowcontrol.apiserver.k8s.io', 'v1', 'PriorityLevelConfiguration', 'prioritylevelconfigurations', false),
+  FlowSchema: new ResourceType("flowcontrol.apiserver.k8s.io", "v1", "FlowSchema", "flowschemas", false),
+  PriorityLevelConfiguration: new ResourceType("flowcontrol.apiserver.k8s.io", "v1", "PriorityLevelConfiguration", "prioritylevelconfigurations", false),
 });
 
 /** internal.apiserver.k8s.io/v1alpha1 */
 export const internal_v1alpha1 = Object.freeze({
-  StorageVersion: new ResourceType('internal.apiserver.k8s.io', 'v1alpha1', 'StorageVersion', 'storageversions', false),
+  StorageVersion: new ResourceType("internal.apiserver.k8s.io", "v1alpha1", "StorageVersion", "storageversions", false),
 });
 
 /** networking.k8s.io/v1 */
 export const networking_v1 = Object.freeze({
-  IPAddress: new ResourceType('networking.k8s.io', 'v1', 'IPAddress', 'ipaddresses', false),
-  Ingress: new ResourceType('networking.k8s.io', 'v1', 'Ingress', 'ingresses', true),
-  IngressClass: new ResourceType('networking.k8s.io', 'v1', 'IngressClass', 'ingressclasses', false),
-  NetworkPolicy: new ResourceType('networking.k8s.io', 'v1', 'NetworkPolicy', 'networkpolicies', true),
-  ServiceCIDR: new ResourceType('networking.k8s.io', 'v1', 'ServiceCIDR', 'servicecidrs', false),
+  IPAddress: new ResourceType("networking.k8s.io", "v1", "IPAddress", "ipaddresses", false),
+  Ingress: new ResourceType("networking.k8s.io", "v1", "Ingress", "ingresses", true),
+  IngressClass: new ResourceType("networking.k8s.io", "v1", "IngressClass", "ingressclasses", false),
+  NetworkPolicy: new ResourceType("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", true),
+  ServiceCIDR: new ResourceType("networking.k8s.io", "v1", "ServiceCIDR", "servicecidrs", false),
 });
 
 /** networking.k8s.io/v1beta1 */
 export const networking_v1beta1 = Object.freeze({
-  IPAddress: new ResourceType('networking.k8s.io', 'v1beta1', 'IPAddress', 'ipaddresses', false),
-  ServiceCIDR: new ResourceType('networking.k8s.io', 'v1beta1', 'ServiceCIDR', 'servicecidrs', false),
+  IPAddress: new ResourceType("networking.k8s.io", "v1beta1", "IPAddress", "ipaddresses", false),
+  ServiceCIDR: new ResourceType("networking.k8s.io", "v1beta1", "ServiceCIDR", "servicecidrs", false),
 });
 
 /** node.k8s.io/v1 */
 export const node_v1 = Object.freeze({
-  RuntimeClass: new ResourceType('node.k8s.io', 'v1', 'RuntimeClass', 'runtimeclasses', false),
+  RuntimeClass: new ResourceType("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", false),
 });
 
 /** policy/v1 */
 export const policy_v1 = Object.freeze({
-  PodDisruptionBudget: new ResourceType('policy', 'v1', 'PodDisruptionBudget', 'poddisruptionbudgets', true),
+  PodDisruptionBudget: new ResourceType("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true),
 });
 
 /** rbac.authorization.k8s.io/v1 */
 export const rbac_v1 = Object.freeze({
-  ClusterRole: new ResourceType('rbac.authorization.k8s.io', 'v1', 'ClusterRole', 'clusterroles', false),
-  ClusterRoleBinding: new ResourceType('rbac.authorization.k8s.io', 'v1', 'ClusterRoleBinding', 'clusterrolebindings', false),
-  Role: new ResourceType('rbac.authorization.k8s.io', 'v1', 'Role', 'roles', true),
-  RoleBinding: new ResourceType('rbac.authorization.k8s.io', 'v1', 'RoleBinding', 'rolebindings', true),
+  ClusterRole: new ResourceType("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", false),
+  ClusterRoleBinding: new ResourceType("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", false),
+  Role: new ResourceType("rbac.authorization.k8s.io", "v1", "Role", "roles", true),
+  RoleBinding: new ResourceType("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", true),
 });
 
 /** resource.k8s.io/v1alpha3 */
 export const resource_v1alpha3 = Object.freeze({
-  DeviceClass: new ResourceType('resource.k8s.io', 'v1alpha3', 'DeviceClass', 'deviceclasses', false),
-  DeviceTaintRule: new ResourceType('resource.k8s.io', 'v1alpha3', 'DeviceTaintRule', 'devicetaintrules', false),
-  ResourceClaim: new ResourceType('resource.k8s.io', 'v1alpha3', 'ResourceClaim', 'resourceclaims', true),
-  ResourceClaimTemplate: new ResourceType('resource.k8s.io', 'v1alpha3', 'ResourceClaimTemplate', 'resourceclaimtemplates', true),
-  ResourceSlice: new ResourceType('resource.k8s.io', 'v1alpha3', 'ResourceSlice', 'resourceslices', false),
+  DeviceClass: new ResourceType("resource.k8s.io", "v1alpha3", "DeviceClass", "deviceclasses", false),
+  DeviceTaintRule: new ResourceType("resource.k8s.io", "v1alpha3", "DeviceTaintRule", "devicetaintrules", false),
+  ResourceClaim: new ResourceType("resource.k8s.io", "v1alpha3", "ResourceClaim", "resourceclaims", true),
+  ResourceClaimTemplate: new ResourceType("resource.k8s.io", "v1alpha3", "ResourceClaimTemplate", "resourceclaimtemplates", true),
+  ResourceSlice: new ResourceType("resource.k8s.io", "v1alpha3", "ResourceSlice", "resourceslices", false),
 });
 
 /** resource.k8s.io/v1beta1 */
 export const resource_v1beta1 = Object.freeze({
-  DeviceClass: new ResourceType('resource.k8s.io', 'v1beta1', 'DeviceClass', 'deviceclasses', false),
-  ResourceClaim: new ResourceType('resource.k8s.io', 'v1beta1', 'ResourceClaim', 'resourceclaims', true),
-  ResourceClaimTemplate: new ResourceType('resource.k8s.io', 'v1beta1', 'ResourceClaimTemplate', 'resourceclaimtemplates', true),
-  ResourceSlice: new ResourceType('resource.k8s.io', 'v1beta1', 'ResourceSlice', 'resourceslices', false),
+  DeviceClass: new ResourceType("resource.k8s.io", "v1beta1", "DeviceClass", "deviceclasses", false),
+  ResourceClaim: new ResourceType("resource.k8s.io", "v1beta1", "ResourceClaim", "resourceclaims", true),
+  ResourceClaimTemplate: new ResourceType("resource.k8s.io", "v1beta1", "ResourceClaimTemplate", "resourceclaimtemplates", true),
+  ResourceSlice: new ResourceType("resource.k8s.io", "v1beta1", "ResourceSlice", "resourceslices", false),
 });
 
 /** resource.k8s.io/v1beta2 */
 export const resource_v1beta2 = Object.freeze({
-  DeviceClass: new ResourceType('resource.k8s.io', 'v1beta2', 'DeviceClass', 'deviceclasses', false),
-  ResourceClaim: new ResourceType('resource.k8s.io', 'v1beta2', 'ResourceClaim', 'resourceclaims', true),
-  ResourceClaimTemplate: new ResourceType('resource.k8s.io', 'v1beta2', 'ResourceClaimTemplate', 'resourceclaimtemplates', true),
-  ResourceSlice: new ResourceType('resource.k8s.io', 'v1beta2', 'ResourceSlice', 'resourceslices', false),
+  DeviceClass: new ResourceType("resource.k8s.io", "v1beta2", "DeviceClass", "deviceclasses", false),
+  ResourceClaim: new ResourceType("resource.k8s.io", "v1beta2", "ResourceClaim", "resourceclaims", true),
+  ResourceClaimTemplate: new ResourceType("resource.k8s.io", "v1beta2", "ResourceClaimTemplate", "resourceclaimtemplates", true),
+  ResourceSlice: new ResourceType("resource.k8s.io", "v1beta2", "ResourceSlice", "resourceslices", false),
 });
 
 /** scheduling.k8s.io/v1 */
 export const scheduling_v1 = Object.freeze({
-  PriorityClass: new ResourceType('scheduling.k8s.io', 'v1', 'PriorityClass', 'priorityclasses', false),
+  PriorityClass: new ResourceType("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", false),
 });
 
 /** storage.k8s.io/v1 */
 export const storage_v1 = Object.freeze({
-  CSIDriver: new ResourceType('storage.k8s.io', 'v1', 'CSIDriver', 'csidrivers', false),
-  CSINode: new ResourceType('storage.k8s.io', 'v1', 'CSINode', 'csinodes', false),
-  CSIStorageCapacity: new ResourceType('storage.k8s.io', 'v1', 'CSIStorageCapacity', 'csistoragecapacities', true),
-  StorageClass: new ResourceType('storage.k8s.io', 'v1', 'StorageClass', 'storageclasses', false),
-  VolumeAttachment: new ResourceType('storage.k8s.io', 'v1', 'VolumeAttachment', 'volumeattachments', false),
+  CSIDriver: new ResourceType("storage.k8s.io", "v1", "CSIDriver", "csidrivers", false),
+  CSINode: new ResourceType("storage.k8s.io", "v1", "CSINode", "csinodes", false),
+  CSIStorageCapacity: new ResourceType("storage.k8s.io", "v1", "CSIStorageCapacity", "csistoragecapacities", true),
+  StorageClass: new ResourceType("storage.k8s.io", "v1", "StorageClass", "storageclasses", false),
+  VolumeAttachment: new ResourceType("storage.k8s.io", "v1", "VolumeAttachment", "volumeattachments", false),
 });
 
 /** storage.k8s.io/v1alpha1 */
 export const storage_v1alpha1 = Object.freeze({
-  VolumeAttributesClass: new ResourceType('storage.k8s.io', 'v1alpha1', 'VolumeAttributesClass', 'volumeattributesclasses', false),
+  VolumeAttributesClass: new ResourceType("storage.k8s.io", "v1alpha1", "VolumeAttributesClass", "volumeattributesclasses", false),
 });
 
 /** storage.k8s.io/v1beta1 */
 export const storage_v1beta1 = Object.freeze({
-  VolumeAttributesClass: new ResourceType('storage.k8s.io', 'v1beta1', 'VolumeAttributesClass', 'volumeattributesclasses', false),
+  VolumeAttributesClass: new ResourceType("storage.k8s.io", "v1beta1", "VolumeAttributesClass", "volumeattributesclasses", false),
 });
 
 /** storagemigration.k8s.io/v1alpha1 */
 export const storagemigration_v1alpha1 = Object.freeze({
-  StorageVersionMigration: new ResourceType('storagemigration.k8s.io', 'v1alpha1', 'StorageVersionMigration', 'storageversionmigrations', false),
+  StorageVersionMigration: new ResourceType("storagemigration.k8s.io", "v1alpha1", "StorageVersionMigration", "storageversionmigrations", false),
 });

@@ -1463,7 +1463,11 @@ fn check_outcome(limits: &Limits, outcome: &exports::Outcome) -> Result<(), Limi
             exports::Action::Apply(apply) => apply.object.len(),
             exports::Action::ApplyStatus(object) => object.len(),
             exports::Action::Delete(d) => {
-                d.key.name.len() + d.key.namespace.as_ref().map_or(0, String::len)
+                let text = |t: &Option<String>| t.as_ref().map_or(0, String::len);
+                d.key.name.len()
+                    + text(&d.key.namespace)
+                    + text(&d.preconditions.uid)
+                    + text(&d.preconditions.resource_version)
             }
             exports::Action::Event(e) => e.reason.len() + e.action.len() + e.note.len(),
         } as u64;
