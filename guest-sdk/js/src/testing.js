@@ -83,7 +83,7 @@ export class Harness {
     outcome.actions.forEach((action, i) => {
       try {
         if (action.kind === 'delete') {
-          this.#checkTarget(this.#declared(action.type, Verb.DELETE), action.key);
+          this.#checkTarget(this.#granted(action.type, Verb.DELETE).declared, action.key);
         } else if (action.kind === 'apply' || action.kind === 'apply-status') {
           const [declared, target] = this.#checkObject(action.object, action.kind === 'apply' ? Verb.APPLY : Verb.APPLY_STATUS, key);
           if (action.kind === 'apply' && action.owned) this.#checkOwner(declared, target, key);
@@ -97,18 +97,20 @@ export class Harness {
     });
   }
 
-  #declared(type, verb) {
+  // What #held says of `type`, if `verb` is declared on it; else the
+  // host's denial (reads and writes alike).
+  #granted(type, verb) {
     const held = this.#held(type);
     const why = held === undefined ? 'the type was not declared'
       : held.verbs.includes(verb) ? undefined : 'the verb was not declared for this type';
     if (why) throw new Refusal(`may not ${verb} ${apiVersionOf(type)} ${type.kind}: ${why}`, true);
-    return held.declared;
+    return held;
   }
 
   #checkObject(object, verb, key) {
     const apiVersion = String(object?.apiVersion ?? '');
     const slash = apiVersion.lastIndexOf('/');
-    const declared = this.#declared({ group: slash < 0 ? '' : apiVersion.slice(0, slash), version: apiVersion.slice(slash + 1), kind: String(object?.kind ?? '') }, verb);
+    const { declared } = this.#granted({ group: slash < 0 ? '' : apiVersion.slice(0, slash), version: apiVersion.slice(slash + 1), kind: String(object?.kind ?? '') }, verb);
     const meta = object?.metadata ?? {};
     if (typeof meta.name !== 'string') throw new Refusal('object lacks `metadata.name`');
     const namespace = meta.namespace ?? (declared.namespaced ? key.namespace : undefined);
@@ -155,15 +157,15 @@ export class Harness {
   }
 
   #visible(type, verb) {
-    const held = this.#held(type);
-    const why = held === undefined ? 'the type was not declared'
-      : held.verbs.includes(verb) ? undefined : 'the verb was not declared for this type';
-    if (why) {
-      const apiVersion = type.group ? `${type.group}/${type.version}` : type.version;
-      throw { payload: { tag: 'denied', val: `plugin \`${this.declaration.name}\` may not ${verb} ${apiVersion} ${type.kind}: ${why}` } };
+    let held;
+    try {
+      held = this.#granted(type, verb);
+    } catch (refusal) {
+      if (!(refusal instanceof Refusal)) throw refusal;
+      throw { payload: { tag: 'denied', val: `plugin \`${this.declaration.name}\` ${refusal.message}` } };
     }
     const { declared } = held;
-    const apiVersion = declared.group ? `${declared.group}/${declared.version}` : declared.version;
+    const apiVersion = apiVersionOf(declared);
     const requirements = parseSelector(held.selector);
     return {
       declared,

@@ -96,7 +96,7 @@ class Harness:
         for index, action in enumerate(outcome.actions, 1):
             try:
                 if action[0] == "delete":
-                    self._check_target(self._declared(action[1], DELETE), action[2])
+                    self._check_target(self._granted(action[1], DELETE)[0], action[2])
                 elif action[0] in (APPLY, APPLY_STATUS):
                     declared, target = self._check_object(action[1], action[0], key)
                     if action[0] == APPLY and action[2]:
@@ -106,17 +106,19 @@ class Harness:
             except _Invalid as why:
                 raise ReconcileError(f"action #{index} is invalid: {why}") from None
 
-    def _declared(self, type: ResourceType, verb: str) -> ResourceType:
+    def _granted(self, type: ResourceType, verb: str) -> tuple:
+        """What :meth:`_held` says of ``type``, if ``verb`` is declared on it;
+        else the host's denial (reads and writes alike)."""
         held = self._held(type)
         why = "the type was not declared" if held is None else (
             None if verb in held[1] else "the verb was not declared for this type")
         if why:
             raise _Denied(f"may not {verb} {type}: {why}")
-        return held[0]
+        return held
 
     def _check_object(self, obj: dict, verb: str, key: ObjectKey) -> tuple:
         group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
-        declared = self._declared(ResourceType(group, version, str(obj.get("kind", "")), ""), verb)
+        declared = self._granted(ResourceType(group, version, str(obj.get("kind", "")), ""), verb)[0]
         meta = obj.get("metadata") or {}
         if not isinstance(meta.get("name"), str):
             raise _Invalid("object lacks `metadata.name`")
@@ -170,13 +172,10 @@ class Harness:
         return None
 
     def _visible(self, type: ResourceType, verb: str) -> tuple:
-        held = self._held(type)
-        why = "the type was not declared" if held is None else (
-            None if verb in held[1] else "the verb was not declared for this type")
-        if why:
-            raise PermissionError(
-                f"read denied: plugin `{self.declaration.name}` may not {verb} {type}: {why}")
-        declared, _, requirements = held
+        try:
+            declared, _, requirements = self._granted(type, verb)
+        except _Denied as why:
+            raise PermissionError(f"read denied: plugin `{self.declaration.name}` {why}") from None
         return declared, [
             o for o in self.objects
             if o.get("apiVersion") == declared.api_version and o.get("kind") == declared.kind
