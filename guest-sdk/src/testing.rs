@@ -168,8 +168,8 @@ fn check_writes(
             Action::ApplyStatus(object) => {
                 check_object(declaration, key, object, Verb::ApplyStatus).map(|_| ())
             }
-            Action::Delete(resource, target, _) => declared(declaration, resource, Verb::Delete)
-                .and_then(|resource| check_target(&resource, target)),
+            Action::Delete(resource, target, _) => granted(declaration, resource, Verb::Delete)
+                .and_then(|(resource, _)| check_target(resource, target)),
             Action::Event(_) => Ok(()),
         };
         if let Err(refusal) = refused {
@@ -198,12 +198,13 @@ impl From<kubewasm_core::validation::Invalid> for Refusal {
     }
 }
 
-/// The declared form of `resource`, if `verb` is declared on it.
-fn declared(
-    declaration: &Declaration,
+/// The declared form of `resource` and its selector, if `verb` is declared
+/// on it; else the host's denial (reads and writes alike).
+fn granted<'a>(
+    declaration: &'a Declaration,
     resource: &crate::ResourceType,
     verb: Verb,
-) -> Result<crate::ResourceType, Refusal> {
+) -> Result<(&'a crate::ResourceType, &'a str), Refusal> {
     let denied =
         |why: &str| Refusal::Denied(format!("may not {} {resource}: {why}", verb.as_str()));
     match held(declaration, resource) {
@@ -211,7 +212,7 @@ fn declared(
         Some((_, verbs, _)) if !verbs.contains(&verb) => {
             Err(denied("the verb was not declared for this type"))
         }
-        Some((declared, _, _)) => Ok(declared.clone()),
+        Some((declared, _, selector)) => Ok((declared, selector)),
     }
 }
 
@@ -231,7 +232,7 @@ fn check_object(
         plural: String::new(),
         namespaced: true,
     };
-    let resource = declared(declaration, &resource, verb)?;
+    let resource = granted(declaration, &resource, verb)?.0.clone();
     let mut target = ObjectKey::of(object)
         .ok_or_else(|| Refusal::Invalid("object lacks `metadata.name`".into()))?;
     if resource.namespaced && target.namespace.is_none() {
@@ -330,7 +331,7 @@ pub(crate) mod backend {
 
     use k8s_openapi::jiff::Timestamp;
 
-    use super::{Cached, Fixture, held};
+    use super::{Cached, Fixture, Refusal, granted};
     use crate::error::{Error, Result};
     use crate::log::Level;
     use crate::types::{Declaration, ObjectKey, ResourceType, Verb};
@@ -371,18 +372,10 @@ pub(crate) mod backend {
             let (objects, declaration) = fixture.as_ref().ok_or_else(|| {
                 Error::msg("cache read outside a reconcile: use kubewasm_guest::testing::Harness")
             })?;
-            let denied = |why: &str| {
-                Error::msg(format!(
-                    "read denied: plugin `{}` may not {} {resource}: {why}",
-                    declaration.name,
-                    verb.as_str()
-                ))
-            };
-            let (declared, verbs, selector) =
-                held(declaration, resource).ok_or_else(|| denied("the type was not declared"))?;
-            if !verbs.contains(&verb) {
-                return Err(denied("the verb was not declared for this type"));
-            }
+            let (declared, selector) = granted(declaration, resource, verb).map_err(|refusal| {
+                let (Refusal::Denied(why) | Refusal::Invalid(why)) = refusal;
+                Error::msg(format!("read denied: plugin `{}` {why}", declaration.name))
+            })?;
             let selector = kubewasm_core::Selector::parse(selector)?;
             let visible = objects
                 .iter()

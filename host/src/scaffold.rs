@@ -148,11 +148,11 @@ impl Project {
         if !crate::runtime::is_plugin_name(&self.name) || self.name.contains('.') {
             return Err(ScaffoldError::InvalidName(self.name.clone()));
         }
-        let primary = primary_type(&self.primary)?;
+        let (primary, custom) = primary_type(&self.primary)?;
         if std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) {
             return Err(ScaffoldError::NotEmpty(dir.to_owned()));
         }
-        let vars = self.variables(&primary)?;
+        let vars = self.variables(&primary, custom)?;
         let mut files: Vec<(String, String)> = match self.language {
             Language::Rust => RUST,
             Language::Python => PYTHON,
@@ -163,7 +163,7 @@ impl Project {
         .collect();
         files.push(("README.md".into(), render(README, &vars)));
         files.push(("example.yaml".into(), example_yaml(&primary)));
-        if is_custom(&primary) {
+        if custom {
             let crd = crd(&primary);
             files.push(("crd.yaml".into(), crd_yaml(&primary, &crd)));
             let constants = |lang| typegen::from_crds(lang, std::slice::from_ref(&crd));
@@ -194,6 +194,7 @@ impl Project {
     fn variables(
         &self,
         primary: &ResourceType,
+        custom: bool,
     ) -> Result<Vec<(&'static str, String)>, ScaffoldError> {
         // Absolute: the project refers to it from its own directory.
         let root = self.sdk.canonicalize().unwrap_or_else(|_| self.sdk.clone());
@@ -252,7 +253,6 @@ impl Project {
             true => "default/example",
             false => "example",
         };
-        let custom = is_custom(primary);
         let objects = if custom {
             "--objects crd.yaml --objects example.yaml"
         } else {
@@ -325,8 +325,8 @@ impl Project {
 }
 
 /// `GROUP/VERSION/KIND` (or `VERSION/KIND`) as the cluster serves it, or
-/// as a custom type would be served.
-fn primary_type(text: &str) -> Result<ResourceType, ScaffoldError> {
+/// as a custom type would be served; with whether it is custom.
+fn primary_type(text: &str) -> Result<(ResourceType, bool), ScaffoldError> {
     let invalid = || ScaffoldError::InvalidPrimary(text.to_owned());
     let (group, version, kind) = match text.split('/').collect::<Vec<_>>().as_slice() {
         [version, kind] => ("", *version, *kind),
@@ -344,22 +344,19 @@ fn primary_type(text: &str) -> Result<ResourceType, ScaffoldError> {
     {
         return Err(invalid());
     }
-    Ok(RestMapper::builtin()
-        .lookup(group, version, kind)
-        .unwrap_or_else(|| ResourceType {
-            group: group.to_owned(),
-            version: version.to_owned(),
-            kind: kind.to_owned(),
-            plural: format!("{}s", kind.to_ascii_lowercase()),
-            namespaced: true,
-        }))
-}
-
-/// Whether the type is not one of the built-in ones.
-fn is_custom(primary: &ResourceType) -> bool {
-    RestMapper::builtin()
-        .lookup(&primary.group, &primary.version, &primary.kind)
-        .is_none()
+    Ok(match RestMapper::builtin().lookup(group, version, kind) {
+        Some(builtin) => (builtin, false),
+        None => (
+            ResourceType {
+                group: group.to_owned(),
+                version: version.to_owned(),
+                kind: kind.to_owned(),
+                plural: format!("{}s", kind.to_ascii_lowercase()),
+                namespaced: true,
+            },
+            true,
+        ),
+    })
 }
 
 /// The example primary object.
@@ -480,11 +477,11 @@ mod tests {
 
     #[test]
     fn primaries_should_come_from_the_registry_or_be_guessed_as_custom() {
-        let ns = primary_type("v1/Namespace").expect("built-in");
+        let ns = primary_type("v1/Namespace").expect("built-in").0;
         assert_eq!((ns.plural.as_str(), ns.namespaced), ("namespaces", false));
-        let deployment = primary_type("apps/v1/Deployment").expect("built-in");
+        let deployment = primary_type("apps/v1/Deployment").expect("built-in").0;
         assert_eq!(deployment.plural, "deployments");
-        let widget = primary_type("example.com/v1/Widget").expect("custom");
+        let widget = primary_type("example.com/v1/Widget").expect("custom").0;
         assert_eq!(
             (widget.plural.as_str(), widget.namespaced),
             ("widgets", true)
