@@ -34,6 +34,12 @@ pub struct Cli {
     /// Memory limit of one plugin instance (all its memories), in MiB.
     #[arg(long, global = true, default_value_t = 256)]
     memory_limit_mib: usize,
+    /// Run and dev: instances alive at once across every plugin, warm or in
+    /// a call (the least recently used warm one makes room; a call finding
+    /// every one busy waits its turn) [default: as many at the memory limit
+    /// as this machine's memory, or its cgroup's limit, holds; 16 at least].
+    #[arg(long, global = true)]
+    max_instances: Option<u32>,
     #[command(flatten)]
     limits: LimitFlags,
     /// Run and dev: compile a component not precompiled yet with the
@@ -509,8 +515,10 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             .deadline(Duration::from_millis(cli.deadline_ms))
             .memory_limit(cli.memory_limit_mib << 20)
             .instance_reuse(reuse)
-            .limits(Limits::from(&cli.limits))
-            .max_instances(8);
+            .limits(Limits::from(&cli.limits));
+        if let Some(count) = cli.max_instances {
+            config = config.max_instances(count);
+        }
         if let Some(dir) = cache_dir() {
             config = config.cache_dir(dir);
         }

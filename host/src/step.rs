@@ -31,7 +31,7 @@ use serde_json::Value;
 use crate::action::Action;
 use crate::cache::Cache;
 use crate::resource::ObjectKey;
-use crate::runtime::{CallStats, Plugin, ReconcileError, Request};
+use crate::runtime::{CallError, CallStats, Plugin, ReconcileError, Request};
 
 /// Which plugin export a step called.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,6 +80,15 @@ pub struct StepError {
     /// The failure.
     #[source]
     pub source: Box<ReconcileError>,
+}
+
+impl StepError {
+    /// Whether the plugin was called at all: not when no instance slot came
+    /// free in time ([`CallError::NoInstance`]), which is no failure of the
+    /// key's.
+    pub fn ran(&self) -> bool {
+        !matches!(*self.source, ReconcileError::Call(CallError::NoInstance(_)))
+    }
 }
 
 /// Runs one step of `plugin` for `request.key` against `cache`.

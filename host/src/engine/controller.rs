@@ -557,6 +557,12 @@ impl Worker {
         });
         let message = match stepped {
             Err(error) => format!("reconcile task failed: {error}"),
+            Ok(Err(error)) if !error.ran() => {
+                // Waiting for an instance is no failure: queued again.
+                tracing::debug!(error = %error.source, "not run; queued again");
+                metrics.not_run(&name);
+                return Done::Again;
+            }
             Ok(Err(error)) => {
                 metrics.step_failed(&name, &error);
                 format!("{error}: {}", error.source)

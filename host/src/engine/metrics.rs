@@ -7,6 +7,9 @@
 //! | `kubewasm_reads_denied_total` | plugin | cache reads its grants refused (another namespace, an undeclared type or verb) |
 //! | `kubewasm_reconcile_time_seconds` | plugin | step duration, call and writes (histogram) |
 //! | `kubewasm_instantiate_time_seconds` | plugin | instance creation (histogram; warm calls count zero) |
+//! | `kubewasm_instance_wait_seconds` | plugin | how long a step waited for a slot of the host's instance budget, every one being in a call (histogram; zero when one was free or idle) |
+//! | `kubewasm_instance_wait_timeouts_total` | plugin | steps not run because no slot came free in time (queued again without backoff; not a reconcile error) |
+//! | `kubewasm_instances` | state | the instance budget now: `busy` (in a call), `idle` (warm), `capacity` |
 //! | `kubewasm_guest_memory_bytes` | plugin | linear memory of the instance that ran the plugin's last call (a high-water mark: Wasm memory never shrinks) |
 //! | `kubewasm_plugin_info` | plugin, digest | 1 for the component each plugin runs now (`sha256:` of its bytes) |
 //! | `kubewasm_plugin_loads_total` | plugin, result | loads of the plugin directory's plugins and of plugin resources: `loaded`, `swapped` (a new version in place), `optimized` (its optimized code in place of its baseline code), `refused` (the running version, if any, keeps serving), `removed` |
@@ -34,7 +37,7 @@ use prometheus_client::registry::Registry;
 
 use super::informer::Informers;
 use super::queue::WorkQueue;
-use crate::runtime::{CallError, ReconcileError};
+use crate::runtime::{CallError, ReconcileError, Runtime};
 use crate::step::{Call, Step, StepError};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -58,6 +61,11 @@ struct DigestLabel {
 struct KindLabel {
     plugin: String,
     kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -86,6 +94,11 @@ pub struct Metrics {
     reads_denied: Family<PluginLabel, Counter>,
     reconcile_time: Family<PluginLabel, Histogram, fn() -> Histogram>,
     instantiate_time: Family<PluginLabel, Histogram, fn() -> Histogram>,
+    instance_wait: Family<PluginLabel, Histogram, fn() -> Histogram>,
+    instance_wait_timeouts: Family<PluginLabel, Counter>,
+    instances: Family<StateLabel, Gauge>,
+    /// The runtime whose instance budget `instances` shows.
+    runtime: Mutex<Option<Runtime>>,
     guest_memory: Family<PluginLabel, Gauge>,
     plugin_loads: Family<ResultLabel, Counter>,
     plugin_info: Family<DigestLabel, Gauge>,
@@ -109,6 +122,9 @@ impl Default for Metrics {
         let reads_denied = Family::default();
         let reconcile_time = Family::new_with_constructor(seconds as fn() -> Histogram);
         let instantiate_time = Family::new_with_constructor(seconds as fn() -> Histogram);
+        let instance_wait = Family::new_with_constructor(seconds as fn() -> Histogram);
+        let instance_wait_timeouts = Family::default();
+        let instances = Family::default();
         let guest_memory = Family::default();
         let plugin_loads = Family::default();
         let plugin_info = Family::default();
@@ -135,6 +151,21 @@ impl Default for Metrics {
             "instantiate_time_seconds",
             "Time creating an instance for a call",
             instantiate_time.clone(),
+        );
+        registry.register(
+            "instance_wait_seconds",
+            "Time a step waited for an instance slot, every one being in a call",
+            instance_wait.clone(),
+        );
+        registry.register(
+            "instance_wait_timeouts",
+            "Steps not run because no instance slot came free in time",
+            instance_wait_timeouts.clone(),
+        );
+        registry.register(
+            "instances",
+            "Instance slots of the host's budget by state",
+            instances.clone(),
         );
         registry.register(
             "guest_memory_bytes",
@@ -185,6 +216,10 @@ impl Default for Metrics {
             reads_denied,
             reconcile_time,
             instantiate_time,
+            instance_wait,
+            instance_wait_timeouts,
+            instances,
+            runtime: Mutex::default(),
             guest_memory,
             plugin_loads,
             plugin_info,
@@ -209,7 +244,28 @@ impl Metrics {
         queues.push((plugin.to_owned(), Arc::downgrade(&queue)));
     }
 
+    /// Shows `runtime`'s instance budget in `kubewasm_instances`.
+    pub(super) fn watch_runtime(&self, runtime: &Runtime) {
+        let mut watched = self.runtime.lock().unwrap_or_else(PoisonError::into_inner);
+        if watched.is_none() {
+            *watched = Some(runtime.clone());
+        }
+    }
+
+    /// Counts a step of `plugin` that did not run: no instance slot came
+    /// free in time.
+    pub(super) fn not_run(&self, plugin: &str) {
+        self.instance_wait_timeouts
+            .get_or_create(&label(plugin))
+            .inc();
+    }
+
     pub(super) fn stepped(&self, plugin: &str, step: &Step) {
+        if step.call != Call::None {
+            self.instance_wait
+                .get_or_create(&label(plugin))
+                .observe(step.stats.wait.as_secs_f64());
+        }
         self.instantiate_time
             .get_or_create(&label(plugin))
             .observe(step.stats.instantiate.as_secs_f64());
@@ -373,6 +429,19 @@ impl Metrics {
                 .get_or_create(&label)
                 .set(i64::try_from(store.restarts()).unwrap_or(i64::MAX));
         }
+        let runtime = self.runtime.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(counts) = runtime.as_ref().map(Runtime::instances) {
+            for (state, count) in [
+                ("busy", counts.busy),
+                ("idle", counts.idle),
+                ("capacity", counts.capacity),
+            ] {
+                self.instances
+                    .get_or_create(&StateLabel { state })
+                    .set(i64::try_from(count).unwrap_or(i64::MAX));
+            }
+        }
+        drop(runtime);
         let mut text = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);

@@ -111,6 +111,7 @@ impl Engine {
         self.shared
             .metrics
             .runs(&plugin.declaration().name, plugin.digest());
+        self.shared.metrics.watch_runtime(plugin.runtime());
         self.controllers
             .push(Controller::start(plugin, settings, &self.shared));
     }

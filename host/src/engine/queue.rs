@@ -203,6 +203,10 @@ pub enum Done {
     RequeueAfter(Duration),
     /// Failure, with its message: retry with backoff.
     Retry(String),
+    /// Not run (no instance slot came free in time): hand the key out
+    /// again at once, as a requeue, its failures as they were. Never a
+    /// failure, never a backoff.
+    Again,
 }
 
 impl WorkQueue {
@@ -322,6 +326,10 @@ impl WorkQueue {
                     priority: Priority::Requeue,
                 })
             }
+            Done::Again => Some(Slot {
+                ready_at: now,
+                priority: Priority::Requeue,
+            }),
             Done::Retry(message) => {
                 let failure = inner
                     .failures
@@ -821,6 +829,20 @@ mod tests {
         assert_eq!(failure_count(&q, &a), 0);
         assert_eq!(take(&q).await, Some(key("a")));
         assert_eq!(started.elapsed(), Duration::from_secs(30));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_not_run_should_come_back_at_once_with_its_failures_untouched() {
+        let q = WorkQueue::new(no_rate_limit());
+        q.add(key("a"), Priority::Event);
+        let a = take(&q).await.expect("key");
+        assert!(q.done(&a, retry()).is_some());
+        let a = take(&q).await.expect("retry");
+        let started = Instant::now();
+        assert_eq!(q.done(&a, Done::Again), None, "no backoff");
+        assert_eq!(failure_count(&q, &a), 1, "not a failure, not a success");
+        assert_eq!(next_now(&q).await, Some(key("a")));
+        assert_eq!(started.elapsed(), Duration::ZERO);
     }
 
     #[tokio::test(start_paused = true)]

@@ -20,33 +20,44 @@
 //! - A plugin reads only through the [`Cache`] it is handed, only the types
 //!   it declared, and its actions pass [`action::plan`] before they leave.
 //!
-//! # Instances: warm by default, fresh on request
+//! # Instances: warm by default, fresh on request, one budget for all
 //! Measured side by side (BENCHMARKS.md, "Per language"): a fresh instance
 //! per call costs about 1.8 times a warm call for a small Rust plugin, 5 to
 //! 6 times for JavaScript (StarlingMonkey initialises lazily on the first
 //! call) and 25 to 30 times for Python (half a millisecond to instantiate,
 //! a millisecond more on the first call). So [`InstanceReuse::Reuse`] is the
-//! default: each plugin keeps a few warm instances, a call takes one, and it
-//! goes back only if the call succeeded. A trapped instance is dropped, and
-//! an instance is retired after [`MAX_CALLS_PER_INSTANCE`] calls, which
-//! bounds what a leaky plugin accumulates. A plugin with no work left lets
-//! its warm instances go ([`Plugin::release_idle`]), so an idle plugin
-//! holds no linear memory: what a plugin adds to the host at rest is its
-//! queue and declaration, not an instance (the code is shared). Plugins must not rely on state
-//! kept between calls (there are several warm instances, and any may be
-//! replaced).
+//! default: a plugin's instances stay warm after a call, a call takes one,
+//! and it goes back only if the call succeeded. A trapped instance is
+//! dropped, and an instance is retired after [`MAX_CALLS_PER_INSTANCE`]
+//! calls, which bounds what a leaky plugin accumulates. A plugin with no
+//! work left lets its warm instances go ([`Plugin::release_idle`]), so an
+//! idle plugin holds no linear memory: what a plugin adds to the host at
+//! rest is its queue and declaration, not an instance (the code is shared).
+//! Plugins must not rely on state kept between calls (there are several
+//! warm instances, and any may be replaced).
 //! [`InstanceReuse::Fresh`] gives every call a new instance, for operators
 //! who want no state at all to survive a call.
+//!
+//! Every instance of every plugin, in a call or warm, holds a slot of one
+//! host-wide budget ([`RuntimeConfig::max_instances`], by default as many
+//! instances at the memory limit as the machine's memory holds): warm
+//! instances are a cache, the least recently used idle one of any plugin
+//! dropped when another plugin needs its slot, and a call that finds every
+//! slot in a call waits its turn, first come first served, for at most
+//! [`RuntimeConfig::instance_wait`] ([`CallError::NoInstance`] past it,
+//! which the engine retries without backoff). The rules are `pool`'s.
 
 mod bindings;
 mod blocking;
 mod compiled;
 mod host;
 mod limits;
+mod pool;
 mod state;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
@@ -66,6 +77,8 @@ pub use limits::{CallLimits, Limit, LimitCounts, LimitExceeded, Limits};
 use bindings::{Call, Controller, ControllerPre, exports};
 pub use compiled::CacheDirError;
 use compiled::CompiledCache;
+use pool::{Busy, Owner, Pool};
+pub use pool::{Exhausted, PoolCounts};
 use state::{Limiter, PluginState};
 
 /// A version of the `kubewasm:controller` contract the host speaks. A
@@ -138,9 +151,6 @@ const PROVIDED_IMPORTS: [&str; 7] = [
     "wasi:sockets/",
 ];
 
-/// Idle warm instances kept per plugin.
-const MAX_IDLE_INSTANCES: usize = 8;
-
 /// A warm instance is retired after this many calls, bounding what a leaky
 /// plugin can accumulate.
 pub const MAX_CALLS_PER_INSTANCE: u32 = 10_000;
@@ -168,7 +178,8 @@ pub struct RuntimeConfig {
     memory_limit: usize,
     cache_dir: Option<PathBuf>,
     instance_reuse: InstanceReuse,
-    max_instances: u32,
+    max_instances: Option<u32>,
+    instance_wait: Duration,
     pooling: bool,
     limits: Limits,
     baseline: bool,
@@ -181,7 +192,8 @@ impl Default for RuntimeConfig {
             memory_limit: 256 << 20,
             cache_dir: None,
             instance_reuse: InstanceReuse::Reuse,
-            max_instances: 256,
+            max_instances: None,
+            instance_wait: Duration::from_secs(30),
             pooling: true,
             limits: Limits::default(),
             baseline: false,
@@ -227,10 +239,25 @@ impl RuntimeConfig {
         self
     }
 
-    /// Most component instances alive at once across plugins (default 256).
+    /// Most component instances alive at once across plugins, warm or in a
+    /// call (default: [`default_max_instances`] of the memory limit).
     #[must_use]
     pub fn max_instances(mut self, count: u32) -> Self {
-        self.max_instances = count;
+        self.max_instances = Some(count.max(1));
+        self
+    }
+
+    /// The instance budget this configuration gives.
+    pub fn instances(&self) -> u32 {
+        self.max_instances
+            .unwrap_or_else(|| default_max_instances(self.memory_limit))
+    }
+
+    /// Longest a call waits for an instance slot when every one is in a
+    /// call (default 30 s).
+    #[must_use]
+    pub fn instance_wait(mut self, wait: Duration) -> Self {
+        self.instance_wait = wait;
         self
     }
 
@@ -323,6 +350,47 @@ pub fn is_plugin_name(name: &str) -> bool {
         }
 }
 
+/// The default instance budget: as many instances grown to `memory_limit`
+/// as the memory this process may use holds (the machine's, or its cgroup's
+/// limit if lower), at least [`MIN_INSTANCES`], at most [`MAX_INSTANCES`].
+pub fn default_max_instances(memory_limit: usize) -> u32 {
+    let memory = machine_memory().unwrap_or(4 << 30);
+    let fit = memory / (memory_limit.max(1 << 20) as u64);
+    u32::try_from(fit)
+        .unwrap_or(MAX_INSTANCES)
+        .clamp(MIN_INSTANCES, MAX_INSTANCES)
+}
+
+/// The smallest default budget.
+pub const MIN_INSTANCES: u32 = 16;
+
+/// The largest default budget (the pooling allocator reserves address
+/// space for each).
+pub const MAX_INSTANCES: u32 = 1024;
+
+/// Bytes of memory this process may use: the machine's (`MemTotal`), or its
+/// cgroup's limit (v2 `memory.max`, v1 `memory.limit_in_bytes`) when lower.
+fn machine_memory() -> Option<u64> {
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()?
+        .lines()
+        .find_map(|line| line.strip_prefix("MemTotal:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse::<u64>()
+        .ok()?
+        .saturating_mul(1024);
+    let cgroup = [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .filter_map(|path| std::fs::read_to_string(path).ok())
+    .find_map(|text| text.trim().parse::<u64>().ok());
+    Some(cgroup.map_or(total, |limit| limit.min(total)))
+}
+
 /// Why the runtime could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -396,9 +464,13 @@ pub enum LoadError {
 /// Why one call into a plugin failed. The instance is dropped in every case.
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
-    /// Instantiation failed (e.g. the instance pool is exhausted).
+    /// Instantiation failed.
     #[error("failed to instantiate: {0:#}")]
     Instantiate(#[source] wasmtime::Error),
+    /// Every instance slot stayed in a call for as long as the call could
+    /// wait: nothing ran (the engine queues the key again, without backoff).
+    #[error(transparent)]
+    NoInstance(#[from] Exhausted),
     /// The call ran past its CPU deadline and was interrupted.
     #[error("deadline of {deadline:?} exceeded")]
     DeadlineExceeded {
@@ -529,6 +601,8 @@ pub struct Outcome {
 /// latency metrics and BENCHMARKS.md.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CallStats {
+    /// Waiting for an instance slot, every one being in a call.
+    pub wait: Duration,
     /// Creating the instance; zero when a warm one was reused.
     pub instantiate: Duration,
     /// The guest call, host imports included.
@@ -545,6 +619,8 @@ pub struct CallStats {
 /// What one call on an instance spent.
 #[derive(Clone, Copy, Debug)]
 struct Spent {
+    wait: Duration,
+    instantiate: Duration,
     call: Duration,
     imports: Duration,
     memory: u64,
@@ -572,6 +648,10 @@ struct Inner {
     config: RuntimeConfig,
     compiled: Option<CompiledCache>,
     limit_counts: LimitCounts,
+    /// The instance budget every plugin's instances share.
+    pool: Arc<Pool<Instance>>,
+    /// The id of the next plugin (its instances' owner in the pool).
+    plugins: AtomicU64,
     /// Components loaded now, by digest, with what they declared: a
     /// component loaded again (under another name, or as another tenant's
     /// plugin) shares its compiled code instead of holding a copy.
@@ -613,8 +693,9 @@ impl Runtime {
     pub fn new(config: RuntimeConfig) -> Result<Self, RuntimeError> {
         let mut wasm = wasmtime::Config::new();
         wasm.wasm_component_model(true).epoch_interruption(true);
+        let instances = config.instances();
         if config.pooling {
-            let n = config.max_instances;
+            let n = instances;
             let keep_resident = match config.instance_reuse {
                 InstanceReuse::Fresh => KEEP_RESIDENT,
                 InstanceReuse::Reuse => 0,
@@ -671,6 +752,8 @@ impl Runtime {
                 config,
                 compiled,
                 limit_counts: LimitCounts::default(),
+                pool: Pool::new(instances as usize),
+                plugins: AtomicU64::new(0),
                 loaded: Mutex::default(),
                 compiling: Mutex::default(),
             }),
@@ -702,6 +785,11 @@ impl Runtime {
     /// How many times each output limit was hit.
     pub fn limit_counts(&self) -> &LimitCounts {
         &self.inner.limit_counts
+    }
+
+    /// The instance budget's slots in each state, now.
+    pub fn instances(&self) -> PoolCounts {
+        self.inner.pool.counts()
     }
 
     /// Loads a plugin from a file.
@@ -760,15 +848,19 @@ impl Runtime {
         );
         let host_limits = self.inner.config.call_limits();
         Ok(Plugin {
+            runtime: self.clone(),
+            code: Arc::clone(&bootstrap.code),
+            id: self.next_plugin(),
             name: Arc::from(declaration.name.as_str()),
             limits: options
                 .limits
                 .map_or(host_limits, |limits| limits.within(host_limits)),
             grants: Arc::new(grants),
             declaration: Arc::new(declaration),
+            reads_denied: Arc::default(),
             reuse,
             config_validator,
-            ..bootstrap
+            valid_config: Mutex::new(None),
         })
     }
 
@@ -856,7 +948,8 @@ impl Runtime {
             baseline,
         }));
         let started = Instant::now();
-        let instance = bootstrap.instantiate().map_err(|error| match error {
+        let checkout = bootstrap.checkout(Arc::new(MemoryCache::default()), None);
+        let checkout = checkout.map_err(|error| match error {
             // Exports are type-checked at instantiation: a mismatch means
             // another revision of the contract.
             CallError::Instantiate(error) if error.to_string().contains("type mismatch") => {
@@ -869,7 +962,7 @@ impl Runtime {
         })?;
         let instantiate_time = started.elapsed();
         let (declaration, _) = bootstrap
-            .with_instance(instance, |controller, store| controller.declare(store))
+            .with_instance(checkout, |controller, store| controller.declare(store))
             .map_err(LoadError::Declare)?;
         let declaration = Declaration::try_from(declaration).map_err(LoadError::Declaration)?;
         let mut loaded = self.loaded();
@@ -928,18 +1021,23 @@ impl Runtime {
         gate
     }
 
+    /// A new plugin's id: its instances' owner in the pool.
+    fn next_plugin(&self) -> Owner {
+        self.inner.plugins.fetch_add(1, Ordering::Relaxed)
+    }
+
     /// A plugin of `code` granting nothing, for `declare` to run in.
     fn bootstrap(&self, code: Arc<Code>) -> Plugin {
         Plugin {
             runtime: self.clone(),
             code,
+            id: self.next_plugin(),
             declaration: Arc::new(placeholder_declaration()),
             name: Arc::from("(loading)"),
             grants: Arc::new(Grants::none("(loading)")),
             limits: self.inner.config.call_limits(),
             reads_denied: Arc::default(),
             reuse: false,
-            warm: Mutex::new(Vec::new()),
             config_validator: None,
             valid_config: Mutex::new(None),
         }
@@ -1046,18 +1144,27 @@ struct Instance {
     calls: u32,
 }
 
+/// A slot checked out for one call, holding its instance, and what getting
+/// it took.
+struct Checkout {
+    busy: Busy<Instance>,
+    wait: Duration,
+    instantiate: Duration,
+}
+
 /// A loaded plugin. Cheap to share behind an `Arc`; calls may run
 /// concurrently from several threads.
 pub struct Plugin {
     runtime: Runtime,
     code: Arc<Code>,
+    /// Its instances' owner in the runtime's pool.
+    id: Owner,
     declaration: Arc<Declaration>,
     name: Arc<str>,
     grants: Arc<Grants>,
     limits: CallLimits,
     reads_denied: Arc<std::sync::atomic::AtomicU64>,
     reuse: bool,
-    warm: Mutex<Vec<Instance>>,
     config_validator: Option<Arc<jsonschema::Validator>>,
     /// The last configuration found valid, so an unchanged one is not
     /// validated again on every call.
@@ -1074,10 +1181,22 @@ impl std::fmt::Debug for Plugin {
     }
 }
 
+impl Drop for Plugin {
+    /// An unloaded plugin's warm instances give their slots back at once.
+    fn drop(&mut self) {
+        self.release_idle();
+    }
+}
+
 impl Plugin {
     /// The validated declaration.
     pub fn declaration(&self) -> &Declaration {
         &self.declaration
+    }
+
+    /// The runtime it runs in.
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
     }
 
     /// The contract version the component targets.
@@ -1148,13 +1267,13 @@ impl Plugin {
         Ok(Self {
             runtime: runtime.clone(),
             code,
+            id: runtime.next_plugin(),
             declaration: Arc::clone(&self.declaration),
             name: Arc::clone(&self.name),
             grants: Arc::clone(&self.grants),
             limits: self.limits,
             reads_denied: Arc::clone(&self.reads_denied),
             reuse: self.reuse,
-            warm: Mutex::new(Vec::new()),
             config_validator: self.config_validator.clone(),
             valid_config: Mutex::new(None),
         })
@@ -1173,11 +1292,11 @@ impl Plugin {
     }
 
     /// Drops the warm instances no call is using (the host does when the
-    /// plugin has no work left): their memory goes back to the system and
-    /// the next call instantiates afresh. Returns how many were dropped.
+    /// plugin has no work left): their memory goes back to the system, their
+    /// slots to the budget, and the next call instantiates afresh. Returns
+    /// how many were dropped.
     pub fn release_idle(&self) -> usize {
-        let idle = std::mem::take(&mut *self.warm.lock().unwrap_or_else(PoisonError::into_inner));
-        idle.len()
+        self.runtime.inner.pool.drop_idle(self.id)
     }
 
     /// Checks a configuration (JSON text) against the plugin's
@@ -1257,8 +1376,8 @@ impl Plugin {
             object: object.to_owned(),
             config: config.to_owned(),
         };
-        let (instance, _) = self.checkout(cache, None)?;
-        let (keys, _) = self.with_instance(instance, |c, store| {
+        let busy = self.checkout(cache, None)?;
+        let (keys, _) = self.with_instance(busy, |c, store| {
             let keys = c.map_keys(store, &request)?;
             if let Ok(keys) = &keys {
                 limits.check(Limit::MapKeys, keys.len() as u64)?;
@@ -1299,8 +1418,8 @@ impl Plugin {
         };
         self.check_config(&request.config)?;
         let limits = self.limits.output;
-        let (instance, instantiate) = self.checkout(Arc::clone(&cache), Some(&request.key))?;
-        let (outcome, spent) = self.with_instance(instance, |c, store| {
+        let busy = self.checkout(Arc::clone(&cache), Some(&request.key))?;
+        let (outcome, spent) = self.with_instance(busy, |c, store| {
             store.data().clock.set(Some(request.now));
             let outcome = c.call(store, &wit_request, call);
             store.data().clock.set(None);
@@ -1334,7 +1453,8 @@ impl Plugin {
                 .finalizer
                 .filter(|_| self.declaration.managed_finalizer),
             stats: CallStats {
-                instantiate,
+                wait: spent.wait,
+                instantiate: spent.instantiate,
                 call: spent.call,
                 imports: spent.imports,
                 plan: planning.elapsed(),
@@ -1376,30 +1496,52 @@ impl Plugin {
         })
     }
 
-    /// A warm instance when reusing, else a fresh one, primed for one call;
-    /// with the time instantiation took (zero for a warm one).
+    /// A slot of the budget holding a warm instance when reusing (its own,
+    /// else a fresh one), primed for one call, with the time waiting for it
+    /// and instantiating took.
     fn checkout(
         &self,
         cache: Arc<dyn Cache>,
         key: Option<&ObjectKey>,
-    ) -> Result<(Instance, Duration), CallError> {
-        let warm = if self.reuse {
-            self.warm
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .pop()
-        } else {
-            None
-        };
+    ) -> Result<Checkout, CallError> {
+        let pool = &self.runtime.inner.pool;
+        let deadline = Instant::now() + self.runtime.inner.config.instance_wait;
+        let mut busy = pool.checkout(self.id, deadline)?;
+        let waited = busy.waited();
+        if !self.reuse {
+            // Someone else's slot, or a warm instance of this plugin kept
+            // from before: either way a fresh instance is wanted.
+            drop(busy.take());
+        }
         let started = Instant::now();
-        let (mut instance, instantiate) = match warm {
-            Some(instance) => (instance, Duration::ZERO),
-            None => (self.instantiate()?, started.elapsed()),
+        let instantiate = if busy.instance().is_none() {
+            let instance = loop {
+                match self.instantiate() {
+                    // The allocator ran out of memories or tables before
+                    // instances: make room as for an instance.
+                    Err(CallError::Instantiate(error))
+                        if error
+                            .downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
+                            .is_some()
+                            && pool.drop_oldest() => {}
+                    other => break other?,
+                }
+            };
+            busy.fill(instance);
+            started.elapsed()
+        } else {
+            Duration::ZERO
         };
-        let data = instance.store.data_mut();
-        data.cache = cache;
-        data.key = key.cloned();
-        Ok((instance, instantiate))
+        if let Some(instance) = busy.instance() {
+            let data = instance.store.data_mut();
+            data.cache = cache;
+            data.key = key.cloned();
+        }
+        Ok(Checkout {
+            busy,
+            wait: waited,
+            instantiate,
+        })
     }
 
     /// Runs one call on `instance`, then forwards its output to the log and
@@ -1407,9 +1549,19 @@ impl Plugin {
     /// result with what the call spent.
     fn with_instance<R>(
         &self,
-        mut instance: Instance,
+        checkout: Checkout,
         call: impl FnOnce(&Controller, &mut Store<PluginState>) -> wasmtime::Result<R>,
     ) -> Result<(R, Spent), CallError> {
+        let Checkout {
+            mut busy,
+            wait,
+            instantiate,
+        } = checkout;
+        let Some(instance) = busy.instance() else {
+            return Err(CallError::Instantiate(wasmtime::Error::msg(
+                "no instance in the slot",
+            )));
+        };
         let deadline = self.limits.deadline;
         instance.store.set_epoch_deadline(deadline_ticks(deadline));
         let data = instance.store.data_mut();
@@ -1420,6 +1572,8 @@ impl Plugin {
         data.call_deadline = started + deadline;
         let result = call(&instance.controller, &mut instance.store);
         let spent = Spent {
+            wait,
+            instantiate,
             call: started.elapsed(),
             imports: instance.store.data().imports,
             memory: instance.store.data().limiter.memory_used() as u64,
@@ -1432,14 +1586,12 @@ impl Plugin {
                 data.cache = Arc::new(MemoryCache::default());
                 data.key = None;
                 if self.reuse && instance.calls < MAX_CALLS_PER_INSTANCE {
-                    let mut warm = self.warm.lock().unwrap_or_else(PoisonError::into_inner);
-                    if warm.len() < MAX_IDLE_INSTANCES {
-                        warm.push(instance);
-                    }
+                    self.runtime.inner.pool.checkin(busy);
                 }
                 Ok((value, spent))
             }
             Err(error) => {
+                // The instance is dropped with its slot, never entered again.
                 let error = classify(instance.store.data(), error, deadline, &stderr);
                 if let CallError::LimitExceeded(exceeded) = &error {
                     self.runtime.inner.limit_counts.record(exceeded.limit);
@@ -1569,6 +1721,18 @@ mod tests {
             Err(LoadError::CoreModule)
         ));
         assert!(check_header(b"\0asm\x0d\0\x01\0rest").is_ok());
+    }
+
+    #[test]
+    fn the_default_instance_budget_should_follow_memory_never_a_constant() {
+        let memory = machine_memory().expect("/proc/meminfo is readable here");
+        let at_default = default_max_instances(256 << 20);
+        let expected = u32::try_from(memory / (256 << 20)).unwrap_or(MAX_INSTANCES);
+        assert_eq!(at_default, expected.clamp(MIN_INSTANCES, MAX_INSTANCES));
+        // A smaller limit fits more instances, a huge one the floor.
+        assert!(default_max_instances(16 << 20) >= at_default);
+        assert_eq!(default_max_instances(1 << 45), MIN_INSTANCES);
+        assert_eq!(RuntimeConfig::default().max_instances(5).instances(), 5);
     }
 
     #[test]

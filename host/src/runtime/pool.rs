@@ -1,0 +1,522 @@
+//! The host-wide instance budget: every live instance, in a call or idle and
+//! warm, holds one of the runtime's `capacity` slots, whichever plugin it
+//! belongs to.
+//!
+//! # States of a slot
+//! ```text
+//!            checkout (a free slot)              checkin (warm, reusable)
+//!   free ─────────────────────────────▶ busy ─────────────────────────────▶ idle
+//!    ▲                                   │ ▲   checkout by its own plugin     │
+//!    │ instance dropped, nobody waits    │ └──────────────────────────────────┤
+//!    └───────────────────────────────────┘     checkout by another plugin:    │
+//!                                        ▲     the least recently used idle   │
+//!                                        └──── instance is dropped for it ────┘
+//! ```
+//!
+//! # Rules
+//! 1. A checkout takes, in this order: its own plugin's most recently used
+//!    idle instance; a free slot; the slot of the least recently used idle
+//!    instance of any plugin, which is dropped (by the taker, outside the
+//!    lock, before it instantiates in the slot). Otherwise it waits.
+//! 2. Waiters are served first come, first served. A slot coming back (a
+//!    busy instance checked in, or dropped after a trap or its last call)
+//!    goes straight to the first waiter: the instance itself if the waiter
+//!    is of the same plugin, else the slot, with the instance for the
+//!    waiter to drop. So while anyone waits, no slot is free and no
+//!    instance idle, and a plugin that keeps calling cannot starve another.
+//! 3. A wait is bounded by the caller's deadline: past it the checkout
+//!    fails with [`Exhausted`], which the engine treats as "not run", never
+//!    as a reconcile failure.
+//! 4. A plugin that goes idle or is unloaded gives its idle instances back
+//!    ([`Pool::drop_idle`]); a slot is freed only once its instance is
+//!    dropped, so the allocator under the pool never holds more than
+//!    `capacity` instances.
+//!
+//! The pool is generic over what an instance is, so its rules are tested
+//! here without a Wasm engine.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+/// Who an instance belongs to: one loaded plugin (each has its own id).
+pub(crate) type Owner = u64;
+
+/// No slot came free before the checkout's deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("no instance slot came free within {waited:?}: all {capacity} are in calls")]
+pub struct Exhausted {
+    /// How long the checkout waited.
+    pub waited: Duration,
+    /// The pool's size.
+    pub capacity: usize,
+}
+
+/// Instances in each state, now.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolCounts {
+    /// Slots of the budget.
+    pub capacity: usize,
+    /// Instances in a call (or being created for one).
+    pub busy: usize,
+    /// Warm instances waiting for their plugin's next call.
+    pub idle: usize,
+    /// Checkouts waiting for a slot.
+    pub waiting: usize,
+}
+
+/// What a waiter is handed when a slot comes back to it.
+enum Grant<T> {
+    /// Its own plugin's instance, warm.
+    Warm(T),
+    /// A slot, with the instance that held it for the waiter to drop.
+    Slot(Option<T>),
+}
+
+struct State<T> {
+    free: usize,
+    busy: usize,
+    /// Idle instances by last use (oldest first).
+    idle: BTreeMap<u64, (Owner, T)>,
+    /// Each owner's idle instances' places in `idle`, oldest first.
+    idle_of: HashMap<Owner, VecDeque<u64>>,
+    used: u64,
+    /// Waiting checkouts, first come first.
+    waiting: VecDeque<(u64, Owner)>,
+    granted: HashMap<u64, Grant<T>>,
+    tickets: u64,
+}
+
+impl<T> State<T> {
+    fn take_own(&mut self, owner: Owner) -> Option<T> {
+        let places = self.idle_of.get_mut(&owner)?;
+        let place = places.pop_back()?;
+        if places.is_empty() {
+            self.idle_of.remove(&owner);
+        }
+        self.idle.remove(&place).map(|(_, instance)| instance)
+    }
+
+    fn take_oldest(&mut self) -> Option<T> {
+        let (_, (owner, instance)) = self.idle.pop_first()?;
+        if let Some(places) = self.idle_of.get_mut(&owner) {
+            places.pop_front();
+            if places.is_empty() {
+                self.idle_of.remove(&owner);
+            }
+        }
+        Some(instance)
+    }
+
+    /// What a checkout by `owner` can take now, without waiting.
+    fn take(&mut self, owner: Owner) -> Option<Grant<T>> {
+        if let Some(instance) = self.take_own(owner) {
+            return Some(Grant::Warm(instance));
+        }
+        if self.free > 0 {
+            self.free -= 1;
+            return Some(Grant::Slot(None));
+        }
+        self.take_oldest().map(|victim| Grant::Slot(Some(victim)))
+    }
+
+    /// Hands a slot coming back (with its instance, if it is reusable) to
+    /// the first waiter; whether one took it.
+    fn hand_over(&mut self, owner: Owner, instance: &mut Option<T>) -> bool {
+        let Some((ticket, waiter)) = self.waiting.pop_front() else {
+            return false;
+        };
+        let grant = match instance.take() {
+            Some(instance) if waiter == owner => Grant::Warm(instance),
+            other => Grant::Slot(other),
+        };
+        self.granted.insert(ticket, grant);
+        true
+    }
+}
+
+/// The budget (see the module documentation).
+pub(crate) struct Pool<T> {
+    state: Mutex<State<T>>,
+    changed: Condvar,
+    capacity: usize,
+}
+
+impl<T> Pool<T> {
+    /// A pool of `capacity` slots, all free.
+    pub(crate) fn new(capacity: usize) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(State {
+                free: capacity,
+                busy: 0,
+                idle: BTreeMap::new(),
+                idle_of: HashMap::new(),
+                used: 0,
+                waiting: VecDeque::new(),
+                granted: HashMap::new(),
+                tickets: 0,
+            }),
+            changed: Condvar::new(),
+            capacity,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<T>> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A slot for a call of `owner`, waiting for one until `deadline`:
+    /// holding its warm instance, or empty for the caller to fill.
+    ///
+    /// # Errors
+    /// [`Exhausted`] if no slot came free in time.
+    pub(crate) fn checkout(
+        self: &Arc<Self>,
+        owner: Owner,
+        deadline: Instant,
+    ) -> Result<Busy<T>, Exhausted> {
+        let started = Instant::now();
+        let mut state = self.lock();
+        let grant = match state
+            .waiting
+            .is_empty()
+            .then(|| state.take(owner))
+            .flatten()
+        {
+            Some(grant) => grant,
+            None => {
+                state.tickets += 1;
+                let ticket = state.tickets;
+                state.waiting.push_back((ticket, owner));
+                loop {
+                    if let Some(grant) = state.granted.remove(&ticket) {
+                        break grant;
+                    }
+                    let now = Instant::now();
+                    if now >= deadline {
+                        state.waiting.retain(|(t, _)| *t != ticket);
+                        return Err(Exhausted {
+                            waited: now - started,
+                            capacity: self.capacity,
+                        });
+                    }
+                    state = self
+                        .changed
+                        .wait_timeout(state, deadline - now)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
+            }
+        };
+        state.busy += 1;
+        drop(state);
+        let instance = match grant {
+            Grant::Warm(instance) => Some(instance),
+            // The slot's last instance goes before a new one comes.
+            Grant::Slot(victim) => {
+                drop(victim);
+                None
+            }
+        };
+        Ok(Busy {
+            instance,
+            owner,
+            waited: started.elapsed(),
+            pool: Arc::clone(self),
+            released: false,
+        })
+    }
+
+    /// Returns a busy instance whose plugin may call it again: to the first
+    /// waiter, or idle and warm.
+    pub(crate) fn checkin(&self, mut busy: Busy<T>) {
+        let mut instance = busy.instance.take();
+        let mut state = self.lock();
+        state.busy -= 1;
+        if state.hand_over(busy.owner, &mut instance) {
+            drop(state);
+            self.changed.notify_all();
+        } else if let Some(instance) = instance {
+            state.used += 1;
+            let used = state.used;
+            state.idle.insert(used, (busy.owner, instance));
+            state.idle_of.entry(busy.owner).or_default().push_back(used);
+        } else {
+            state.free += 1;
+        }
+        busy.released = true;
+    }
+
+    /// Frees the slot of an instance already dropped (or never made).
+    fn release(&self, owner: Owner) {
+        let mut state = self.lock();
+        state.busy -= 1;
+        if state.hand_over(owner, &mut None) {
+            drop(state);
+            self.changed.notify_all();
+        } else {
+            state.free += 1;
+        }
+    }
+
+    /// Drops `owner`'s idle instances, freeing their slots; how many.
+    pub(crate) fn drop_idle(&self, owner: Owner) -> usize {
+        let mut state = self.lock();
+        let Some(places) = state.idle_of.remove(&owner) else {
+            return 0;
+        };
+        let dropped: Vec<T> = places
+            .into_iter()
+            .filter_map(|place| state.idle.remove(&place).map(|(_, i)| i))
+            .collect();
+        // No one waits while instances are idle (rule 2): the slots are free.
+        state.free += dropped.len();
+        drop(state);
+        let count = dropped.len();
+        drop(dropped);
+        count
+    }
+
+    /// Drops the least recently used idle instance of any plugin and frees
+    /// its slot; whether there was one. For an allocator that ran out of
+    /// something other than instances (memories, tables) first.
+    pub(crate) fn drop_oldest(&self) -> bool {
+        let mut state = self.lock();
+        let victim = state.take_oldest();
+        if victim.is_some() {
+            state.free += 1;
+        }
+        drop(state);
+        victim.is_some()
+    }
+
+    /// Instances in each state, now.
+    pub(crate) fn counts(&self) -> PoolCounts {
+        let state = self.lock();
+        PoolCounts {
+            capacity: self.capacity,
+            busy: state.busy,
+            idle: state.idle.len(),
+            waiting: state.waiting.len(),
+        }
+    }
+}
+
+/// A slot in a call: its instance (none until the caller makes one). Given
+/// back with [`Pool::checkin`] to keep the instance warm; dropped, it drops
+/// the instance first, then frees the slot.
+pub(crate) struct Busy<T> {
+    instance: Option<T>,
+    owner: Owner,
+    waited: Duration,
+    pool: Arc<Pool<T>>,
+    released: bool,
+}
+
+impl<T> Busy<T> {
+    /// The instance, if there is one yet.
+    pub(crate) fn instance(&mut self) -> Option<&mut T> {
+        self.instance.as_mut()
+    }
+
+    /// Takes the instance out of the slot (the slot stays checked out).
+    pub(crate) fn take(&mut self) -> Option<T> {
+        self.instance.take()
+    }
+
+    /// Puts a new instance in the slot.
+    pub(crate) fn fill(&mut self, instance: T) -> &mut T {
+        self.instance.insert(instance)
+    }
+
+    /// How long the checkout waited for the slot.
+    pub(crate) fn waited(&self) -> Duration {
+        self.waited
+    }
+}
+
+impl<T> Drop for Busy<T> {
+    fn drop(&mut self) {
+        if !self.released {
+            drop(self.instance.take());
+            self.pool.release(self.owner);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// An instance that counts how many of its kind are alive.
+    struct Live(Arc<AtomicUsize>, &'static str);
+
+    impl Live {
+        fn new(alive: &Arc<AtomicUsize>, name: &'static str) -> Self {
+            alive.fetch_add(1, Ordering::SeqCst);
+            Self(Arc::clone(alive), name)
+        }
+    }
+
+    impl Drop for Live {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    fn soon() -> Instant {
+        Instant::now() + Duration::from_secs(5)
+    }
+
+    /// Checks out a slot for `owner` and fills it if empty.
+    fn call(pool: &Arc<Pool<Live>>, alive: &Arc<AtomicUsize>, owner: Owner) -> Busy<Live> {
+        let mut busy = pool.checkout(owner, soon()).expect("a slot");
+        if busy.instance().is_none() {
+            busy.fill(Live::new(alive, "fresh"));
+        }
+        busy
+    }
+
+    #[test]
+    fn a_plugin_should_get_its_own_warm_instance_back() {
+        let alive = Arc::new(AtomicUsize::new(0));
+        let pool = Pool::new(2);
+        let mut busy = pool.checkout(1, soon()).expect("slot");
+        assert!(busy.instance().is_none());
+        busy.fill(Live::new(&alive, "first"));
+        pool.checkin(busy);
+        let mut again = pool.checkout(1, soon()).expect("slot");
+        assert_eq!(again.instance().map(|i| i.1), Some("first"));
+        let counts = pool.counts();
+        assert_eq!((counts.busy, counts.idle), (1, 0));
+    }
+
+    #[test]
+    fn idle_instances_of_other_plugins_should_make_room_least_recently_used_first() {
+        let alive = Arc::new(AtomicUsize::new(0));
+        let pool = Pool::new(2);
+        pool.checkin(call(&pool, &alive, 1));
+        pool.checkin(call(&pool, &alive, 2));
+        assert_eq!(alive.load(Ordering::SeqCst), 2);
+        // Plugin 3 takes plugin 1's slot (used longest ago), not plugin 2's.
+        let third = call(&pool, &alive, 3);
+        assert_eq!(alive.load(Ordering::SeqCst), 2);
+        let mut second = pool.checkout(2, soon()).expect("warm");
+        assert!(
+            second.instance().is_some(),
+            "plugin 2 keeps its warm instance"
+        );
+        drop((third, second));
+        assert_eq!(alive.load(Ordering::SeqCst), 0);
+        assert_eq!(pool.counts().busy, 0);
+    }
+
+    #[test]
+    fn a_checkout_should_wait_its_turn_when_every_slot_is_busy() {
+        let alive = Arc::new(AtomicUsize::new(0));
+        let pool = Pool::new(1);
+        let first = call(&pool, &alive, 1);
+        let (pool2, alive2) = (Arc::clone(&pool), Arc::clone(&alive));
+        let waiter = std::thread::spawn(move || {
+            let busy = call(&pool2, &alive2, 2);
+            (busy.waited(), alive2.load(Ordering::SeqCst))
+        });
+        while pool.counts().waiting == 0 {
+            std::thread::yield_now();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        // Checked in while plugin 2 waits: the slot goes to it, the
+        // instance is dropped by it before it makes its own.
+        pool.checkin(first);
+        let (waited, alive_then) = waiter.join().expect("waiter");
+        assert!(waited >= Duration::from_millis(20), "{waited:?}");
+        assert_eq!(alive_then, 1, "never two instances in one slot");
+        assert_eq!(
+            pool.counts(),
+            PoolCounts {
+                capacity: 1,
+                ..PoolCounts::default()
+            }
+        );
+    }
+
+    #[test]
+    fn waiters_should_be_served_first_come_first_served() {
+        let alive = Arc::new(AtomicUsize::new(0));
+        let pool = Pool::new(1);
+        let held = call(&pool, &alive, 1);
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut waiters = Vec::new();
+        for owner in 2..6 {
+            let (shared, alive, order) =
+                (Arc::clone(&pool), Arc::clone(&alive), Arc::clone(&order));
+            waiters.push(std::thread::spawn(move || {
+                let busy = call(&shared, &alive, owner);
+                order.lock().expect("order").push(owner);
+                drop(busy);
+            }));
+            while pool.counts().waiting < usize::try_from(owner - 1).expect("small") {
+                std::thread::yield_now();
+            }
+        }
+        drop(held);
+        for waiter in waiters {
+            waiter.join().expect("waiter");
+        }
+        assert_eq!(*order.lock().expect("order"), [2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn a_waiter_of_the_same_plugin_should_be_handed_the_warm_instance() {
+        let alive = Arc::new(AtomicUsize::new(0));
+        let pool = Pool::new(1);
+        let held = call(&pool, &alive, 7);
+        let pool2 = Arc::clone(&pool);
+        let waiter = std::thread::spawn(move || {
+            let mut busy = pool2.checkout(7, soon()).expect("slot");
+            busy.instance().map(|i| i.1)
+        });
+        while pool.counts().waiting == 0 {
+            std::thread::yield_now();
+        }
+        pool.checkin(held);
+        assert_eq!(waiter.join().expect("waiter"), Some("fresh"));
+    }
+
+    #[test]
+    fn a_wait_should_end_at_its_deadline_and_leave_the_queue() {
+        let alive = Arc::new(AtomicUsize::new(0));
+        let pool = Pool::new(1);
+        let _held = call(&pool, &alive, 1);
+        let deadline = Instant::now() + Duration::from_millis(30);
+        let error = pool.checkout(2, deadline).err().expect("no slot");
+        assert!(error.waited >= Duration::from_millis(30), "{error}");
+        assert_eq!(error.capacity, 1);
+        assert_eq!(pool.counts().waiting, 0);
+    }
+
+    #[test]
+    fn a_dropped_busy_slot_should_free_it_and_drop_idle_should_empty_a_plugin() {
+        let alive = Arc::new(AtomicUsize::new(0));
+        let pool = Pool::new(3);
+        let trapped = call(&pool, &alive, 1);
+        let (a, b) = (call(&pool, &alive, 2), call(&pool, &alive, 2));
+        pool.checkin(a);
+        pool.checkin(b);
+        drop(trapped);
+        assert_eq!(alive.load(Ordering::SeqCst), 2);
+        assert_eq!(pool.drop_idle(2), 2);
+        assert_eq!(alive.load(Ordering::SeqCst), 0);
+        let counts = pool.counts();
+        assert_eq!((counts.busy, counts.idle), (0, 0));
+        // Every slot is free again: three fresh checkouts need no wait.
+        let all: Vec<_> = (10..13).map(|o| call(&pool, &alive, o)).collect();
+        assert_eq!(alive.load(Ordering::SeqCst), 3);
+        drop(all);
+        pool.checkin(call(&pool, &alive, 4));
+        assert!(pool.drop_oldest());
+        assert!(!pool.drop_oldest());
+        assert_eq!(alive.load(Ordering::SeqCst), 0);
+    }
+}
