@@ -12,10 +12,14 @@
 //! - Host calls (`cache` reads and `log` records) are counted as they
 //!   happen: the call traps at the first one past its budget, so a flood
 //!   stops at once rather than at the deadline.
+//! - An outcome is checked whole ([`Limits::check_outcome`]) before any of
+//!   it is parsed or planned.
 //! - Every overrun is counted per limit ([`LimitCounts`]) for metrics.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::bindings::exports;
 
 /// One output limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -176,6 +180,34 @@ impl Limits {
         } else {
             Ok(())
         }
+    }
+
+    /// Checks an outcome against the output limits (actions, bytes of each
+    /// object and of the whole) before anything of it is parsed or planned.
+    ///
+    /// # Errors
+    /// [`LimitExceeded`] for the first limit it is past.
+    pub(crate) fn check_outcome(&self, outcome: &exports::Outcome) -> Result<(), LimitExceeded> {
+        self.check(Limit::Actions, outcome.actions.len() as u64)?;
+        let mut total: u64 = 0;
+        for action in &outcome.actions {
+            let bytes = match action {
+                exports::Action::Apply(apply) => apply.object.len(),
+                exports::Action::ApplyStatus(object) => object.len(),
+                exports::Action::Delete(d) => {
+                    let text = |t: &Option<String>| t.as_ref().map_or(0, String::len);
+                    d.key.name.len()
+                        + text(&d.key.namespace)
+                        + text(&d.preconditions.uid)
+                        + text(&d.preconditions.resource_version)
+                }
+                exports::Action::Event(e) => e.reason.len() + e.action.len() + e.note.len(),
+            } as u64;
+            self.check(Limit::ObjectBytes, bytes)?;
+            total = total.saturating_add(bytes);
+            self.check(Limit::OutcomeBytes, total)?;
+        }
+        Ok(())
     }
 }
 
