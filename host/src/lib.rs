@@ -34,7 +34,9 @@
 //! let options = LoadOptions::new(Arc::new(RestMapper::for_fixtures(&crd)?));
 //! let plugin = runtime.load_file("target/plugins/myapp.wasm", &options)?;
 //! let cache = Arc::new(MemoryCache::from_objects(Vec::new())?);
-//! let outcome = plugin.reconcile(cache, &Request::new(ObjectKey::namespaced("default", "demo")))?;
+//! let request = Request::new(ObjectKey::namespaced("default", "demo"));
+//! // The plugin's reply, planned into the actions the host would send.
+//! let outcome = kubewasm::step::reconcile(&plugin, cache, &request)?;
 //! println!("{} actions", outcome.actions.len());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

@@ -21,6 +21,11 @@
 //!   requeue keeps it (the contract says the finalizer goes once `finalize`
 //!   returns `ok` with no requeue).
 //!
+//! Planning happens here and only here: the runtime returns the plugin's
+//! [`Reply`] as it said it, and [`plan`] checks and completes its desired
+//! actions ([`action::plan`]: grants, names, namespaces, owners) into the
+//! [`Action`]s the applier sends.
+//!
 //! The clock is the request's `now`, injected by the caller.
 
 use std::sync::Arc;
@@ -28,10 +33,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::action::Action;
+use crate::action::{self, Action, PlanContext};
 use crate::cache::Cache;
 use crate::resource::ObjectKey;
-use crate::runtime::{CallError, CallStats, Plugin, ReconcileError, Request};
+use crate::runtime::{CallError, CallStats, Plugin, ReconcileError, Reply, Request};
 
 /// Which plugin export a step called.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +87,74 @@ pub struct StepError {
     pub source: Box<ReconcileError>,
 }
 
+/// A reply planned: the checked actions the host sends and an optional
+/// requeue.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    /// The actions, in order.
+    pub actions: Vec<Action>,
+    /// Reconcile again after this long.
+    pub requeue_after: Option<Duration>,
+    /// Whether this primary needs the managed finalizer (`None`: the default,
+    /// yes). Meaningful only when the plugin declared one.
+    pub finalizer: Option<bool>,
+    /// Where the time went, planning included.
+    pub stats: CallStats,
+}
+
+/// Plans a plugin's `reply` to `request`: its desired actions checked
+/// against the plugin's declaration and grants and completed (field
+/// manager, owner, preconditions from the primary as `cache` holds it).
+///
+/// # Errors
+/// [`ReconcileError::Action`]: an action was denied or malformed; nothing
+/// of the reply is to be sent.
+pub fn plan(
+    plugin: &Plugin,
+    cache: &dyn Cache,
+    request: &Request,
+    reply: Reply,
+) -> Result<Outcome, ReconcileError> {
+    let planning = std::time::Instant::now();
+    let declaration = plugin.declaration();
+    let primary = cache.get(&declaration.primary, &request.key);
+    let actions = action::plan(
+        PlanContext {
+            declaration,
+            grants: plugin.grants(),
+            key: &request.key,
+            primary: primary.as_ref().map(|p| p.value()),
+            cache,
+            now: request.now,
+        },
+        reply.desired,
+    )?;
+    Ok(Outcome {
+        actions,
+        requeue_after: reply.requeue_after,
+        finalizer: reply.finalizer,
+        stats: CallStats {
+            plan: planning.elapsed(),
+            ..reply.stats
+        },
+    })
+}
+
+/// Calls `reconcile` for `request.key` and plans the reply: what a step
+/// sends before the host's finalizer patches (what tests and benchmarks of
+/// one call look at).
+///
+/// # Errors
+/// As [`Plugin::reconcile`] and [`plan`].
+pub fn reconcile(
+    plugin: &Plugin,
+    cache: Arc<dyn Cache>,
+    request: &Request,
+) -> Result<Outcome, ReconcileError> {
+    let reply = plugin.reconcile(Arc::clone(&cache), request)?;
+    plan(plugin, cache.as_ref(), request, reply)
+}
+
 impl StepError {
     /// Whether the plugin was called at all: not when no instance slot came
     /// free in time ([`CallError::NoInstance`]), which is no failure of the
@@ -129,6 +202,7 @@ pub fn run(plugin: &Plugin, cache: Arc<dyn Cache>, request: &Request) -> Result<
             });
         }
     }
+    .and_then(|reply| plan(plugin, cache.as_ref(), request, reply))
     .map_err(|source| StepError {
         call: call.name(),
         key: request.key.clone(),

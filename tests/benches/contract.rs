@@ -224,8 +224,7 @@ fn main() {
     };
 
     // Sanity: both paths plan the same requests (event times aside).
-    let wasm_actions = reuse
-        .reconcile(Arc::clone(&cache), &request)
+    let wasm_actions = kubewasm::step::reconcile(&reuse, Arc::clone(&cache), &request)
         .expect("wasm")
         .actions
         .len();
@@ -242,40 +241,35 @@ fn main() {
         }),
         Scenario::new("wasm, fresh instance", || {
             Some(
-                fresh
-                    .reconcile(Arc::clone(&cache), &request)
+                kubewasm::step::reconcile(&fresh, Arc::clone(&cache), &request)
                     .expect("fresh")
                     .stats,
             )
         }),
         Scenario::new("wasm, warm instance", || {
             Some(
-                reuse
-                    .reconcile(Arc::clone(&cache), &request)
+                kubewasm::step::reconcile(&reuse, Arc::clone(&cache), &request)
                     .expect("reuse")
                     .stats,
             )
         }),
         Scenario::new("probe: empty call", || {
             Some(
-                probe
-                    .reconcile(Arc::clone(&cm_cache), &noop_req)
+                kubewasm::step::reconcile(&probe, Arc::clone(&cm_cache), &noop_req)
                     .expect("noop")
                     .stats,
             )
         }),
         Scenario::new("probe: one 4 KB read", || {
             Some(
-                probe
-                    .reconcile(Arc::clone(&cm_cache), &read_req)
+                kubewasm::step::reconcile(&probe, Arc::clone(&cm_cache), &read_req)
                     .expect("read")
                     .stats,
             )
         }),
         Scenario::new("probe: one 4 KB read, unparsed", || {
             Some(
-                probe
-                    .reconcile(Arc::clone(&cm_cache), &text_req)
+                kubewasm::step::reconcile(&probe, Arc::clone(&cm_cache), &text_req)
                     .expect("read-text")
                     .stats,
             )

@@ -26,8 +26,7 @@ fn rate(plugin: &Plugin, cache: &Arc<dyn Cache>, window: Duration) -> f64 {
     let started = Instant::now();
     let mut calls = 0u64;
     while started.elapsed() < window {
-        let outcome = plugin
-            .reconcile(Arc::clone(cache), &request)
+        let outcome = kubewasm::step::reconcile(plugin, Arc::clone(cache), &request)
             .expect("myapp reconciles");
         assert_eq!(outcome.actions.len(), 3);
         calls += 1;
@@ -85,15 +84,16 @@ fn main() {
                         config: json!({"mode": mode}).to_string(),
                         ..Request::new(ObjectKey::namespaced("default", "cm"))
                     };
-                    let stopped = match hostile.reconcile(Arc::clone(&cm), &request) {
-                        Err(ReconcileError::Call(error)) => matches!(
-                            (*mode, error),
-                            ("loop" | "sleep", CallError::DeadlineExceeded { .. })
-                                | ("oom", CallError::MemoryExhausted { .. })
-                                | ("flood-log", CallError::LimitExceeded(_))
-                        ),
-                        _ => false,
-                    };
+                    let stopped =
+                        match kubewasm::step::reconcile(&hostile, Arc::clone(&cm), &request) {
+                            Err(ReconcileError::Call(error)) => matches!(
+                                (*mode, error),
+                                ("loop" | "sleep", CallError::DeadlineExceeded { .. })
+                                    | ("oom", CallError::MemoryExhausted { .. })
+                                    | ("flood-log", CallError::LimitExceeded(_))
+                            ),
+                            _ => false,
+                        };
                     assert!(stopped, "{mode} was not stopped with its typed error");
                     failed.fetch_add(1, Ordering::Relaxed);
                 }

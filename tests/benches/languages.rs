@@ -83,9 +83,8 @@ fn main() {
         ..Request::new(ObjectKey::namespaced("default", "cm"))
     };
     let call = |plugin: &Plugin| {
-        let outcome = plugin
-            .reconcile(Arc::clone(&cache), &request)
-            .expect("reconciles");
+        let outcome =
+            kubewasm::step::reconcile(plugin, Arc::clone(&cache), &request).expect("reconciles");
         assert_eq!(outcome.actions.len(), 1, "one apply");
         Some(outcome.stats)
     };

@@ -31,12 +31,12 @@ fn a_component_should_run_under_the_instance_name_it_is_given() {
         )
         .expect("loads");
     assert_eq!(plugin.declaration().name, "team-a");
-    let outcome = plugin
-        .reconcile(
-            kubewasm_tests::myapp_cache(),
-            &Request::new(ObjectKey::namespaced("default", "demo")),
-        )
-        .expect("reconciles");
+    let outcome = kubewasm::step::reconcile(
+        &plugin,
+        kubewasm_tests::myapp_cache(),
+        &Request::new(ObjectKey::namespaced("default", "demo")),
+    )
+    .expect("reconciles");
     assert!(
         outcome
             .actions
@@ -87,12 +87,12 @@ fn myapp_should_desire_owned_deployment_service_and_status() {
             .load_file(example_plugin("myapp"), &kubewasm_tests::load_options())
             .expect("loads");
         let cache = Arc::new(MemoryCache::from_objects(fixture("myapp")).expect("valid"));
-        let outcome = plugin
-            .reconcile(
-                cache,
-                &Request::new(ObjectKey::namespaced("default", "demo")),
-            )
-            .expect("reconciles");
+        let outcome = kubewasm::step::reconcile(
+            &plugin,
+            cache,
+            &Request::new(ObjectKey::namespaced("default", "demo")),
+        )
+        .expect("reconciles");
         let requests: Vec<_> = outcome.actions.iter().map(|a| a.request()).collect();
         let paths: Vec<_> = requests.iter().map(|r| r.path.as_str()).collect();
         assert_eq!(
@@ -136,12 +136,12 @@ fn myapp_should_do_nothing_for_a_deleted_primary() {
         .load_file(example_plugin("myapp"), &kubewasm_tests::load_options())
         .expect("loads");
     let cache = Arc::new(MemoryCache::from_objects([]).expect("empty"));
-    let outcome = plugin
-        .reconcile(
-            cache,
-            &Request::new(ObjectKey::namespaced("default", "gone")),
-        )
-        .expect("reconciles");
+    let outcome = kubewasm::step::reconcile(
+        &plugin,
+        cache,
+        &Request::new(ObjectKey::namespaced("default", "gone")),
+    )
+    .expect("reconciles");
     assert!(outcome.actions.is_empty());
 }
 
@@ -168,9 +168,8 @@ fn config_rollout_should_annotate_by_label_mapping() {
         config: json!({"annotation": "example.com/hash"}).to_string(),
         ..Request::new(key.clone())
     };
-    let outcome = plugin
-        .reconcile(Arc::clone(&cache), &request)
-        .expect("reconciles");
+    let outcome =
+        kubewasm::step::reconcile(&plugin, Arc::clone(&cache), &request).expect("reconciles");
     let patch = outcome.actions[0].request();
     // Contract 0.2.0: the partial apply of a Deployment people edit does
     // not force.
@@ -188,7 +187,7 @@ fn config_rollout_should_annotate_by_label_mapping() {
         .expect("the 0.1.0 build loads");
     assert_eq!(old.contract(), kubewasm::runtime::Contract::V0_1);
     assert_eq!(plugin.contract(), kubewasm::runtime::Contract::V0_2);
-    let old_outcome = old.reconcile(cache, &request).expect("reconciles");
+    let old_outcome = kubewasm::step::reconcile(&old, cache, &request).expect("reconciles");
     let old_patch = old_outcome.actions[0].request();
     assert_eq!(old_patch.path, format!("{}&force=true", patch.path));
     assert_eq!(old_patch.body, patch.body);
@@ -217,7 +216,7 @@ fn config_rollout_should_annotate_by_label_mapping() {
     let mut objects = fixture("config-rollout");
     objects[0]["spec"]["template"]["metadata"]["annotations"] = json!({"example.com/hash": hash});
     let cache = Arc::new(MemoryCache::from_objects(objects).expect("valid"));
-    let outcome = plugin.reconcile(cache, &request).expect("reconciles");
+    let outcome = kubewasm::step::reconcile(&plugin, cache, &request).expect("reconciles");
     assert!(outcome.actions.is_empty());
 }
 

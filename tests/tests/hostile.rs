@@ -75,8 +75,8 @@ fn request(mode: &str) -> Request {
     }
 }
 
-fn call(plugin: &Plugin, mode: &str) -> Result<kubewasm::runtime::Outcome, ReconcileError> {
-    plugin.reconcile(cache(), &request(mode))
+fn call(plugin: &Plugin, mode: &str) -> Result<kubewasm::step::Outcome, ReconcileError> {
+    kubewasm::step::reconcile(plugin, cache(), &request(mode))
 }
 
 /// The same plugin still serves a good call, with a fresh instance (the
@@ -142,7 +142,7 @@ fn interpreted_plugins_should_meet_the_same_rules() {
             config: r#"{"mode": 5}"#.into(),
             ..request("ok")
         };
-        let err = plugin.reconcile(cache(), &bad).expect_err("schema");
+        let err = kubewasm::step::reconcile(&plugin, cache(), &bad).expect_err("schema");
         assert!(matches!(err, ReconcileError::Config(_)), "{name}: {err}");
     }
 }
@@ -205,15 +205,15 @@ fn operator_grants_should_narrow_reads_writes_and_refuse_excess() {
         message.contains("may not get v1 ConfigMap: namespace `default` is not granted to it"),
         "{message}"
     );
-    let listed = tenant
-        .reconcile(
-            cache(),
-            &Request {
-                key: ObjectKey::namespaced("team-a", "cm"),
-                ..request("list-pods")
-            },
-        )
-        .expect("lists");
+    let listed = kubewasm::step::reconcile(
+        &tenant,
+        cache(),
+        &Request {
+            key: ObjectKey::namespaced("team-a", "cm"),
+            ..request("list-pods")
+        },
+    )
+    .expect("lists");
     assert_eq!(
         listed.actions[0].request().body["note"],
         "listed= hidden=denied"
@@ -398,7 +398,7 @@ fn configuration_should_match_the_config_schema() {
         config: r#"{"mode": 5}"#.into(),
         ..request("ok")
     };
-    let err = plugin.reconcile(cache(), &bad).expect_err("refused");
+    let err = kubewasm::step::reconcile(&plugin, cache(), &bad).expect_err("refused");
     assert!(matches!(err, ReconcileError::Config(_)), "{err}");
     assert!(err.to_string().contains("config-schema"), "{err}");
     assert!(plugin.check_config(r#"{"mode": "ok", "port": 80}"#).is_ok());

@@ -53,8 +53,7 @@ fn cache(objects: Vec<Value>) -> Arc<dyn Cache> {
 }
 
 fn reconcile(plugin: &Plugin, objects: Vec<Value>, key: ObjectKey) -> Vec<ApiRequest> {
-    plugin
-        .reconcile(cache(objects), &Request::new(key))
+    kubewasm::step::reconcile(plugin, cache(objects), &Request::new(key))
         .expect("reconciles")
         .actions
         .iter()
@@ -217,12 +216,12 @@ fn src_key() -> ObjectKey {
 
 #[test]
 fn replicator_should_copy_a_new_source_unowned_and_keep_its_finalizer() {
-    let outcome = replicator()
-        .reconcile(
-            cache(vec![source("ns-a,ns-b", json!({"K": "1"}), false)]),
-            &Request::new(src_key()),
-        )
-        .expect("reconciles");
+    let outcome = kubewasm::step::reconcile(
+        replicator(),
+        cache(vec![source("ns-a,ns-b", json!({"K": "1"}), false)]),
+        &Request::new(src_key()),
+    )
+    .expect("reconciles");
     assert_eq!(outcome.finalizer, Some(true));
     let requests: Vec<_> = outcome.actions.iter().map(|a| a.request()).collect();
     assert_eq!(
@@ -317,12 +316,12 @@ fn probe_cache() -> Arc<dyn Cache> {
         "metadata": {"name": "cm", "namespace": "default", "uid": "u-cm"}, "data": {"k": "v"}})])
 }
 
-fn probe(plugin: &Plugin, mode: &str) -> Result<kubewasm::runtime::Outcome, ReconcileError> {
+fn probe(plugin: &Plugin, mode: &str) -> Result<kubewasm::step::Outcome, ReconcileError> {
     let request = Request {
         config: json!({"mode": mode}).to_string(),
         ..Request::new(ObjectKey::namespaced("default", "cm"))
     };
-    plugin.reconcile(probe_cache(), &request)
+    kubewasm::step::reconcile(plugin, probe_cache(), &request)
 }
 
 fn assert_still_works(plugin: &Plugin) {

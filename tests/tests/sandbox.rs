@@ -78,20 +78,19 @@ fn body(action: &Action) -> Value {
 
 /// The misbehaving plugin still works in `ok` mode, and so does myapp.
 fn assert_everything_still_reconciles(plugin: &Plugin) {
-    let outcome = plugin
-        .reconcile(configmap_cache(), &request("ok"))
+    let outcome = kubewasm::step::reconcile(plugin, configmap_cache(), &request("ok"))
         .expect("ok mode reconciles");
     let copy = body(&outcome.actions[0]);
     assert_eq!(copy["metadata"]["name"], "cm-copy");
     assert_eq!(copy["data"], json!({"k": "v"}));
     assert_eq!(copy["metadata"]["ownerReferences"][0]["uid"], "u-cm");
 
-    let outcome = myapp()
-        .reconcile(
-            myapp_cache(),
-            &Request::new(ObjectKey::namespaced("default", "demo")),
-        )
-        .expect("myapp reconciles");
+    let outcome = kubewasm::step::reconcile(
+        &myapp(),
+        myapp_cache(),
+        &Request::new(ObjectKey::namespaced("default", "demo")),
+    )
+    .expect("myapp reconciles");
     let status = body(&outcome.actions[2]);
     assert_eq!(status["status"]["availableReplicas"], 2);
 }
@@ -101,7 +100,7 @@ fn infinite_loop_should_be_stopped_at_the_deadline() {
     for reuse in [InstanceReuse::Fresh, InstanceReuse::Reuse] {
         let plugin = misbehave(reuse);
         kubewasm_tests::assert_stopped_at_deadline(DEADLINE, || {
-            plugin.reconcile(configmap_cache(), &request("loop"))
+            kubewasm::step::reconcile(&plugin, configmap_cache(), &request("loop"))
         });
         assert_everything_still_reconciles(&plugin);
     }
@@ -109,8 +108,7 @@ fn infinite_loop_should_be_stopped_at_the_deadline() {
 
 /// `oom` mode stops at the memory limit, saying so.
 fn assert_memory_exhausted(plugin: &Plugin) {
-    let err = plugin
-        .reconcile(configmap_cache(), &request("oom"))
+    let err = kubewasm::step::reconcile(plugin, configmap_cache(), &request("oom"))
         .expect_err("exhausts memory");
     assert!(
         matches!(err, ReconcileError::Call(CallError::MemoryExhausted { .. })),
@@ -139,8 +137,7 @@ fn allocation_past_the_memory_limit_should_trap() {
 fn panic_should_return_an_error_with_its_message() {
     for reuse in [InstanceReuse::Fresh, InstanceReuse::Reuse] {
         let plugin = misbehave(reuse);
-        let err = plugin
-            .reconcile(configmap_cache(), &request("panic"))
+        let err = kubewasm::step::reconcile(&plugin, configmap_cache(), &request("panic"))
             .expect_err("panics");
         assert!(
             matches!(err, ReconcileError::Call(CallError::Panicked { .. })),
@@ -158,8 +155,7 @@ fn panic_should_return_an_error_with_its_message() {
 #[test]
 fn undeclared_read_should_be_denied_to_the_plugin() {
     let plugin = misbehave(InstanceReuse::Fresh);
-    let err = plugin
-        .reconcile(configmap_cache(), &request("read-undeclared"))
+    let err = kubewasm::step::reconcile(&plugin, configmap_cache(), &request("read-undeclared"))
         .expect_err("denied");
     // The plugin failed with the error its read returned: it saw the denial.
     let ReconcileError::Failed { message } = &err else {
@@ -177,8 +173,7 @@ fn undeclared_read_should_be_denied_to_the_plugin() {
 #[test]
 fn undeclared_write_should_be_denied_and_reported_to_the_plugin() {
     let plugin = misbehave(InstanceReuse::Fresh);
-    let err = plugin
-        .reconcile(configmap_cache(), &request("write-undeclared"))
+    let err = kubewasm::step::reconcile(&plugin, configmap_cache(), &request("write-undeclared"))
         .expect_err("denied");
     assert!(matches!(err, ReconcileError::Action(_)), "{err}");
     assert!(err.to_string().contains("may not apply v1 Secret"), "{err}");
@@ -189,9 +184,8 @@ fn undeclared_write_should_be_denied_and_reported_to_the_plugin() {
         last_failure: Some(err.to_string()),
         ..request("write-undeclared")
     };
-    let outcome = plugin
-        .reconcile(configmap_cache(), &retry)
-        .expect("reports the denial");
+    let outcome =
+        kubewasm::step::reconcile(&plugin, configmap_cache(), &retry).expect("reports the denial");
     let event = body(&outcome.actions[0]);
     assert_eq!(event["reason"], "Denied");
     assert!(
@@ -215,7 +209,7 @@ fn plugins_should_get_no_files_environment_arguments_or_network() {
         config: json!({"mode": "escape", "port": port}).to_string(),
         ..request("escape")
     };
-    let outcome = plugin.reconcile(configmap_cache(), &probe).expect("probes");
+    let outcome = kubewasm::step::reconcile(&plugin, configmap_cache(), &probe).expect("probes");
     let note = body(&outcome.actions[0])["note"]
         .as_str()
         .unwrap_or_default()
@@ -228,9 +222,8 @@ fn plugins_should_get_no_files_environment_arguments_or_network() {
 }
 
 fn count(plugin: &Plugin) -> String {
-    let outcome = plugin
-        .reconcile(configmap_cache(), &request("count"))
-        .expect("counts");
+    let outcome =
+        kubewasm::step::reconcile(plugin, configmap_cache(), &request("count")).expect("counts");
     body(&outcome.actions[0])["note"]
         .as_str()
         .unwrap_or_default()
@@ -259,9 +252,7 @@ fn reused_instances_should_be_dropped_after_a_trap() {
         ["1", "2"],
         "the warm instance is reused"
     );
-    plugin
-        .reconcile(configmap_cache(), &request("panic"))
-        .expect_err("panics");
+    kubewasm::step::reconcile(&plugin, configmap_cache(), &request("panic")).expect_err("panics");
     // The warm instance was checked out for the panic and dropped with it.
     assert_eq!(
         count(&plugin),
@@ -292,8 +283,7 @@ fn plugins_of_one_component_should_share_its_code_and_nothing_else() {
     assert_eq!([count(&a), count(&a)], ["1", "2"]);
     assert_eq!(count(&b), "1");
     // A trap in one leaves the other's warm instance serving.
-    a.reconcile(configmap_cache(), &request("panic"))
-        .expect_err("panics");
+    kubewasm::step::reconcile(&a, configmap_cache(), &request("panic")).expect_err("panics");
     assert_eq!(count(&b), "2");
     drop((a, b));
     assert_eq!(runtime.components(), 0, "freed with its last plugin");
@@ -395,7 +385,7 @@ fn concurrent_reconciles_should_not_interfere() {
                 let mode = if i % 2 == 0 { "ok" } else { "panic" };
                 (
                     mode,
-                    plugin.reconcile(configmap_cache(), &request(mode)).is_ok(),
+                    kubewasm::step::reconcile(&plugin, configmap_cache(), &request(mode)).is_ok(),
                 )
             })
         })
@@ -420,11 +410,10 @@ fn baseline_code_should_hold_the_same_sandbox_until_its_optimized_code_takes_ove
         .expect("loads on baseline code");
     assert!(plugin.is_baseline());
     kubewasm_tests::assert_stopped_at_deadline(DEADLINE, || {
-        plugin.reconcile(configmap_cache(), &request("loop"))
+        kubewasm::step::reconcile(&plugin, configmap_cache(), &request("loop"))
     });
     assert_memory_exhausted(&plugin);
-    let err = plugin
-        .reconcile(configmap_cache(), &request("read-undeclared"))
+    let err = kubewasm::step::reconcile(&plugin, configmap_cache(), &request("read-undeclared"))
         .expect_err("denied");
     assert!(err.to_string().contains("may not get v1 Secret"), "{err}");
     assert_everything_still_reconciles(&plugin);
@@ -436,7 +425,7 @@ fn baseline_code_should_hold_the_same_sandbox_until_its_optimized_code_takes_ove
     assert_eq!(optimized.digest(), plugin.digest());
     assert_everything_still_reconciles(&optimized);
     kubewasm_tests::assert_stopped_at_deadline(DEADLINE, || {
-        optimized.reconcile(configmap_cache(), &request("loop"))
+        kubewasm::step::reconcile(&optimized, configmap_cache(), &request("loop"))
     });
     // A later load of the component shares the optimized code.
     let again = runtime
@@ -458,8 +447,7 @@ fn every_language_should_run_on_baseline_code() {
             .load_file(test_plugin(guest), &kubewasm_tests::load_options())
             .unwrap_or_else(|e| panic!("{guest} loads on baseline code: {e}"));
         assert!(plugin.is_baseline(), "{guest}");
-        let outcome = plugin
-            .reconcile(configmap_cache(), &request("language"))
+        let outcome = kubewasm::step::reconcile(&plugin, configmap_cache(), &request("language"))
             .unwrap_or_else(|e| panic!("{guest} reconciles: {e}"));
         assert_eq!(body(&outcome.actions[0])["note"], language, "{guest}");
     }

@@ -63,12 +63,12 @@ mod state;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use wasmtime::component::Linker;
 use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use crate::action::{self, Action, Desired, PlanContext};
+use crate::action::{self, Desired};
 use crate::cache::Cache;
 use crate::declaration::Declaration;
 use crate::grants::Grants;
@@ -127,17 +127,20 @@ impl Request {
     }
 }
 
-/// A successful reconcile: checked actions and an optional requeue.
+/// What a successful `reconcile` or `finalize` call returned, as the plugin
+/// said it: its desired actions, not yet checked or completed (only
+/// [`crate::step`] plans them into the actions the host sends), and when to
+/// call again.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Outcome {
-    /// The actions, in order.
-    pub actions: Vec<Action>,
+pub struct Reply {
+    /// The desired actions, in order.
+    pub desired: Vec<Desired>,
     /// Reconcile again after this long.
     pub requeue_after: Option<Duration>,
     /// Whether this primary needs the managed finalizer (`None`: the default,
     /// yes). Meaningful only when the plugin declared one.
     pub finalizer: Option<bool>,
-    /// Where the time went.
+    /// Where the call's time went (planning is the step's).
     pub stats: CallStats,
 }
 
@@ -448,17 +451,18 @@ impl Plugin {
         Ok(())
     }
 
-    /// Reconciles one key against `cache`, returning checked actions.
+    /// Calls the plugin's `reconcile` for one key against `cache`: its
+    /// reply, unplanned ([`crate::step::run`] plans it).
     ///
     /// # Errors
-    /// [`ReconcileError`]: the call failed, the plugin reported a failure, or
-    /// an action was refused.
+    /// [`ReconcileError`]: the configuration was refused, the call failed,
+    /// or the plugin reported a failure.
     #[tracing::instrument(name = "kubewasm.plugin.reconcile", skip_all, fields(plugin = %self.name, key = %request.key))]
     pub fn reconcile(
         &self,
         cache: Arc<dyn Cache>,
         request: &Request,
-    ) -> Result<Outcome, ReconcileError> {
+    ) -> Result<Reply, ReconcileError> {
         self.run(cache, request, Call::Reconcile)
     }
 
@@ -471,7 +475,7 @@ impl Plugin {
         &self,
         cache: Arc<dyn Cache>,
         request: &Request,
-    ) -> Result<Outcome, ReconcileError> {
+    ) -> Result<Reply, ReconcileError> {
         self.run(cache, request, Call::Finalize)
     }
 
@@ -526,7 +530,7 @@ impl Plugin {
         cache: Arc<dyn Cache>,
         request: &Request,
         call: Call,
-    ) -> Result<Outcome, ReconcileError> {
+    ) -> Result<Reply, ReconcileError> {
         let wit_request = exports::Request {
             key: (&request.key).into(),
             type_: (&self.declaration.primary).into(),
@@ -550,22 +554,8 @@ impl Plugin {
         let outcome = outcome.map_err(|failure| ReconcileError::Failed {
             message: action::truncate(failure.message, MAX_FAILURE_BYTES),
         })?;
-        let planning = Instant::now();
-        let primary = cache.get(&self.declaration.primary, &request.key);
-        let desired = outcome.actions.into_iter().map(Desired::from).collect();
-        let actions = action::plan(
-            PlanContext {
-                declaration: &self.declaration,
-                grants: &self.grants,
-                key: &request.key,
-                primary: primary.as_ref().map(|p| p.value()),
-                cache: cache.as_ref(),
-                now: request.now,
-            },
-            desired,
-        )?;
-        Ok(Outcome {
-            actions,
+        Ok(Reply {
+            desired: outcome.actions.into_iter().map(Desired::from).collect(),
             requeue_after: outcome.requeue_after_ms.map(Duration::from_millis),
             finalizer: outcome
                 .finalizer
@@ -575,7 +565,7 @@ impl Plugin {
                 instantiate: spent.instantiate,
                 call: spent.call,
                 imports: spent.imports,
-                plan: planning.elapsed(),
+                plan: Duration::ZERO,
                 memory: spent.memory,
             },
         })
