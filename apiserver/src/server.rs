@@ -218,6 +218,10 @@ fn json(code: u16, value: &serde_json::Value) -> Response<Body> {
 /// Answers one request; `busy` marks it in flight until the response is
 /// done (a watch's, when its stream ends).
 async fn serve(api: &Api, request: hyper::Request<Incoming>, busy: Busy) -> Response<Body> {
+    let latency = api.config().request_latency;
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
     let (parts, body) = request.into_parts();
     let bearer = parts
         .headers

@@ -3,7 +3,9 @@
 
 pub mod resource;
 pub mod selector;
+pub mod shard;
 pub mod validation;
 
 pub use resource::{InvalidKey, ObjectKey, ResourceType, Verb};
 pub use selector::{Selector, SelectorError};
+pub use shard::{ShardField, ShardRange, ShardSelector, ShardSelectorError};

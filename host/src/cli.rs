@@ -107,6 +107,11 @@ enum Command {
         /// directory across restarts; without it, state is in memory.
         #[arg(long)]
         data_dir: Option<PathBuf>,
+        /// Add this many milliseconds to every request before answering it
+        /// (a client here then waits on round trips as against a remote
+        /// cluster: for benchmarks).
+        #[arg(long, default_value_t = 0)]
+        request_latency_ms: u64,
     },
     /// Run every plugin in a directory as a controller against a cluster,
     /// until SIGTERM or Ctrl-C.
@@ -577,13 +582,14 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             kubeconfig_out,
             simulate_workloads,
             data_dir,
+            request_latency_ms,
         } => {
-            return apiserver(
-                *listen,
-                kubeconfig_out,
-                *simulate_workloads,
-                data_dir.as_deref(),
-            );
+            let config = kubewasm_apiserver::api::ApiConfig {
+                simulate_workloads: simulate_workloads.then_some(Duration::from_secs(1)),
+                request_latency: Duration::from_millis(*request_latency_ms),
+                ..kubewasm_apiserver::api::ApiConfig::default()
+            };
+            return apiserver(*listen, kubeconfig_out, config, data_dir.as_deref());
         }
         Command::Run {
             kubeconfig,
@@ -827,10 +833,10 @@ impl Embedded {
     async fn start(
         listen: std::net::SocketAddr,
         kubeconfig_out: &std::path::Path,
-        simulate_workloads: bool,
+        config: kubewasm_apiserver::api::ApiConfig,
         data_dir: Option<&std::path::Path>,
     ) -> Result<Self, CliError> {
-        use kubewasm_apiserver::api::{Api, ApiConfig};
+        use kubewasm_apiserver::api::Api;
         use kubewasm_apiserver::{seed, server::ApiServer, store::Store, tls::Credentials};
 
         let (store, credentials) = match data_dir {
@@ -847,10 +853,6 @@ impl Embedded {
             ),
         };
         seed::seed(&store).map_err(apiserver_failed("seed the store"))?;
-        let config = ApiConfig {
-            simulate_workloads: simulate_workloads.then_some(Duration::from_secs(1)),
-            ..ApiConfig::default()
-        };
         let server = ApiServer::start(
             listen,
             Api::new(store.clone(), config),
@@ -885,12 +887,11 @@ impl Embedded {
 fn apiserver(
     listen: std::net::SocketAddr,
     kubeconfig_out: &std::path::Path,
-    simulate_workloads: bool,
+    config: kubewasm_apiserver::api::ApiConfig,
     data_dir: Option<&std::path::Path>,
 ) -> Result<(), CliError> {
     block_on(async {
-        let embedded =
-            Embedded::start(listen, kubeconfig_out, simulate_workloads, data_dir).await?;
+        let embedded = Embedded::start(listen, kubeconfig_out, config, data_dir).await?;
         eprintln!(
             "kubewasm apiserver: serving {}; kubeconfig in {}",
             embedded.url,
@@ -918,7 +919,11 @@ async fn dev(
             source,
         })?;
     }
-    let embedded = Embedded::start(listen, kubeconfig_out, true, None).await?;
+    let config = kubewasm_apiserver::api::ApiConfig {
+        simulate_workloads: Some(Duration::from_secs(1)),
+        ..kubewasm_apiserver::api::ApiConfig::default()
+    };
+    let embedded = Embedded::start(listen, kubeconfig_out, config, None).await?;
     let client = client(Some(kubeconfig_out)).await?;
     let mut crds = crate::daemon::install_plugin_crds(&client).await?;
     crds.extend(crate::daemon::install_crds(&client, &options.plugins).await?);

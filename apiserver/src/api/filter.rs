@@ -1,8 +1,8 @@
-//! Label and field selectors of lists and watches.
+//! Label, field and shard selectors of lists and watches.
 
 use std::collections::HashMap;
 
-use kubewasm_core::Selector;
+use kubewasm_core::{Selector, ShardField, ShardSelector};
 use serde_json::Value;
 
 use crate::error::ApiError;
@@ -119,10 +119,13 @@ fn absent_value(field: &str) -> &'static str {
     }
 }
 
-/// Label and field selectors together.
+/// Label, field and shard selectors together.
 pub(super) struct Filter {
     labels: Selector,
     fields: FieldSelector,
+    /// KEP-5866's `shardSelector`: ranges of the FNV-1a hash of the uid or
+    /// the namespace.
+    shard: Option<ShardSelector>,
 }
 
 impl Filter {
@@ -136,11 +139,41 @@ impl Filter {
             query.get("fieldSelector").map_or("", String::as_str),
             plural,
         )?;
-        Ok(Self { labels, fields })
+        let shard = query
+            .get("shardSelector")
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                s.parse::<ShardSelector>()
+                    .map_err(|e| ApiError::bad_request(format!("invalid shardSelector: {e}")))
+            })
+            .transpose()?;
+        Ok(Self {
+            labels,
+            fields,
+            shard,
+        })
     }
 
     pub(super) fn matches(&self, object: &Value) -> bool {
-        self.labels.matches(object) && self.fields.matches(object)
+        self.labels.matches(object)
+            && self.fields.matches(object)
+            && self.shard.as_ref().is_none_or(|shard| {
+                shard.matches(|field| {
+                    let pointer = match field {
+                        ShardField::Uid => "/metadata/uid",
+                        ShardField::Namespace => "/metadata/namespace",
+                    };
+                    object.pointer(pointer).and_then(Value::as_str)
+                })
+            })
+    }
+
+    /// What a list's `metadata.shardInfo` says: the shard selector it
+    /// honoured, in canonical form.
+    pub(super) fn shard_info(&self) -> Option<Value> {
+        self.shard
+            .as_ref()
+            .map(|shard| serde_json::json!({"selector": shard.to_string()}))
     }
 }
 
@@ -160,6 +193,47 @@ mod tests {
             .expect("valid");
         assert!(events.matches(&json!({"involvedObject": {"name": "web"}, "type": "Warning"})));
         assert!(!events.matches(&json!({"involvedObject": {"name": "web"}, "type": "Normal"})));
+    }
+
+    #[test]
+    fn shard_selectors_should_split_objects_by_the_hash_of_their_uid() {
+        let half = |range: &str| {
+            let query = HashMap::from([(
+                "shardSelector".to_owned(),
+                format!("shardRange(object.metadata.uid,{range})"),
+            )]);
+            Filter::from_query(&query, "configmaps").expect("valid")
+        };
+        let (low, high) = (
+            half("'0x0','0x8000000000000000'"),
+            half("'0x8000000000000000','0x10000000000000000'"),
+        );
+        let objects: Vec<Value> = (0..64)
+            .map(|i| json!({"metadata": {"name": "x", "uid": format!("{i:02x}6b1f3e-9d2c-4a1b")}}))
+            .collect();
+        let in_low = objects.iter().filter(|o| low.matches(o)).count();
+        let in_high = objects.iter().filter(|o| high.matches(o)).count();
+        assert_eq!(
+            in_low + in_high,
+            objects.len(),
+            "each object in exactly one half"
+        );
+        assert!(objects.iter().all(|o| low.matches(o) != high.matches(o)));
+        assert!(in_low > 0 && in_high > 0, "{in_low} / {in_high}");
+        assert_eq!(
+            low.shard_info(),
+            Some(
+                json!({"selector": "shardRange(object.metadata.uid,'0x0000000000000000','0x8000000000000000')"})
+            )
+        );
+        let bad = HashMap::from([(
+            "shardSelector".to_owned(),
+            "shardRange(spec.x,'0x0','0x1')".to_owned(),
+        )]);
+        let error = Filter::from_query(&bad, "configmaps")
+            .err()
+            .expect("refused");
+        assert!(format!("{error:?}").contains("spec.x"), "{error:?}");
     }
 
     #[test]

@@ -97,6 +97,9 @@ pub struct ApiConfig {
     pub max_watches: usize,
     /// Most watches one user may have open at once; past it, 429.
     pub max_watches_per_user: usize,
+    /// Added to every request before it is answered, so that a client on
+    /// this machine is bound by round trips as one of a remote cluster is.
+    pub request_latency: Duration,
 }
 
 impl Default for ApiConfig {
@@ -107,6 +110,7 @@ impl Default for ApiConfig {
             simulate_workloads: None,
             max_watches: 4096,
             max_watches_per_user: 1024,
+            request_latency: Duration::ZERO,
         }
     }
 }

@@ -74,6 +74,9 @@ impl Api {
         let page: Vec<&Arc<Value>> = matching.by_ref().take(limit).collect();
         let remaining = matching.count();
         let mut metadata = json!({"resourceVersion": snapshot.rv.to_string()});
+        if let Some(info) = filter.shard_info() {
+            metadata["shardInfo"] = info;
+        }
         if remaining > 0
             && let Some(last) = page.last().and_then(|o| ObjectKey::of(o))
         {

@@ -1,0 +1,345 @@
+//! Shard selectors (KEP-5866, server-side sharded list and watch): which
+//! objects of a list or watch a client asks for, by ranges of a hash of one
+//! of their fields.
+//!
+//! # Grammar
+//! ```text
+//! selector := term ( "||" term )*
+//! term     := "shardRange(" field "," bound "," bound ")"
+//! field    := "object.metadata.uid" | "object.metadata.namespace"
+//! bound    := "'0x" HEX{1,17} "'"          (at most 2^64)
+//! ```
+//! A term selects the objects whose field's FNV-1a 64-bit hash `h` has
+//! `start <= h < end`; the selector selects what any of its terms selects.
+//! Ranges are over `[0, 2^64)`: the last one ends at `0x10000000000000000`.
+//! [`ShardSelector`]'s `Display` is the canonical form (bounds as 16 hex
+//! digits, or 17 for 2^64), which the server echoes in
+//! `metadata.shardInfo.selector` and clients compare to see that it was
+//! honoured.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// 2^64, the end of the hash space.
+pub const HASH_SPACE_END: u128 = 1 << 64;
+
+/// FNV-1a, 64 bits, of `bytes` (what KEP-5866 hashes a field's string with).
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    bytes.iter().fold(OFFSET, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(PRIME)
+    })
+}
+
+/// The field an object is placed by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ShardField {
+    /// `object.metadata.uid`: objects spread evenly, each on its own.
+    Uid,
+    /// `object.metadata.namespace`: a namespace's objects stay together.
+    Namespace,
+}
+
+impl ShardField {
+    /// Its path in a selector.
+    pub fn path(self) -> &'static str {
+        match self {
+            Self::Uid => "object.metadata.uid",
+            Self::Namespace => "object.metadata.namespace",
+        }
+    }
+}
+
+/// A half-open range `[start, end)` of the hash space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ShardRange {
+    /// The first hash in it.
+    pub start: u64,
+    /// One past its last hash, at most [`HASH_SPACE_END`].
+    pub end: u128,
+}
+
+impl ShardRange {
+    /// The whole hash space.
+    pub const ALL: Self = Self {
+        start: 0,
+        end: HASH_SPACE_END,
+    };
+
+    /// Whether `hash` falls in it.
+    pub fn contains(&self, hash: u64) -> bool {
+        u128::from(hash) < self.end && hash >= self.start
+    }
+
+    /// The `index`-th of `count` equal ranges of the hash space (the last
+    /// takes the remainder); `None` if `index >= count`.
+    pub fn nth_of(index: u32, count: u32) -> Option<Self> {
+        if index >= count {
+            return None;
+        }
+        let width = HASH_SPACE_END / u128::from(count);
+        let start = width * u128::from(index);
+        let end = if index + 1 == count {
+            HASH_SPACE_END
+        } else {
+            start + width
+        };
+        Some(Self {
+            start: u64::try_from(start).ok()?,
+            end,
+        })
+    }
+}
+
+/// Why a shard selector was refused, naming the fault.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ShardSelectorError {
+    /// Nothing to select by.
+    #[error("the shard selector is empty")]
+    Empty,
+    /// A term is not `shardRange(FIELD,'0x…','0x…')`.
+    #[error("term {index} `{term}` is not shardRange(FIELD,'0xSTART','0xEND')")]
+    Syntax {
+        /// Its place, from 1.
+        index: usize,
+        /// The term.
+        term: String,
+    },
+    /// A field other than the uid or the namespace.
+    #[error(
+        "term {index}: field `{field}` cannot be sharded by (only object.metadata.uid and object.metadata.namespace)"
+    )]
+    Field {
+        /// Its place, from 1.
+        index: usize,
+        /// The field named.
+        field: String,
+    },
+    /// A bound that is not a quoted hex number of the hash space.
+    #[error(
+        "term {index}: bound `{bound}` is not a quoted hex number from '0x0' to '0x10000000000000000'"
+    )]
+    Bound {
+        /// Its place, from 1.
+        index: usize,
+        /// The bound.
+        bound: String,
+    },
+    /// A range that selects nothing.
+    #[error("term {index}: the range is empty (its start is not below its end)")]
+    EmptyRange {
+        /// Its place, from 1.
+        index: usize,
+    },
+}
+
+/// A parsed shard selector (see the module documentation).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ShardSelector {
+    terms: Vec<(ShardField, ShardRange)>,
+}
+
+impl ShardSelector {
+    /// The selector of `ranges` of `field`; `None` if there is none.
+    pub fn new(field: ShardField, ranges: impl IntoIterator<Item = ShardRange>) -> Option<Self> {
+        let terms: Vec<_> = ranges
+            .into_iter()
+            .filter(|r| u128::from(r.start) < r.end)
+            .map(|r| (field, r))
+            .collect();
+        (!terms.is_empty()).then_some(Self { terms })
+    }
+
+    /// Its terms.
+    pub fn terms(&self) -> &[(ShardField, ShardRange)] {
+        &self.terms
+    }
+
+    /// Whether an object whose fields `field` reads is selected (an absent
+    /// field hashes as the empty string, as the server's accessor reads it:
+    /// a cluster-scoped object has no namespace).
+    pub fn matches<'a>(&self, field: impl Fn(ShardField) -> Option<&'a str>) -> bool {
+        self.terms
+            .iter()
+            .any(|(f, range)| range.contains(fnv1a64(field(*f).unwrap_or_default().as_bytes())))
+    }
+}
+
+fn parse_bound(text: &str) -> Option<u128> {
+    let hex = text.strip_prefix("'0x")?.strip_suffix('\'')?;
+    if hex.is_empty() || hex.len() > 17 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    u128::from_str_radix(hex, 16)
+        .ok()
+        .filter(|v| *v <= HASH_SPACE_END)
+}
+
+impl FromStr for ShardSelector {
+    type Err = ShardSelectorError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        if text.trim().is_empty() {
+            return Err(ShardSelectorError::Empty);
+        }
+        let mut terms = Vec::new();
+        for (i, term) in text.split("||").enumerate() {
+            let index = i + 1;
+            let syntax = || ShardSelectorError::Syntax {
+                index,
+                term: term.trim().to_owned(),
+            };
+            let args = term
+                .trim()
+                .strip_prefix("shardRange(")
+                .and_then(|rest| rest.strip_suffix(')'))
+                .ok_or_else(syntax)?;
+            let parts: Vec<&str> = args.split(',').map(str::trim).collect();
+            let [field, start, end] = parts[..] else {
+                return Err(syntax());
+            };
+            let field = match field {
+                "object.metadata.uid" => ShardField::Uid,
+                "object.metadata.namespace" => ShardField::Namespace,
+                other => {
+                    return Err(ShardSelectorError::Field {
+                        index,
+                        field: other.to_owned(),
+                    });
+                }
+            };
+            let bound = |text: &str| {
+                parse_bound(text).ok_or_else(|| ShardSelectorError::Bound {
+                    index,
+                    bound: text.to_owned(),
+                })
+            };
+            let (start, end) = (bound(start)?, bound(end)?);
+            let start = u64::try_from(start)
+                .ok()
+                .filter(|s| u128::from(*s) < end)
+                .ok_or(ShardSelectorError::EmptyRange { index })?;
+            terms.push((field, ShardRange { start, end }));
+        }
+        Ok(Self { terms })
+    }
+}
+
+impl fmt::Display for ShardSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (field, range)) in self.terms.iter().enumerate() {
+            if i > 0 {
+                f.write_str("||")?;
+            }
+            write!(
+                f,
+                "shardRange({},'0x{:016x}','0x{:016x}')",
+                field.path(),
+                range.start,
+                range.end
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnv1a64_should_match_the_reference_vectors() {
+        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    #[test]
+    fn selectors_should_parse_print_canonically_and_match_by_hash() {
+        let text = "shardRange(object.metadata.uid,'0x0','0x8000000000000000') || \
+                    shardRange(object.metadata.namespace, '0xc000000000000000', '0x10000000000000000')";
+        let selector: ShardSelector = text.parse().expect("valid");
+        assert_eq!(
+            selector.to_string(),
+            "shardRange(object.metadata.uid,'0x0000000000000000','0x8000000000000000')||\
+             shardRange(object.metadata.namespace,'0xc000000000000000','0x10000000000000000')"
+        );
+        assert_eq!(
+            selector.to_string().parse::<ShardSelector>(),
+            Ok(selector.clone())
+        );
+        // "a" hashes to 0xaf63…: in neither range as a uid, in none as a
+        // namespace (below 0xc0…); "foobar" (0x8594…) likewise.
+        let by = |uid: &'static str, ns: &'static str| {
+            move |f: ShardField| Some(if f == ShardField::Uid { uid } else { ns })
+        };
+        assert!(!selector.matches(by("a", "foobar")));
+        // The empty string (0xcbf2…) is in the namespace range.
+        assert!(selector.matches(|f| (f == ShardField::Uid).then_some("a")));
+        // Uids vary in their first bytes (FNV-1a's high bits barely move
+        // with the last ones).
+        let low = (0..100)
+            .map(|i| format!("{i:02}c1e4a0-uid"))
+            .find(|u| fnv1a64(u.as_bytes()) < 1 << 63)
+            .expect("some uid hashes low");
+        assert!(selector.matches(|f| (f == ShardField::Uid).then_some(low.as_str())));
+    }
+
+    #[test]
+    fn malformed_selectors_should_name_their_fault() {
+        for (text, expected) in [
+            ("", ShardSelectorError::Empty),
+            (
+                "shardRange(object.metadata.uid,'0x0')",
+                ShardSelectorError::Syntax {
+                    index: 1,
+                    term: "shardRange(object.metadata.uid,'0x0')".into(),
+                },
+            ),
+            (
+                "shardRange(object.metadata.name,'0x0','0x1')",
+                ShardSelectorError::Field {
+                    index: 1,
+                    field: "object.metadata.name".into(),
+                },
+            ),
+            (
+                "shardRange(object.metadata.uid,'0x0','0x1')||shardRange(object.metadata.uid,0x0,'0x1')",
+                ShardSelectorError::Bound {
+                    index: 2,
+                    bound: "0x0".into(),
+                },
+            ),
+            (
+                "shardRange(object.metadata.uid,'0x0','0x10000000000000001')",
+                ShardSelectorError::Bound {
+                    index: 1,
+                    bound: "'0x10000000000000001'".into(),
+                },
+            ),
+            (
+                "shardRange(object.metadata.uid,'0x5','0x5')",
+                ShardSelectorError::EmptyRange { index: 1 },
+            ),
+        ] {
+            assert_eq!(text.parse::<ShardSelector>(), Err(expected), "{text}");
+        }
+    }
+
+    #[test]
+    fn equal_ranges_should_cover_the_hash_space_without_overlap() {
+        for count in [1, 2, 3, 7] {
+            let ranges: Vec<ShardRange> = (0..count)
+                .filter_map(|i| ShardRange::nth_of(i, count))
+                .collect();
+            assert_eq!(ranges.first().map(|r| r.start), Some(0));
+            assert_eq!(ranges.last().map(|r| r.end), Some(HASH_SPACE_END));
+            for pair in ranges.windows(2) {
+                assert_eq!(u128::from(pair[1].start), pair[0].end);
+            }
+        }
+        assert_eq!(ShardRange::nth_of(3, 3), None);
+        assert!(ShardRange::ALL.contains(u64::MAX));
+    }
+}
