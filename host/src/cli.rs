@@ -126,8 +126,18 @@ enum Command {
         #[arg(long)]
         trust_declarations: bool,
         /// Reconcile only while holding the Lease (one active replica).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "sharding")]
         leader_elect: bool,
+        /// Join the replicas sharing `--leader-election-id` into a ring and
+        /// reconcile only this replica's share of every plugin's primaries
+        /// (each replica holds a member Lease; the hash space's slots move
+        /// between replicas without overlap).
+        #[arg(long)]
+        sharding: bool,
+        /// With --sharding: place primaries by the hash of their uid, or of
+        /// their namespace (a namespace's objects stay on one replica).
+        #[arg(long, value_enum, default_value_t = ShardBy::Uid)]
+        shard_by: ShardBy,
         /// Namespace of the Lease [default: the pod's namespace in a
         /// cluster, else `default`].
         #[arg(long)]
@@ -324,6 +334,7 @@ impl HostFlags {
             workers: self.workers,
             shutdown_grace: Duration::from_secs(30),
             leader_election: None,
+            sharding: None,
             initial_list: InitialList::Paged,
             resources: crate::plugin_resource::ResourceOptions {
                 host_namespace: pod_namespace(),
@@ -351,6 +362,15 @@ fn identity() -> String {
         .map(|h| h.trim().to_owned())
         .unwrap_or_else(|_| "kubewasm".to_owned());
     format!("{host}_{}", uuid::Uuid::new_v4())
+}
+
+/// What `--sharding` places a primary by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ShardBy {
+    /// `metadata.uid`.
+    Uid,
+    /// `metadata.namespace`.
+    Namespace,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -596,6 +616,8 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             host,
             trust_declarations,
             leader_elect,
+            sharding,
+            shard_by,
             leader_election_namespace,
             leader_election_id,
             lease_duration_seconds,
@@ -606,14 +628,28 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             if *streaming_lists {
                 options.initial_list = InitialList::Streaming;
             }
+            let namespace = leader_election_namespace
+                .clone()
+                .unwrap_or_else(pod_namespace);
+            let lease_duration = Duration::from_secs((*lease_duration_seconds).max(1));
             if *leader_elect {
-                let namespace = leader_election_namespace
-                    .clone()
-                    .unwrap_or_else(pod_namespace);
                 options.leader_election = Some(
                     LeaseConfig::new(&namespace, leader_election_id, &identity())
-                        .with_lease_duration(Duration::from_secs((*lease_duration_seconds).max(1))),
+                        .with_lease_duration(lease_duration),
                 );
+            }
+            if *sharding {
+                let mut ring = crate::engine::ring::RingConfig::new(
+                    &namespace,
+                    leader_election_id,
+                    &identity(),
+                    lease_duration,
+                );
+                ring.field = match shard_by {
+                    ShardBy::Uid => kubewasm_core::shard::ShardField::Uid,
+                    ShardBy::Namespace => kubewasm_core::shard::ShardField::Namespace,
+                };
+                options.sharding = Some(ring);
             }
             return block_on(async move {
                 let client = client(kubeconfig.as_deref()).await?;

@@ -61,6 +61,7 @@ use crate::engine::controller::Settings;
 use crate::engine::discovery::{self, DiscoveryError};
 use crate::engine::informer::InitialList;
 use crate::engine::leader::{self, LeaseConfig};
+use crate::engine::ring::{self, RingConfig, RingEvent};
 use crate::engine::serve;
 use crate::engine::{Engine, LoadResult};
 use crate::loader::{Loaded, Loader, Loads, Prepared, Refused};
@@ -83,6 +84,10 @@ pub struct HostOptions {
     pub shutdown_grace: Duration,
     /// Leader election: reconcile only while holding this Lease.
     pub leader_election: Option<LeaseConfig>,
+    /// Sharding: reconcile the primaries of the slots this replica holds in
+    /// its ring ([`crate::engine::ring`]); `Plugin` statuses are written by
+    /// the holder of slot 0.
+    pub sharding: Option<RingConfig>,
     /// How informers list.
     pub initial_list: InitialList,
     /// Where plugins named by OCI references (`NAME.oci`) come from.
@@ -168,8 +173,20 @@ fn plugin_resources(
     ))
 }
 
+/// The next event of the ring, if this replica is in one.
+async fn ring_event(
+    events: Option<&mut tokio::sync::mpsc::UnboundedReceiver<RingEvent>>,
+) -> Option<RingEvent> {
+    match events {
+        Some(events) => events.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// What the daemon's loop does next.
 enum Next {
+    /// The ring gave this replica these slots: list their primaries.
+    Slots(u64),
     /// A directory plugin's load finished.
     File(String, Loaded<PluginFiles>),
     /// The directory changed.
@@ -280,8 +297,30 @@ pub async fn run(
             let _ = stopped.wait_for(|s| *s).await;
         }))
     });
+    // With sharding, every replica's queues run; each step starts only for
+    // a slot the replica holds, and Plugin statuses are written by the
+    // holder of slot 0.
+    let (status_writer, status_writer_rx) = tokio::sync::watch::channel(options.sharding.is_none());
+    let ring = options.sharding.clone().map(|config| {
+        let mut stopped = stopped.clone();
+        ring::start(client.clone(), config, async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        })
+    });
+    let (shard, mut ring_events, ring_task) = match ring {
+        Some((ring, events, task)) => (Some(Arc::clone(ring.shard())), Some(events), Some(task)),
+        None => (None, None, None),
+    };
     let mut engine = Engine::new(client, options.workers, leading_rx.clone())
         .with_initial_list(options.initial_list);
+    if let Some(shard) = &shard {
+        engine = engine.with_shard(Arc::clone(shard));
+    }
+    let statuses_by = if shard.is_some() {
+        status_writer_rx
+    } else {
+        leading_rx.clone()
+    };
     // Probes first: `/healthz` answers while plugins compile, `/readyz`
     // once they run and their caches are synced.
     let ready = Arc::new(AtomicBool::new(false));
@@ -303,7 +342,7 @@ pub async fn run(
         trust: options.trust_declarations,
         artifacts: options.artifacts.clone(),
     };
-    let mut resources = plugin_resources(&client_for_resources, &sources, &options, &leading_rx);
+    let mut resources = plugin_resources(&client_for_resources, &sources, &options, &statuses_by);
     let mut loader = Loader::new(&options.plugins, sources);
     let mut loads = Loads::default();
     let watch = crate::plugin_dir::watch(&options.plugins)
@@ -316,6 +355,7 @@ pub async fn run(
     let mut tick = tokio::time::interval(RESCAN);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut shutdown = std::pin::pin!(shutdown);
+    let mut synced = false;
     loop {
         let next = tokio::select! {
             () = shutdown.as_mut() => break,
@@ -325,6 +365,7 @@ pub async fn run(
                 Next::Rescan
             }
             next = resource_event(resources.as_mut()) => next,
+            Some(RingEvent::Acquired(slots)) = ring_event(ring_events.as_mut()) => Next::Slots(slots),
             _ = tick.tick() => Next::Tick,
         };
         match next {
@@ -342,6 +383,7 @@ pub async fn run(
                     resources.sync(&mut engine).await;
                 }
             }
+            Next::Slots(slots) => engine.list_slots(slots),
             Next::Tick => {
                 rescan(&mut loader, &mut loads, &mut engine).await;
                 if let Some(resources) = resources.as_mut() {
@@ -353,14 +395,17 @@ pub async fn run(
         let resources_ready = resources
             .as_ref()
             .is_none_or(|r| r.synced() && r.pending() == 0);
-        if !ready.load(Ordering::Relaxed)
-            && loads.pending() == 0
-            && resources_ready
-            && engine.ready()
-        {
-            ready.store(true, Ordering::Relaxed);
+        if !synced && loads.pending() == 0 && resources_ready && engine.ready() {
+            synced = true;
             tracing::info!("caches synced; ready");
         }
+        // A replica of a ring is ready while it holds slots.
+        let held = shard.as_ref().map(|s| s.held());
+        status_writer.send_if_modified(|writes| {
+            let now = held.is_some_and(|h| h & 1 != 0);
+            std::mem::replace(writes, now) != now
+        });
+        ready.store(synced && held.is_none_or(|h| h != 0), Ordering::Relaxed);
     }
     tracing::info!("shutting down: finishing in-flight reconciles");
     ready.store(false, Ordering::Relaxed);
@@ -373,6 +418,10 @@ pub async fn run(
     let _ = stop_electing.send(true);
     if let Some(elector) = elector {
         let _ = elector.await;
+    }
+    if let Some(task) = ring_task {
+        // Its slots released after the steps in flight, its Lease deleted.
+        let _ = task.await;
     }
     server.abort();
     Ok(())

@@ -157,6 +157,7 @@ async fn main() -> anyhow::Result<()> {
         workers: 8,
         shutdown_grace: Duration::from_secs(5),
         leader_election: None,
+        sharding: None,
         initial_list: InitialList::Streaming,
         artifacts: Artifacts::new(work.path().join("artifacts"), access),
         resources: ResourceOptions::default(),

@@ -147,6 +147,11 @@ impl Host {
         }
     }
 
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGKILL: no chance to release anything.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

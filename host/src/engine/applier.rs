@@ -43,6 +43,16 @@ pub enum ApplyError {
         /// The Status message.
         message: String,
     },
+    /// Not sent: the step's replica stopped holding the primary's slot (a
+    /// ring's fence or handover) before it; the slot's next holder
+    /// reconciles the primary.
+    #[error("{action} {path} not sent: this replica no longer holds the primary's slot")]
+    Fenced {
+        /// The action.
+        action: &'static str,
+        /// The request path.
+        path: String,
+    },
     /// The request did not get an answer.
     #[error("{action} {path} failed: {source}")]
     Transport {
@@ -75,7 +85,7 @@ impl ApplyError {
         match self {
             Self::Refused { code, .. } => matches!(code, 409 | 429) || *code >= 500,
             Self::Transport { .. } => true,
-            Self::Build { .. } => false,
+            Self::Build { .. } | Self::Fenced { .. } => false,
         }
     }
 }
@@ -119,7 +129,24 @@ impl Applier {
     /// # Errors
     /// The first [`ApplyError`], with how many actions were applied before.
     pub async fn apply(&self, actions: &[Action]) -> Result<(), (usize, ApplyError)> {
+        self.apply_while(actions, || true).await
+    }
+
+    /// [`Self::apply`], asking `may_write` before each action: the first
+    /// it refuses, and every one after, is not sent ([`ApplyError::Fenced`]).
+    ///
+    /// # Errors
+    /// As [`Self::apply`].
+    pub async fn apply_while(
+        &self,
+        actions: &[Action],
+        may_write: impl Fn() -> bool,
+    ) -> Result<(), (usize, ApplyError)> {
         for (done, action) in actions.iter().enumerate() {
+            if !may_write() {
+                let ApiRequest { action, path, .. } = action.request();
+                return Err((done, ApplyError::Fenced { action, path }));
+            }
             self.send(action).await.map_err(|error| (done, error))?;
         }
         Ok(())

@@ -45,10 +45,11 @@ use serde_json::Value;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
-use super::applier::Applier;
+use super::applier::{Applier, ApplyError};
 use super::informer::{Change, Handler, InformerKey, Informers, Store, Subscription};
 use super::metrics::Metrics;
 use super::queue::{Backoff, Done, Key, Priority, WorkQueue};
+use super::ring::{InFlight, Shard};
 use crate::cache::{Cache, CachedObject};
 use crate::declaration::Mapping;
 use crate::resource::{ObjectKey, ResourceType};
@@ -98,6 +99,8 @@ pub struct Shared {
     /// Whether this process leads (always, without leader election): the
     /// queues hand out keys only then.
     pub leading: watch::Receiver<bool>,
+    /// With sharding, the slots this replica may start steps for.
+    pub shard: Option<Arc<Shard>>,
 }
 
 /// A plugin running as a controller. Dropping it stops its workers and
@@ -327,6 +330,27 @@ impl Controller {
         &self.name
     }
 
+    /// Lists every primary of `slots` in the queue (slots a replica just
+    /// acquired: their primaries were another's to reconcile).
+    pub fn list_slots(&self, slots: u64, shard: Option<&Shard>) {
+        let Some(shard) = shard else { return };
+        let version = self.current.get();
+        for key in version
+            .cache
+            .primary()
+            .iter()
+            .flat_map(|store| store.keys())
+        {
+            if version
+                .cache
+                .hash_of(&key, shard)
+                .is_some_and(|hash| Shard::in_slots(hash, slots))
+            {
+                self.queue.add_listed(key);
+            }
+        }
+    }
+
     /// Whether every informer this plugin reads has listed once.
     pub fn synced(&self) -> bool {
         self.current.get().cache.stores().all(|s| s.synced())
@@ -514,7 +538,36 @@ impl Worker {
             let version = self.current.get();
             let name = &version.plugin.declaration().name;
             self.shared.metrics.waited(name, waited);
-            let done = self.reconcile(&version, &key).await;
+            // With sharding, only a slot this replica holds starts a step,
+            // and the step is in flight for the slot until it ends.
+            let in_flight = match &self.shared.shard {
+                Some(shard) => match version
+                    .cache
+                    .hash_of(&key, shard)
+                    .and_then(|hash| shard.begin(hash))
+                {
+                    Some(in_flight) => {
+                        tracing::debug!(replica = shard.identity(), plugin = %name, key = %key,
+                            slot = in_flight.slot(), "reconcile started");
+                        Some((shard, in_flight))
+                    }
+                    None => {
+                        // Its slot's holder has it, or lists it on acquiring.
+                        self.queue.done(&key, Done::Forget);
+                        continue;
+                    }
+                },
+                None => None,
+            };
+            let gate = in_flight.as_ref().map(|(_, f)| f);
+            let done = self.reconcile(&version, &key, gate).await;
+            if let Some((shard, in_flight)) = in_flight {
+                // Fenced: what it had not written when the slot went was
+                // never sent.
+                tracing::debug!(replica = shard.identity(), plugin = %name, key = %key,
+                    fenced = !in_flight.valid(), "reconcile ended");
+                drop(in_flight);
+            }
             if let Some(backoff) = self.queue.done(&key, done) {
                 self.shared.metrics.backed_off(name, backoff);
             }
@@ -531,7 +584,12 @@ impl Worker {
         digest = %version.plugin.digest(),
         key = %key,
     ))]
-    async fn reconcile(&self, version: &Version, key: &ObjectKey) -> Done {
+    async fn reconcile(
+        &self,
+        version: &Version,
+        key: &ObjectKey,
+        in_flight: Option<&InFlight<'_>>,
+    ) -> Done {
         let name = version.plugin.declaration().name.clone();
         let metrics = &self.shared.metrics;
         let Ok(_permit) = self.shared.permits.acquire().await else {
@@ -569,13 +627,24 @@ impl Worker {
             }
             Ok(Ok(step)) => {
                 metrics.stepped(&name, &step);
-                match self.shared.applier.apply(&step.actions).await {
+                let may_write = || in_flight.is_none_or(InFlight::valid);
+                match self
+                    .shared
+                    .applier
+                    .apply_while(&step.actions, may_write)
+                    .await
+                {
                     Ok(()) => {
                         tracing::debug!(call = step.call.name(), actions = step.actions.len(),
                             requeue_after = ?step.requeue_after, "reconciled");
                         metrics.applied(&name, step.actions.len(), 0);
                         metrics.reconciled(&name, "success", started.elapsed());
                         return step.requeue_after.map_or(Done::Forget, Done::RequeueAfter);
+                    }
+                    Err((applied, error @ ApplyError::Fenced { .. })) => {
+                        // The slot's next holder reconciles it.
+                        tracing::debug!(%error, applied, "step abandoned");
+                        return Done::Forget;
                     }
                     Err((applied, error)) => {
                         metrics.applied(&name, applied, 1);
@@ -600,6 +669,25 @@ pub struct InformerCache {
 }
 
 impl InformerCache {
+    /// The hash a primary is placed by in a ring: of its namespace, or of
+    /// its uid as cached. `None` for a primary placed by uid that is not in
+    /// the cache: no replica can place it by its key alone (its watch may
+    /// lag behind a child's, or it is gone), so none reconciles it; the
+    /// replica of its slot does when its own watch shows it.
+    fn hash_of(&self, key: &ObjectKey, shard: &Shard) -> Option<u64> {
+        use kubewasm_core::shard::{ShardField, fnv1a64};
+        match shard.field() {
+            ShardField::Namespace => Some(fnv1a64(
+                key.namespace.as_deref().unwrap_or_default().as_bytes(),
+            )),
+            ShardField::Uid => {
+                let object = self.primary().iter().find_map(|s| s.get(key))?;
+                let uid = object.value().pointer("/metadata/uid")?.as_str()?;
+                Some(fnv1a64(uid.as_bytes()))
+            }
+        }
+    }
+
     /// Every store.
     fn stores(&self) -> impl Iterator<Item = &Arc<Store>> {
         self.types.iter().flatten()

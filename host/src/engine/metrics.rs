@@ -10,6 +10,9 @@
 //! | `kubewasm_instance_wait_seconds` | plugin | how long a step waited for a slot of the host's instance budget, every one being in a call (histogram; zero when one was free or idle) |
 //! | `kubewasm_instance_wait_timeouts_total` | plugin | steps not run because no slot came free in time (queued again without backoff; not a reconcile error) |
 //! | `kubewasm_instances` | state | the instance budget now: `busy` (in a call), `idle` (warm), `capacity` |
+//! | `kubewasm_shard_slots_held` | | with `--sharding`: slots of the hash space this replica holds now |
+//! | `kubewasm_shard_members` | | with `--sharding`: live members of the ring this replica sees |
+//! | `kubewasm_shard_handovers_total` | | with `--sharding`: slots this replica acquired |
 //! | `kubewasm_guest_memory_bytes` | plugin | linear memory of the instance that ran the plugin's last call (a high-water mark: Wasm memory never shrinks) |
 //! | `kubewasm_plugin_info` | plugin, digest | 1 for the component each plugin runs now (`sha256:` of its bytes) |
 //! | `kubewasm_plugin_loads_total` | plugin, result | loads of the plugin directory's plugins and of plugin resources: `loaded`, `swapped` (a new version in place), `optimized` (its optimized code in place of its baseline code), `refused` (the running version, if any, keeps serving), `removed` |
@@ -37,6 +40,7 @@ use prometheus_client::registry::Registry;
 
 use super::informer::Informers;
 use super::queue::WorkQueue;
+use super::ring::Shard;
 use crate::runtime::{CallError, ReconcileError, Runtime};
 use crate::step::{Call, Step, StepError};
 
@@ -99,6 +103,10 @@ pub struct Metrics {
     instances: Family<StateLabel, Gauge>,
     /// The runtime whose instance budget `instances` shows.
     runtime: Mutex<Option<Runtime>>,
+    shard_held: Gauge,
+    shard_members: Gauge,
+    shard_handovers: Gauge,
+    shard: Mutex<Option<Arc<Shard>>>,
     guest_memory: Family<PluginLabel, Gauge>,
     plugin_loads: Family<ResultLabel, Counter>,
     plugin_info: Family<DigestLabel, Gauge>,
@@ -167,6 +175,23 @@ impl Default for Metrics {
             "Instance slots of the host's budget by state",
             instances.clone(),
         );
+        let (shard_held, shard_members, shard_handovers) =
+            (Gauge::default(), Gauge::default(), Gauge::default());
+        registry.register(
+            "shard_slots_held",
+            "Slots of the hash space this replica holds",
+            shard_held.clone(),
+        );
+        registry.register(
+            "shard_members",
+            "Live members of the ring this replica sees",
+            shard_members.clone(),
+        );
+        registry.register(
+            "shard_handovers_total",
+            "Slots this replica acquired",
+            shard_handovers.clone(),
+        );
         registry.register(
             "guest_memory_bytes",
             "Linear memory of the instance of the plugin's last call",
@@ -220,6 +245,10 @@ impl Default for Metrics {
             instance_wait_timeouts,
             instances,
             runtime: Mutex::default(),
+            shard_held,
+            shard_members,
+            shard_handovers,
+            shard: Mutex::default(),
             guest_memory,
             plugin_loads,
             plugin_info,
@@ -250,6 +279,11 @@ impl Metrics {
         if watched.is_none() {
             *watched = Some(runtime.clone());
         }
+    }
+
+    /// Shows `shard`'s slots, members and handovers.
+    pub(super) fn watch_shard(&self, shard: &Arc<Shard>) {
+        *self.shard.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(shard));
     }
 
     /// Counts a step of `plugin` that did not run: no instance slot came
@@ -442,6 +476,18 @@ impl Metrics {
             }
         }
         drop(runtime);
+        if let Some(shard) = self
+            .shard
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+            self.shard_held
+                .set(gauge(u64::from(shard.held().count_ones())));
+            self.shard_members.set(gauge(shard.members() as u64));
+            self.shard_handovers.set(gauge(shard.handovers()));
+        }
         let mut text = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);

@@ -31,6 +31,7 @@ pub mod leader;
 pub mod listing;
 pub mod metrics;
 pub mod queue;
+pub mod ring;
 pub mod serve;
 
 use std::sync::Arc;
@@ -92,8 +93,27 @@ impl Engine {
                 permits: Arc::new(Semaphore::new(workers.max(1))),
                 metrics: Arc::default(),
                 leading,
+                shard: None,
             },
             controllers: Vec::new(),
+        }
+    }
+
+    /// An engine that starts steps only for the primaries of the slots
+    /// `shard` holds (a replica of a ring, [`ring`]); set before the first
+    /// plugin starts.
+    #[must_use]
+    pub fn with_shard(mut self, shard: Arc<ring::Shard>) -> Self {
+        self.shared.metrics.watch_shard(&shard);
+        self.shared.shard = Some(shard);
+        self
+    }
+
+    /// Shows every plugin the primaries of `slots` (just acquired by this
+    /// replica): level-triggered after a move.
+    pub fn list_slots(&self, slots: u64) {
+        for controller in &self.controllers {
+            controller.list_slots(slots, self.shared.shard.as_deref());
         }
     }
 

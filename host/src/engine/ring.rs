@@ -1,0 +1,716 @@
+//! Sharding across replicas: the replicas sharing a ring id split every
+//! plugin's primaries between them, and no key is ever reconciled by two
+//! replicas at once.
+//!
+//! # Objects
+//! - **Member Leases** `<ring>-member-<identity>`, one per replica, labelled
+//!   `kubewasm.dev/ring=<ring>`, renewed every `retry_period`. A member is
+//!   live while this replica has seen its Lease change within
+//!   `lease_duration` (observed time, as client-go's election: clocks need
+//!   not agree).
+//! - **Slot Leases** `<ring>-slot-<n>`, one per slot of the hash space (
+//!   [`SLOTS`] equal ranges of the FNV-1a 64 hash of a primary's uid, or of
+//!   its namespace): its holder is the only replica that may start steps for
+//!   the slot's primaries. Every write of it is guarded by its
+//!   resourceVersion, so two replicas racing for it get one winner.
+//!
+//! # Who should own a slot
+//! Rendezvous hashing over the live members: the member with the highest
+//! `fnv1a64("<identity>/<slot>")`. Every replica computes it the same way
+//! from what it sees, and a membership change moves only the slots of the
+//! member that came or went.
+//!
+//! # States of a slot, for this replica
+//! ```text
+//!             acquire (slot Lease free, or its holder not live; guarded write)
+//!   not held ─────────────────────────────────────────────────────────▶ held
+//!      ▲                                                                  │
+//!      │ release: stop starting steps, wait for those in flight,          │
+//!      │ then clear the holder (guarded write)                            │
+//!      └──────────────────────────────────────────────────────────────────┘
+//!   fenced (no renewal of the member Lease within renew_deadline): every
+//!   slot not held at once, steps for none start; after a renewal a slot is
+//!   held again only by a new guarded write of its Lease
+//! ```
+//! - A slot moves only after its previous holder released it, or after the
+//!   previous holder's member Lease expired (`lease_duration` > its
+//!   `renew_deadline`, after which it starts nothing).
+//! - A replica that acquires a slot is shown every primary of it (a listing,
+//!   as at start): level-triggered after a move.
+//! - Keys of slots this replica does not hold are dropped from its queues:
+//!   their holder has them, or will list them when it acquires the slot.
+//!
+//! The decision of one round is [`plan`], pure; [`run`] does the I/O.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::Api;
+use kube::api::{ListParams, ObjectMeta, PostParams};
+use kubewasm_core::shard::{ShardField, ShardRange, fnv1a64};
+use tokio::time::Instant;
+
+/// Slots of the hash space (each `2^64 / SLOTS` wide).
+pub const SLOTS: u32 = 32;
+
+/// The label every Lease of a ring carries, valued with the ring's id.
+pub const RING_LABEL: &str = "kubewasm.dev/ring";
+
+/// How a replica joins its ring.
+#[derive(Clone, Debug)]
+pub struct RingConfig {
+    /// The Leases' namespace.
+    pub namespace: String,
+    /// The ring's id (the replicas' shared `--leader-election-id`).
+    pub ring: String,
+    /// This replica's identity, unique in the ring.
+    pub identity: String,
+    /// What a primary is placed by.
+    pub field: ShardField,
+    /// How long a member Lease holds without renewal.
+    pub lease_duration: Duration,
+    /// How long a replica keeps starting steps without a renewal.
+    pub renew_deadline: Duration,
+    /// How often a replica renews and looks at the ring.
+    pub retry_period: Duration,
+}
+
+impl RingConfig {
+    /// client-go's timings scaled to `lease_duration` (2/3 and 2/15 of it).
+    pub fn new(namespace: &str, ring: &str, identity: &str, lease_duration: Duration) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            ring: ring.to_owned(),
+            identity: identity.to_owned(),
+            field: ShardField::Uid,
+            lease_duration,
+            renew_deadline: lease_duration * 2 / 3,
+            retry_period: (lease_duration * 2 / 15).max(Duration::from_millis(100)),
+        }
+    }
+
+    fn member_lease(&self, identity: &str) -> String {
+        format!("{}-member-{}", self.ring, dns_safe(identity))
+    }
+
+    fn slot_lease(&self, slot: u32) -> String {
+        format!("{}-slot-{slot}", self.ring)
+    }
+}
+
+/// `identity` as a DNS subdomain's label characters.
+fn dns_safe(identity: &str) -> String {
+    identity
+        .chars()
+        .map(|c| match c.to_ascii_lowercase() {
+            c @ ('a'..='z' | '0'..='9' | '-' | '.') => c,
+            _ => '-',
+        })
+        .collect()
+}
+
+/// The slot of a hash.
+pub fn slot_of(hash: u64) -> u32 {
+    // The top bits: slot `n` is `ShardRange::nth_of(n, SLOTS)`.
+    u32::try_from(hash >> (64 - SLOTS.trailing_zeros())).unwrap_or(0)
+}
+
+/// The range of the hash space a slot covers.
+pub fn range_of(slot: u32) -> ShardRange {
+    ShardRange::nth_of(slot, SLOTS).unwrap_or(ShardRange::ALL)
+}
+
+/// The live member that should own `slot`: the highest rendezvous score,
+/// FNV-1a of `<member>/<slot>` mixed by MurmurHash3's finalizer (FNV-1a's
+/// high bits barely move with the last bytes, which would hand one member
+/// every slot).
+pub fn owner(slot: u32, live: &BTreeSet<String>) -> Option<&str> {
+    let score = |member: &str| {
+        let mut k = fnv1a64(format!("{member}/{slot}").as_bytes());
+        k ^= k >> 33;
+        k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        k ^= k >> 33;
+        k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        k ^ (k >> 33)
+    };
+    live.iter().max_by_key(|m| score(m)).map(String::as_str)
+}
+
+/// What one round does to a slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Move {
+    /// Take it (guarded write naming this replica), then list its primaries.
+    Acquire(u32),
+    /// Stop starting its steps, wait for those in flight, clear the holder.
+    Release(u32),
+}
+
+/// One round's decision, pure: given each slot's holder as its Lease says,
+/// the live members (this one included) and the slots this replica holds
+/// (may start steps for) now.
+pub fn plan(
+    me: &str,
+    holders: &BTreeMap<u32, String>,
+    live: &BTreeSet<String>,
+    held: u64,
+) -> Vec<Move> {
+    (0..SLOTS)
+        .filter_map(|slot| {
+            let holder = holders.get(&slot).map(String::as_str).unwrap_or_default();
+            let mine = owner(slot, live) == Some(me);
+            let holding = held & (1 << slot) != 0;
+            match (holder == me, mine) {
+                // Held, or held by its Lease after a fence: give it up.
+                (true, false) => Some(Move::Release(slot)),
+                // Its Lease names this replica but it does not hold it (a
+                // fence, a restart): take it again by a write.
+                (true, true) if !holding => Some(Move::Acquire(slot)),
+                // Free, or its holder is gone.
+                (false, true) if holder.is_empty() || !live.contains(holder) => {
+                    Some(Move::Acquire(slot))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// What the workers of this replica read: which slots they may start steps
+/// for, and the steps in flight per slot.
+#[derive(Debug)]
+pub struct Shard {
+    field: ShardField,
+    held: AtomicU64,
+    in_flight: Vec<AtomicUsize>,
+    /// Per slot, bumped each time it is acquired: a step begun under one
+    /// holding never writes under the next.
+    holdings: Vec<AtomicU64>,
+    /// When the last renewal that succeeded was sent, in ms since `epoch`.
+    renewed: AtomicU64,
+    epoch: Instant,
+    renew_deadline: Duration,
+    identity: String,
+    handovers: AtomicU64,
+    members: AtomicUsize,
+}
+
+/// A step started for a slot: in flight until dropped.
+#[derive(Debug)]
+pub struct InFlight<'a> {
+    shard: &'a Shard,
+    slot: usize,
+    holding: u64,
+}
+
+impl InFlight<'_> {
+    /// The slot of its primary.
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+
+    /// Whether the step may still write: its replica holds the slot and is
+    /// not fenced.
+    pub fn valid(&self) -> bool {
+        self.shard.holds(self.slot, self.holding)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if let Some(count) = self.shard.in_flight.get(self.slot) {
+            count.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Shard {
+    fn new(config: &RingConfig) -> Self {
+        Self {
+            field: config.field,
+            held: AtomicU64::new(0),
+            in_flight: (0..SLOTS).map(|_| AtomicUsize::new(0)).collect(),
+            holdings: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            renewed: AtomicU64::new(0),
+            epoch: Instant::now(),
+            renew_deadline: config.renew_deadline,
+            identity: config.identity.clone(),
+            handovers: AtomicU64::new(0),
+            members: AtomicUsize::new(0),
+        }
+    }
+
+    /// What a primary is placed by.
+    pub fn field(&self) -> ShardField {
+        self.field
+    }
+
+    /// This replica's identity.
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn fresh(&self) -> bool {
+        let renewed = self.renewed.load(Ordering::SeqCst);
+        renewed > 0
+            && self.now_ms().saturating_sub(renewed)
+                < u64::try_from(self.renew_deadline.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Starts a step for a primary of hash `hash` if this replica holds its
+    /// slot and is not fenced: the step is in flight until the guard drops.
+    pub fn begin(&self, hash: u64) -> Option<InFlight<'_>> {
+        let slot = slot_of(hash) as usize;
+        let count = self.in_flight.get(slot)?;
+        // Counted first, checked second: a release that clears the slot
+        // and then sees no step in flight has seen this one, or this one
+        // sees the slot cleared.
+        count.fetch_add(1, Ordering::SeqCst);
+        let holding = self.holdings.get(slot)?.load(Ordering::SeqCst);
+        let guard = InFlight {
+            shard: self,
+            slot,
+            holding,
+        };
+        self.holds(slot, holding).then_some(guard)
+    }
+
+    /// Whether this replica, not fenced, holds `slot` in the same holding.
+    fn holds(&self, slot: usize, holding: u64) -> bool {
+        self.fresh()
+            && self.held.load(Ordering::SeqCst) & (1 << slot) != 0
+            && self
+                .holdings
+                .get(slot)
+                .is_some_and(|h| h.load(Ordering::SeqCst) == holding)
+    }
+
+    /// Marks `slot` held, in a new holding.
+    fn acquire(&self, slot: u32) {
+        if let Some(holding) = self.holdings.get(slot as usize) {
+            holding.fetch_add(1, Ordering::SeqCst);
+        }
+        self.held.fetch_or(1 << slot, Ordering::SeqCst);
+    }
+
+    /// Slots held now.
+    pub fn held(&self) -> u64 {
+        if self.fresh() {
+            self.held.load(Ordering::SeqCst)
+        } else {
+            0
+        }
+    }
+
+    /// Members seen live in the last round (this one included).
+    pub fn members(&self) -> usize {
+        self.members.load(Ordering::Relaxed)
+    }
+
+    /// Slots acquired so far.
+    pub fn handovers(&self) -> u64 {
+        self.handovers.load(Ordering::Relaxed)
+    }
+
+    /// Whether a primary of hash `hash` falls in one of `slots`.
+    pub fn in_slots(hash: u64, slots: u64) -> bool {
+        slots & (1 << slot_of(hash)) != 0
+    }
+
+    async fn drain(&self, slot: u32) {
+        self.held.fetch_and(!(1 << slot), Ordering::SeqCst);
+        if let Some(count) = self.in_flight.get(slot as usize) {
+            while count.load(Ordering::SeqCst) > 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    }
+}
+
+/// The ring's handle: the shard the workers read, and the slots acquired
+/// (each to be listed) as they are.
+#[derive(Clone, Debug)]
+pub struct Ring {
+    shard: Arc<Shard>,
+}
+
+impl Ring {
+    /// The shard the workers read.
+    pub fn shard(&self) -> &Arc<Shard> {
+        &self.shard
+    }
+}
+
+/// What the ring loop tells the daemon.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RingEvent {
+    /// These slots were acquired: list their primaries.
+    Acquired(u64),
+}
+
+/// Starts the ring: its handle, and the events of acquired slots.
+pub fn start(
+    client: kube::Client,
+    config: RingConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> (
+    Ring,
+    tokio::sync::mpsc::UnboundedReceiver<RingEvent>,
+    tokio::task::JoinHandle<()>,
+) {
+    let shard = Arc::new(Shard::new(&config));
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let task = tokio::spawn(run(client, config, Arc::clone(&shard), tx, shutdown));
+    (Ring { shard }, rx, task)
+}
+
+/// What this replica saw of the member Leases.
+#[derive(Default)]
+struct Seen {
+    /// Per member: its Lease's resourceVersion and when it was seen to change.
+    members: BTreeMap<String, (String, Instant)>,
+}
+
+fn micro_now() -> MicroTime {
+    MicroTime(jiff::Timestamp::now())
+}
+
+fn lease(name: &str, config: &RingConfig, role: &str, holder: &str) -> Lease {
+    Lease {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(config.namespace.clone()),
+            labels: Some(
+                [
+                    (RING_LABEL.to_owned(), config.ring.clone()),
+                    ("kubewasm.dev/ring-role".to_owned(), role.to_owned()),
+                ]
+                .into(),
+            ),
+            ..ObjectMeta::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: (!holder.is_empty()).then(|| holder.to_owned()),
+            lease_duration_seconds: Some(
+                i32::try_from(config.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX),
+            ),
+            renew_time: Some(micro_now()),
+            ..LeaseSpec::default()
+        }),
+    }
+}
+
+/// Renews (or creates) this replica's member Lease.
+async fn renew(api: &Api<Lease>, config: &RingConfig) -> Result<(), kube::Error> {
+    let name = config.member_lease(&config.identity);
+    match api.get_opt(&name).await? {
+        Some(mut current) => {
+            let spec = current.spec.get_or_insert_with(LeaseSpec::default);
+            spec.holder_identity = Some(config.identity.clone());
+            spec.renew_time = Some(micro_now());
+            api.replace(&name, &PostParams::default(), &current).await?;
+        }
+        None => {
+            api.create(
+                &PostParams::default(),
+                &lease(&name, config, "member", &config.identity),
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Sets the holder of `slot`'s Lease to `holder` ("" to release), guarded
+/// by the resourceVersion it was read at; whether the write won.
+async fn write_slot(
+    api: &Api<Lease>,
+    config: &RingConfig,
+    slot: u32,
+    current: Option<Lease>,
+    holder: &str,
+) -> Result<bool, kube::Error> {
+    let name = config.slot_lease(slot);
+    let result = match current {
+        Some(mut current) => {
+            let spec = current.spec.get_or_insert_with(LeaseSpec::default);
+            spec.holder_identity = (!holder.is_empty()).then(|| holder.to_owned());
+            spec.renew_time = Some(micro_now());
+            if !holder.is_empty() {
+                spec.acquire_time = Some(micro_now());
+                spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+            }
+            api.replace(&name, &PostParams::default(), &current)
+                .await
+                .map(|_| ())
+        }
+        None => api
+            .create(
+                &PostParams::default(),
+                &lease(&name, config, "slot", holder),
+            )
+            .await
+            .map(|_| ()),
+    };
+    match result {
+        Ok(()) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+        Err(error) => Err(error),
+    }
+}
+
+/// One round: renew, look, decide, move. Returns the slots acquired.
+async fn round(
+    api: &Api<Lease>,
+    config: &RingConfig,
+    shard: &Shard,
+    seen: &mut Seen,
+) -> Result<u64, kube::Error> {
+    let sent = shard.now_ms().max(1);
+    renew(api, config).await?;
+    shard.renewed.store(sent, Ordering::SeqCst);
+    let leases = api
+        .list(&ListParams::default().labels(&format!("{RING_LABEL}={}", config.ring)))
+        .await?;
+    let now = Instant::now();
+    let mut live = BTreeSet::from([config.identity.clone()]);
+    let mut holders = BTreeMap::new();
+    let mut slot_leases = BTreeMap::new();
+    let role = |l: &Lease| {
+        l.metadata
+            .labels
+            .as_ref()
+            .and_then(|labels| labels.get("kubewasm.dev/ring-role"))
+            .cloned()
+            .unwrap_or_default()
+    };
+    for lease in leases {
+        let holder = lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.holder_identity.clone())
+            .unwrap_or_default();
+        let name = lease.metadata.name.clone().unwrap_or_default();
+        match role(&lease).as_str() {
+            "member" if !holder.is_empty() => {
+                let version = lease.metadata.resource_version.clone().unwrap_or_default();
+                let entry = seen
+                    .members
+                    .entry(holder.clone())
+                    .or_insert_with(|| (version.clone(), now));
+                if entry.0 != version {
+                    *entry = (version, now);
+                }
+                if now.duration_since(entry.1) < config.lease_duration {
+                    live.insert(holder);
+                }
+            }
+            "slot" => {
+                if let Some(slot) = name
+                    .rsplit_once("-slot-")
+                    .and_then(|(_, n)| n.parse::<u32>().ok())
+                    .filter(|n| *n < SLOTS)
+                {
+                    holders.insert(slot, holder);
+                    slot_leases.insert(slot, lease);
+                }
+            }
+            _ => {}
+        }
+    }
+    shard.members.store(live.len(), Ordering::Relaxed);
+    let mut acquired = 0u64;
+    let moves = plan(&config.identity, &holders, &live, shard.held());
+    tracing::debug!(ring = %config.ring, members = live.len(), held = shard.held().count_ones(),
+        moves = moves.len(), "ring round");
+    for step in moves {
+        match step {
+            Move::Release(slot) => {
+                shard.drain(slot).await;
+                write_slot(api, config, slot, slot_leases.remove(&slot), "").await?;
+                tracing::info!(ring = %config.ring, slot, "slot released");
+            }
+            Move::Acquire(slot) => {
+                if write_slot(
+                    api,
+                    config,
+                    slot,
+                    slot_leases.remove(&slot),
+                    &config.identity,
+                )
+                .await?
+                    && shard.fresh()
+                {
+                    shard.acquire(slot);
+                    shard.handovers.fetch_add(1, Ordering::Relaxed);
+                    acquired |= 1 << slot;
+                    tracing::info!(ring = %config.ring, slot, "slot acquired");
+                }
+            }
+        }
+    }
+    Ok(acquired)
+}
+
+/// Runs the ring until `shutdown` resolves, then releases every slot held
+/// (after the steps in flight) and deletes this replica's member Lease.
+pub async fn run(
+    client: kube::Client,
+    config: RingConfig,
+    shard: Arc<Shard>,
+    events: tokio::sync::mpsc::UnboundedSender<RingEvent>,
+    shutdown: impl Future<Output = ()>,
+) {
+    let api: Api<Lease> = Api::namespaced(client, &config.namespace);
+    let mut seen = Seen::default();
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut fenced = false;
+    loop {
+        if !shard.fresh() && shard.held.load(Ordering::SeqCst) != 0 {
+            // Not renewed within the deadline: nothing is held any more.
+            shard.held.store(0, Ordering::SeqCst);
+            if !fenced {
+                tracing::warn!(ring = %config.ring, "could not renew within the deadline: fenced");
+                fenced = true;
+            }
+        }
+        match round(&api, &config, &shard, &mut seen).await {
+            Ok(acquired) => {
+                fenced = false;
+                if acquired != 0 {
+                    let _ = events.send(RingEvent::Acquired(acquired));
+                }
+            }
+            Err(error) => tracing::warn!(ring = %config.ring, %error, "ring round failed"),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(config.retry_period) => {}
+            () = shutdown.as_mut() => break,
+        }
+    }
+    let held = shard.held();
+    for slot in (0..SLOTS).filter(|s| held & (1 << s) != 0) {
+        shard.drain(slot).await;
+        let current = api.get_opt(&config.slot_lease(slot)).await.ok().flatten();
+        if let Err(error) = write_slot(&api, &config, slot, current, "").await {
+            tracing::warn!(ring = %config.ring, slot, %error, "failed to release a slot");
+        }
+    }
+    let name = config.member_lease(&config.identity);
+    if let Err(error) = api.delete(&name, &kube::api::DeleteParams::default()).await {
+        tracing::warn!(ring = %config.ring, %error, "failed to delete the member lease");
+    } else {
+        tracing::info!(ring = %config.ring, "left the ring");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn live(members: &[&str]) -> BTreeSet<String> {
+        members.iter().map(|m| (*m).to_owned()).collect()
+    }
+
+    fn holding(holders: &[(u32, &str)]) -> BTreeMap<u32, String> {
+        holders.iter().map(|(s, h)| (*s, (*h).to_owned())).collect()
+    }
+
+    #[test]
+    fn slots_should_cover_the_hash_space_by_their_top_bits() {
+        assert_eq!(slot_of(0), 0);
+        assert_eq!(slot_of(u64::MAX), SLOTS - 1);
+        for slot in 0..SLOTS {
+            let range = range_of(slot);
+            assert_eq!(slot_of(range.start), slot);
+            let last = u64::try_from(range.end - 1).expect("in the space");
+            assert_eq!(slot_of(last), slot);
+        }
+    }
+
+    #[test]
+    fn rendezvous_should_move_only_the_slots_of_a_member_that_came_or_went() {
+        let three = live(&["a", "b", "c"]);
+        let two = live(&["a", "b"]);
+        let mut moved = 0;
+        for slot in 0..SLOTS {
+            let before = owner(slot, &three).expect("an owner");
+            let after = owner(slot, &two).expect("an owner");
+            if before != "c" {
+                assert_eq!(before, after, "slot {slot} moved without cause");
+            } else {
+                moved += 1;
+            }
+        }
+        assert!(moved > 0 && moved < SLOTS, "c owned {moved} slots");
+        // Roughly even: each of three holds between a sixth and a half.
+        for m in ["a", "b", "c"] {
+            let share = (0..SLOTS).filter(|s| owner(*s, &three) == Some(m)).count();
+            assert!((5..=16).contains(&share), "{m} owns {share}");
+        }
+        // Every member gets a share.
+        for m in ["a", "b", "c"] {
+            assert!((0..SLOTS).any(|s| owner(s, &three) == Some(m)), "{m}");
+        }
+    }
+
+    #[test]
+    fn a_slot_should_move_only_once_released_or_its_holder_gone() {
+        let members = live(&["a", "b"]);
+        let for_b: Vec<u32> = (0..SLOTS)
+            .filter(|s| owner(*s, &members) == Some("b"))
+            .collect();
+        let slot = for_b[0];
+        // a holds a slot b should own: b waits while a is live...
+        let held_by_a = holding(&[(slot, "a")]);
+        assert!(!plan("b", &held_by_a, &members, 0).contains(&Move::Acquire(slot)));
+        // ...and a releases it;
+        assert!(plan("a", &held_by_a, &members, 1 << slot).contains(&Move::Release(slot)));
+        // once free, b takes it.
+        assert!(plan("b", &holding(&[(slot, "")]), &members, 0).contains(&Move::Acquire(slot)));
+        // A holder no longer live loses it to the owner.
+        let alone = live(&["b"]);
+        assert!(plan("b", &held_by_a, &alone, 0).contains(&Move::Acquire(slot)));
+    }
+
+    #[test]
+    fn after_a_fence_a_slot_should_be_taken_again_by_a_write_not_assumed() {
+        let me = live(&["a"]);
+        let mine = holding(&[(0, "a")]);
+        // Its Lease names this replica, but it holds nothing (fenced, or
+        // restarted): it takes the slot again by a guarded write.
+        assert!(plan("a", &mine, &me, 0).contains(&Move::Acquire(0)));
+        assert!(!plan("a", &mine, &me, 1).contains(&Move::Acquire(0)));
+    }
+
+    #[test]
+    fn begin_should_count_steps_and_refuse_slots_not_held_or_when_fenced() {
+        let config = RingConfig::new("ns", "ring", "a", Duration::from_secs(15));
+        let shard = Shard::new(&config);
+        assert!(shard.begin(0).is_none(), "nothing held yet");
+        shard.held.store(1, Ordering::SeqCst);
+        assert!(shard.begin(0).is_none(), "never renewed: fenced");
+        shard.renewed.store(shard.now_ms().max(1), Ordering::SeqCst);
+        let step = shard.begin(0).expect("held and fresh");
+        assert_eq!(shard.in_flight[0].load(Ordering::SeqCst), 1);
+        assert!(shard.begin(u64::MAX).is_none(), "another slot");
+        drop(step);
+        assert_eq!(shard.in_flight[0].load(Ordering::SeqCst), 0);
+        assert!(Shard::in_slots(0, 1) && !Shard::in_slots(u64::MAX, 1));
+        // A step begun under one holding of its slot never writes under the
+        // next (the slot lost and taken again meanwhile).
+        let step = shard.begin(0).expect("held");
+        assert!(step.valid());
+        shard.held.store(0, Ordering::SeqCst);
+        shard.acquire(0);
+        assert!(!step.valid());
+        assert!(shard.begin(0).is_some_and(|s| s.valid()));
+    }
+}

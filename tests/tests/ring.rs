@@ -1,0 +1,261 @@
+//! Sharding across replicas: three real `kubewasm run --sharding` processes
+//! against the embedded API server split the MyApps between them, a
+//! replica SIGKILLed or SIGSTOPped loses its slots to the others, and no key
+//! is ever reconciled by two replicas at overlapping times (checked from
+//! every replica's log of each reconcile's start and end). `RING_LOGS=DIR`
+//! keeps the replicas' logs there.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kubewasm_tests::host::{Host, apply, get_json, wait_for};
+use kubewasm_tests::{Apiserver, example_file, example_plugin};
+
+const FLAGS: [&str; 7] = [
+    "--sharding",
+    "--leader-election-id",
+    "ring",
+    "--leader-election-namespace",
+    "default",
+    "--lease-duration-seconds",
+    "6",
+];
+
+fn start(server: &Apiserver) -> Host {
+    let plugins: Vec<(&str, PathBuf)> = vec![("myapp", example_plugin("myapp"))];
+    Host::start(server, &plugins, &[], &FLAGS)
+}
+
+/// Creates MyApps `prefix-0` .. `prefix-{count-1}` with one `kubectl create`.
+fn myapps(server: &Apiserver, prefix: &str, count: usize) {
+    let items: Vec<serde_json::Value> = (0..count)
+        .map(|i| {
+            serde_json::json!({"apiVersion": "example.com/v1", "kind": "MyApp",
+                "metadata": {"name": format!("{prefix}-{i}"), "namespace": "default"},
+                "spec": {"replicas": 1, "image": "nginx:1.27", "port": 8080}})
+        })
+        .collect();
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let file = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(file.path(), list.to_string()).expect("written");
+    server.ok(&[
+        "create",
+        "--validate=false",
+        "-f",
+        file.path().to_str().unwrap_or_default(),
+    ]);
+}
+
+fn deployments(server: &Apiserver) -> usize {
+    get_json(server, &["deployments"])
+        .and_then(|d| d["items"].as_array().map(Vec::len))
+        .unwrap_or(0)
+}
+
+fn metric(host: &Host, name: &str) -> f64 {
+    host.metric(name).unwrap_or(0.0)
+}
+
+/// Every reconcile of a log: key → (start, end) intervals, in µs; one still
+/// running when the log was read (or its process killed) lasts until
+/// `open_until`.
+fn intervals(log: &str, open_until: i64) -> BTreeMap<String, Vec<(i64, i64)>> {
+    let mut open: BTreeMap<String, i64> = BTreeMap::new();
+    let mut done: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
+    for line in log.lines() {
+        let started = line.contains("reconcile started");
+        if !started && !line.contains("reconcile ended") {
+            continue;
+        }
+        // A step whose replica was fenced under it sent nothing after the
+        // fence (its writes are gated): what it did, it did before another
+        // replica could hold the slot. Its end is its last write, not
+        // logged; it is left out.
+        let fenced = line.contains("fenced=true");
+        let Some(at) = line
+            .split_whitespace()
+            .next()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+        else {
+            continue;
+        };
+        let Some(key) = line
+            .split(" key=")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+        else {
+            continue;
+        };
+        let at = at.as_microsecond();
+        if started {
+            open.insert(key.to_owned(), at);
+        } else if let Some(start) = open.remove(key)
+            && !fenced
+        {
+            done.entry(key.to_owned()).or_default().push((start, at));
+        }
+    }
+    for (key, start) in open {
+        done.entry(key).or_default().push((start, open_until));
+    }
+    done
+}
+
+/// A replica's log and until when its unfinished reconciles may have run.
+struct Log {
+    text: String,
+    until: i64,
+}
+
+impl Log {
+    /// The log of a replica still running: until now.
+    fn of(host: &Host) -> Self {
+        Self {
+            text: host.log(),
+            until: jiff::Timestamp::now().as_microsecond(),
+        }
+    }
+}
+
+/// Asserts that no key was reconciled by two replicas at overlapping
+/// times; returns how many reconciles each replica logged.
+fn assert_no_overlap(logs: &[Log]) -> Vec<usize> {
+    if let Some(dir) = std::env::var_os("RING_LOGS") {
+        for (i, log) in logs.iter().enumerate() {
+            let _ = std::fs::write(
+                std::path::Path::new(&dir).join(format!("{i}.log")),
+                &log.text,
+            );
+        }
+    }
+    let mut all: BTreeMap<String, Vec<(i64, i64, usize)>> = BTreeMap::new();
+    let mut counts = vec![0; logs.len()];
+    for (replica, log) in logs.iter().enumerate() {
+        for (key, spans) in intervals(&log.text, log.until) {
+            counts[replica] += spans.len();
+            all.entry(key)
+                .or_default()
+                .extend(spans.into_iter().map(|(s, e)| (s, e, replica)));
+        }
+    }
+    for (key, mut spans) in all {
+        spans.sort_unstable();
+        for pair in spans.windows(2) {
+            let ((_, end, a), (start, _, b)) = (pair[0], pair[1]);
+            assert!(
+                a == b || end <= start,
+                "{key} reconciled by replicas {a} and {b} at once: {pair:?}"
+            );
+        }
+    }
+    counts
+}
+
+#[test]
+fn three_replicas_should_split_the_work_without_overlap_and_outlive_a_kill_and_a_stop() {
+    const COUNT: usize = 120;
+    let server = Apiserver::start_with(&["--simulate-workloads"]);
+    apply(&server, &example_file("myapp", "crd.yaml"));
+    let mut hosts = vec![start(&server), start(&server), start(&server)];
+    for host in &hosts {
+        host.wait_ready();
+    }
+    myapps(&server, "first", COUNT);
+    wait_for(
+        "three replicas converge the MyApps",
+        &hosts[0],
+        Duration::from_secs(180),
+        || format!("{} deployments", deployments(&server)),
+        || deployments(&server) == COUNT,
+    );
+    // The slots are split, each held by exactly one replica.
+    let held: Vec<f64> = hosts
+        .iter()
+        .map(|h| metric(h, "kubewasm_shard_slots_held"))
+        .collect();
+    assert_eq!(held.iter().sum::<f64>(), 32.0, "{held:?}");
+    assert!(held.iter().all(|n| *n > 0.0), "{held:?}");
+    let logs: Vec<Log> = hosts.iter().map(Log::of).collect();
+    let counts = assert_no_overlap(&logs);
+    assert!(
+        counts.iter().all(|n| *n > 0),
+        "every replica worked: {counts:?}"
+    );
+
+    // SIGKILL one: its slots move to the others once its Lease expires.
+    let killed = hosts.remove(0);
+    let killed_log = {
+        let mut killed = killed;
+        // A step in flight at the kill ends with it.
+        let until = jiff::Timestamp::now().as_microsecond();
+        killed.kill();
+        Log {
+            text: killed.log(),
+            until,
+        }
+    };
+    myapps(&server, "second", COUNT / 2);
+    wait_for(
+        "two replicas converge the MyApps created after the kill",
+        &hosts[0],
+        Duration::from_secs(120),
+        || format!("{} deployments", deployments(&server)),
+        || deployments(&server) == COUNT + COUNT / 2,
+    );
+    wait_for(
+        "the survivors hold every slot",
+        &hosts[0],
+        Duration::from_secs(30),
+        String::new,
+        || {
+            hosts
+                .iter()
+                .map(|h| metric(h, "kubewasm_shard_slots_held"))
+                .sum::<f64>()
+                == 32.0
+        },
+    );
+
+    // SIGSTOP one past its Lease, then resume it: it starts nothing before
+    // it holds slots again, and the ring heals.
+    let pid = hosts[1].pid().to_string();
+    let signal = |sig: &str| {
+        let sent = std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status();
+        assert!(sent.is_ok_and(|s| s.success()), "{sig} sent");
+    };
+    signal("-STOP");
+    std::thread::sleep(Duration::from_secs(9));
+    myapps(&server, "third", COUNT / 2);
+    signal("-CONT");
+    wait_for(
+        "the MyApps created while one replica was stopped converge",
+        &hosts[0],
+        Duration::from_secs(120),
+        || format!("{} deployments", deployments(&server)),
+        || deployments(&server) == 2 * COUNT,
+    );
+    wait_for(
+        "the resumed replica rejoins",
+        &hosts[0],
+        Duration::from_secs(60),
+        String::new,
+        || {
+            hosts
+                .iter()
+                .map(|h| metric(h, "kubewasm_shard_slots_held"))
+                .collect::<Vec<_>>()
+                .iter()
+                .all(|n| *n > 0.0)
+        },
+    );
+    let mut logs: Vec<Log> = hosts.iter().map(Log::of).collect();
+    logs.push(killed_log);
+    assert_no_overlap(&logs);
+    assert!(
+        hosts[1].log().contains("fenced"),
+        "the stopped replica fenced itself"
+    );
+}
