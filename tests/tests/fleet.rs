@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kubewasm_tests::host::{Host, wait_for};
+use kubewasm_tests::host::{Host, create_all, wait_for};
 use kubewasm_tests::{Apiserver, example_plugin, test_plugin};
 
 /// The sum of every series of `metric` (`name{...} value` lines) whose
@@ -22,8 +22,7 @@ fn total(metrics: &str, metric: &str, having: &str) -> f64 {
         .sum()
 }
 
-/// Creates `per` ConfigMaps in each of `namespaces` with one `kubectl
-/// create` of a List.
+/// Creates `namespaces` and `per` ConfigMaps in each.
 fn configmaps(server: &Apiserver, namespaces: &[String], per: usize) {
     let mut items = Vec::new();
     for ns in namespaces {
@@ -35,15 +34,7 @@ fn configmaps(server: &Apiserver, namespaces: &[String], per: usize) {
                 "data": {"i": i.to_string()}}));
         }
     }
-    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
-    let file = tempfile::NamedTempFile::new().expect("temp file");
-    std::fs::write(file.path(), list.to_string()).expect("written");
-    server.ok(&[
-        "create",
-        "--validate=false",
-        "-f",
-        file.path().to_str().unwrap_or_default(),
-    ]);
+    create_all(server, items);
 }
 
 #[test]

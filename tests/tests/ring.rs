@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kubewasm_tests::host::{Host, apply, get_json, wait_for};
+use kubewasm_tests::host::{Host, apply, create_all, get_json, wait_for};
 use kubewasm_tests::{Apiserver, example_file, example_plugin};
 
 const FLAGS: [&str; 7] = [
@@ -27,7 +27,7 @@ fn start(server: &Apiserver) -> Host {
     Host::start(server, &plugins, &[], &FLAGS)
 }
 
-/// Creates MyApps `prefix-0` .. `prefix-{count-1}` with one `kubectl create`.
+/// Creates MyApps `prefix-0` .. `prefix-{count-1}`.
 fn myapps(server: &Apiserver, prefix: &str, count: usize) {
     let items: Vec<serde_json::Value> = (0..count)
         .map(|i| {
@@ -36,15 +36,7 @@ fn myapps(server: &Apiserver, prefix: &str, count: usize) {
                 "spec": {"replicas": 1, "image": "nginx:1.27", "port": 8080}})
         })
         .collect();
-    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
-    let file = tempfile::NamedTempFile::new().expect("temp file");
-    std::fs::write(file.path(), list.to_string()).expect("written");
-    server.ok(&[
-        "create",
-        "--validate=false",
-        "-f",
-        file.path().to_str().unwrap_or_default(),
-    ]);
+    create_all(server, items);
 }
 
 fn deployments(server: &Apiserver) -> usize {
@@ -53,8 +45,12 @@ fn deployments(server: &Apiserver) -> usize {
         .unwrap_or(0)
 }
 
-fn metric(host: &Host, name: &str) -> f64 {
-    host.metric(name).unwrap_or(0.0)
+/// Slots each replica holds now.
+fn slots_held(hosts: &[Host]) -> Vec<f64> {
+    hosts
+        .iter()
+        .map(|h| h.metric("kubewasm_shard_slots_held").unwrap_or(0.0))
+        .collect()
 }
 
 /// Every reconcile of a log: key → (start, end) intervals, in µs; one still
@@ -170,10 +166,7 @@ fn three_replicas_should_split_the_work_without_overlap_and_outlive_a_kill_and_a
         || deployments(&server) == COUNT,
     );
     // The slots are split, each held by exactly one replica.
-    let held: Vec<f64> = hosts
-        .iter()
-        .map(|h| metric(h, "kubewasm_shard_slots_held"))
-        .collect();
+    let held = slots_held(&hosts);
     assert_eq!(held.iter().sum::<f64>(), 32.0, "{held:?}");
     assert!(held.iter().all(|n| *n > 0.0), "{held:?}");
     let logs: Vec<Log> = hosts.iter().map(Log::of).collect();
@@ -208,13 +201,7 @@ fn three_replicas_should_split_the_work_without_overlap_and_outlive_a_kill_and_a
         &hosts[0],
         Duration::from_secs(30),
         String::new,
-        || {
-            hosts
-                .iter()
-                .map(|h| metric(h, "kubewasm_shard_slots_held"))
-                .sum::<f64>()
-                == 32.0
-        },
+        || slots_held(&hosts).iter().sum::<f64>() == 32.0,
     );
 
     // SIGSTOP one past its Lease, then resume it: it starts nothing before
@@ -242,14 +229,7 @@ fn three_replicas_should_split_the_work_without_overlap_and_outlive_a_kill_and_a
         &hosts[0],
         Duration::from_secs(60),
         String::new,
-        || {
-            hosts
-                .iter()
-                .map(|h| metric(h, "kubewasm_shard_slots_held"))
-                .collect::<Vec<_>>()
-                .iter()
-                .all(|n| *n > 0.0)
-        },
+        || slots_held(&hosts).iter().all(|n| *n > 0.0),
     );
     let mut logs: Vec<Log> = hosts.iter().map(Log::of).collect();
     logs.push(killed_log);
