@@ -149,15 +149,20 @@ fn assert_no_overlap(logs: &[Log]) -> Vec<usize> {
 }
 
 #[test]
-fn three_replicas_should_split_the_work_without_overlap_and_outlive_a_kill_and_a_stop() {
+fn a_ring_should_grow_split_the_work_without_overlap_and_outlive_a_kill_a_stop_and_a_leave() {
     const COUNT: usize = 120;
     let server = Apiserver::start_with(&["--simulate-workloads"]);
     apply(&server, &example_file("myapp", "crd.yaml"));
-    let mut hosts = vec![start(&server), start(&server), start(&server)];
+    // One replica takes every slot; two more join while it works (the ring
+    // grows 1 → 3 under load).
+    let mut hosts = vec![start(&server)];
+    hosts[0].wait_ready();
+    myapps(&server, "first", COUNT);
+    hosts.push(start(&server));
+    hosts.push(start(&server));
     for host in &hosts {
         host.wait_ready();
     }
-    myapps(&server, "first", COUNT);
     wait_for(
         "three replicas converge the MyApps",
         &hosts[0],
@@ -231,11 +236,34 @@ fn three_replicas_should_split_the_work_without_overlap_and_outlive_a_kill_and_a
         String::new,
         || slots_held(&hosts).iter().all(|n| *n > 0.0),
     );
-    let mut logs: Vec<Log> = hosts.iter().map(Log::of).collect();
-    logs.push(killed_log);
-    assert_no_overlap(&logs);
     assert!(
         hosts[1].log().contains("fenced"),
         "the stopped replica fenced itself"
     );
+
+    // SIGTERM one (the ring shrinks 2 → 1): it releases its slots and
+    // leaves, so the other takes them at once, well before a Lease expires.
+    let mut leaving = hosts.remove(1);
+    assert!(leaving.terminate().success(), "{}", leaving.log());
+    let left = Log::of(&leaving);
+    assert!(left.text.contains("left the ring"), "{}", left.text);
+    wait_for(
+        "the last replica holds every slot",
+        &hosts[0],
+        Duration::from_secs(5),
+        String::new,
+        || slots_held(&hosts).iter().sum::<f64>() == 32.0,
+    );
+    myapps(&server, "fourth", COUNT / 2);
+    wait_for(
+        "one replica converges the MyApps created after the others left",
+        &hosts[0],
+        Duration::from_secs(120),
+        || format!("{} deployments", deployments(&server)),
+        || deployments(&server) == 2 * COUNT + COUNT / 2,
+    );
+    let mut logs: Vec<Log> = hosts.iter().map(Log::of).collect();
+    logs.push(killed_log);
+    logs.push(left);
+    assert_no_overlap(&logs);
 }
