@@ -210,6 +210,8 @@ impl<T> Pool<T> {
         };
         state.busy += 1;
         drop(state);
+        // The wait is for the slot; dropping its last instance is not.
+        let waited = started.elapsed();
         let instance = match grant {
             Grant::Warm(instance) => Some(instance),
             // The slot's last instance goes before a new one comes.
@@ -221,7 +223,7 @@ impl<T> Pool<T> {
         Ok(Busy {
             instance,
             owner,
-            waited: started.elapsed(),
+            waited,
             pool: Arc::clone(self),
             released: false,
         })
