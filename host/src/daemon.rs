@@ -308,7 +308,7 @@ pub async fn run(
         })
     });
     let (shard, mut ring_events, ring_task) = match ring {
-        Some((ring, events, task)) => (Some(Arc::clone(ring.shard())), Some(events), Some(task)),
+        Some((shard, events, task)) => (Some(shard), Some(events), Some(task)),
         None => (None, None, None),
     };
     let mut engine = Engine::new(client, options.workers, leading_rx.clone())

@@ -46,7 +46,7 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
 use super::applier::{Applier, ApplyError};
-use super::informer::{Change, Handler, InformerKey, Informers, Store, Subscription};
+use super::informer::{Change, Handler, InformerKey, Informers, Subscription};
 use super::metrics::Metrics;
 use super::queue::{Backoff, Done, Key, Priority, WorkQueue};
 use super::ring::{InFlight, Shard};
@@ -54,8 +54,9 @@ use crate::cache::{Cache, CachedObject};
 use crate::declaration::Mapping;
 use crate::resource::{ObjectKey, ResourceType};
 use crate::runtime::{Plugin, Request};
-use crate::selector::Selector;
 use crate::step;
+
+pub use super::plugin_cache::InformerCache;
 
 /// How the engine runs a plugin.
 #[derive(Clone, Debug)]
@@ -214,7 +215,7 @@ impl Version {
         }
         Self {
             plugin,
-            cache: Arc::new(InformerCache { types }),
+            cache: Arc::new(InformerCache::new(types)),
             config,
             _subscriptions: subscriptions,
         }
@@ -656,91 +657,6 @@ impl Worker {
         metrics.reconciled(&name, "error", started.elapsed());
         tracing::warn!(error = %message, "reconcile failed; retrying with backoff");
         Done::Retry(message)
-    }
-}
-
-/// A plugin's view of the informer stores it subscribed to: the [`Cache`]
-/// its reads go through (the runtime's read rules filter it further by the
-/// plugin's grants). Per declared type (the primary first), its stores: one
-/// per namespace the plugin is confined to, or one for all.
-#[derive(Debug)]
-pub struct InformerCache {
-    types: Vec<Vec<Arc<Store>>>,
-}
-
-impl InformerCache {
-    /// The hash a primary is placed by in a ring: of its namespace, or of
-    /// its uid as cached. `None` for a primary placed by uid that is not in
-    /// the cache: no replica can place it by its key alone (its watch may
-    /// lag behind a child's, or it is gone), so none reconciles it; the
-    /// replica of its slot does when its own watch shows it.
-    fn hash_of(&self, key: &ObjectKey, shard: &Shard) -> Option<u64> {
-        use kubewasm_core::shard::{ShardField, fnv1a64};
-        match shard.field() {
-            ShardField::Namespace => Some(fnv1a64(
-                key.namespace.as_deref().unwrap_or_default().as_bytes(),
-            )),
-            ShardField::Uid => {
-                let object = self.primary().iter().find_map(|s| s.get(key))?;
-                let uid = object.value().pointer("/metadata/uid")?.as_str()?;
-                Some(fnv1a64(uid.as_bytes()))
-            }
-        }
-    }
-
-    /// Every store.
-    fn stores(&self) -> impl Iterator<Item = &Arc<Store>> {
-        self.types.iter().flatten()
-    }
-
-    /// The primary's stores.
-    fn primary(&self) -> &[Arc<Store>] {
-        self.types.first().map_or(&[], Vec::as_slice)
-    }
-
-    /// The stores of the first declared type that is `resource`, in
-    /// namespace order.
-    fn stores_of(&self, resource: &ResourceType) -> &[Arc<Store>] {
-        self.types
-            .iter()
-            .find(|stores| {
-                stores.first().is_some_and(|s| {
-                    let held = s.resource();
-                    held.group == resource.group
-                        && held.version == resource.version
-                        && held.kind == resource.kind
-                })
-            })
-            .map_or(&[], Vec::as_slice)
-    }
-}
-
-impl Cache for InformerCache {
-    fn get(&self, resource: &ResourceType, key: &ObjectKey) -> Option<Arc<CachedObject>> {
-        self.stores_of(resource)
-            .iter()
-            .filter(|s| {
-                s.namespace()
-                    .is_none_or(|ns| key.namespace.as_deref() == Some(ns))
-            })
-            .find_map(|s| s.get(key))
-    }
-
-    fn list(
-        &self,
-        resource: &ResourceType,
-        namespace: Option<&str>,
-        selector: &Selector,
-    ) -> Vec<Arc<CachedObject>> {
-        self.stores_of(resource)
-            .iter()
-            .filter(|s| {
-                s.namespace()
-                    .is_none_or(|ns| namespace.is_none_or(|n| n == ns))
-            })
-            .flat_map(|store| store.list(namespace))
-            .filter(|o| selector.matches(o.value()))
-            .collect()
     }
 }
 

@@ -30,6 +30,7 @@ pub mod informer;
 pub mod leader;
 pub mod listing;
 pub mod metrics;
+mod plugin_cache;
 pub mod queue;
 pub mod ring;
 pub mod serve;

@@ -334,20 +334,6 @@ impl Shard {
     }
 }
 
-/// The ring's handle: the shard the workers read, and the slots acquired
-/// (each to be listed) as they are.
-#[derive(Clone, Debug)]
-pub struct Ring {
-    shard: Arc<Shard>,
-}
-
-impl Ring {
-    /// The shard the workers read.
-    pub fn shard(&self) -> &Arc<Shard> {
-        &self.shard
-    }
-}
-
 /// What the ring loop tells the daemon.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RingEvent {
@@ -355,20 +341,21 @@ pub enum RingEvent {
     Acquired(u64),
 }
 
-/// Starts the ring: its handle, and the events of acquired slots.
+/// Starts the ring: the shard the workers read, the events of acquired
+/// slots, and the ring's task.
 pub fn start(
     client: kube::Client,
     config: RingConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> (
-    Ring,
+    Arc<Shard>,
     tokio::sync::mpsc::UnboundedReceiver<RingEvent>,
     tokio::task::JoinHandle<()>,
 ) {
     let shard = Arc::new(Shard::new(&config));
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let task = tokio::spawn(run(client, config, Arc::clone(&shard), tx, shutdown));
-    (Ring { shard }, rx, task)
+    (shard, rx, task)
 }
 
 /// What this replica saw of the member Leases.
