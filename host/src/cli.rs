@@ -112,6 +112,11 @@ enum Command {
         /// cluster: for benchmarks).
         #[arg(long, default_value_t = 0)]
         request_latency_ms: u64,
+        /// Serve KEP-5866 shard selectors (`shardSelector` on lists and
+        /// watches); `false` ignores them, as a server without the feature
+        /// does (the hosts then filter their shares themselves).
+        #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+        shard_selectors: bool,
     },
     /// Run every plugin in a directory as a controller against a cluster,
     /// until SIGTERM or Ctrl-C.
@@ -603,10 +608,12 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             simulate_workloads,
             data_dir,
             request_latency_ms,
+            shard_selectors,
         } => {
             let config = kubewasm_apiserver::api::ApiConfig {
                 simulate_workloads: simulate_workloads.then_some(Duration::from_secs(1)),
                 request_latency: Duration::from_millis(*request_latency_ms),
+                shard_selectors: *shard_selectors,
                 ..kubewasm_apiserver::api::ApiConfig::default()
             };
             return apiserver(*listen, kubeconfig_out, config, data_dir.as_deref());

@@ -61,7 +61,7 @@ use crate::engine::controller::Settings;
 use crate::engine::discovery::{self, DiscoveryError};
 use crate::engine::informer::InitialList;
 use crate::engine::leader::{self, LeaseConfig};
-use crate::engine::ring::{self, RingConfig, RingEvent};
+use crate::engine::ring::{self, RingConfig};
 use crate::engine::serve;
 use crate::engine::{Engine, LoadResult};
 use crate::loader::{Loaded, Loader, Loads, Prepared, Refused};
@@ -173,20 +173,8 @@ fn plugin_resources(
     ))
 }
 
-/// The next event of the ring, if this replica is in one.
-async fn ring_event(
-    events: Option<&mut tokio::sync::mpsc::UnboundedReceiver<RingEvent>>,
-) -> Option<RingEvent> {
-    match events {
-        Some(events) => events.recv().await,
-        None => std::future::pending().await,
-    }
-}
-
 /// What the daemon's loop does next.
 enum Next {
-    /// The ring gave this replica these slots: list their primaries.
-    Slots(u64),
     /// A directory plugin's load finished.
     File(String, Loaded<PluginFiles>),
     /// The directory changed.
@@ -307,10 +295,7 @@ pub async fn run(
             let _ = stopped.wait_for(|s| *s).await;
         })
     });
-    let (shard, mut ring_events, ring_task) = match ring {
-        Some((shard, events, task)) => (Some(shard), Some(events), Some(task)),
-        None => (None, None, None),
-    };
+    let (shard, ring_task) = ring.unzip();
     let mut engine = Engine::new(client, options.workers, leading_rx.clone())
         .with_initial_list(options.initial_list);
     if let Some(shard) = &shard {
@@ -365,7 +350,6 @@ pub async fn run(
                 Next::Rescan
             }
             next = resource_event(resources.as_mut()) => next,
-            Some(RingEvent::Acquired(slots)) = ring_event(ring_events.as_mut()) => Next::Slots(slots),
             _ = tick.tick() => Next::Tick,
         };
         match next {
@@ -383,7 +367,6 @@ pub async fn run(
                     resources.sync(&mut engine).await;
                 }
             }
-            Next::Slots(slots) => engine.list_slots(slots),
             Next::Tick => {
                 rescan(&mut loader, &mut loads, &mut engine).await;
                 if let Some(resources) = resources.as_mut() {

@@ -1,9 +1,11 @@
 //! Sharding across replicas: three real `kubewasm run --sharding` processes
-//! against the embedded API server split the MyApps between them, a
-//! replica SIGKILLed or SIGSTOPped loses its slots to the others, and no key
-//! is ever reconciled by two replicas at overlapping times (checked from
-//! every replica's log of each reconcile's start and end). `RING_LOGS=DIR`
-//! keeps the replicas' logs there.
+//! against the embedded API server split the MyApps between them, each
+//! caching its share only, a replica SIGKILLed or SIGSTOPped loses its slots
+//! to the others, and no key is ever reconciled by two replicas at
+//! overlapping times (checked from every replica's log of each reconcile's
+//! start and end). Once with the server's shard selectors, once with them
+//! off (the server ignores them, the replicas filter their shares
+//! themselves). `RING_LOGS=DIR` keeps the replicas' logs there.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -51,6 +53,14 @@ fn slots_held(hosts: &[Host]) -> Vec<f64> {
         .iter()
         .map(|h| h.metric("kubewasm_shard_slots_held").unwrap_or(0.0))
         .collect()
+}
+
+/// MyApps in a replica's primary store: its share.
+fn share_held(host: &Host) -> f64 {
+    host.metric(
+        r#"kubewasm_informer_objects{resource="example.com/v1 MyApp",namespace="",selector="",shard="uid"}"#,
+    )
+    .unwrap_or(0.0)
 }
 
 /// Every reconcile of a log: key → (start, end) intervals, in µs; one still
@@ -150,8 +160,22 @@ fn assert_no_overlap(logs: &[Log]) -> Vec<usize> {
 
 #[test]
 fn a_ring_should_grow_split_the_work_without_overlap_and_outlive_a_kill_a_stop_and_a_leave() {
-    const COUNT: usize = 120;
-    let server = Apiserver::start_with(&["--simulate-workloads"]);
+    ring(&["--simulate-workloads"], "the server filters by shardSelector");
+}
+
+#[test]
+fn a_ring_should_do_the_same_filtering_its_shares_itself_when_the_server_ignores_selectors() {
+    ring(
+        &["--simulate-workloads", "--shard-selectors", "false"],
+        "the server ignores shardSelector; filtered in the host",
+    );
+}
+
+/// The whole story against a server started with `server_flags`; each
+/// replica logs `filtering` of its primary's informer.
+fn ring(server_flags: &[&str], filtering: &str) {
+    const COUNT: usize = 3_000;
+    let server = Apiserver::start_with(server_flags);
     apply(&server, &example_file("myapp", "crd.yaml"));
     // One replica takes every slot; two more join while it works (the ring
     // grows 1 → 3 under load).
@@ -166,14 +190,29 @@ fn a_ring_should_grow_split_the_work_without_overlap_and_outlive_a_kill_a_stop_a
     wait_for(
         "three replicas converge the MyApps",
         &hosts[0],
-        Duration::from_secs(180),
+        Duration::from_secs(300),
         || format!("{} deployments", deployments(&server)),
         || deployments(&server) == COUNT,
     );
-    // The slots are split, each held by exactly one replica.
+    // The slots are split, each held by exactly one replica, and each
+    // replica caches the MyApps of its slots only.
     let held = slots_held(&hosts);
     assert_eq!(held.iter().sum::<f64>(), 32.0, "{held:?}");
     assert!(held.iter().all(|n| *n > 0.0), "{held:?}");
+    wait_for(
+        "each replica's primary store holds its share",
+        &hosts[0],
+        Duration::from_secs(30),
+        || format!("{:?}", hosts.iter().map(share_held).collect::<Vec<_>>()),
+        || {
+            let shares: Vec<f64> = hosts.iter().map(share_held).collect();
+            shares.iter().sum::<f64>() == COUNT as f64
+                && shares.iter().all(|n| *n > 0.0 && *n < COUNT as f64)
+        },
+    );
+    for host in &hosts {
+        assert!(host.log().contains(filtering), "{}", host.log());
+    }
     let logs: Vec<Log> = hosts.iter().map(Log::of).collect();
     let counts = assert_no_overlap(&logs);
     assert!(
@@ -181,7 +220,9 @@ fn a_ring_should_grow_split_the_work_without_overlap_and_outlive_a_kill_a_stop_a
         "every replica worked: {counts:?}"
     );
 
-    // SIGKILL one: its slots move to the others once its Lease expires.
+    // SIGKILL one while the ring works (3 → 2 under load): its slots move
+    // to the others once its Lease expires.
+    myapps(&server, "second", COUNT / 2);
     let killed = hosts.remove(0);
     let killed_log = {
         let mut killed = killed;
@@ -193,20 +234,20 @@ fn a_ring_should_grow_split_the_work_without_overlap_and_outlive_a_kill_a_stop_a
             until,
         }
     };
-    myapps(&server, "second", COUNT / 2);
-    wait_for(
-        "two replicas converge the MyApps created after the kill",
-        &hosts[0],
-        Duration::from_secs(120),
-        || format!("{} deployments", deployments(&server)),
-        || deployments(&server) == COUNT + COUNT / 2,
-    );
+    // Within the Lease's duration (6 s) and the margin of a few rounds.
     wait_for(
         "the survivors hold every slot",
         &hosts[0],
-        Duration::from_secs(30),
-        String::new,
+        Duration::from_secs(12),
+        || format!("{:?}", slots_held(&hosts)),
         || slots_held(&hosts).iter().sum::<f64>() == 32.0,
+    );
+    wait_for(
+        "two replicas converge the MyApps created before the kill",
+        &hosts[0],
+        Duration::from_secs(180),
+        || format!("{} deployments", deployments(&server)),
+        || deployments(&server) == COUNT + COUNT / 2,
     );
 
     // SIGSTOP one past its Lease, then resume it: it starts nothing before
@@ -225,7 +266,7 @@ fn a_ring_should_grow_split_the_work_without_overlap_and_outlive_a_kill_a_stop_a
     wait_for(
         "the MyApps created while one replica was stopped converge",
         &hosts[0],
-        Duration::from_secs(120),
+        Duration::from_secs(180),
         || format!("{} deployments", deployments(&server)),
         || deployments(&server) == 2 * COUNT,
     );
@@ -258,7 +299,7 @@ fn a_ring_should_grow_split_the_work_without_overlap_and_outlive_a_kill_a_stop_a
     wait_for(
         "one replica converges the MyApps created after the others left",
         &hosts[0],
-        Duration::from_secs(120),
+        Duration::from_secs(180),
         || format!("{} deployments", deployments(&server)),
         || deployments(&server) == 2 * COUNT + COUNT / 2,
     );

@@ -97,7 +97,7 @@ impl Api {
                 "the server does not allow this method on the requested resource (deletecollection namespaces)",
             ));
         }
-        let filter = Filter::from_query(&request.query, &info.plural)?;
+        let filter = Filter::from_query(&request.query, &info.plural, self.config.shard_selectors)?;
         let options = DeleteOptions::of(request)?;
         let snapshot = self.store.list(
             &info.storage_key(),

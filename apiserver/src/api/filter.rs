@@ -129,9 +129,12 @@ pub(super) struct Filter {
 }
 
 impl Filter {
+    /// The selectors of a request's query; `shard_selectors` off, its
+    /// `shardSelector` is ignored (as a server without KEP-5866 ignores it).
     pub(super) fn from_query(
         query: &HashMap<String, String>,
         plural: &str,
+        shard_selectors: bool,
     ) -> Result<Self, ApiError> {
         let labels = Selector::parse(query.get("labelSelector").map_or("", String::as_str))
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
@@ -141,7 +144,7 @@ impl Filter {
         )?;
         let shard = query
             .get("shardSelector")
-            .filter(|s| !s.is_empty())
+            .filter(|s| shard_selectors && !s.is_empty())
             .map(|s| {
                 s.parse::<ShardSelector>()
                     .map_err(|e| ApiError::bad_request(format!("invalid shardSelector: {e}")))
@@ -202,7 +205,7 @@ mod tests {
                 "shardSelector".to_owned(),
                 format!("shardRange(object.metadata.uid,{range})"),
             )]);
-            Filter::from_query(&query, "configmaps").expect("valid")
+            Filter::from_query(&query, "configmaps", true).expect("valid")
         };
         let (low, high) = (
             half("'0x0','0x8000000000000000'"),
@@ -230,10 +233,14 @@ mod tests {
             "shardSelector".to_owned(),
             "shardRange(spec.x,'0x0','0x1')".to_owned(),
         )]);
-        let error = Filter::from_query(&bad, "configmaps")
+        let error = Filter::from_query(&bad, "configmaps", true)
             .err()
             .expect("refused");
         assert!(format!("{error:?}").contains("spec.x"), "{error:?}");
+        // Served off, the parameter is ignored, malformed or not.
+        let off = Filter::from_query(&bad, "configmaps", false).expect("ignored");
+        assert!(off.shard_info().is_none());
+        assert!(objects.iter().all(|o| off.matches(o)));
     }
 
     #[test]

@@ -100,6 +100,9 @@ pub struct ApiConfig {
     /// Added to every request before it is answered, so that a client on
     /// this machine is bound by round trips as one of a remote cluster is.
     pub request_latency: Duration,
+    /// Serve KEP-5866's `shardSelector` on lists and watches; off, the
+    /// parameter is ignored, as by a server without the feature.
+    pub shard_selectors: bool,
 }
 
 impl Default for ApiConfig {
@@ -111,6 +114,7 @@ impl Default for ApiConfig {
             max_watches: 4096,
             max_watches_per_user: 1024,
             request_latency: Duration::ZERO,
+            shard_selectors: true,
         }
     }
 }

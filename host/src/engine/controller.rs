@@ -50,6 +50,7 @@ use super::informer::{Change, Handler, InformerKey, Informers, Subscription};
 use super::metrics::Metrics;
 use super::queue::{Backoff, Done, Key, Priority, WorkQueue};
 use super::ring::{InFlight, Shard};
+use kubewasm_core::shard::ShardField;
 use crate::cache::{Cache, CachedObject};
 use crate::declaration::Mapping;
 use crate::resource::{ObjectKey, ResourceType};
@@ -185,7 +186,14 @@ impl Version {
         let namespaces = plugin.grants().namespaces();
         let mut subscriptions = Vec::new();
         let mut types = Vec::new();
+        // In a ring, the primary's store holds this replica's share; placed
+        // by namespace, so do the stores of namespaced secondaries.
+        let field = shared.shard.as_ref().map(|shard| shard.field());
         let mut subscribe = |resource: &ResourceType, selector: &str, handler: Handler| {
+            let primary = types.is_empty();
+            let shard = field.filter(|field| {
+                primary || (*field == ShardField::Namespace && resource.namespaced)
+            });
             let stores = scopes(resource, namespaces)
                 .into_iter()
                 .map(|namespace| {
@@ -193,6 +201,7 @@ impl Version {
                         resource: resource.clone(),
                         namespace,
                         selector: selector.to_owned(),
+                        shard,
                     };
                     let subscription = shared.informers.subscribe(&key, Arc::clone(&handler));
                     let store = Arc::clone(subscription.store());
@@ -329,27 +338,6 @@ impl Controller {
     /// The plugin's name.
     pub fn name(&self) -> &str {
         &self.name
-    }
-
-    /// Lists every primary of `slots` in the queue (slots a replica just
-    /// acquired: their primaries were another's to reconcile).
-    pub fn list_slots(&self, slots: u64, shard: Option<&Shard>) {
-        let Some(shard) = shard else { return };
-        let version = self.current.get();
-        for key in version
-            .cache
-            .primary()
-            .iter()
-            .flat_map(|store| store.keys())
-        {
-            if version
-                .cache
-                .hash_of(&key, shard)
-                .is_some_and(|hash| Shard::in_slots(hash, slots))
-            {
-                self.queue.add_listed(key);
-            }
-        }
     }
 
     /// Whether every informer this plugin reads has listed once.

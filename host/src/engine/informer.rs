@@ -28,6 +28,19 @@
 //!   controller-runtime's priority queue does with its initial list).
 //! - [`Store::synced`] turns true once the first list is complete and
 //!   stays true.
+//!
+//! # Shares
+//! In a ring, the informer of a key with a [`InformerKey::shard`] holds the
+//! replica's share only: the objects of the slots it holds ([`Share`]),
+//! asked of the server as a `shardSelector` when it serves them (checked
+//! once: a list with the selector echoes it in `metadata.shardInfo`), and
+//! filtered in the host by the same rule in any case. When the slots change
+//! the informer lists again under the new share: the objects new to the
+//! store are [`Change::Listed`] (a replica that acquired a slot is shown
+//! every primary of it), those that left the share leave the store without
+//! a word (they were not deleted: another replica holds them now), and
+//! those deleted meanwhile are [`Change::Deleted`]. An empty share is an
+//! empty store, listed.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
@@ -43,7 +56,10 @@ use tokio::sync::watch;
 
 use super::listing::Keys;
 use super::queue::Key;
+use super::ring::Shard;
+use super::share::{self, Share};
 use crate::cache::CachedObject;
+use kubewasm_core::shard::ShardField;
 use crate::resource::{ObjectKey, ResourceType};
 
 /// How an informer gets its first list (and every relist).
@@ -74,6 +90,9 @@ pub struct InformerKey {
     pub namespace: Option<String>,
     /// The label selector, as the API server takes it.
     pub selector: String,
+    /// In a ring, what the objects are placed by: the store holds this
+    /// replica's share only. `None`: every object.
+    pub shard: Option<ShardField>,
 }
 
 /// A change an informer saw, after its store applied it: the object's key
@@ -249,6 +268,7 @@ impl Drop for Informer {
 pub struct Informers {
     client: kube::Client,
     initial_list: InitialList,
+    shard: Option<Arc<Shard>>,
     running: Arc<Mutex<HashMap<InformerKey, Weak<Informer>>>>,
     next_id: Arc<AtomicU64>,
 }
@@ -283,6 +303,7 @@ impl Informers {
         Self {
             client,
             initial_list: InitialList::default(),
+            shard: None,
             running: Arc::default(),
             next_id: Arc::new(AtomicU64::new(1)),
         }
@@ -293,6 +314,14 @@ impl Informers {
     #[must_use]
     pub fn with_initial_list(mut self, initial_list: InitialList) -> Self {
         self.initial_list = initial_list;
+        self
+    }
+
+    /// Informers whose sharded keys hold the share of the slots `shard`
+    /// holds (for informers started from now on).
+    #[must_use]
+    pub fn with_shard(mut self, shard: Arc<Shard>) -> Self {
+        self.shard = Some(shard);
         self
     }
 
@@ -350,11 +379,6 @@ impl Informers {
     fn start(&self, key: &InformerKey) -> Informer {
         let store = Arc::new(Store::new(key.resource.clone(), key.namespace.clone()));
         let handlers: Arc<RwLock<HashMap<u64, Handler>>> = Arc::default();
-        let resource = api_resource(&key.resource);
-        let api: Api<DynamicObject> = match &key.namespace {
-            Some(namespace) => Api::namespaced_with(self.client.clone(), namespace, &resource),
-            None => Api::all_with(self.client.clone(), &resource),
-        };
         let mut config = watcher::Config::default();
         if self.initial_list == InitialList::Streaming {
             config = config.streaming_lists();
@@ -362,9 +386,18 @@ impl Informers {
         if !key.selector.is_empty() {
             config = config.labels(&key.selector);
         }
-        let task = tokio::spawn(run(
-            api,
+        let source = Source {
+            client: self.client.clone(),
+            resource: api_resource(&key.resource),
+            namespace: key.namespace.clone(),
             config,
+            slots: key
+                .shard
+                .zip(self.shard.as_ref())
+                .map(|(field, shard)| (field, shard.slots())),
+        };
+        let task = tokio::spawn(run(
+            source,
             Arc::clone(&store),
             Arc::clone(&handlers),
             key.clone(),
@@ -373,6 +406,43 @@ impl Informers {
             store,
             handlers,
             task,
+        }
+    }
+}
+
+/// What an informer's task watches.
+struct Source {
+    client: kube::Client,
+    resource: ApiResource,
+    namespace: Option<String>,
+    config: watcher::Config,
+    /// Sharded: the field objects are placed by, and the slots held.
+    slots: Option<(ShardField, watch::Receiver<u64>)>,
+}
+
+impl Source {
+    fn api(&self, client: kube::Client) -> Api<DynamicObject> {
+        match &self.namespace {
+            Some(namespace) => Api::namespaced_with(client, namespace, &self.resource),
+            None => Api::all_with(client, &self.resource),
+        }
+    }
+
+    /// The share to hold now; `None`: not sharded.
+    fn share(&mut self) -> Option<Share> {
+        self.slots
+            .as_mut()
+            .map(|(field, slots)| Share::new(*field, *slots.borrow_and_update()))
+    }
+
+    /// Until the slots held change (never, not sharded).
+    async fn reshard(&mut self) {
+        let changed = match self.slots.as_mut() {
+            Some((_, slots)) => slots.changed().await.is_ok(),
+            None => false,
+        };
+        if !changed {
+            std::future::pending::<()>().await;
         }
     }
 }
@@ -388,16 +458,99 @@ pub(crate) fn api_resource(resource: &ResourceType) -> ApiResource {
     }
 }
 
-/// The informer's task: the watch, into the store, out to the handlers.
+/// The informer's task: the watch, into the store, out to the handlers;
+/// sharded, watched again under each new share.
 async fn run(
-    api: Api<DynamicObject>,
-    config: watcher::Config,
+    mut source: Source,
     store: Arc<Store>,
     handlers: Arc<RwLock<HashMap<u64, Handler>>>,
     key: InformerKey,
 ) {
-    let notify = |change: Change<'_>| {
-        let handlers: Vec<Handler> = handlers
+    let mut feed = Feed {
+        listing: Arc::clone(&store) as _,
+        store,
+        handlers,
+        relist: None,
+        share: None,
+        reshard: false,
+    };
+    // Whether the server filters by a shard selector; `None`: not asked yet
+    // (or the question failed: asked again at the next share).
+    let mut served: Option<bool> = None;
+    loop {
+        feed.share = source.share();
+        let client = match feed.share.as_ref().map(Share::selector) {
+            None => source.client.clone(),
+            Some(None) => {
+                feed.empty();
+                source.reshard().await;
+                feed.reshard = true;
+                continue;
+            }
+            Some(Some(selector)) => {
+                let sharded = share::client_with(&source.client, selector);
+                if served.is_none() {
+                    served = match share::served(&sharded, source.api(sharded.clone()).resource_url()).await {
+                        Ok(served) => {
+                            tracing::info!(resource = %key.resource, served,
+                                "informer share: {}", if served {
+                                    "the server filters by shardSelector"
+                                } else {
+                                    "the server ignores shardSelector; filtered in the host"
+                                });
+                            Some(served)
+                        }
+                        Err(error) => {
+                            tracing::warn!(resource = %key.resource, %error,
+                                "could not ask whether the server serves shardSelector; filtered in the host");
+                            None
+                        }
+                    };
+                }
+                if served == Some(true) { sharded } else { source.client.clone() }
+            }
+        };
+        let mut stream = watcher::watcher(source.api(client), source.config.clone())
+            .default_backoff()
+            .boxed();
+        loop {
+            tokio::select! {
+                event = stream.next() => match event {
+                    Some(Ok(event)) => feed.event(event),
+                    Some(Err(error)) => {
+                        feed.store.restarts.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(resource = %key.resource, namespace = ?key.namespace,
+                            selector = %key.selector, %error,
+                            "watch failed; retrying with backoff");
+                    }
+                    None => return,
+                },
+                () = source.reshard() => {
+                    feed.reshard = true;
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// An informer's store and handlers, fed the watch's events.
+struct Feed {
+    store: Arc<Store>,
+    listing: Arc<dyn Keys>,
+    handlers: Arc<RwLock<HashMap<u64, Handler>>>,
+    /// The objects of a list under way.
+    relist: Option<Objects>,
+    /// Sharded: the share held.
+    share: Option<Share>,
+    /// Whether the list under way follows a new share.
+    reshard: bool,
+}
+
+impl Feed {
+    fn notify(&self, change: Change<'_>) {
+        let handlers: Vec<Handler> = self
+            .handlers
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .values()
@@ -406,77 +559,100 @@ async fn run(
         for handler in handlers {
             handler(change);
         }
-    };
-    let listing: Arc<dyn Keys> = Arc::clone(&store) as _;
-    let mut relist: Option<Objects> = None;
-    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
-    while let Some(event) = stream.next().await {
-        let event = match event {
-            Ok(event) => event,
-            Err(error) => {
-                store.restarts.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(resource = %key.resource, namespace = ?key.namespace,
-                    selector = %key.selector, %error,
-                    "watch failed; retrying with backoff");
-                continue;
-            }
-        };
+    }
+
+    fn admits(&self, object: &DynamicObject) -> bool {
+        self.share.as_ref().is_none_or(|s| s.admits_object(object))
+    }
+
+    /// An empty share: nothing held, nothing said, listed.
+    fn empty(&mut self) {
+        self.relist = None;
+        self.store.write().clear();
+        self.store.synced.send_replace(true);
+    }
+
+    fn event(&mut self, event: Event<DynamicObject>) {
         match event {
-            Event::Init => relist = Some(Objects::new()),
+            Event::Init => self.relist = Some(Objects::new()),
             Event::InitApply(object) => {
-                if let (Some(buffer), Some((okey, cached))) = (relist.as_mut(), cached(object)) {
+                if !self.admits(&object) {
+                    return;
+                }
+                if let (Some(buffer), Some((okey, cached))) = (self.relist.as_mut(), cached(object)) {
                     buffer.insert(okey, cached);
                 }
             }
-            Event::InitDone => {
-                let Some(fresh) = relist.take() else { continue };
-                let first = !store.synced();
-                // Handlers hear of what is new or changed (by
-                // resourceVersion) and of what is gone, once the store has it.
-                let (changed, gone) = {
-                    let mut objects = store.write();
-                    let old = std::mem::replace(&mut *objects, fresh);
-                    let changed: Vec<(Key, Arc<CachedObject>)> = objects
-                        .iter()
-                        .filter(|(k, o)| old.get(*k).is_none_or(|was| version(was) != version(o)))
-                        .map(|(k, o)| (Arc::clone(k), Arc::clone(o)))
-                        .collect();
-                    let gone: Vec<(Key, Arc<CachedObject>)> = old
-                        .into_iter()
-                        .filter(|(k, _)| !objects.contains_key(k))
-                        .collect();
-                    (changed, gone)
-                };
-                changed.iter().for_each(|(k, o)| {
-                    notify(if first {
-                        Change::Listed(k, o, &listing)
-                    } else {
-                        Change::Applied(k, o)
-                    });
-                });
-                gone.iter().for_each(|(k, o)| notify(Change::Deleted(k, o)));
-                store.synced.send_replace(true);
-                tracing::debug!(resource = %key.resource, objects = store.len(), "informer listed");
-            }
+            Event::InitDone => self.listed(),
             Event::Apply(object) => {
+                if !self.admits(&object) {
+                    return;
+                }
                 if let Some((okey, cached)) = cached(object) {
                     // An update keeps the key the store (and queues) hold.
                     let okey = {
-                        let mut objects = store.write();
+                        let mut objects = self.store.write();
                         let okey = objects.remove_entry(&*okey).map_or(okey, |(held, _)| held);
                         objects.insert(Arc::clone(&okey), Arc::clone(&cached));
                         okey
                     };
-                    notify(Change::Applied(&okey, &cached));
+                    self.notify(Change::Applied(&okey, &cached));
                 }
             }
             Event::Delete(object) => {
+                if !self.admits(&object) {
+                    return;
+                }
                 if let Some((okey, cached)) = cached(object) {
-                    let held = store.write().remove_entry(&*okey).map(|(k, _)| k);
-                    notify(Change::Deleted(&held.unwrap_or(okey), &cached));
+                    let held = self.store.write().remove_entry(&*okey).map(|(k, _)| k);
+                    self.notify(Change::Deleted(&held.unwrap_or(okey), &cached));
                 }
             }
         }
+    }
+
+    /// A list is complete: the store replaced in one step, then the
+    /// handlers told what is new (listed, after the first list or a new
+    /// share), changed (by resourceVersion) or deleted.
+    fn listed(&mut self) {
+        let Some(fresh) = self.relist.take() else {
+            return;
+        };
+        let listing = !self.store.synced() || std::mem::take(&mut self.reshard);
+        let (new, changed, gone) = {
+            let mut objects = self.store.write();
+            let old = std::mem::replace(&mut *objects, fresh);
+            let (mut new, mut changed) = (Vec::new(), Vec::new());
+            for (k, o) in objects.iter() {
+                match old.get(k) {
+                    None => new.push((Arc::clone(k), Arc::clone(o))),
+                    Some(was) if version(was) != version(o) => {
+                        changed.push((Arc::clone(k), Arc::clone(o)));
+                    }
+                    Some(_) => {}
+                }
+            }
+            // What left the share was not deleted: another replica has it.
+            let gone: Vec<(Key, Arc<CachedObject>)> = old
+                .into_iter()
+                .filter(|(k, o)| {
+                    !objects.contains_key(k)
+                        && self.share.as_ref().is_none_or(|s| s.admits_value(o.value()))
+                })
+                .collect();
+            (new, changed, gone)
+        };
+        for (k, o) in &new {
+            self.notify(if listing {
+                Change::Listed(k, o, &self.listing)
+            } else {
+                Change::Applied(k, o)
+            });
+        }
+        changed.iter().for_each(|(k, o)| self.notify(Change::Applied(k, o)));
+        gone.iter().for_each(|(k, o)| self.notify(Change::Deleted(k, o)));
+        self.store.synced.send_replace(true);
+        tracing::debug!(resource = %self.store.resource, objects = self.store.len(), "informer listed");
     }
 }
 
@@ -548,6 +724,7 @@ mod tests {
             },
             namespace: None,
             selector: String::new(),
+            shard: None,
         }
     }
 

@@ -13,6 +13,7 @@
 //! | `kubewasm_shard_slots_held` | | with `--sharding`: slots of the hash space this replica holds now |
 //! | `kubewasm_shard_members` | | with `--sharding`: live members of the ring this replica sees |
 //! | `kubewasm_shard_handovers_total` | | with `--sharding`: slots this replica acquired |
+//! | `kubewasm_shard_handover_seconds` | | with `--sharding`: per slot acquired, from the first round this replica saw it should be its own (the previous holder released it, or its Lease expired, meanwhile) to its acquisition (histogram) |
 //! | `kubewasm_guest_memory_bytes` | plugin | linear memory of the instance that ran the plugin's last call (a high-water mark: Wasm memory never shrinks) |
 //! | `kubewasm_plugin_info` | plugin, digest | 1 for the component each plugin runs now (`sha256:` of its bytes) |
 //! | `kubewasm_plugin_loads_total` | plugin, result | loads of the plugin directory's plugins and of plugin resources: `loaded`, `swapped` (a new version in place), `optimized` (its optimized code in place of its baseline code), `refused` (the running version, if any, keeps serving), `removed` |
@@ -21,7 +22,7 @@
 //! | `kubewasm_workqueue_queue_duration_seconds` | plugin | how long a ready key waited for a worker (histogram) |
 //! | `kubewasm_workqueue_retries_total` | plugin | keys retried after a failure |
 //! | `kubewasm_workqueue_retry_backoff_seconds` | plugin | the backoff each retry waits (histogram: per-key doubling shows as higher buckets filling) |
-//! | `kubewasm_informer_objects` | resource, namespace, selector | objects per informer store |
+//! | `kubewasm_informer_objects` | resource, namespace, selector, shard | objects per informer store (`shard`: with `--sharding`, `uid` or `namespace` for a store holding this replica's share, else empty) |
 //! | `kubewasm_informer_watch_restarts_total` | resource, namespace, selector | watch errors survived |
 //!
 //! Gauges that mirror state (queue depth, informer objects) are read when
@@ -31,6 +32,7 @@
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
+use kubewasm_core::shard::ShardField;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -78,6 +80,9 @@ struct InformerLabel {
     /// The one namespace watched; empty: every namespace.
     namespace: String,
     selector: String,
+    /// In a ring, what a store of this replica's share is placed by
+    /// (`uid`, `namespace`); empty: every object.
+    shard: String,
 }
 
 fn seconds() -> Histogram {
@@ -105,7 +110,8 @@ pub struct Metrics {
     runtime: Mutex<Option<Runtime>>,
     shard_held: Gauge,
     shard_members: Gauge,
-    shard_handovers: Gauge,
+    shard_handovers: Counter,
+    shard_handover_time: Histogram,
     shard: Mutex<Option<Arc<Shard>>>,
     guest_memory: Family<PluginLabel, Gauge>,
     plugin_loads: Family<ResultLabel, Counter>,
@@ -176,7 +182,8 @@ impl Default for Metrics {
             instances.clone(),
         );
         let (shard_held, shard_members, shard_handovers) =
-            (Gauge::default(), Gauge::default(), Gauge::default());
+            (Gauge::default(), Gauge::default(), Counter::default());
+        let shard_handover_time = seconds();
         registry.register(
             "shard_slots_held",
             "Slots of the hash space this replica holds",
@@ -188,9 +195,14 @@ impl Default for Metrics {
             shard_members.clone(),
         );
         registry.register(
-            "shard_handovers_total",
+            "shard_handovers",
             "Slots this replica acquired",
             shard_handovers.clone(),
+        );
+        registry.register(
+            "shard_handover_seconds",
+            "From when this replica saw a slot should be its own to its acquisition",
+            shard_handover_time.clone(),
         );
         registry.register(
             "guest_memory_bytes",
@@ -248,6 +260,7 @@ impl Default for Metrics {
             shard_held,
             shard_members,
             shard_handovers,
+            shard_handover_time,
             shard: Mutex::default(),
             guest_memory,
             plugin_loads,
@@ -283,6 +296,7 @@ impl Metrics {
 
     /// Shows `shard`'s slots, members and handovers.
     pub(super) fn watch_shard(&self, shard: &Arc<Shard>) {
+        shard.record_handovers(self.shard_handover_time.clone());
         *self.shard.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(shard));
     }
 
@@ -455,6 +469,11 @@ impl Metrics {
                 resource: key.resource.to_string(),
                 namespace: key.namespace.clone().unwrap_or_default(),
                 selector: key.selector.clone(),
+                shard: match key.shard {
+                    None => String::new(),
+                    Some(ShardField::Uid) => "uid".to_owned(),
+                    Some(ShardField::Namespace) => "namespace".to_owned(),
+                },
             };
             self.informer_objects
                 .get_or_create(&label)
@@ -486,7 +505,9 @@ impl Metrics {
             self.shard_held
                 .set(gauge(u64::from(shard.held().count_ones())));
             self.shard_members.set(gauge(shard.members() as u64));
-            self.shard_handovers.set(gauge(shard.handovers()));
+            // A mirror of the ring's count, which only grows.
+            self.shard_handovers
+                .inc_by(shard.handovers().saturating_sub(self.shard_handovers.get()));
         }
         let mut text = String::new();
         // Writing to a String cannot fail.

@@ -33,6 +33,7 @@ pub mod metrics;
 mod plugin_cache;
 pub mod queue;
 pub mod ring;
+pub mod share;
 pub mod serve;
 
 use std::sync::Arc;
@@ -106,16 +107,9 @@ impl Engine {
     #[must_use]
     pub fn with_shard(mut self, shard: Arc<ring::Shard>) -> Self {
         self.shared.metrics.watch_shard(&shard);
+        self.shared.informers = self.shared.informers.with_shard(Arc::clone(&shard));
         self.shared.shard = Some(shard);
         self
-    }
-
-    /// Shows every plugin the primaries of `slots` (just acquired by this
-    /// replica): level-triggered after a move.
-    pub fn list_slots(&self, slots: u64) {
-        for controller in &self.controllers {
-            controller.list_slots(slots, self.shared.shard.as_deref());
-        }
     }
 
     /// An engine whose informers get their lists as `initial_list` says;

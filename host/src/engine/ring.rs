@@ -35,8 +35,11 @@
 //! - A slot moves only after its previous holder released it, or after the
 //!   previous holder's member Lease expired (`lease_duration` > its
 //!   `renew_deadline`, after which it starts nothing).
-//! - A replica that acquires a slot is shown every primary of it (a listing,
-//!   as at start): level-triggered after a move.
+//! - The slots held are told to the informers once per round
+//!   ([`Shard::slots`]): the store of a sharded type holds the objects of
+//!   those slots only ([`super::share`]), and its informer lists again when
+//!   they change, so a replica that acquires a slot is shown every primary
+//!   of it (a listing, as at start): level-triggered after a move.
 //! - Keys of slots this replica does not hold are dropped from its queues:
 //!   their holder has them, or will list them when it acquires the slot.
 //!
@@ -196,6 +199,12 @@ pub struct Shard {
     identity: String,
     handovers: AtomicU64,
     members: AtomicUsize,
+    /// The held slots as the informers last heard of them (see
+    /// [`Shard::slots`]).
+    slots: tokio::sync::watch::Sender<u64>,
+    /// Where the durations of handovers go: from the first round this
+    /// replica saw a slot should be its own to its acquisition.
+    handover_time: std::sync::OnceLock<prometheus_client::metrics::histogram::Histogram>,
 }
 
 /// A step started for a slot: in flight until dropped.
@@ -240,7 +249,28 @@ impl Shard {
             identity: config.identity.clone(),
             handovers: AtomicU64::new(0),
             members: AtomicUsize::new(0),
+            slots: tokio::sync::watch::Sender::new(0),
+            handover_time: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Records the duration of each handover to this replica in
+    /// `histogram` (from the first call on).
+    pub fn record_handovers(&self, histogram: prometheus_client::metrics::histogram::Histogram) {
+        let _ = self.handover_time.set(histogram);
+    }
+
+    /// The slots held, told once per ring round that changed them: what
+    /// the informers of sharded types hold ([`super::share`]). A fence
+    /// empties it; caching, unlike starting steps, needs no renewal.
+    pub fn slots(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.slots.subscribe()
+    }
+
+    /// Tells the informers the slots held now.
+    fn publish(&self) {
+        let held = self.held.load(Ordering::SeqCst);
+        self.slots.send_if_modified(|told| std::mem::replace(told, held) != held);
     }
 
     /// What a primary is placed by.
@@ -334,28 +364,16 @@ impl Shard {
     }
 }
 
-/// What the ring loop tells the daemon.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RingEvent {
-    /// These slots were acquired: list their primaries.
-    Acquired(u64),
-}
-
-/// Starts the ring: the shard the workers read, the events of acquired
-/// slots, and the ring's task.
+/// Starts the ring: the shard the workers and informers read, and the
+/// ring's task.
 pub fn start(
     client: kube::Client,
     config: RingConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> (
-    Arc<Shard>,
-    tokio::sync::mpsc::UnboundedReceiver<RingEvent>,
-    tokio::task::JoinHandle<()>,
-) {
+) -> (Arc<Shard>, tokio::task::JoinHandle<()>) {
     let shard = Arc::new(Shard::new(&config));
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let task = tokio::spawn(run(client, config, Arc::clone(&shard), tx, shutdown));
-    (shard, rx, task)
+    let task = tokio::spawn(run(client, config, Arc::clone(&shard), shutdown));
+    (shard, task)
 }
 
 /// What this replica saw of the member Leases.
@@ -363,6 +381,8 @@ pub fn start(
 struct Seen {
     /// Per member: its Lease's resourceVersion and when it was seen to change.
     members: BTreeMap<String, (String, Instant)>,
+    /// Per slot this replica should own and does not hold: since when.
+    wanted: BTreeMap<u32, Instant>,
 }
 
 fn micro_now() -> MicroTime {
@@ -453,13 +473,13 @@ async fn write_slot(
     }
 }
 
-/// One round: renew, look, decide, move. Returns the slots acquired.
+/// One round: renew, look, decide, move.
 async fn round(
     api: &Api<Lease>,
     config: &RingConfig,
     shard: &Shard,
     seen: &mut Seen,
-) -> Result<u64, kube::Error> {
+) -> Result<(), kube::Error> {
     let sent = shard.now_ms().max(1);
     renew(api, config).await?;
     shard.renewed.store(sent, Ordering::SeqCst);
@@ -513,8 +533,15 @@ async fn round(
         }
     }
     shard.members.store(live.len(), Ordering::Relaxed);
-    let mut acquired = 0u64;
-    let moves = plan(&config.identity, &holders, &live, shard.held());
+    let held = shard.held();
+    for slot in 0..SLOTS {
+        if owner(slot, &live) != Some(config.identity.as_str()) || held & (1 << slot) != 0 {
+            seen.wanted.remove(&slot);
+        } else {
+            seen.wanted.entry(slot).or_insert(now);
+        }
+    }
+    let moves = plan(&config.identity, &holders, &live, held);
     tracing::debug!(ring = %config.ring, members = live.len(), held = shard.held().count_ones(),
         moves = moves.len(), "ring round");
     for step in moves {
@@ -537,13 +564,17 @@ async fn round(
                 {
                     shard.acquire(slot);
                     shard.handovers.fetch_add(1, Ordering::Relaxed);
-                    acquired |= 1 << slot;
+                    if let (Some(since), Some(histogram)) =
+                        (seen.wanted.remove(&slot), shard.handover_time.get())
+                    {
+                        histogram.observe(since.elapsed().as_secs_f64());
+                    }
                     tracing::info!(ring = %config.ring, slot, "slot acquired");
                 }
             }
         }
     }
-    Ok(acquired)
+    Ok(())
 }
 
 /// Runs the ring until `shutdown` resolves, then releases every slot held
@@ -552,7 +583,6 @@ pub async fn run(
     client: kube::Client,
     config: RingConfig,
     shard: Arc<Shard>,
-    events: tokio::sync::mpsc::UnboundedSender<RingEvent>,
     shutdown: impl Future<Output = ()>,
 ) {
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);
@@ -569,14 +599,10 @@ pub async fn run(
             }
         }
         match round(&api, &config, &shard, &mut seen).await {
-            Ok(acquired) => {
-                fenced = false;
-                if acquired != 0 {
-                    let _ = events.send(RingEvent::Acquired(acquired));
-                }
-            }
+            Ok(()) => fenced = false,
             Err(error) => tracing::warn!(ring = %config.ring, %error, "ring round failed"),
         }
+        shard.publish();
         tokio::select! {
             () = tokio::time::sleep(config.retry_period) => {}
             () = shutdown.as_mut() => break,
@@ -590,6 +616,7 @@ pub async fn run(
             tracing::warn!(ring = %config.ring, slot, %error, "failed to release a slot");
         }
     }
+    shard.publish();
     let name = config.member_lease(&config.identity);
     if let Err(error) = api.delete(&name, &kube::api::DeleteParams::default()).await {
         tracing::warn!(ring = %config.ring, %error, "failed to delete the member lease");

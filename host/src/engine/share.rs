@@ -1,0 +1,195 @@
+//! A replica's share of a sharded type, as its informer holds it.
+//!
+//! In a ring ([`super::ring`]) a replica holds some slots of the hash space;
+//! the informer of a plugin's primary (and, placed by namespace, of its
+//! namespaced secondaries) holds only the objects of those slots. The
+//! share is asked of the server as a KEP-5866 `shardSelector`
+//! (`shardRange(object.metadata.uid,'0x…','0x…')` terms joined by `||`, one
+//! per run of adjacent slots) when the server serves it, which a list
+//! carrying the selector tells by echoing it in `metadata.shardInfo`; and it
+//! is always applied in the host by the same rule
+//! ([`ShardSelector::matches`], the server's own), so a store holds the
+//! share only, whatever the server does with the parameter.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::{Request, Response, Uri};
+use kube::client::Body;
+use kube::core::DynamicObject;
+use kubewasm_core::shard::{ShardField, ShardRange, ShardSelector};
+use serde_json::Value;
+
+use super::ring::{SLOTS, range_of};
+
+/// The objects of some slots, placed by one field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Share {
+    selector: Option<ShardSelector>,
+}
+
+impl Share {
+    /// The objects of `slots` (bit `n`: slot `n`) placed by `field`.
+    pub fn new(field: ShardField, slots: u64) -> Self {
+        let mut ranges: Vec<ShardRange> = Vec::new();
+        for slot in (0..SLOTS).filter(|s| slots & (1 << s) != 0) {
+            let range = range_of(slot);
+            match ranges.last_mut() {
+                Some(last) if last.end == u128::from(range.start) => last.end = range.end,
+                _ => ranges.push(range),
+            }
+        }
+        Self {
+            selector: ShardSelector::new(field, ranges),
+        }
+    }
+
+    /// Its selector, as the server takes it; `None`: the share is empty.
+    pub fn selector(&self) -> Option<&ShardSelector> {
+        self.selector.as_ref()
+    }
+
+    /// Whether an object of this uid and namespace is in the share.
+    pub fn admits(&self, uid: Option<&str>, namespace: Option<&str>) -> bool {
+        self.selector.as_ref().is_some_and(|selector| {
+            selector.matches(|field| match field {
+                ShardField::Uid => uid,
+                ShardField::Namespace => namespace,
+            })
+        })
+    }
+
+    /// Whether `object` is in the share.
+    pub fn admits_object(&self, object: &DynamicObject) -> bool {
+        self.admits(
+            object.metadata.uid.as_deref(),
+            object.metadata.namespace.as_deref(),
+        )
+    }
+
+    /// Whether `object` (as cached) is in the share.
+    pub fn admits_value(&self, object: &Value) -> bool {
+        let field = |path: &str| object.pointer(path).and_then(Value::as_str);
+        self.admits(field("/metadata/uid"), field("/metadata/namespace"))
+    }
+}
+
+/// `client`, with `selector` added to the query of every request it sends
+/// (an informer's lists and watches).
+pub fn client_with(client: &kube::Client, selector: &ShardSelector) -> kube::Client {
+    let service = WithSelector {
+        client: client.clone(),
+        query: Arc::from(format!(
+            "shardSelector={}",
+            form_urlencoded::byte_serialize(selector.to_string().as_bytes()).collect::<String>()
+        )),
+    };
+    kube::Client::new(service, client.default_namespace())
+}
+
+/// Whether the server filters by the selector `client` adds
+/// ([`client_with`]): a list of at most one object at `url` (a resource's
+/// collection) echoes it in `metadata.shardInfo`.
+pub async fn served(client: &kube::Client, url: &str) -> Result<bool, kube::Error> {
+    let request = kube::core::Request::new(url)
+        .list(&kube::api::ListParams::default().limit(1))
+        .map_err(kube::Error::BuildRequest)?;
+    let list: Value = client.request(request).await?;
+    Ok(list
+        .pointer("/metadata/shardInfo/selector")
+        .and_then(Value::as_str)
+        .is_some_and(|s| !s.is_empty()))
+}
+
+/// The service of [`client_with`].
+#[derive(Clone)]
+struct WithSelector {
+    client: kube::Client,
+    query: Arc<str>,
+}
+
+impl tower_service::Service<Request<Body>> for WithSelector {
+    type Response = Response<Body>;
+    type Error = kube::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, kube::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), kube::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        let (mut parts, body) = request.into_parts();
+        let query = match parts.uri.query() {
+            Some(q) if !q.is_empty() => format!("{q}&{}", self.query),
+            _ => self.query.to_string(),
+        };
+        let path_and_query = format!("{}?{query}", parts.uri.path());
+        let mut uri = parts.uri.clone().into_parts();
+        let client = self.client.clone();
+        Box::pin(async move {
+            uri.path_and_query = Some(
+                path_and_query
+                    .parse()
+                    .map_err(|e: http::uri::InvalidUri| kube::Error::Service(Box::new(e)))?,
+            );
+            parts.uri = Uri::from_parts(uri).map_err(|e| kube::Error::Service(Box::new(e)))?;
+            client.send(Request::from_parts(parts, body)).await
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::ObjectMeta;
+
+    fn object(uid: &str, namespace: Option<&str>) -> DynamicObject {
+        DynamicObject {
+            types: None,
+            metadata: ObjectMeta {
+                name: Some("x".into()),
+                uid: Some(uid.into()),
+                namespace: namespace.map(str::to_owned),
+                ..ObjectMeta::default()
+            },
+            data: Value::Null,
+        }
+    }
+
+    #[test]
+    fn adjacent_slots_should_join_in_one_range_and_the_rest_stand_apart() {
+        let share = Share::new(ShardField::Uid, 0b1011);
+        let terms = share.selector().expect("slots held").terms();
+        assert_eq!(terms.len(), 2, "{terms:?}");
+        assert_eq!(terms[0].1.start, range_of(0).start);
+        assert_eq!(terms[0].1.end, range_of(1).end);
+        assert_eq!(terms[1].1, range_of(3));
+        let all = Share::new(ShardField::Uid, u64::from(u32::MAX));
+        assert_eq!(
+            all.selector().expect("every slot").terms(),
+            [(ShardField::Uid, ShardRange::ALL)]
+        );
+        assert!(Share::new(ShardField::Uid, 0).selector().is_none());
+    }
+
+    #[test]
+    fn a_share_should_admit_what_its_slots_hold_by_the_servers_rule() {
+        use super::super::ring::slot_of;
+        use kubewasm_core::shard::fnv1a64;
+        let uids: Vec<String> = (0..200).map(|i| format!("{i}-uid-{i:04}")).collect();
+        let low = Share::new(ShardField::Uid, 0x0000_ffff);
+        let high = Share::new(ShardField::Uid, 0xffff_0000);
+        for uid in &uids {
+            let o = object(uid, Some("default"));
+            assert_ne!(low.admits_object(&o), high.admits_object(&o), "{uid} in exactly one");
+            assert_eq!(low.admits_object(&o), slot_of(fnv1a64(uid.as_bytes())) < 16);
+        }
+        assert!(!Share::new(ShardField::Uid, 0).admits_object(&object("a", None)));
+        // Placed by namespace: every object of a namespace together.
+        let by_ns = Share::new(ShardField::Namespace, 1 << slot_of(fnv1a64(b"team-a")));
+        assert!(by_ns.admits_object(&object("1", Some("team-a"))));
+        assert!(by_ns.admits_value(&serde_json::json!({"metadata": {"uid": "2", "namespace": "team-a"}})));
+    }
+}
