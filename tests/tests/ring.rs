@@ -160,28 +160,30 @@ fn assert_no_overlap(logs: &[Log]) -> Vec<usize> {
 
 #[test]
 fn a_ring_should_grow_split_the_work_without_overlap_and_outlive_a_kill_a_stop_and_a_leave() {
-    ring(&["--simulate-workloads"], "the server filters by shardSelector");
+    ring(&[], 3_000, "the server filters by shardSelector");
 }
 
 #[test]
 fn a_ring_should_do_the_same_filtering_its_shares_itself_when_the_server_ignores_selectors() {
+    // Fewer MyApps: the same story, in less of CI's time.
     ring(
-        &["--simulate-workloads", "--shard-selectors", "false"],
+        &["--shard-selectors", "false"],
+        1_000,
         "the server ignores shardSelector; filtered in the host",
     );
 }
 
-/// The whole story against a server started with `server_flags`; each
-/// replica logs `filtering` of its primary's informer.
-fn ring(server_flags: &[&str], filtering: &str) {
-    const COUNT: usize = 3_000;
+/// The whole story over `count` MyApps (and half as many three times
+/// more) against a server started with `server_flags`; each replica logs
+/// `filtering` of its primary's informer.
+fn ring(server_flags: &[&str], count: usize, filtering: &str) {
     let server = Apiserver::start_with(server_flags);
     apply(&server, &example_file("myapp", "crd.yaml"));
     // One replica takes every slot; two more join while it works (the ring
     // grows 1 → 3 under load).
     let mut hosts = vec![start(&server)];
     hosts[0].wait_ready();
-    myapps(&server, "first", COUNT);
+    myapps(&server, "first", count);
     hosts.push(start(&server));
     hosts.push(start(&server));
     for host in &hosts {
@@ -192,7 +194,7 @@ fn ring(server_flags: &[&str], filtering: &str) {
         &hosts[0],
         Duration::from_secs(300),
         || format!("{} deployments", deployments(&server)),
-        || deployments(&server) == COUNT,
+        || deployments(&server) == count,
     );
     // The slots are split, each held by exactly one replica, and each
     // replica caches the MyApps of its slots only.
@@ -206,8 +208,8 @@ fn ring(server_flags: &[&str], filtering: &str) {
         || format!("{:?}", hosts.iter().map(share_held).collect::<Vec<_>>()),
         || {
             let shares: Vec<f64> = hosts.iter().map(share_held).collect();
-            shares.iter().sum::<f64>() == COUNT as f64
-                && shares.iter().all(|n| *n > 0.0 && *n < COUNT as f64)
+            shares.iter().sum::<f64>() == count as f64
+                && shares.iter().all(|n| *n > 0.0 && *n < count as f64)
         },
     );
     for host in &hosts {
@@ -222,7 +224,7 @@ fn ring(server_flags: &[&str], filtering: &str) {
 
     // SIGKILL one while the ring works (3 → 2 under load): its slots move
     // to the others once its Lease expires.
-    myapps(&server, "second", COUNT / 2);
+    myapps(&server, "second", count / 2);
     let killed = hosts.remove(0);
     let killed_log = {
         let mut killed = killed;
@@ -247,7 +249,7 @@ fn ring(server_flags: &[&str], filtering: &str) {
         &hosts[0],
         Duration::from_secs(180),
         || format!("{} deployments", deployments(&server)),
-        || deployments(&server) == COUNT + COUNT / 2,
+        || deployments(&server) == count + count / 2,
     );
 
     // SIGSTOP one past its Lease, then resume it: it starts nothing before
@@ -261,14 +263,14 @@ fn ring(server_flags: &[&str], filtering: &str) {
     };
     signal("-STOP");
     std::thread::sleep(Duration::from_secs(9));
-    myapps(&server, "third", COUNT / 2);
+    myapps(&server, "third", count / 2);
     signal("-CONT");
     wait_for(
         "the MyApps created while one replica was stopped converge",
         &hosts[0],
         Duration::from_secs(180),
         || format!("{} deployments", deployments(&server)),
-        || deployments(&server) == 2 * COUNT,
+        || deployments(&server) == 2 * count,
     );
     wait_for(
         "the resumed replica rejoins",
@@ -295,13 +297,13 @@ fn ring(server_flags: &[&str], filtering: &str) {
         String::new,
         || slots_held(&hosts).iter().sum::<f64>() == 32.0,
     );
-    myapps(&server, "fourth", COUNT / 2);
+    myapps(&server, "fourth", count / 2);
     wait_for(
         "one replica converges the MyApps created after the others left",
         &hosts[0],
         Duration::from_secs(180),
         || format!("{} deployments", deployments(&server)),
-        || deployments(&server) == 2 * COUNT + COUNT / 2,
+        || deployments(&server) == 2 * count + count / 2,
     );
     let mut logs: Vec<Log> = hosts.iter().map(Log::of).collect();
     logs.push(killed_log);
