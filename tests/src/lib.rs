@@ -152,6 +152,19 @@ pub async fn in_process_cluster(
     Ok((server, kube::Client::try_from(kube::Config::new(url))?))
 }
 
+/// Resident memory of process `pid`, in KiB (0 if it is gone).
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 /// A `kubewasm apiserver` process, stopped with SIGTERM when dropped.
 pub struct Apiserver {
     child: Child,
@@ -230,15 +243,7 @@ impl Apiserver {
 
     /// Resident memory of the server process, in KiB.
     pub fn rss_kib(&self) -> u64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
-            .ok()
-            .and_then(|status| {
-                status
-                    .lines()
-                    .find_map(|l| l.strip_prefix("VmRSS:"))
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            })
-            .unwrap_or(0)
+        rss_kib(self.pid())
     }
 
     /// Whether the process still runs.

@@ -50,12 +50,12 @@ use super::informer::{Change, Handler, InformerKey, Informers, Subscription};
 use super::metrics::Metrics;
 use super::queue::{Backoff, Done, Key, Priority, WorkQueue};
 use super::ring::{InFlight, Shard};
-use kubewasm_core::shard::ShardField;
 use crate::cache::{Cache, CachedObject};
 use crate::declaration::Mapping;
 use crate::resource::{ObjectKey, ResourceType};
 use crate::runtime::{Plugin, Request};
 use crate::step;
+use kubewasm_core::shard::ShardField;
 
 pub use super::plugin_cache::InformerCache;
 

@@ -59,8 +59,8 @@ use super::queue::Key;
 use super::ring::Shard;
 use super::share::{self, Share};
 use crate::cache::CachedObject;
-use kubewasm_core::shard::ShardField;
 use crate::resource::{ObjectKey, ResourceType};
+use kubewasm_core::shard::ShardField;
 
 /// How an informer gets its first list (and every relist).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -490,14 +490,19 @@ async fn run(
             Some(Some(selector)) => {
                 let sharded = share::client_with(&source.client, selector);
                 if served.is_none() {
-                    served = match share::served(&sharded, source.api(sharded.clone()).resource_url()).await {
+                    served = match share::served(
+                        &sharded,
+                        source.api(sharded.clone()).resource_url(),
+                    )
+                    .await
+                    {
                         Ok(served) => {
                             tracing::info!(resource = %key.resource, served,
-                                "informer share: {}", if served {
-                                    "the server filters by shardSelector"
-                                } else {
-                                    "the server ignores shardSelector; filtered in the host"
-                                });
+                            "informer share: {}", if served {
+                                "the server filters by shardSelector"
+                            } else {
+                                "the server ignores shardSelector; filtered in the host"
+                            });
                             Some(served)
                         }
                         Err(error) => {
@@ -507,7 +512,11 @@ async fn run(
                         }
                     };
                 }
-                if served == Some(true) { sharded } else { source.client.clone() }
+                if served == Some(true) {
+                    sharded
+                } else {
+                    source.client.clone()
+                }
             }
         };
         let mut stream = watcher::watcher(source.api(client), source.config.clone())
@@ -579,7 +588,8 @@ impl Feed {
                 if !self.admits(&object) {
                     return;
                 }
-                if let (Some(buffer), Some((okey, cached))) = (self.relist.as_mut(), cached(object)) {
+                if let (Some(buffer), Some((okey, cached))) = (self.relist.as_mut(), cached(object))
+                {
                     buffer.insert(okey, cached);
                 }
             }
@@ -637,7 +647,10 @@ impl Feed {
                 .into_iter()
                 .filter(|(k, o)| {
                     !objects.contains_key(k)
-                        && self.share.as_ref().is_none_or(|s| s.admits_value(o.value()))
+                        && self
+                            .share
+                            .as_ref()
+                            .is_none_or(|s| s.admits_value(o.value()))
                 })
                 .collect();
             (new, changed, gone)
@@ -649,8 +662,11 @@ impl Feed {
                 Change::Applied(k, o)
             });
         }
-        changed.iter().for_each(|(k, o)| self.notify(Change::Applied(k, o)));
-        gone.iter().for_each(|(k, o)| self.notify(Change::Deleted(k, o)));
+        changed
+            .iter()
+            .for_each(|(k, o)| self.notify(Change::Applied(k, o)));
+        gone.iter()
+            .for_each(|(k, o)| self.notify(Change::Deleted(k, o)));
         self.store.synced.send_replace(true);
         tracing::debug!(resource = %self.store.resource, objects = self.store.len(), "informer listed");
     }

@@ -33,8 +33,8 @@ pub mod metrics;
 mod plugin_cache;
 pub mod queue;
 pub mod ring;
-pub mod share;
 pub mod serve;
+pub mod share;
 
 use std::sync::Arc;
 

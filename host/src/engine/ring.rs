@@ -15,10 +15,13 @@
 //!   resourceVersion, so two replicas racing for it get one winner.
 //!
 //! # Who should own a slot
-//! Rendezvous hashing over the live members: the member with the highest
-//! `fnv1a64("<identity>/<slot>")`. Every replica computes it the same way
-//! from what it sees, and a membership change moves only the slots of the
-//! member that came or went.
+//! Rendezvous hashing with bounded loads over the live members
+//! ([`assignment`]): pairs of (slot, member) by the score of
+//! `"<identity>/<slot>"`, highest first, each slot to the first member
+//! with room below an equal share. Every replica computes it the same
+//! way from what it sees; each member owns an equal share give or take one
+//! slot, and a membership change moves the slots of the member that came
+//! or went, and a few more (at most an eighth of the space in tests).
 //!
 //! # States of a slot, for this replica
 //! ```text
@@ -127,20 +130,59 @@ pub fn range_of(slot: u32) -> ShardRange {
     ShardRange::nth_of(slot, SLOTS).unwrap_or(ShardRange::ALL)
 }
 
-/// The live member that should own `slot`: the highest rendezvous score,
-/// FNV-1a of `<member>/<slot>` mixed by MurmurHash3's finalizer (FNV-1a's
-/// high bits barely move with the last bytes, which would hand one member
-/// every slot).
-pub fn owner(slot: u32, live: &BTreeSet<String>) -> Option<&str> {
-    let score = |member: &str| {
-        let mut k = fnv1a64(format!("{member}/{slot}").as_bytes());
-        k ^= k >> 33;
-        k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        k ^= k >> 33;
-        k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        k ^ (k >> 33)
-    };
-    live.iter().max_by_key(|m| score(m)).map(String::as_str)
+/// The rendezvous score of `member` for `slot`: FNV-1a of
+/// `<member>/<slot>` mixed by MurmurHash3's finalizer (FNV-1a's high bits
+/// barely move with the last bytes, which would hand one member every
+/// slot).
+fn score(member: &str, slot: u32) -> u64 {
+    let mut k = fnv1a64(format!("{member}/{slot}").as_bytes());
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    k ^ (k >> 33)
+}
+
+/// Which live member should own each slot: rendezvous hashing with bounded
+/// loads. The (slot, member) pairs are taken by score, highest first, and a
+/// slot goes to the first member of its pairs with room: fewer than
+/// `floor(SLOTS / members)` slots, or that many while fewer than
+/// `SLOTS % members` members hold one more. Every member so owns
+/// `SLOTS / members` slots, or one more (pure rendezvous hashing leaves one of three
+/// members up to half the space, and the ring as slow as that member); a
+/// member that comes or goes moves its own share and the few slots the new
+/// shares displace. Every replica computes the same table from
+/// the same live set. Empty when no member is live.
+pub fn assignment(live: &BTreeSet<String>) -> Vec<Option<&str>> {
+    let mut owners: Vec<Option<&str>> = vec![None; SLOTS as usize];
+    if live.is_empty() {
+        return owners;
+    }
+    // `floor` slots each, and one more for `extra` of them: SLOTS in all,
+    // so every slot finds a member with room.
+    let members = u32::try_from(live.len()).unwrap_or(u32::MAX);
+    let (floor, mut extra) = (SLOTS / members, SLOTS % members);
+    let mut pairs: Vec<(u64, u32, &str)> = live
+        .iter()
+        .flat_map(|m| (0..SLOTS).map(move |slot| (score(m, slot), slot, m.as_str())))
+        .collect();
+    // Highest score first; ties by slot and member, so every replica agrees.
+    pairs.sort_unstable_by(|a, b| b.cmp(a));
+    let mut owned: BTreeMap<&str, u32> = BTreeMap::new();
+    for (_, slot, member) in pairs {
+        let count = owned.entry(member).or_insert(0);
+        let Some(owner @ None) = owners.get_mut(slot as usize) else {
+            continue;
+        };
+        if *count < floor || (*count == floor && extra > 0) {
+            if *count == floor {
+                extra -= 1;
+            }
+            *owner = Some(member);
+            *count += 1;
+        }
+    }
+    owners
 }
 
 /// What one round does to a slot.
@@ -161,10 +203,11 @@ pub fn plan(
     live: &BTreeSet<String>,
     held: u64,
 ) -> Vec<Move> {
+    let owners = assignment(live);
     (0..SLOTS)
         .filter_map(|slot| {
             let holder = holders.get(&slot).map(String::as_str).unwrap_or_default();
-            let mine = owner(slot, live) == Some(me);
+            let mine = owners.get(slot as usize).copied().flatten() == Some(me);
             let holding = held & (1 << slot) != 0;
             match (holder == me, mine) {
                 // Held, or held by its Lease after a fence: give it up.
@@ -270,7 +313,8 @@ impl Shard {
     /// Tells the informers the slots held now.
     fn publish(&self) {
         let held = self.held.load(Ordering::SeqCst);
-        self.slots.send_if_modified(|told| std::mem::replace(told, held) != held);
+        self.slots
+            .send_if_modified(|told| std::mem::replace(told, held) != held);
     }
 
     /// What a primary is placed by.
@@ -534,8 +578,10 @@ async fn round(
     }
     shard.members.store(live.len(), Ordering::Relaxed);
     let held = shard.held();
+    let owners = assignment(&live);
     for slot in 0..SLOTS {
-        if owner(slot, &live) != Some(config.identity.as_str()) || held & (1 << slot) != 0 {
+        let mine = owners.get(slot as usize).copied().flatten() == Some(config.identity.as_str());
+        if !mine || held & (1 << slot) != 0 {
             seen.wanted.remove(&slot);
         } else {
             seen.wanted.entry(slot).or_insert(now);
@@ -650,36 +696,53 @@ mod tests {
     }
 
     #[test]
-    fn rendezvous_should_move_only_the_slots_of_a_member_that_came_or_went() {
-        let three = live(&["a", "b", "c"]);
-        let two = live(&["a", "b"]);
-        let mut moved = 0;
-        for slot in 0..SLOTS {
-            let before = owner(slot, &three).expect("an owner");
-            let after = owner(slot, &two).expect("an owner");
-            if before != "c" {
-                assert_eq!(before, after, "slot {slot} moved without cause");
-            } else {
-                moved += 1;
+    fn the_assignment_should_balance_and_move_little_when_a_member_comes_or_goes() {
+        let owner_of = |live: &BTreeSet<String>| -> Vec<String> {
+            assignment(live)
+                .into_iter()
+                .map(|o| o.expect("an owner").to_owned())
+                .collect()
+        };
+        for n in 1..=7 {
+            let members: Vec<String> = (0..n).map(|i| format!("kubewasm-{i}-x")).collect();
+            let all: BTreeSet<String> = members.iter().cloned().collect();
+            let owners = owner_of(&all);
+            // Balanced: every member floor or ceil of its share.
+            for m in &members {
+                let share = owners.iter().filter(|o| *o == m).count() as u32;
+                assert!(
+                    (SLOTS / n..=SLOTS.div_ceil(n)).contains(&share),
+                    "{n} members: {m} owns {share}"
+                );
+            }
+            // One leaves: its slots move, and few others (the shares grew).
+            if n > 1 {
+                let gone = &members[0];
+                let rest: BTreeSet<String> = members[1..].iter().cloned().collect();
+                let after = owner_of(&rest);
+                let displaced = (0..SLOTS as usize)
+                    .filter(|s| owners[*s] != *gone && owners[*s] != after[*s])
+                    .count();
+                // Balance costs a little movement: at most an eighth.
+                assert!(
+                    displaced <= SLOTS as usize / 8,
+                    "{n} → {}: {displaced} slots moved without cause",
+                    n - 1
+                );
             }
         }
-        assert!(moved > 0 && moved < SLOTS, "c owned {moved} slots");
-        // Roughly even: each of three holds between a sixth and a half.
-        for m in ["a", "b", "c"] {
-            let share = (0..SLOTS).filter(|s| owner(*s, &three) == Some(m)).count();
-            assert!((5..=16).contains(&share), "{m} owns {share}");
-        }
-        // Every member gets a share.
-        for m in ["a", "b", "c"] {
-            assert!((0..SLOTS).any(|s| owner(s, &three) == Some(m)), "{m}");
-        }
+        // Every replica computes the same table whatever it saw first.
+        let three = live(&["a", "b", "c"]);
+        assert_eq!(assignment(&three), assignment(&three.clone()));
+        assert!(assignment(&BTreeSet::new()).iter().all(Option::is_none));
     }
 
     #[test]
     fn a_slot_should_move_only_once_released_or_its_holder_gone() {
         let members = live(&["a", "b"]);
+        let owners = assignment(&members);
         let for_b: Vec<u32> = (0..SLOTS)
-            .filter(|s| owner(*s, &members) == Some("b"))
+            .filter(|s| owners[*s as usize] == Some("b"))
             .collect();
         let slot = for_b[0];
         // a holds a slot b should own: b waits while a is live...

@@ -183,13 +183,21 @@ mod tests {
         let high = Share::new(ShardField::Uid, 0xffff_0000);
         for uid in &uids {
             let o = object(uid, Some("default"));
-            assert_ne!(low.admits_object(&o), high.admits_object(&o), "{uid} in exactly one");
+            assert_ne!(
+                low.admits_object(&o),
+                high.admits_object(&o),
+                "{uid} in exactly one"
+            );
             assert_eq!(low.admits_object(&o), slot_of(fnv1a64(uid.as_bytes())) < 16);
         }
         assert!(!Share::new(ShardField::Uid, 0).admits_object(&object("a", None)));
         // Placed by namespace: every object of a namespace together.
         let by_ns = Share::new(ShardField::Namespace, 1 << slot_of(fnv1a64(b"team-a")));
         assert!(by_ns.admits_object(&object("1", Some("team-a"))));
-        assert!(by_ns.admits_value(&serde_json::json!({"metadata": {"uid": "2", "namespace": "team-a"}})));
+        assert!(
+            by_ns.admits_value(
+                &serde_json::json!({"metadata": {"uid": "2", "namespace": "team-a"}})
+            )
+        );
     }
 }
