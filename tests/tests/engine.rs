@@ -99,7 +99,7 @@ fn myapp_should_converge_rescale_heal_and_clean_up() {
     );
     assert!(
         metrics.contains(
-            r#"kubewasm_informer_objects{resource="apps/v1 Deployment",namespace="",selector=""}"#
+            r#"kubewasm_informer_objects{resource="apps/v1 Deployment",namespace="",selector="",shard=""}"#
         ) || metrics.contains("kubewasm_informer_objects{"),
         "{metrics}"
     );
@@ -745,7 +745,7 @@ fn a_plugin_replaced_on_disk_should_be_swapped_in_place_kept_when_broken_and_sto
             && host
                 .get("/metrics")
                 .1
-                .contains(r#"kubewasm_informer_objects{resource="apps/v1 Deployment",namespace="",selector=""}"#)
+                .contains(r#"kubewasm_informer_objects{resource="apps/v1 Deployment",namespace="",selector="",shard=""}"#)
     });
     assert_eq!(loads("swapped"), 2.0);
 
