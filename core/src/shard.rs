@@ -32,6 +32,14 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
     })
 }
 
+/// Where an object whose placing field reads `value` falls in the hash
+/// space: FNV-1a 64 of it, an absent field hashing as the empty string (as
+/// the server's accessor reads it: a cluster-scoped object has no
+/// namespace).
+pub fn place(value: Option<&str>) -> u64 {
+    fnv1a64(value.unwrap_or_default().as_bytes())
+}
+
 /// The field an object is placed by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ShardField {
@@ -162,7 +170,7 @@ impl ShardSelector {
     pub fn matches<'a>(&self, field: impl Fn(ShardField) -> Option<&'a str>) -> bool {
         self.terms
             .iter()
-            .any(|(f, range)| range.contains(fnv1a64(field(*f).unwrap_or_default().as_bytes())))
+            .any(|(f, range)| range.contains(place(field(*f))))
     }
 }
 

@@ -20,20 +20,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use kubewasm_tests::bench::{is_real_run, out_path, write_section};
-use kubewasm_tests::host::{Host, apply, create_all, get_json};
+use kubewasm_tests::host::{Host, apply, create_all, get_json, metric_total as total};
 use kubewasm_tests::{Apiserver, example_file, example_plugin, rss_kib};
-
-/// The sum of every series of `metric` whose labels contain `having`.
-fn total(metrics: &str, metric: &str, having: &str) -> f64 {
-    metrics
-        .lines()
-        .filter_map(|l| {
-            let (labels, value) = l.strip_prefix(metric)?.rsplit_once(' ')?;
-            (labels.starts_with('{') && labels.contains(having))
-                .then(|| value.parse::<f64>().ok())?
-        })
-        .sum()
-}
 
 /// Creates `items` by ten `kubectl create`s at once.
 fn create_side_by_side(server: &Apiserver, items: Vec<serde_json::Value>) {

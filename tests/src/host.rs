@@ -231,6 +231,19 @@ pub fn wait_for(
     }
 }
 
+/// The sum of every series of `metric` (`name{...} value` lines of the
+/// Prometheus text `metrics`) whose labels contain `having`.
+pub fn metric_total(metrics: &str, metric: &str, having: &str) -> f64 {
+    metrics
+        .lines()
+        .filter_map(|l| {
+            let (labels, value) = l.strip_prefix(metric)?.rsplit_once(' ')?;
+            (labels.starts_with('{') && labels.contains(having))
+                .then(|| value.parse::<f64>().ok())?
+        })
+        .sum()
+}
+
 /// Creates `items` (objects as JSON) with one `kubectl create` of a List
 /// (thousands at once, without a round trip each).
 pub fn create_all(server: &Apiserver, items: Vec<Value>) {

@@ -5,22 +5,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kubewasm_tests::host::{Host, create_all, wait_for};
+use kubewasm_tests::host::{Host, create_all, metric_total as total, wait_for};
 use kubewasm_tests::{Apiserver, example_plugin, test_plugin};
-
-/// The sum of every series of `metric` (`name{...} value` lines) whose
-/// labels contain `having`.
-fn total(metrics: &str, metric: &str, having: &str) -> f64 {
-    metrics
-        .lines()
-        .filter_map(|l| {
-            let rest = l.strip_prefix(metric)?;
-            let (labels, value) = rest.rsplit_once(' ')?;
-            (labels.starts_with('{') && labels.contains(having))
-                .then(|| value.parse::<f64>().ok())?
-        })
-        .sum()
-}
 
 /// Creates `namespaces` and `per` ConfigMaps in each.
 fn configmaps(server: &Apiserver, namespaces: &[String], per: usize) {

@@ -35,6 +35,7 @@ pub mod queue;
 pub mod ring;
 pub mod serve;
 pub mod share;
+mod store;
 
 use std::sync::Arc;
 

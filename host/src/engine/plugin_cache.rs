@@ -31,15 +31,13 @@ impl InformerCache {
     /// lag behind a child's, or it is gone), so none reconciles it; the
     /// replica of its slot does when its own watch shows it.
     pub(super) fn hash_of(&self, key: &ObjectKey, shard: &Shard) -> Option<u64> {
-        use kubewasm_core::shard::{ShardField, fnv1a64};
+        use kubewasm_core::shard::{ShardField, place};
         match shard.field() {
-            ShardField::Namespace => Some(fnv1a64(
-                key.namespace.as_deref().unwrap_or_default().as_bytes(),
-            )),
+            ShardField::Namespace => Some(place(key.namespace.as_deref())),
             ShardField::Uid => {
                 let object = self.primary().iter().find_map(|s| s.get(key))?;
                 let uid = object.value().pointer("/metadata/uid")?.as_str()?;
-                Some(fnv1a64(uid.as_bytes()))
+                Some(place(Some(uid)))
             }
         }
     }

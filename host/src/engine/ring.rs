@@ -393,11 +393,6 @@ impl Shard {
         self.handovers.load(Ordering::Relaxed)
     }
 
-    /// Whether a primary of hash `hash` falls in one of `slots`.
-    pub fn in_slots(hash: u64, slots: u64) -> bool {
-        slots & (1 << slot_of(hash)) != 0
-    }
-
     async fn drain(&self, slot: u32) {
         self.held.fetch_and(!(1 << slot), Ordering::SeqCst);
         if let Some(count) = self.in_flight.get(slot as usize) {
@@ -780,7 +775,6 @@ mod tests {
         assert!(shard.begin(u64::MAX).is_none(), "another slot");
         drop(step);
         assert_eq!(shard.in_flight[0].load(Ordering::SeqCst), 0);
-        assert!(Shard::in_slots(0, 1) && !Shard::in_slots(u64::MAX, 1));
         // A step begun under one holding of its slot never writes under the
         // next (the slot lost and taken again meanwhile).
         let step = shard.begin(0).expect("held");
