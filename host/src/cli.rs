@@ -305,6 +305,11 @@ struct HostFlags {
     /// Reconciles running at once, across all plugins.
     #[arg(long, default_value_t = 8)]
     workers: usize,
+    /// Warm instances kept between calls, across all plugins (the least
+    /// recently used goes first) [default: --workers, one for each
+    /// reconcile that can run at once].
+    #[arg(long)]
+    max_idle_instances: Option<u32>,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -322,6 +327,12 @@ struct HostFlags {
 }
 
 impl HostFlags {
+    /// The warm instances the runtime keeps idle.
+    fn idle_instances(&self) -> u32 {
+        self.max_idle_instances
+            .unwrap_or_else(|| u32::try_from(self.workers).unwrap_or(u32::MAX))
+    }
+
     /// The host's options; pulled artifacts are cached under `cache_dir`.
     fn options(
         &self,
@@ -539,7 +550,7 @@ fn default_cache_dir() -> Option<PathBuf> {
 /// [`CliError`] says what failed.
 pub fn run(cli: Cli) -> Result<(), CliError> {
     let cache_dir = || cli.cache_dir.clone().or_else(default_cache_dir);
-    let plugin_runtime = |reuse, baseline| {
+    let plugin_runtime = |reuse, baseline, idle: Option<u32>| {
         let mut config = RuntimeConfig::default()
             .baseline(baseline)
             .deadline(Duration::from_millis(cli.deadline_ms))
@@ -548,6 +559,9 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             .limits(Limits::from(&cli.limits));
         if let Some(count) = cli.max_instances {
             config = config.max_instances(count);
+        }
+        if let Some(count) = idle {
+            config = config.max_idle_instances(count);
         }
         if let Some(dir) = cache_dir() {
             config = config.cache_dir(dir);
@@ -630,7 +644,11 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             lease_duration_seconds,
             streaming_lists,
         } => {
-            let runtime = plugin_runtime(InstanceReuse::Reuse, !cli.no_baseline_compiler)?;
+            let runtime = plugin_runtime(
+                InstanceReuse::Reuse,
+                !cli.no_baseline_compiler,
+                Some(host.idle_instances()),
+            )?;
             let mut options = host.options(*trust_declarations, cache_dir())?;
             if *streaming_lists {
                 options.initial_list = InitialList::Streaming;
@@ -669,7 +687,11 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             kubeconfig_out,
             host,
         } => {
-            let runtime = plugin_runtime(InstanceReuse::Reuse, !cli.no_baseline_compiler)?;
+            let runtime = plugin_runtime(
+                InstanceReuse::Reuse,
+                !cli.no_baseline_compiler,
+                Some(host.idle_instances()),
+            )?;
             // The embedded server streams lists.
             let options = crate::daemon::HostOptions {
                 initial_list: InitialList::Streaming,
@@ -680,7 +702,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         // One call or none: the baseline compiler makes a first replay of an
         // interpreted plugin take a second, not twenty (a cached optimized
         // build is still preferred).
-        _ => plugin_runtime(InstanceReuse::Fresh, !cli.no_baseline_compiler)?,
+        _ => plugin_runtime(InstanceReuse::Fresh, !cli.no_baseline_compiler, None)?,
     };
     let read = |path: PathBuf| {
         std::fs::read_to_string(&path).map_err(|source| CliError::Read { path, source })

@@ -30,6 +30,7 @@ pub struct RuntimeConfig {
     pub(super) cache_dir: Option<PathBuf>,
     pub(super) instance_reuse: InstanceReuse,
     max_instances: Option<u32>,
+    max_idle_instances: Option<u32>,
     pub(super) instance_wait: Duration,
     pub(super) pooling: bool,
     limits: Limits,
@@ -44,6 +45,7 @@ impl Default for RuntimeConfig {
             cache_dir: None,
             instance_reuse: InstanceReuse::Reuse,
             max_instances: None,
+            max_idle_instances: None,
             instance_wait: Duration::from_secs(30),
             pooling: true,
             limits: Limits::default(),
@@ -102,6 +104,24 @@ impl RuntimeConfig {
     pub fn instances(&self) -> u32 {
         self.max_instances
             .unwrap_or_else(|| default_max_instances(self.memory_limit))
+    }
+
+    /// Most warm instances kept idle across plugins between their calls
+    /// (default: the whole budget); one checked in past it drops the least
+    /// recently used. A warm instance makes a call cheaper (no
+    /// instantiation, no language runtime started again) and costs its
+    /// memory while it waits: a host sets this to the calls it can run at
+    /// once, so many busy plugins hold no more than one would.
+    #[must_use]
+    pub fn max_idle_instances(mut self, count: u32) -> Self {
+        self.max_idle_instances = Some(count);
+        self
+    }
+
+    /// The idle cap this configuration gives (never above the budget).
+    pub fn idle_instances(&self) -> u32 {
+        let budget = self.instances();
+        self.max_idle_instances.map_or(budget, |n| n.min(budget))
     }
 
     /// Longest a call waits for an instance slot when every one is in a

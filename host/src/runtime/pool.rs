@@ -27,7 +27,13 @@
 //! 3. A wait is bounded by the caller's deadline: past it the checkout
 //!    fails with [`Exhausted`], which the engine treats as "not run", never
 //!    as a reconcile failure.
-//! 4. A plugin that goes idle or is unloaded gives its idle instances back
+//! 4. At most `max_idle` instances are kept idle, across plugins: checking
+//!    one in past that drops the least recently used idle instance (of any
+//!    plugin, possibly the one checked in if `max_idle` is 0) and frees its
+//!    slot. The slots bound what may live at once; `max_idle` bounds what
+//!    warm instances cost while nothing runs in them (the host keeps as
+//!    many as steps can run at once).
+//! 5. A plugin that goes idle or is unloaded gives its idle instances back
 //!    ([`Pool::drop_idle`]); a slot is freed only once its instance is
 //!    dropped, so the allocator under the pool never holds more than
 //!    `capacity` instances.
@@ -57,6 +63,8 @@ pub struct Exhausted {
 pub struct PoolCounts {
     /// Slots of the budget.
     pub capacity: usize,
+    /// Most instances kept idle.
+    pub max_idle: usize,
     /// Instances in a call (or being created for one).
     pub busy: usize,
     /// Warm instances waiting for their plugin's next call.
@@ -140,11 +148,13 @@ pub(crate) struct Pool<T> {
     state: Mutex<State<T>>,
     changed: Condvar,
     capacity: usize,
+    max_idle: usize,
 }
 
 impl<T> Pool<T> {
-    /// A pool of `capacity` slots, all free.
-    pub(crate) fn new(capacity: usize) -> Arc<Self> {
+    /// A pool of `capacity` slots, all free, keeping at most `max_idle`
+    /// instances idle.
+    pub(crate) fn new(capacity: usize, max_idle: usize) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State {
                 free: capacity,
@@ -158,6 +168,7 @@ impl<T> Pool<T> {
             }),
             changed: Condvar::new(),
             capacity,
+            max_idle,
         })
     }
 
@@ -235,18 +246,28 @@ impl<T> Pool<T> {
         let mut instance = busy.instance.take();
         let mut state = self.lock();
         state.busy -= 1;
+        busy.released = true;
         if state.hand_over(busy.owner, &mut instance) {
             drop(state);
             self.changed.notify_all();
-        } else if let Some(instance) = instance {
-            state.used += 1;
-            let used = state.used;
-            state.idle.insert(used, (busy.owner, instance));
-            state.idle_of.entry(busy.owner).or_default().push_back(used);
-        } else {
+            return;
+        }
+        let Some(instance) = instance else {
+            state.free += 1;
+            return;
+        };
+        state.used += 1;
+        let used = state.used;
+        state.idle.insert(used, (busy.owner, instance));
+        state.idle_of.entry(busy.owner).or_default().push_back(used);
+        // Past the idle cap (rule 4): the oldest goes, outside the lock.
+        let mut surplus = Vec::new();
+        while state.idle.len() > self.max_idle {
+            surplus.extend(state.take_oldest());
             state.free += 1;
         }
-        busy.released = true;
+        drop(state);
+        drop(surplus);
     }
 
     /// Frees the slot of an instance already dropped (or never made).
@@ -297,6 +318,7 @@ impl<T> Pool<T> {
         let state = self.lock();
         PoolCounts {
             capacity: self.capacity,
+            max_idle: self.max_idle,
             busy: state.busy,
             idle: state.idle.len(),
             waiting: state.waiting.len(),
@@ -383,7 +405,7 @@ mod tests {
     #[test]
     fn a_plugin_should_get_its_own_warm_instance_back() {
         let alive = Arc::new(AtomicUsize::new(0));
-        let pool = Pool::new(2);
+        let pool = Pool::new(2, 2);
         let mut busy = pool.checkout(1, soon()).expect("slot");
         assert!(busy.instance().is_none());
         busy.fill(Live::new(&alive, "first"));
@@ -397,7 +419,7 @@ mod tests {
     #[test]
     fn idle_instances_of_other_plugins_should_make_room_least_recently_used_first() {
         let alive = Arc::new(AtomicUsize::new(0));
-        let pool = Pool::new(2);
+        let pool = Pool::new(2, 2);
         pool.checkin(call(&pool, &alive, 1));
         pool.checkin(call(&pool, &alive, 2));
         assert_eq!(alive.load(Ordering::SeqCst), 2);
@@ -417,7 +439,7 @@ mod tests {
     #[test]
     fn a_checkout_should_wait_its_turn_when_every_slot_is_busy() {
         let alive = Arc::new(AtomicUsize::new(0));
-        let pool = Pool::new(1);
+        let pool = Pool::new(1, 1);
         let first = call(&pool, &alive, 1);
         let (pool2, alive2) = (Arc::clone(&pool), Arc::clone(&alive));
         let waiter = std::thread::spawn(move || {
@@ -438,6 +460,7 @@ mod tests {
             pool.counts(),
             PoolCounts {
                 capacity: 1,
+                max_idle: 1,
                 ..PoolCounts::default()
             }
         );
@@ -446,7 +469,7 @@ mod tests {
     #[test]
     fn waiters_should_be_served_first_come_first_served() {
         let alive = Arc::new(AtomicUsize::new(0));
-        let pool = Pool::new(1);
+        let pool = Pool::new(1, 1);
         let held = call(&pool, &alive, 1);
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut waiters = Vec::new();
@@ -472,7 +495,7 @@ mod tests {
     #[test]
     fn a_waiter_of_the_same_plugin_should_be_handed_the_warm_instance() {
         let alive = Arc::new(AtomicUsize::new(0));
-        let pool = Pool::new(1);
+        let pool = Pool::new(1, 1);
         let held = call(&pool, &alive, 7);
         let pool2 = Arc::clone(&pool);
         let waiter = std::thread::spawn(move || {
@@ -489,7 +512,7 @@ mod tests {
     #[test]
     fn a_wait_should_end_at_its_deadline_and_leave_the_queue() {
         let alive = Arc::new(AtomicUsize::new(0));
-        let pool = Pool::new(1);
+        let pool = Pool::new(1, 1);
         let _held = call(&pool, &alive, 1);
         let deadline = Instant::now() + Duration::from_millis(30);
         let error = pool.checkout(2, deadline).err().expect("no slot");
@@ -501,7 +524,7 @@ mod tests {
     #[test]
     fn a_dropped_busy_slot_should_free_it_and_drop_idle_should_empty_a_plugin() {
         let alive = Arc::new(AtomicUsize::new(0));
-        let pool = Pool::new(3);
+        let pool = Pool::new(3, 3);
         let trapped = call(&pool, &alive, 1);
         let (a, b) = (call(&pool, &alive, 2), call(&pool, &alive, 2));
         pool.checkin(a);
@@ -520,5 +543,36 @@ mod tests {
         assert!(pool.drop_oldest());
         assert!(!pool.drop_oldest());
         assert_eq!(alive.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn instances_past_the_idle_cap_should_be_dropped_least_recently_used_first() {
+        let alive = Arc::new(AtomicUsize::new(0));
+        let pool = Pool::new(4, 2);
+        let calls: Vec<_> = (1..=4).map(|o| call(&pool, &alive, o)).collect();
+        for busy in calls {
+            pool.checkin(busy);
+        }
+        // Four checked in, two kept: those of plugins 3 and 4, the newest.
+        assert_eq!(alive.load(Ordering::SeqCst), 2);
+        let counts = pool.counts();
+        assert_eq!((counts.busy, counts.idle), (0, 2));
+        for (owner, warm) in [(1, false), (2, false), (3, true), (4, true)] {
+            let mut busy = pool.checkout(owner, soon()).expect("slot");
+            assert_eq!(busy.instance().is_some(), warm, "plugin {owner}");
+            drop(busy);
+        }
+        // The freed slots are free: four at once need no wait.
+        let all: Vec<_> = (5..9).map(|o| call(&pool, &alive, o)).collect();
+        assert_eq!(alive.load(Ordering::SeqCst), 4);
+        drop(all);
+        // With no idle instance allowed, a checkin drops its own.
+        let none = Pool::new(1, 0);
+        none.checkin(call(&none, &alive, 1));
+        assert_eq!(alive.load(Ordering::SeqCst), 0);
+        assert_eq!(none.counts().idle, 0);
+        let again = call(&none, &alive, 1);
+        assert_eq!(alive.load(Ordering::SeqCst), 1);
+        drop(again);
     }
 }
