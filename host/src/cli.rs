@@ -305,11 +305,11 @@ struct HostFlags {
     /// Reconciles running at once, across all plugins.
     #[arg(long, default_value_t = 8)]
     workers: usize,
-    /// Warm instances kept between calls, across all plugins (the least
-    /// recently used goes first) [default: --workers, one for each
-    /// reconcile that can run at once].
+    /// Instances kept when a call ends, across all plugins, those in calls
+    /// counted (the least recently used idle one goes first) [default:
+    /// --workers, one for each reconcile that can run at once].
     #[arg(long)]
-    max_idle_instances: Option<u32>,
+    max_warm_instances: Option<u32>,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -327,9 +327,9 @@ struct HostFlags {
 }
 
 impl HostFlags {
-    /// The warm instances the runtime keeps idle.
-    fn idle_instances(&self) -> u32 {
-        self.max_idle_instances
+    /// The instances the runtime keeps warm.
+    fn warm_instances(&self) -> u32 {
+        self.max_warm_instances
             .unwrap_or_else(|| u32::try_from(self.workers).unwrap_or(u32::MAX))
     }
 
@@ -561,7 +561,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             config = config.max_instances(count);
         }
         if let Some(count) = idle {
-            config = config.max_idle_instances(count);
+            config = config.max_warm_instances(count);
         }
         if let Some(dir) = cache_dir() {
             config = config.cache_dir(dir);
@@ -647,7 +647,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             let runtime = plugin_runtime(
                 InstanceReuse::Reuse,
                 !cli.no_baseline_compiler,
-                Some(host.idle_instances()),
+                Some(host.warm_instances()),
             )?;
             let mut options = host.options(*trust_declarations, cache_dir())?;
             if *streaming_lists {
@@ -690,7 +690,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             let runtime = plugin_runtime(
                 InstanceReuse::Reuse,
                 !cli.no_baseline_compiler,
-                Some(host.idle_instances()),
+                Some(host.warm_instances()),
             )?;
             // The embedded server streams lists.
             let options = crate::daemon::HostOptions {

@@ -125,14 +125,20 @@ pub struct Sources {
     pub artifacts: Artifacts,
 }
 
-/// The component's bytes: the file, or the artifact its `NAME.oci` names
-/// (a reference on its first line), fetched within the tokio runtime this
-/// blocking thread belongs to.
-fn component(sources: &Sources, files: &PluginFiles) -> Result<(Vec<u8>, Option<String>), Refused> {
-    if !files.is_reference() {
-        let bytes = std::fs::read(&files.component).map_err(Refused::Read)?;
-        return Ok((bytes, None));
-    }
+/// Where a component comes from.
+#[derive(Clone, Copy, Debug)]
+pub enum Source<'a> {
+    /// A file, read only if no plugin runs its component already
+    /// ([`Runtime::load_file`](crate::runtime::Runtime::load_file)).
+    File(&'a Path),
+    /// Bytes in memory (a pulled artifact).
+    Bytes(&'a [u8]),
+}
+
+/// The artifact a `NAME.oci` file names (a reference on its first line),
+/// fetched within the tokio runtime this blocking thread belongs to: its
+/// bytes and digest.
+fn pull(sources: &Sources, files: &PluginFiles) -> Result<(Vec<u8>, String), Refused> {
     // A reference is one short line: what is past the first KiB is not read.
     let mut text = String::new();
     std::io::Read::read_to_string(
@@ -147,7 +153,7 @@ fn component(sources: &Sources, files: &PluginFiles) -> Result<(Vec<u8>, Option<
     let pulled = tokio::runtime::Handle::current().block_on(sources.artifacts.fetch(&reference))?;
     tracing::info!(plugin = %files.name, reference = %reference, digest = %pulled.digest,
         "plugin artifact fetched");
-    Ok((pulled.bytes, Some(pulled.digest)))
+    Ok((pulled.bytes, pulled.digest))
 }
 
 /// What a component is loaded as.
@@ -168,14 +174,17 @@ pub struct Setup {
 ///
 /// # Errors
 /// [`Refused`] says why.
-pub fn prepare(sources: &Sources, bytes: &[u8], setup: Setup) -> Result<Prepared, Refused> {
+pub fn prepare(sources: &Sources, source: Source<'_>, setup: Setup) -> Result<Prepared, Refused> {
     let mut options = LoadOptions::new(Arc::clone(&sources.mapper))
         .grants(setup.grants)
         .name(&setup.name);
     if let Some(limits) = setup.limits {
         options = options.limits(limits);
     }
-    let plugin = sources.runtime.load(bytes, &options)?;
+    let plugin = match source {
+        Source::File(path) => sources.runtime.load_file(path, &options)?,
+        Source::Bytes(bytes) => sources.runtime.load(bytes, &options)?,
+    };
     let config = match setup.config {
         Some((config, origin)) => {
             plugin
@@ -216,7 +225,10 @@ pub fn load(sources: &Sources, files: &PluginFiles) -> Result<Prepared, Refused>
             grants: files.grants.clone(),
         });
     };
-    let (bytes, artifact) = component(sources, files)?;
+    let pulled = files
+        .is_reference()
+        .then(|| pull(sources, files))
+        .transpose()?;
     let config = if files.config.exists() {
         let failed = |source: Box<dyn std::error::Error + Send + Sync>| Refused::Config {
             origin: files.config.display().to_string(),
@@ -234,8 +246,12 @@ pub fn load(sources: &Sources, files: &PluginFiles) -> Result<Prepared, Refused>
         limits: None,
         config,
     };
-    let mut prepared = prepare(sources, &bytes, setup)?;
-    prepared.artifact = artifact;
+    let source = match &pulled {
+        Some((bytes, _)) => Source::Bytes(bytes),
+        None => Source::File(&files.component),
+    };
+    let mut prepared = prepare(sources, source, setup)?;
+    prepared.artifact = pulled.map(|(_, digest)| digest);
     Ok(prepared)
 }
 

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use kubewasm_tests::bench::{is_real_run, out_path, write_section};
 use kubewasm_tests::host::{Host, apply, create_all, get_json, metric_total as total};
-use kubewasm_tests::{Apiserver, example_file, example_plugin, rss_kib};
+use kubewasm_tests::{Apiserver, example_file, example_plugin, pss_kib, rss_kib};
 
 /// Creates `items` by ten `kubectl create`s at once.
 fn create_side_by_side(server: &Apiserver, items: Vec<serde_json::Value>) {
@@ -148,12 +148,21 @@ fn ring(replicas: usize, count: usize, kill: bool) -> anyhow::Result<Run> {
     })
 }
 
-/// The resident memory of a host running `plugins` replicators over the
-/// server's ConfigMaps while they work: a sample every half second from
-/// the moment it is ready until its queues drain (or `window` ends), and
-/// the median of the second half of them (its first loads, lists and
-/// reconciles behind it, busy still); with the instances it then held.
-fn resident_kib(server: &Apiserver, plugins: usize, window: Duration) -> (f64, f64) {
+/// What a host running `plugins` replicators over the server's ConfigMaps
+/// holds while they work, sampled every half second from the moment it is
+/// ready until its queues drain (or `window` ends): the medians of the
+/// second half of the samples (its first loads, lists and reconciles
+/// behind it, busy still).
+struct Held {
+    /// Resident memory, KiB.
+    rss: f64,
+    /// Proportional set size, KiB.
+    pss: f64,
+    /// The most instances (busy and idle) seen in that half.
+    instances: f64,
+}
+
+fn held(server: &Apiserver, plugins: usize, window: Duration) -> Held {
     let names: Vec<String> = (0..plugins).map(|p| format!("replicator-{p:02}")).collect();
     let plugins: Vec<(&str, PathBuf)> = names
         .iter()
@@ -163,45 +172,47 @@ fn resident_kib(server: &Apiserver, plugins: usize, window: Duration) -> (f64, f
     host.wait_ready();
     let started = Instant::now();
     let mut samples = Vec::new();
-    let mut instances = Vec::new();
     while started.elapsed() < window {
         let metrics = host.get("/metrics").1;
         if !names.is_empty() && total(&metrics, "kubewasm_workqueue_depth", "") == 0.0 {
             break;
         }
-        samples.push(rss_kib(host.pid()) as f64);
-        instances.push(
-            total(&metrics, "kubewasm_instances", "state=\"busy\"")
-                + total(&metrics, "kubewasm_instances", "state=\"idle\""),
-        );
+        let instances = total(&metrics, "kubewasm_instances", "state=\"busy\"")
+            + total(&metrics, "kubewasm_instances", "state=\"idle\"");
+        samples.push((
+            rss_kib(host.pid()) as f64,
+            pss_kib(host.pid()) as f64,
+            instances,
+        ));
         std::thread::sleep(Duration::from_millis(500));
     }
-    let half = samples.len() / 2;
-    let (mut samples, instances) = (samples.split_off(half), instances.split_off(half));
-    samples.sort_by(f64::total_cmp);
-    let most = instances.iter().copied().fold(0.0, f64::max);
-    (samples.get(samples.len() / 2).copied().unwrap_or(0.0), most)
+    let late = samples.split_off(samples.len() / 2);
+    let median = |field: fn(&(f64, f64, f64)) -> f64| {
+        let mut values: Vec<f64> = late.iter().map(field).collect();
+        values.sort_by(f64::total_cmp);
+        values.get(values.len() / 2).copied().unwrap_or(0.0)
+    };
+    Held {
+        rss: median(|s| s.0),
+        pss: median(|s| s.1),
+        instances: late.iter().map(|s| s.2).fold(0.0, f64::max),
+    }
 }
 
-fn main() -> anyhow::Result<()> {
-    let real = is_real_run();
-    let (count, configmaps, window) = if real {
-        (1_000, 10_000, Duration::from_secs(60))
-    } else {
-        (30, 200, Duration::from_secs(3))
-    };
+/// The scaling runs over `count` MyApps: their table, and the failover.
+fn scaling(count: usize) -> anyhow::Result<(String, Duration)> {
     let runs = [
         ring(1, count, false)?,
         ring(2, count, false)?,
         ring(3, count, true)?,
     ];
     let one = runs[0].converged.as_secs_f64();
-    let mut scaling = String::from(
+    let mut table = String::from(
         "| replicas | converged | speed-up | MyApps cached per replica |\n|---|---|---|---|\n",
     );
     for run in &runs {
         let shares: Vec<String> = run.shares.iter().map(|s| format!("{s:.0}")).collect();
-        scaling.push_str(&format!(
+        table.push_str(&format!(
             "| {} | {:.1} s | {:.2}x | {} |\n",
             run.replicas,
             run.converged.as_secs_f64(),
@@ -216,7 +227,12 @@ fn main() -> anyhow::Result<()> {
     }
     let failover = runs[2].failover.unwrap_or_default();
     eprintln!("failover after a SIGKILL: {:.1} s", failover.as_secs_f64());
+    Ok((table, failover))
+}
 
+/// The memory 1 and 50 busy replicators add over `configmaps` ConfigMaps:
+/// its paragraph.
+fn memory(configmaps: usize, window: Duration) -> String {
     let server = Apiserver::start();
     let namespaces = 10;
     let mut items = Vec::new();
@@ -231,40 +247,69 @@ fn main() -> anyhow::Result<()> {
     }
     create_all(&server, items);
     // A first host compiles the component into the cache the others load.
-    resident_kib(&server, 1, Duration::from_secs(2));
-    let (base, _) = resident_kib(&server, 0, window);
-    let (single, single_instances) = resident_kib(&server, 1, window);
-    let (fifty, fifty_instances) = resident_kib(&server, 50, window);
-    let (single, fifty) = (single - base, fifty - base);
-    let memory_ratio = fifty / single.max(1.0);
+    held(&server, 1, Duration::from_secs(2));
+    let base = held(&server, 0, window);
+    let (single, fifty) = (held(&server, 1, window), held(&server, 50, window));
+    let added = |h: &Held, f: fn(&Held) -> f64| (f(h) - f(&base)) / 1024.0;
+    let (rss1, rss50) = (added(&single, |h| h.rss), added(&fifty, |h| h.rss));
+    let (pss1, pss50) = (added(&single, |h| h.pss), added(&fifty, |h| h.pss));
+    let (rss_ratio, pss_ratio) = (rss50 / rss1.max(1.0), pss50 / pss1.max(1.0));
     eprintln!(
-        "memory added: 1 plugin {:.0} MiB ({single_instances} instances), 50 plugins {:.0} MiB \
-         ({fifty_instances} instances): {memory_ratio:.2}x",
-        single / 1024.0,
-        fifty / 1024.0
+        "memory added: 1 plugin {rss1:.0} MiB resident, {pss1:.0} MiB proportional ({} \
+         instances); 50 plugins {rss50:.0} MiB, {pss50:.0} MiB ({} instances): {rss_ratio:.2}x, \
+         {pss_ratio:.2}x",
+        single.instances, fifty.instances
     );
+    format!(
+        "Memory: `kubewasm run` with the CLI's defaults over {configmaps} ConfigMaps, less a host \
+         running no plugin (medians of the second half of the samples taken every half second while \
+         its queues are not empty, within a minute of it being ready; the component's code from the \
+         compiled cache). Resident memory (RSS) counts a page of a component's memory image once per \
+         instance mapping it; the proportional set size (PSS) counts it once.\n\n\
+         | plugins | instances (busy and idle, at most) | resident added | proportional added |\n\
+         |---|---|---|---|\n\
+         | 1 `configmap-replicator` | {} | {rss1:.0} MiB | {pss1:.0} MiB |\n\
+         | 50 (the same component under 50 names) | {} | {rss50:.0} MiB | {pss50:.0} MiB |\n\
+         | **50 / 1** (goal: at most 1.3x) | | **{rss_ratio:.2}x** | **{pss_ratio:.2}x** |\n\n\
+         What stays warm after a call is capped at `--max-warm-instances` (default `--workers`, 8, those \
+         in calls counted); a component loaded again under another name is recognised by its digest, \
+         hashed from the file in pieces, and shares the compiled code without its bytes being read \
+         again.\n\n",
+        single.instances, fifty.instances
+    )
+}
 
-    if let Some(path) = out_path().filter(|_| real) {
+/// `cargo bench --bench fleet -- --only scaling|memory` runs one part
+/// (and writes nothing).
+fn main() -> anyhow::Result<()> {
+    let real = is_real_run();
+    let (count, configmaps, window) = if real {
+        (1_000, 10_000, Duration::from_secs(60))
+    } else {
+        (30, 200, Duration::from_secs(3))
+    };
+    let args: Vec<String> = std::env::args().collect();
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1));
+    let part = |name: &str| only.is_none_or(|o| o == name);
+    let scaled = part("scaling").then(|| scaling(count)).transpose()?;
+    let memory = part("memory").then(|| memory(configmaps, window));
+    if let (Some(path), Some((table, failover)), Some(memory)) =
+        (out_path().filter(|_| real), scaled, memory)
+    {
         let body = format!(
             "Real processes on this machine (2 cores): `kubewasm apiserver --request-latency-ms 20` and \
              replicas of `kubewasm run --sharding --workers 4` running `myapp` (a Deployment and a Service \
              per MyApp, and its status: three writes a reconcile). {count} MyApps are created at once \
              (ten `kubectl create`s side by side) once the ring has settled; converged is when every \
              MyApp has its Deployment and every replica's queue is empty. The published figure to beat is \
-             about 2.25x at 3 replicas (timebertt's controller sharding).\n\n{scaling}\n\
+             about 2.25x at 3 replicas (timebertt's controller sharding).\n\n{table}\n\
              Each replica's primary store holds its share only (`kubewasm_informer_objects{{shard=\"uid\"}}`). \
              Failover: one of the three SIGKILLed, the survivors held every slot {:.1} s later (default \
-             Lease of 15 s, renewed every 2 s).\n\n\
-             Memory: `kubewasm run` with the CLI's defaults over {configmaps} ConfigMaps (resident, the \
-             median of the second half of the samples taken every half second while its queues are not \
-             empty, within a minute of it being ready; the component's code from the compiled cache), less a \
-             host running no plugin: 1 `configmap-replicator` adds {:.0} MiB (at most {single_instances} \
-             instances, busy and idle, in that half), 50 (the same component under 50 names) add {:.0} MiB \
-             (at most {fifty_instances} instances): **{memory_ratio:.2}x** (goal: at most 1.3x). Warm \
-             instances are capped at `--max-idle-instances` (default `--workers`, 8).\n\n",
+             Lease of 15 s, renewed every 2 s).\n\n{memory}",
             failover.as_secs_f64(),
-            single / 1024.0,
-            fifty / 1024.0,
         );
         write_section(
             &path,

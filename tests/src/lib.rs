@@ -154,12 +154,23 @@ pub async fn in_process_cluster(
 
 /// Resident memory of process `pid`, in KiB (0 if it is gone).
 pub fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
+    proc_kib(&format!("/proc/{pid}/status"), "VmRSS:")
+}
+
+/// A process's proportional set size in KiB: its resident pages, each
+/// counted once however many of its mappings share it (a component's
+/// memory image is mapped once per instance: RSS counts it each time).
+pub fn pss_kib(pid: u32) -> u64 {
+    proc_kib(&format!("/proc/{pid}/smaps_rollup"), "Pss:")
+}
+
+/// The KiB figure of the line of `file` that starts with `field`.
+fn proc_kib(file: &str, field: &str) -> u64 {
+    std::fs::read_to_string(file)
         .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(field))
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         })
         .unwrap_or(0)

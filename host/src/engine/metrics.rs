@@ -9,7 +9,7 @@
 //! | `kubewasm_instantiate_time_seconds` | plugin | instance creation (histogram; warm calls count zero) |
 //! | `kubewasm_instance_wait_seconds` | plugin | how long a step waited for a slot of the host's instance budget, every one being in a call (histogram; zero when one was free or idle) |
 //! | `kubewasm_instance_wait_timeouts_total` | plugin | steps not run because no slot came free in time (queued again without backoff; not a reconcile error) |
-//! | `kubewasm_instances` | state | the instance budget now: `busy` (in a call), `idle` (warm), `capacity` (the slots), `max_idle` (the most kept warm) |
+//! | `kubewasm_instances` | state | the instance budget now: `busy` (in a call), `idle` (warm), `capacity` (the slots), `max_warm` (the most kept warm) |
 //! | `kubewasm_shard_slots_held` | | with `--sharding`: slots of the hash space this replica holds now |
 //! | `kubewasm_shard_members` | | with `--sharding`: live members of the ring this replica sees |
 //! | `kubewasm_shard_handovers_total` | | with `--sharding`: slots this replica acquired |
@@ -488,7 +488,7 @@ impl Metrics {
                 ("busy", counts.busy),
                 ("idle", counts.idle),
                 ("capacity", counts.capacity),
-                ("max_idle", counts.max_idle),
+                ("max_warm", counts.max_warm),
             ] {
                 self.instances
                     .get_or_create(&StateLabel { state })

@@ -919,7 +919,7 @@ fn load(
         limits: Some(limits),
         config,
     };
-    let mut prepared = loader::prepare(sources, &pulled.bytes, setup)?;
+    let mut prepared = loader::prepare(sources, loader::Source::Bytes(&pulled.bytes), setup)?;
     prepared.artifact = Some(pulled.digest);
     Ok(prepared)
 }

@@ -30,7 +30,7 @@ pub struct RuntimeConfig {
     pub(super) cache_dir: Option<PathBuf>,
     pub(super) instance_reuse: InstanceReuse,
     max_instances: Option<u32>,
-    max_idle_instances: Option<u32>,
+    max_warm_instances: Option<u32>,
     pub(super) instance_wait: Duration,
     pub(super) pooling: bool,
     limits: Limits,
@@ -45,7 +45,7 @@ impl Default for RuntimeConfig {
             cache_dir: None,
             instance_reuse: InstanceReuse::Reuse,
             max_instances: None,
-            max_idle_instances: None,
+            max_warm_instances: None,
             instance_wait: Duration::from_secs(30),
             pooling: true,
             limits: Limits::default(),
@@ -106,22 +106,22 @@ impl RuntimeConfig {
             .unwrap_or_else(|| default_max_instances(self.memory_limit))
     }
 
-    /// Most warm instances kept idle across plugins between their calls
-    /// (default: the whole budget); one checked in past it drops the least
-    /// recently used. A warm instance makes a call cheaper (no
-    /// instantiation, no language runtime started again) and costs its
-    /// memory while it waits: a host sets this to the calls it can run at
-    /// once, so many busy plugins hold no more than one would.
+    /// Most instances kept when a call ends, across plugins, counting
+    /// those in calls (default: the whole budget); past it the least
+    /// recently used idle one is dropped. A warm instance makes a call
+    /// cheaper (no instantiation, no language runtime started again) and
+    /// costs its memory while it waits: a host sets this to the calls it
+    /// runs at once, so fifty busy plugins hold about what one does.
     #[must_use]
-    pub fn max_idle_instances(mut self, count: u32) -> Self {
-        self.max_idle_instances = Some(count);
+    pub fn max_warm_instances(mut self, count: u32) -> Self {
+        self.max_warm_instances = Some(count);
         self
     }
 
     /// The idle cap this configuration gives (never above the budget).
-    pub fn idle_instances(&self) -> u32 {
+    pub fn warm_instances(&self) -> u32 {
         let budget = self.instances();
-        self.max_idle_instances.map_or(budget, |n| n.min(budget))
+        self.max_warm_instances.map_or(budget, |n| n.min(budget))
     }
 
     /// Longest a call waits for an instance slot when every one is in a

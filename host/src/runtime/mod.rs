@@ -45,11 +45,11 @@
 //! dropped when another plugin needs its slot, and a call that finds every
 //! slot in a call waits its turn, first come first served, for at most
 //! [`RuntimeConfig::instance_wait`] ([`CallError::NoInstance`] past it,
-//! which the engine retries without backoff). Of those, at most
-//! [`RuntimeConfig::max_idle_instances`] stay warm between calls (the
-//! least recently used goes first): the host keeps as many as steps it runs
-//! at once, so fifty busy plugins hold about the memory one does (an
-//! instance of the JavaScript example holds some 3.5 MiB). The rules are
+//! which the engine retries without backoff). When a call ends, at most
+//! [`RuntimeConfig::max_warm_instances`] are kept, those in calls counted
+//! (the least recently used idle one goes first): the host keeps as many as
+//! steps it runs at once, so fifty busy plugins hold about the memory one
+//! does (an instance of the JavaScript example holds some 3.5 MiB). The rules are
 //! `pool`'s.
 
 mod bindings;
@@ -212,7 +212,7 @@ impl Runtime {
     pub fn new(config: RuntimeConfig) -> Result<Self, RuntimeError> {
         let mut wasm = wasmtime::Config::new();
         wasm.wasm_component_model(true).epoch_interruption(true);
-        let (instances, idle) = (config.instances(), config.idle_instances());
+        let (instances, warm) = (config.instances(), config.warm_instances());
         if config.pooling {
             let n = instances;
             let keep_resident = match config.instance_reuse {
@@ -271,7 +271,7 @@ impl Runtime {
                 config,
                 compiled,
                 limit_counts: LimitCounts::default(),
-                pool: Pool::new(instances as usize, idle as usize),
+                pool: Pool::new(instances as usize, warm as usize),
                 plugins: AtomicU64::new(0),
                 loaded: Mutex::default(),
                 compiling: Mutex::default(),

@@ -27,12 +27,14 @@
 //! 3. A wait is bounded by the caller's deadline: past it the checkout
 //!    fails with [`Exhausted`], which the engine treats as "not run", never
 //!    as a reconcile failure.
-//! 4. At most `max_idle` instances are kept idle, across plugins: checking
-//!    one in past that drops the least recently used idle instance (of any
-//!    plugin, possibly the one checked in if `max_idle` is 0) and frees its
-//!    slot. The slots bound what may live at once; `max_idle` bounds what
-//!    warm instances cost while nothing runs in them (the host keeps as
-//!    many as steps can run at once).
+//! 4. When a call ends, at most `max_warm` instances are kept, counting
+//!    those still in calls: checking one in past that drops the least
+//!    recently used idle instance (of any plugin; the one checked in if
+//!    there is no other) and frees its slot. The slots bound what may live
+//!    at once; `max_warm` bounds what waiting instances cost. (A host sets
+//!    it to the calls it runs at once: plugins called in turn more than
+//!    that would find their instance gone anyway, an LRU cache smaller
+//!    than a cycle hitting never.)
 //! 5. A plugin that goes idle or is unloaded gives its idle instances back
 //!    ([`Pool::drop_idle`]); a slot is freed only once its instance is
 //!    dropped, so the allocator under the pool never holds more than
@@ -63,8 +65,8 @@ pub struct Exhausted {
 pub struct PoolCounts {
     /// Slots of the budget.
     pub capacity: usize,
-    /// Most instances kept idle.
-    pub max_idle: usize,
+    /// Most instances kept after a call, those in calls counted.
+    pub max_warm: usize,
     /// Instances in a call (or being created for one).
     pub busy: usize,
     /// Warm instances waiting for their plugin's next call.
@@ -148,13 +150,13 @@ pub(crate) struct Pool<T> {
     state: Mutex<State<T>>,
     changed: Condvar,
     capacity: usize,
-    max_idle: usize,
+    max_warm: usize,
 }
 
 impl<T> Pool<T> {
-    /// A pool of `capacity` slots, all free, keeping at most `max_idle`
-    /// instances idle.
-    pub(crate) fn new(capacity: usize, max_idle: usize) -> Arc<Self> {
+    /// A pool of `capacity` slots, all free, keeping at most `max_warm`
+    /// instances after a call (those in calls counted).
+    pub(crate) fn new(capacity: usize, max_warm: usize) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State {
                 free: capacity,
@@ -168,7 +170,7 @@ impl<T> Pool<T> {
             }),
             changed: Condvar::new(),
             capacity,
-            max_idle,
+            max_warm,
         })
     }
 
@@ -260,10 +262,12 @@ impl<T> Pool<T> {
         let used = state.used;
         state.idle.insert(used, (busy.owner, instance));
         state.idle_of.entry(busy.owner).or_default().push_back(used);
-        // Past the idle cap (rule 4): the oldest goes, outside the lock.
+        // Past the warm cap (rule 4): the oldest go, outside the lock.
         let mut surplus = Vec::new();
-        while state.idle.len() > self.max_idle {
-            surplus.extend(state.take_oldest());
+        while state.busy + state.idle.len() > self.max_warm
+            && let Some(victim) = state.take_oldest()
+        {
+            surplus.push(victim);
             state.free += 1;
         }
         drop(state);
@@ -318,7 +322,7 @@ impl<T> Pool<T> {
         let state = self.lock();
         PoolCounts {
             capacity: self.capacity,
-            max_idle: self.max_idle,
+            max_warm: self.max_warm,
             busy: state.busy,
             idle: state.idle.len(),
             waiting: state.waiting.len(),
@@ -460,7 +464,7 @@ mod tests {
             pool.counts(),
             PoolCounts {
                 capacity: 1,
-                max_idle: 1,
+                max_warm: 1,
                 ..PoolCounts::default()
             }
         );
@@ -546,7 +550,7 @@ mod tests {
     }
 
     #[test]
-    fn instances_past_the_idle_cap_should_be_dropped_least_recently_used_first() {
+    fn instances_past_the_warm_cap_should_be_dropped_least_recently_used_first() {
         let alive = Arc::new(AtomicUsize::new(0));
         let pool = Pool::new(4, 2);
         let calls: Vec<_> = (1..=4).map(|o| call(&pool, &alive, o)).collect();
@@ -563,16 +567,25 @@ mod tests {
             drop(busy);
         }
         // The freed slots are free: four at once need no wait.
-        let all: Vec<_> = (5..9).map(|o| call(&pool, &alive, o)).collect();
+        let mut all: Vec<_> = (5..9).map(|o| call(&pool, &alive, o)).collect();
         assert_eq!(alive.load(Ordering::SeqCst), 4);
+        // Instances in calls count: with three still in calls, the one
+        // checked in goes (nothing older is idle).
+        pool.checkin(all.remove(0));
+        assert_eq!(alive.load(Ordering::SeqCst), 3);
+        assert_eq!(pool.counts().idle, 0);
+        pool.checkin(all.remove(0));
+        assert_eq!(alive.load(Ordering::SeqCst), 2, "two in calls");
+        pool.checkin(all.remove(0));
+        assert_eq!(pool.counts().idle, 1, "one in a call, one kept");
+        assert_eq!(alive.load(Ordering::SeqCst), 2);
         drop(all);
-        // With no idle instance allowed, a checkin drops its own.
+        // With none kept, a checkin drops its own.
         let none = Pool::new(1, 0);
         none.checkin(call(&none, &alive, 1));
-        assert_eq!(alive.load(Ordering::SeqCst), 0);
         assert_eq!(none.counts().idle, 0);
         let again = call(&none, &alive, 1);
-        assert_eq!(alive.load(Ordering::SeqCst), 1);
+        assert_eq!(alive.load(Ordering::SeqCst), 2, "plugin 7's, and this one");
         drop(again);
     }
 }
