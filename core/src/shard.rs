@@ -80,6 +80,16 @@ impl ShardRange {
         u128::from(hash) < self.end && hash >= self.start
     }
 
+    /// Which of `count` equal ranges ([`Self::nth_of`]) holds `hash`
+    /// (`count` at least 1).
+    pub fn index_of(hash: u64, count: u32) -> u32 {
+        let count = count.max(1);
+        let width = HASH_SPACE_END / u128::from(count);
+        u32::try_from(u128::from(hash) / width)
+            .unwrap_or(u32::MAX)
+            .min(count - 1)
+    }
+
     /// The `index`-th of `count` equal ranges of the hash space (the last
     /// takes the remainder); `None` if `index >= count`.
     pub fn nth_of(index: u32, count: u32) -> Option<Self> {

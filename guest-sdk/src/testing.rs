@@ -42,6 +42,7 @@ use crate::context::Context;
 use crate::error::Result;
 use crate::outcome::Outcome;
 use crate::types::{Declaration, ObjectKey, Verb};
+use kubewasm_core::rules;
 
 /// Fixtures and a configuration to run reconciles against.
 #[derive(Clone, Debug, Default)]
@@ -142,8 +143,9 @@ impl Harness {
 }
 
 /// The outcome, or the host's refusal of it, by the host's write rules
-/// (`kubewasm::action::plan`, held to its answers by the shared fixtures
-/// `tests/conformance/writes.json`): every apply, status apply and delete
+/// (`kubewasm_core::rules`, which the host's planner applies to its grants;
+/// the shared fixtures `tests/conformance/writes.json` hold the other
+/// harnesses to the same answers): every apply, status apply and delete
 /// needs its verb declared on its type; its target's scope, namespace and
 /// name must be valid (a namespaced object without a namespace goes to the
 /// primary's), its labels too; an owned child needs the primary cached and
@@ -155,149 +157,61 @@ fn check_writes(
     outcome: Outcome,
 ) -> Result<Outcome> {
     use crate::outcome::Action;
-    for (index, action) in outcome.actions().iter().enumerate() {
-        let refused = match action {
-            Action::Apply { object, owned, .. } => {
-                check_object(declaration, key, object, Verb::Apply).and_then(
-                    |(resource, target)| match owned {
-                        true => check_owner(declaration, key, objects, &resource, &target),
-                        false => Ok(()),
-                    },
-                )
-            }
-            Action::ApplyStatus(object) => {
-                check_object(declaration, key, object, Verb::ApplyStatus).map(|_| ())
-            }
-            Action::Delete(resource, target, _) => granted(declaration, resource, Verb::Delete)
-                .and_then(|(resource, _)| check_target(resource, target)),
-            Action::Event(_) => Ok(()),
-        };
-        if let Err(refusal) = refused {
-            return Err(crate::error::Error::msg(match refusal {
-                Refusal::Denied(why) => format!(
-                    "action #{} denied: plugin `{}` {why}",
-                    index + 1,
-                    declaration.name
-                ),
-                Refusal::Invalid(why) => format!("action #{} is invalid: {why}", index + 1),
-            }));
-        }
-    }
-    Ok(outcome)
-}
-
-/// Why the host refuses an action.
-enum Refusal {
-    Denied(String),
-    Invalid(String),
-}
-
-impl From<kubewasm_core::validation::Invalid> for Refusal {
-    fn from(invalid: kubewasm_core::validation::Invalid) -> Self {
-        Self::Invalid(invalid.to_string())
-    }
-}
-
-/// The declared form of `resource` and its selector, if `verb` is declared
-/// on it; else the host's denial (reads and writes alike).
-fn granted<'a>(
-    declaration: &'a Declaration,
-    resource: &crate::ResourceType,
-    verb: Verb,
-) -> Result<(&'a crate::ResourceType, &'a str), Refusal> {
-    let denied =
-        |why: &str| Refusal::Denied(format!("may not {} {resource}: {why}", verb.as_str()));
-    match held(declaration, resource) {
-        None => Err(denied("the type was not declared")),
-        Some((_, verbs, _)) if !verbs.contains(&verb) => {
-            Err(denied("the verb was not declared for this type"))
-        }
-        Some((declared, _, selector)) => Ok((declared, selector)),
-    }
-}
-
-/// An applied object's declared type and target, checked.
-fn check_object(
-    declaration: &Declaration,
-    key: &ObjectKey,
-    object: &Value,
-    verb: Verb,
-) -> Result<(crate::ResourceType, ObjectKey), Refusal> {
-    let field = |name: &str| object.get(name).and_then(Value::as_str).unwrap_or_default();
-    let (group, version) = kubewasm_core::resource::split_api_version(field("apiVersion"));
-    let resource = crate::ResourceType {
-        group: group.to_owned(),
-        version: version.to_owned(),
-        kind: field("kind").to_owned(),
-        plural: String::new(),
-        namespaced: true,
-    };
-    let resource = granted(declaration, &resource, verb)?.0.clone();
-    let mut target = ObjectKey::of(object)
-        .ok_or_else(|| Refusal::Invalid("object lacks `metadata.name`".into()))?;
-    if resource.namespaced && target.namespace.is_none() {
-        target.namespace.clone_from(&key.namespace);
-    }
-    check_target(&resource, &target)?;
-    kubewasm_core::validation::labels(object)?;
-    Ok((resource, target))
-}
-
-fn check_target(resource: &crate::ResourceType, target: &ObjectKey) -> Result<(), Refusal> {
-    match (resource.namespaced, &target.namespace) {
-        (true, None) => {
-            return Err(Refusal::Invalid(format!(
-                "{resource} `{}` needs a namespace",
-                target.name
-            )));
-        }
-        (false, Some(ns)) => {
-            return Err(Refusal::Invalid(format!(
-                "{resource} is cluster-scoped but `{}` names namespace `{ns}`",
-                target.name
-            )));
-        }
-        _ => {}
-    }
-    if let Some(namespace) = &target.namespace {
-        kubewasm_core::validation::namespace(namespace)?;
-    }
-    kubewasm_core::validation::name(resource, &target.name)?;
-    Ok(())
-}
-
-/// An owned child needs the primary in the cache, with a uid, and in its
-/// namespace (an owner reference cannot cross namespaces).
-fn check_owner(
-    declaration: &Declaration,
-    key: &ObjectKey,
-    objects: &[Cached],
-    resource: &crate::ResourceType,
-    child: &ObjectKey,
-) -> Result<(), Refusal> {
+    let declared = Declared(declaration);
     let primary = &declaration.primary;
-    let cannot = |why: String| Refusal::Invalid(format!("cannot own {resource} `{child}`: {why}"));
-    let cached = objects.iter().map(|(o, _)| o).find(|o| {
+    let cached_primary = objects.iter().map(|(o, _)| o).find(|o| {
         let field = |name: &str| o.get(name).and_then(Value::as_str).unwrap_or_default();
         field("apiVersion") == primary.api_version()
             && field("kind") == primary.kind
             && ObjectKey::of(o).as_ref() == Some(key)
     });
-    let primary_object =
-        cached.ok_or_else(|| cannot(format!("the primary `{key}` is not in the cache")))?;
-    if primary_object
-        .pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .is_none()
-    {
-        return Err(cannot("the primary has no uid".into()));
+    for (index, action) in outcome.actions().iter().enumerate() {
+        let refused = match action {
+            Action::Apply { object, owned, .. } => {
+                rules::object_target(&declared, Verb::Apply, object, key.namespace.as_deref())
+                    .and_then(|(resource, target)| match owned {
+                        true => rules::owner_uid(primary, key, cached_primary, &resource, &target)
+                            .map(|_| ()),
+                        false => Ok(()),
+                    })
+            }
+            Action::ApplyStatus(object) => rules::object_target(
+                &declared,
+                Verb::ApplyStatus,
+                object,
+                key.namespace.as_deref(),
+            )
+            .map(|_| ()),
+            Action::Delete(resource, target, _) => rules::check(&declared, Verb::Delete, resource)
+                .map_err(rules::Refusal::from)
+                .and_then(|resource| {
+                    rules::check_target(&declared, Verb::Delete, resource, target)
+                }),
+            Action::Event(_) => Ok(()),
+        };
+        if let Err(refusal) = refused {
+            return Err(crate::error::Error::msg(refusal.at(index + 1).to_string()));
+        }
     }
-    if primary.namespaced && key.namespace != child.namespace {
-        return Err(cannot(format!(
-            "an owner reference cannot cross namespaces (primary `{key}`)"
-        )));
+    Ok(outcome)
+}
+
+/// A declaration as the host holds it when the operator grants all it
+/// declares.
+struct Declared<'a>(&'a Declaration);
+
+impl rules::Holdings for Declared<'_> {
+    fn plugin(&self) -> &str {
+        &self.0.name
     }
-    Ok(())
+
+    fn held(
+        &self,
+        resource: &crate::ResourceType,
+        verb: Verb,
+    ) -> Option<(&crate::ResourceType, bool)> {
+        held(self.0, resource).map(|(declared, verbs, _)| (declared, verbs.contains(&verb)))
+    }
 }
 
 /// The declared form of a type, what the plugin holds on it, and the label
@@ -331,10 +245,11 @@ pub(crate) mod backend {
 
     use k8s_openapi::jiff::Timestamp;
 
-    use super::{Cached, Fixture, Refusal, granted};
+    use super::{Cached, Declared, Fixture, held};
     use crate::error::{Error, Result};
     use crate::log::Level;
     use crate::types::{Declaration, ObjectKey, ResourceType, Verb};
+    use kubewasm_core::rules;
 
     thread_local! {
         static FIXTURE: RefCell<Option<(Fixture, Declaration)>> = const { RefCell::new(None) };
@@ -372,10 +287,11 @@ pub(crate) mod backend {
             let (objects, declaration) = fixture.as_ref().ok_or_else(|| {
                 Error::msg("cache read outside a reconcile: use kubewasm_guest::testing::Harness")
             })?;
-            let (declared, selector) = granted(declaration, resource, verb).map_err(|refusal| {
-                let (Refusal::Denied(why) | Refusal::Invalid(why)) = refusal;
-                Error::msg(format!("read denied: plugin `{}` {why}", declaration.name))
-            })?;
+            let holdings = Declared(declaration);
+            let declared = rules::check(&holdings, verb, resource)
+                .map_err(|denied| Error::msg(format!("read denied: {denied}")))?;
+            // The declared selector restricts every read of the type.
+            let selector = held(declaration, resource).map_or("", |(_, _, selector)| selector);
             let selector = kubewasm_core::Selector::parse(selector)?;
             let visible = objects
                 .iter()

@@ -24,9 +24,9 @@ use serde_json::{Map, Value, json};
 
 use crate::cache::Cache;
 use crate::declaration::{Declaration, Verb};
-use crate::grants::{Denied, Grants};
-use crate::resource::{ObjectKey, ResourceType, split_api_version};
-use kubewasm_core::validation;
+use crate::grants::Grants;
+use crate::resource::{ObjectKey, ResourceType};
+use kubewasm_core::rules::{self, Refusal, invalid};
 
 /// Severity of an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -256,27 +256,7 @@ pub struct ApiRequest {
     pub body: Value,
 }
 
-/// Why a plugin's outcome was refused.
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum ActionError {
-    /// The plugin holds no grant for the action.
-    #[error("action #{index} denied: {denied}")]
-    Denied {
-        /// Position of the action, from 1.
-        index: usize,
-        /// The denial.
-        #[source]
-        denied: Denied,
-    },
-    /// The action is malformed.
-    #[error("action #{index} is invalid: {reason}")]
-    Invalid {
-        /// Position of the action, from 1.
-        index: usize,
-        /// What is wrong.
-        reason: String,
-    },
-}
+pub use kubewasm_core::rules::ActionError;
 
 /// What planning needs to know about the reconcile in progress.
 #[derive(Clone, Copy)]
@@ -314,39 +294,8 @@ pub fn plan(ctx: PlanContext<'_>, desired: Vec<Desired>) -> Result<Vec<Action>, 
     desired
         .into_iter()
         .enumerate()
-        .map(|(i, d)| plan_one(ctx, d).map_err(|e| e.at(i + 1)))
+        .map(|(i, d)| plan_one(ctx, d).map_err(|refusal| refusal.at(i + 1)))
         .collect()
-}
-
-/// An [`ActionError`] before its position is known.
-enum Refusal {
-    Denied(Denied),
-    Invalid(String),
-}
-
-impl Refusal {
-    fn at(self, index: usize) -> ActionError {
-        match self {
-            Self::Denied(denied) => ActionError::Denied { index, denied },
-            Self::Invalid(reason) => ActionError::Invalid { index, reason },
-        }
-    }
-}
-
-impl From<Denied> for Refusal {
-    fn from(denied: Denied) -> Self {
-        Self::Denied(denied)
-    }
-}
-
-impl From<validation::Invalid> for Refusal {
-    fn from(invalid: validation::Invalid) -> Self {
-        Self::Invalid(invalid.to_string())
-    }
-}
-
-fn invalid(reason: impl Into<String>) -> Refusal {
-    Refusal::Invalid(reason.into())
 }
 
 fn plan_one(ctx: PlanContext<'_>, desired: Desired) -> Result<Action, Refusal> {
@@ -398,8 +347,8 @@ fn plan_one(ctx: PlanContext<'_>, desired: Desired) -> Result<Action, Refusal> {
             })
         }
         Desired::Delete(resource, key, preconditions) => {
-            let resource = declared(ctx, &resource.api_version(), &resource.kind, Verb::Delete)?;
-            check_target(ctx, Verb::Delete, &resource, &key)?;
+            let resource = rules::check(ctx.grants, Verb::Delete, &resource)?.clone();
+            rules::check_target(ctx.grants, Verb::Delete, &resource, &key)?;
             let uid = preconditions.uid.or_else(|| {
                 ctx.cache.get(&resource, &key).and_then(|o| {
                     o.value()
@@ -419,71 +368,9 @@ fn plan_one(ctx: PlanContext<'_>, desired: Desired) -> Result<Action, Refusal> {
     }
 }
 
-/// The declared type for `apiVersion`/`kind`, if `verb` is granted on it.
-fn declared(
-    ctx: PlanContext<'_>,
-    api_version: &str,
-    kind: &str,
-    verb: Verb,
-) -> Result<ResourceType, Refusal> {
-    let Some(resource) = ctx.declaration.resource_type(api_version, kind) else {
-        let (group, version) = split_api_version(api_version);
-        let undeclared = ResourceType {
-            group: group.into(),
-            version: version.into(),
-            kind: kind.into(),
-            plural: String::new(),
-            namespaced: false,
-        };
-        return Err(ctx.grants.check(verb, &undeclared).err().map_or_else(
-            || invalid(format!("{api_version} {kind} is not declared")),
-            Refusal::Denied,
-        ));
-    };
-    ctx.grants.check(verb, resource)?;
-    Ok(resource.clone())
-}
-
-/// Checks that a write of `verb` may reach `key`: its scope, its name and
-/// namespace by Kubernetes' rules, and the namespace granted to the plugin
-/// (a Namespace object counts as being in itself).
-fn check_target(
-    ctx: PlanContext<'_>,
-    verb: Verb,
-    resource: &ResourceType,
-    key: &ObjectKey,
-) -> Result<(), Refusal> {
-    check_scope(resource, key)?;
-    if let Some(namespace) = &key.namespace {
-        validation::namespace(namespace)?;
-    }
-    validation::name(resource, &key.name)?;
-    let is_namespace = resource.group.is_empty() && resource.kind == "Namespace";
-    let namespace = key
-        .namespace
-        .as_deref()
-        .or(is_namespace.then_some(key.name.as_str()));
-    if let Some(namespace) = namespace {
-        ctx.grants.check_namespace(verb, resource, namespace)?;
-    }
-    Ok(())
-}
-
-fn check_scope(resource: &ResourceType, key: &ObjectKey) -> Result<(), Refusal> {
-    match (resource.namespaced, &key.namespace) {
-        (true, None) => Err(invalid(format!(
-            "{resource} `{}` needs a namespace",
-            key.name
-        ))),
-        (false, Some(ns)) => Err(invalid(format!(
-            "{resource} is cluster-scoped but `{}` names namespace `{ns}`",
-            key.name
-        ))),
-        _ => Ok(()),
-    }
-}
-
-/// Parses an object, resolves its declared type, fills in its namespace.
+/// Parses an object, resolves its declared type, fills in its namespace
+/// (the primary's, for a namespaced object naming none), checks it by the
+/// write rules (`kubewasm_core::rules`).
 fn parse_object(
     ctx: PlanContext<'_>,
     text: &str,
@@ -491,19 +378,11 @@ fn parse_object(
 ) -> Result<(ResourceType, ObjectKey, Value), Refusal> {
     let mut object: Value = serde_json::from_str(text)
         .map_err(|e| invalid(format!("object is not valid JSON: {e}")))?;
-    let field = |name: &str| object.get(name).and_then(Value::as_str).map(str::to_owned);
-    let api_version = field("apiVersion").ok_or_else(|| invalid("object lacks `apiVersion`"))?;
-    let kind = field("kind").ok_or_else(|| invalid("object lacks `kind`"))?;
-    let resource = declared(ctx, &api_version, &kind, verb)?;
-    let mut key = ObjectKey::of(&object).ok_or_else(|| invalid("object lacks `metadata.name`"))?;
-    if resource.namespaced && key.namespace.is_none() {
-        key.namespace.clone_from(&ctx.key.namespace);
-        if let Some(namespace) = &key.namespace {
-            metadata_mut(&mut object)?.insert("namespace".into(), namespace.clone().into());
-        }
+    let (resource, key) =
+        rules::object_target(ctx.grants, verb, &object, ctx.key.namespace.as_deref())?;
+    if let Some(namespace) = key.namespace.as_ref().filter(|_| resource.namespaced) {
+        metadata_mut(&mut object)?.insert("namespace".into(), namespace.clone().into());
     }
-    check_target(ctx, verb, &resource, &key)?;
-    validation::labels(&object)?;
     Ok((resource, key, object))
 }
 
@@ -522,26 +401,7 @@ fn set_controller(
     metadata: &mut Map<String, Value>,
 ) -> Result<(), Refusal> {
     let owner_type = &ctx.declaration.primary;
-    let primary = ctx.primary.ok_or_else(|| {
-        invalid(format!(
-            "cannot own {child_type} `{child}`: the primary `{}` is not in the cache",
-            ctx.key
-        ))
-    })?;
-    let uid = primary
-        .pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .ok_or_else(|| {
-            invalid(format!(
-                "cannot own {child_type} `{child}`: the primary has no uid"
-            ))
-        })?;
-    if owner_type.namespaced && ctx.key.namespace != child.namespace {
-        return Err(invalid(format!(
-            "cannot own {child_type} `{child}`: an owner reference cannot cross namespaces (primary `{}`)",
-            ctx.key
-        )));
-    }
+    let uid = rules::owner_uid(owner_type, ctx.key, ctx.primary, child_type, child)?;
     let owner_ref = json!({
         "apiVersion": owner_type.api_version(),
         "kind": owner_type.kind,
@@ -572,13 +432,13 @@ fn set_controller(
 fn plan_event(ctx: PlanContext<'_>, event: DesiredEvent) -> Result<Action, Refusal> {
     let (resource, key) = match event.regarding {
         Some((resource, key)) => {
-            let resource = declared(ctx, &resource.api_version(), &resource.kind, Verb::Get)?;
+            let resource = rules::check(ctx.grants, Verb::Get, &resource)?.clone();
             (resource, key)
         }
         None => (ctx.declaration.primary.clone(), ctx.key.clone()),
     };
     // Recording an event is a write in the namespace it lands in.
-    check_target(ctx, Verb::Apply, &resource, &key)?;
+    rules::check_target(ctx.grants, Verb::Apply, &resource, &key)?;
     ctx.grants.check_namespace(
         Verb::Apply,
         &resource,
@@ -593,7 +453,6 @@ fn plan_event(ctx: PlanContext<'_>, event: DesiredEvent) -> Result<Action, Refus
             "an event needs a reason and an action of 1 to 128 characters",
         ));
     }
-    let note = truncate(event.note, 1024);
     let mut regarding = json!({
         "apiVersion": resource.api_version(),
         "kind": resource.kind,
@@ -610,26 +469,70 @@ fn plan_event(ctx: PlanContext<'_>, event: DesiredEvent) -> Result<Action, Refus
     {
         regarding["uid"] = uid.clone();
     }
-    let object = json!({
-        "apiVersion": "events.k8s.io/v1",
-        "kind": "Event",
-        "metadata": {
-            "generateName": format!("{}.", key.name),
-            "namespace": key.namespace.as_deref().unwrap_or("default"),
-        },
-        "eventTime": ctx.now.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
-        "reportingController": format!("kubewasm.dev/{}", ctx.declaration.name),
-        "reportingInstance": "kubewasm",
-        "type": match event.event_type {
-            EventType::Normal => "Normal",
-            EventType::Warning => "Warning",
-        },
-        "reason": event.reason,
-        "action": event.action,
-        "note": note,
-        "regarding": regarding,
-    });
+    let object = EventBody {
+        regarding,
+        namespace: key.namespace.as_deref().unwrap_or("default"),
+        controller: &format!("kubewasm.dev/{}", ctx.declaration.name),
+        event_type: event.event_type,
+        reason: &event.reason,
+        action: &event.action,
+        note: event.note,
+    }
+    .object(ctx.now);
     Ok(Action::Event { object })
+}
+
+/// Most bytes of an Event's note (the API server's limit).
+const MAX_NOTE_BYTES: usize = 1024;
+
+/// An events.k8s.io/v1 Event: the one builder of a plugin's events and the
+/// host's own.
+pub(crate) struct EventBody<'a> {
+    /// What it regards (`apiVersion`, `kind`, `name`, and `namespace` and
+    /// `uid` when known); its name prefixes the Event's.
+    pub(crate) regarding: Value,
+    /// Where the Event is written.
+    pub(crate) namespace: &'a str,
+    /// Who reports it (`kubewasm.dev/<plugin>`, or `kubewasm.dev/host`).
+    pub(crate) controller: &'a str,
+    /// Normal or Warning.
+    pub(crate) event_type: EventType,
+    /// Why (CamelCase).
+    pub(crate) reason: &'a str,
+    /// What was done or failed.
+    pub(crate) action: &'a str,
+    /// Details, cut to [`MAX_NOTE_BYTES`].
+    pub(crate) note: String,
+}
+
+impl EventBody<'_> {
+    /// The Event's body, timed `now`.
+    pub(crate) fn object(self, now: jiff::Timestamp) -> Value {
+        let name = self
+            .regarding
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("event");
+        json!({
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {
+                "generateName": format!("{name}."),
+                "namespace": self.namespace,
+            },
+            "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
+            "reportingController": self.controller,
+            "reportingInstance": "kubewasm",
+            "type": match self.event_type {
+                EventType::Normal => "Normal",
+                EventType::Warning => "Warning",
+            },
+            "reason": self.reason,
+            "action": self.action,
+            "note": truncate(self.note, MAX_NOTE_BYTES),
+            "regarding": self.regarding,
+        })
+    }
 }
 
 /// Cuts `text` to at most `max` bytes, on a character boundary.

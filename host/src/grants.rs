@@ -36,7 +36,6 @@
 //!   return ([`Grants::selector`]).
 
 use std::collections::BTreeSet;
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -44,52 +43,12 @@ use serde::{Deserialize, Serialize};
 use crate::declaration::{Declaration, Verb};
 use crate::resource::ResourceType;
 use crate::selector::Selector;
+use kubewasm_core::rules::{self, Holdings};
 
 /// Namespaces no plugin writes to unless the operator lists them.
 pub const SYSTEM_NAMESPACES: [&str; 3] = ["kube-system", "kube-public", "kube-node-lease"];
 
-/// Why a read or write was refused.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Reason {
-    /// The plugin did not declare the type.
-    TypeNotDeclared,
-    /// The plugin did not declare the verb on the type.
-    VerbNotDeclared,
-    /// The namespace is not granted to the plugin.
-    NamespaceNotGranted(String),
-    /// The namespace is a system one and the operator did not list it.
-    SystemNamespace(String),
-}
-
-impl fmt::Display for Reason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::TypeNotDeclared => f.write_str("the type was not declared"),
-            Self::VerbNotDeclared => f.write_str("the verb was not declared for this type"),
-            Self::NamespaceNotGranted(ns) => {
-                write!(f, "namespace `{ns}` is not granted to it")
-            }
-            Self::SystemNamespace(ns) => write!(
-                f,
-                "namespace `{ns}` is a system namespace, written only when the operator grants it"
-            ),
-        }
-    }
-}
-
-/// A refused read or write.
-#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
-#[error("plugin `{plugin}` may not {verb} {resource}: {why}", verb = verb.as_str())]
-pub struct Denied {
-    /// The plugin.
-    pub plugin: String,
-    /// What it tried.
-    pub verb: Verb,
-    /// On what (`apiVersion Kind`).
-    pub resource: String,
-    /// Why not.
-    pub why: Reason,
-}
+pub use kubewasm_core::rules::{Denied, Reason};
 
 /// A declaration that asks for more than the operator grants.
 #[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
@@ -330,11 +289,7 @@ impl Grants {
     /// # Errors
     /// [`Denied`] names the plugin, the verb and the resource type.
     pub fn check(&self, verb: Verb, resource: &ResourceType) -> Result<&ResourceType, Denied> {
-        match self.find(resource) {
-            Some(held) if held.verbs.contains(&verb) => Ok(&held.resource),
-            Some(_) => Err(self.deny(verb, resource, Reason::VerbNotDeclared)),
-            None => Err(self.deny(verb, resource, Reason::TypeNotDeclared)),
-        }
+        rules::check(self, verb, resource)
     }
 
     /// Checks that `verb` may reach an object of `resource` in `namespace`
@@ -348,20 +303,7 @@ impl Grants {
         resource: &ResourceType,
         namespace: &str,
     ) -> Result<(), Denied> {
-        let write = !matches!(verb, Verb::Get | Verb::List | Verb::Watch);
-        match &self.namespaces {
-            Some(granted) if !granted.contains(namespace) => Err(self.deny(
-                verb,
-                resource,
-                Reason::NamespaceNotGranted(namespace.to_owned()),
-            )),
-            None if write && SYSTEM_NAMESPACES.contains(&namespace) => Err(self.deny(
-                verb,
-                resource,
-                Reason::SystemNamespace(namespace.to_owned()),
-            )),
-            _ => Ok(()),
-        }
+        rules::check_namespace(self, verb, resource, namespace)
     }
 
     /// The namespaces the plugin is confined to; `None`: every namespace.
@@ -381,13 +323,30 @@ impl Grants {
     pub fn selector(&self, resource: &ResourceType) -> Option<&Selector> {
         self.find(resource).map(|h| &h.selector)
     }
+}
 
-    fn deny(&self, verb: Verb, resource: &ResourceType, why: Reason) -> Denied {
-        Denied {
-            plugin: self.plugin.clone(),
-            verb,
-            resource: resource.to_string(),
-            why,
+impl Holdings for Grants {
+    fn plugin(&self) -> &str {
+        &self.plugin
+    }
+
+    fn held(&self, resource: &ResourceType, verb: Verb) -> Option<(&ResourceType, bool)> {
+        self.find(resource)
+            .map(|h| (&h.resource, h.verbs.contains(&verb)))
+    }
+
+    /// A confined plugin reaches its namespaces only; an unconfined one
+    /// writes everywhere but the system namespaces.
+    fn refuses_namespace(&self, verb: Verb, namespace: &str) -> Option<Reason> {
+        let write = !matches!(verb, Verb::Get | Verb::List | Verb::Watch);
+        match &self.namespaces {
+            Some(granted) if !granted.contains(namespace) => {
+                Some(Reason::NamespaceNotGranted(namespace.to_owned()))
+            }
+            None if write && SYSTEM_NAMESPACES.contains(&namespace) => {
+                Some(Reason::SystemNamespace(namespace.to_owned()))
+            }
+            _ => None,
         }
     }
 }

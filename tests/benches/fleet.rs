@@ -23,6 +23,9 @@ use kubewasm_tests::bench::{is_real_run, out_path, write_section};
 use kubewasm_tests::host::{Host, apply, create_all, get_json, metric_total as total};
 use kubewasm_tests::{Apiserver, example_file, example_plugin, pss_kib, rss_kib};
 
+/// Every slot of a ring.
+const ALL_SLOTS: f64 = kubewasm::engine::ring::SLOTS as f64;
+
 /// Creates `items` by ten `kubectl create`s at once.
 fn create_side_by_side(server: &Apiserver, items: Vec<serde_json::Value>) {
     let chunk = items.len().div_ceil(10).max(1);
@@ -104,7 +107,7 @@ fn ring(replicas: usize, count: usize, kill: bool) -> anyhow::Result<Run> {
     }
     until("the ring settles", Duration::from_secs(120), || {
         let held = slots(&hosts);
-        held.iter().sum::<f64>() == 32.0 && held.iter().all(|n| *n > 0.0)
+        held.iter().sum::<f64>() == ALL_SLOTS && held.iter().all(|n| *n > 0.0)
     })?;
     let started = Instant::now();
     create_side_by_side(&server, myapps("app", count));
@@ -135,7 +138,7 @@ fn ring(replicas: usize, count: usize, kill: bool) -> anyhow::Result<Run> {
         Some(until(
             "the survivors take every slot",
             Duration::from_secs(120),
-            || slots(&hosts).iter().sum::<f64>() == 32.0,
+            || slots(&hosts).iter().sum::<f64>() == ALL_SLOTS,
         )?)
     } else {
         None

@@ -21,6 +21,17 @@ pub fn workspace_root() -> PathBuf {
         .unwrap_or_default()
 }
 
+/// `full` outside CI, `reduced` in it (`CI` set, as `.ci/run` runs): the
+/// scale of a heavy test, whose full form runs on a developer's machine
+/// and whose reduced form tells the same story in less of CI's 45 minutes.
+pub fn scale(full: usize, reduced: usize) -> usize {
+    if std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false") {
+        reduced
+    } else {
+        full
+    }
+}
+
 /// The cargo target directory.
 pub fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")

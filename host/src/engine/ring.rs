@@ -60,8 +60,10 @@ use kube::api::{ListParams, ObjectMeta, PostParams};
 use kubewasm_core::shard::{ShardField, ShardRange, fnv1a64};
 use tokio::time::Instant;
 
-/// Slots of the hash space (each `2^64 / SLOTS` wide).
-pub const SLOTS: u32 = 32;
+/// Slots of the hash space (each `2^64 / SLOTS` wide). 48: one, two,
+/// three, four, six or eight members hold equal shares (32 gave three
+/// members 11, 11 and 10); it fits the `u64` masks of slots held.
+pub const SLOTS: u32 = 48;
 
 /// The label every Lease of a ring carries, valued with the ring's id.
 pub const RING_LABEL: &str = "kubewasm.dev/ring";
@@ -121,8 +123,8 @@ fn dns_safe(identity: &str) -> String {
 
 /// The slot of a hash.
 pub fn slot_of(hash: u64) -> u32 {
-    // The top bits: slot `n` is `ShardRange::nth_of(n, SLOTS)`.
-    u32::try_from(hash >> (64 - SLOTS.trailing_zeros())).unwrap_or(0)
+    // Slot `n` is `ShardRange::nth_of(n, SLOTS)`.
+    ShardRange::index_of(hash, SLOTS)
 }
 
 /// The range of the hash space a slot covers.
@@ -679,7 +681,7 @@ mod tests {
     }
 
     #[test]
-    fn slots_should_cover_the_hash_space_by_their_top_bits() {
+    fn slots_should_cover_the_hash_space_in_equal_ranges() {
         assert_eq!(slot_of(0), 0);
         assert_eq!(slot_of(u64::MAX), SLOTS - 1);
         for slot in 0..SLOTS {

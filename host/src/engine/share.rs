@@ -166,7 +166,7 @@ mod tests {
         assert_eq!(terms[0].1.start, range_of(0).start);
         assert_eq!(terms[0].1.end, range_of(1).end);
         assert_eq!(terms[1].1, range_of(3));
-        let all = Share::new(ShardField::Uid, u64::from(u32::MAX));
+        let all = Share::new(ShardField::Uid, (1 << SLOTS) - 1);
         assert_eq!(
             all.selector().expect("every slot").terms(),
             [(ShardField::Uid, ShardRange::ALL)]
@@ -179,8 +179,9 @@ mod tests {
         use super::super::ring::slot_of;
         use kubewasm_core::shard::fnv1a64;
         let uids: Vec<String> = (0..200).map(|i| format!("{i}-uid-{i:04}")).collect();
-        let low = Share::new(ShardField::Uid, 0x0000_ffff);
-        let high = Share::new(ShardField::Uid, 0xffff_0000);
+        let (half, all) = ((1u64 << (SLOTS / 2)) - 1, (1u64 << SLOTS) - 1);
+        let low = Share::new(ShardField::Uid, half);
+        let high = Share::new(ShardField::Uid, all & !half);
         for uid in &uids {
             let o = object(uid, Some("default"));
             assert_ne!(
@@ -188,7 +189,10 @@ mod tests {
                 high.admits_object(&o),
                 "{uid} in exactly one"
             );
-            assert_eq!(low.admits_object(&o), slot_of(fnv1a64(uid.as_bytes())) < 16);
+            assert_eq!(
+                low.admits_object(&o),
+                slot_of(fnv1a64(uid.as_bytes())) < SLOTS / 2
+            );
         }
         assert!(!Share::new(ShardField::Uid, 0).admits_object(&object("a", None)));
         // Placed by namespace: every object of a namespace together.

@@ -91,9 +91,6 @@ const RETRY_MAX: Duration = Duration::from_secs(300);
 /// The field manager of status writes.
 const MANAGER: &str = "kubewasm";
 
-/// Most bytes of an event's note (the API server's bound).
-const MAX_NOTE_BYTES: usize = 1024;
-
 /// A plugin resource: a namespaced `Plugin` or a `ClusterPlugin`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ResourceId {
@@ -637,19 +634,16 @@ impl PluginResources {
         if let Some(own) = &id.namespace {
             regarding["namespace"] = own.clone().into();
         }
-        let event = json!({
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            "metadata": {"generateName": format!("{}.", id.name), "namespace": namespace},
-            "eventTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
-            "reportingController": "kubewasm.dev/host",
-            "reportingInstance": "kubewasm",
-            "type": "Warning",
-            "reason": reason,
-            "action": "Load",
-            "note": crate::action::truncate(message.to_owned(), MAX_NOTE_BYTES),
-            "regarding": regarding,
-        });
+        let event = crate::action::EventBody {
+            regarding,
+            namespace: &namespace,
+            controller: "kubewasm.dev/host",
+            event_type: crate::action::EventType::Warning,
+            reason,
+            action: "Load",
+            note: message.to_owned(),
+        }
+        .object(jiff::Timestamp::now());
         let (client, id) = (self.client.clone(), id.clone());
         self.writes.spawn(async move {
             let api = Api::<DynamicObject>::namespaced_with(
