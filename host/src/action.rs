@@ -81,9 +81,15 @@ pub struct Preconditions {
     pub resource_version: Option<String>,
 }
 
-/// A checked action, ready to send.
+/// A checked action, ready to send. Only [`plan`] and the finalizer
+/// constructors make one (its variants are private), so the applier,
+/// which takes nothing else, sends nothing that did not pass the rules.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Action {
+pub struct Action(Planned);
+
+/// What a planned action does.
+#[derive(Clone, Debug, PartialEq)]
+enum Planned {
     /// Server-side apply of `object`.
     Apply {
         /// Its type.
@@ -172,12 +178,12 @@ impl Action {
             patch.push(json!({"op": "test", "path": "/metadata/finalizers", "value": null}));
         }
         patch.push(add);
-        Some(Self::Finalizer {
+        Some(Self(Planned::Finalizer {
             add: true,
             resource: resource.clone(),
             key: key.clone(),
             patch: Value::Array(patch),
-        })
+        }))
     }
 
     /// Removes `finalizer` from `primary` (as cached), or `None` if it is
@@ -198,7 +204,7 @@ impl Action {
             .cloned()
             .unwrap_or(Value::Null);
         let path = format!("/metadata/finalizers/{index}");
-        Some(Self::Finalizer {
+        Some(Self(Planned::Finalizer {
             add: false,
             resource: resource.clone(),
             key: key.clone(),
@@ -207,7 +213,7 @@ impl Action {
                 {"op": "test", "path": path, "value": finalizer},
                 {"op": "remove", "path": path},
             ]),
-        })
+        }))
     }
 }
 
@@ -314,13 +320,13 @@ fn plan_one(ctx: PlanContext<'_>, desired: Desired) -> Result<Action, Refusal> {
             if owned {
                 set_controller(ctx, &resource, &key, metadata)?;
             }
-            Ok(Action::Apply {
+            Ok(Action(Planned::Apply {
                 resource,
                 key,
                 field_manager,
                 object,
                 force,
-            })
+            }))
         }
         Desired::ApplyStatus(object) => {
             let (resource, key, object) = parse_object(ctx, &object, Verb::ApplyStatus)?;
@@ -339,12 +345,12 @@ fn plan_one(ctx: PlanContext<'_>, desired: Desired) -> Result<Action, Refusal> {
                 "metadata": metadata,
                 "status": status,
             });
-            Ok(Action::ApplyStatus {
+            Ok(Action(Planned::ApplyStatus {
                 resource,
                 key,
                 field_manager,
                 object,
-            })
+            }))
         }
         Desired::Delete(resource, key, preconditions) => {
             let resource = rules::check(ctx.grants, Verb::Delete, &resource)?.clone();
@@ -357,12 +363,12 @@ fn plan_one(ctx: PlanContext<'_>, desired: Desired) -> Result<Action, Refusal> {
                         .map(str::to_owned)
                 })
             });
-            Ok(Action::Delete {
+            Ok(Action(Planned::Delete {
                 resource,
                 key,
                 uid,
                 resource_version: preconditions.resource_version,
-            })
+            }))
         }
         Desired::Event(event) => plan_event(ctx, event),
     }
@@ -479,7 +485,7 @@ fn plan_event(ctx: PlanContext<'_>, event: DesiredEvent) -> Result<Action, Refus
         note: event.note,
     }
     .object(ctx.now);
-    Ok(Action::Event { object })
+    Ok(Action(Planned::Event { object }))
 }
 
 /// Most bytes of an Event's note (the API server's limit).
@@ -592,15 +598,15 @@ impl Action {
     /// done.
     pub fn removes(&self) -> bool {
         matches!(
-            self,
-            Self::Delete { .. } | Self::Finalizer { add: false, .. }
+            self.0,
+            Planned::Delete { .. } | Planned::Finalizer { add: false, .. }
         )
     }
 
     /// The API request that performs this action.
     pub fn request(&self) -> ApiRequest {
-        match self {
-            Self::Apply {
+        match &self.0 {
+            Planned::Apply {
                 resource,
                 key,
                 field_manager,
@@ -617,7 +623,7 @@ impl Action {
                 content_type: APPLY_PATCH,
                 body: object.clone(),
             },
-            Self::ApplyStatus {
+            Planned::ApplyStatus {
                 resource,
                 key,
                 field_manager,
@@ -632,7 +638,7 @@ impl Action {
                 content_type: APPLY_PATCH,
                 body: object.clone(),
             },
-            Self::Delete {
+            Planned::Delete {
                 resource,
                 key,
                 uid,
@@ -658,7 +664,7 @@ impl Action {
                     body,
                 }
             }
-            Self::Finalizer {
+            Planned::Finalizer {
                 add,
                 resource,
                 key,
@@ -674,7 +680,7 @@ impl Action {
                 content_type: "application/json-patch+json",
                 body: patch.clone(),
             },
-            Self::Event { object } => ApiRequest {
+            Planned::Event { object } => ApiRequest {
                 action: "event",
                 method: Method::Post,
                 path: format!(
