@@ -6,8 +6,8 @@ use crate::bounds::BoundError;
 use crate::decode::DecodeError;
 use crate::patch::PatchError;
 use crate::protobuf::ProtobufError;
-use crate::registry::ResourceInfo;
 use crate::store::StoreError;
+use kubewasm_types::info::ResourceInfo;
 
 /// A failed request: an HTTP code, a `reason` clients match on, a message.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]

@@ -2,6 +2,8 @@
 
 use serde_json::{Map, Value};
 
+pub use kubewasm_types::value::strings_at;
+
 /// Checks a DNS-1123 subdomain: what most object names must be.
 ///
 /// # Errors
@@ -26,20 +28,6 @@ pub fn validate_name(name: &str) -> Result<(), String> {
 /// The string at `pointer`, or `""`.
 pub fn text_at<'a>(value: &'a Value, pointer: &str) -> &'a str {
     value.pointer(pointer).and_then(Value::as_str).unwrap_or("")
-}
-
-/// The strings of the JSON array at `pointer` (none when absent).
-pub fn strings_at(value: &Value, pointer: &str) -> Vec<String> {
-    value
-        .pointer(pointer)
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// `prefix` plus five random characters, as `generateName` asks.
@@ -115,7 +103,7 @@ pub fn canonical_order(object: Value) -> Value {
 /// What the real API server's registry strategies do to a built-in object
 /// on every write: a Secret's `stringData` is merged into `data` (base64)
 /// and dropped; a Namespace without a phase is `Active`.
-pub fn normalize_builtin(info: &crate::registry::ResourceInfo, object: &mut Value) {
+pub fn normalize_builtin(info: &kubewasm_types::info::ResourceInfo, object: &mut Value) {
     if info.custom || !info.group.is_empty() {
         return;
     }

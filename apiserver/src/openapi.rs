@@ -13,7 +13,8 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::registry::{Registry, ResourceInfo};
+use kubewasm_types::info::ResourceInfo;
+use kubewasm_types::registry::Registry;
 
 fn gv_path(group: &str, version: &str) -> String {
     if group.is_empty() {

@@ -42,34 +42,7 @@ pub const DEFAULT_HISTORY: usize = 10_000;
 /// take as JSON. Events of big objects are compacted sooner.
 pub const DEFAULT_HISTORY_BYTES: usize = 256 << 20;
 
-/// Where a resource type's objects are filed: its group and plural.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ResourceKey {
-    /// API group; empty for the core group.
-    pub group: String,
-    /// Plural resource name.
-    pub plural: String,
-}
-
-impl ResourceKey {
-    /// The key of `group`'s `plural`.
-    pub fn new(group: impl Into<String>, plural: impl Into<String>) -> Self {
-        Self {
-            group: group.into(),
-            plural: plural.into(),
-        }
-    }
-}
-
-impl std::fmt::Display for ResourceKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.group.is_empty() {
-            f.write_str(&self.plural)
-        } else {
-            write!(f, "{}.{}", self.plural, self.group)
-        }
-    }
-}
+pub use kubewasm_types::info::ResourceKey;
 
 /// What happened to an object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -216,7 +216,7 @@ impl rules::Holdings for Declared<'_> {
 
 /// The declared form of a type, what the plugin holds on it, and the label
 /// selector its reads are restricted to: the host's rules
-/// (`kubewasm::reads`), checked by the shared conformance fixtures.
+/// (`kubewasm_runtime::reads`), checked by the shared conformance fixtures.
 fn held<'a>(
     declaration: &'a Declaration,
     resource: &crate::ResourceType,

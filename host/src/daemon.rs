@@ -3,7 +3,7 @@
 //! process).
 //!
 //! # `run`
-//! 1. Reads the cluster's discovery into a [`RestMapper`](crate::mapper::RestMapper).
+//! 1. Reads the cluster's discovery into a [`RestMapper`](kubewasm_runtime::mapper::RestMapper).
 //! 2. Loads every `*.wasm` in the plugin directory as the plugin named by
 //!    the file (`NAME.wasm` runs as `NAME`: its field manager, finalizer,
 //!    logs and metrics; one component copied under two names runs twice),
@@ -43,7 +43,7 @@
 //! # Plugin resources
 //! When the cluster serves `Plugin` and `ClusterPlugin` (`kubewasm crds`),
 //! the host also runs what they ask for
-//! ([`PluginResources`](crate::plugin_resource::PluginResources)), beside
+//! ([`PluginResources`](kubewasm_engine::plugin_resource::PluginResources)), beside
 //! the directory's plugins; a name is never taken from one source by the
 //! other. Ready waits for their first loads too.
 
@@ -57,17 +57,17 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 
-use crate::engine::controller::Settings;
-use crate::engine::discovery::{self, DiscoveryError};
-use crate::engine::informer::InitialList;
-use crate::engine::leader::{self, LeaseConfig};
-use crate::engine::ring::{self, RingConfig};
-use crate::engine::serve;
-use crate::engine::{Engine, LoadResult};
-use crate::loader::{Loaded, Loader, Loads, Prepared, Refused};
-use crate::plugin_dir::{PluginFiles, ScanError};
-use crate::plugin_resource::{PluginResources, ResourceOptions};
-use crate::runtime::Runtime;
+use kubewasm_engine::controller::Settings;
+use kubewasm_engine::discovery::{self, DiscoveryError};
+use kubewasm_engine::informer::InitialList;
+use kubewasm_engine::leader::{self, LeaseConfig};
+use kubewasm_engine::loader::{Loaded, Loader, Loads, Prepared, Refused};
+use kubewasm_engine::plugin_dir::{PluginFiles, ScanError};
+use kubewasm_engine::plugin_resource::{PluginResources, ResourceOptions};
+use kubewasm_engine::ring::{self, RingConfig};
+use kubewasm_engine::serve;
+use kubewasm_engine::{Engine, LoadResult};
+use kubewasm_runtime::Runtime;
 
 /// How `run` runs the host.
 #[derive(Clone, Debug)]
@@ -85,13 +85,13 @@ pub struct HostOptions {
     /// Leader election: reconcile only while holding this Lease.
     pub leader_election: Option<LeaseConfig>,
     /// Sharding: reconcile the primaries of the slots this replica holds in
-    /// its ring ([`crate::engine::ring`]); `Plugin` statuses are written by
+    /// its ring ([`kubewasm_engine::ring`]); `Plugin` statuses are written by
     /// the holder of slot 0.
     pub sharding: Option<RingConfig>,
     /// How informers list.
     pub initial_list: InitialList,
     /// Where plugins named by OCI references (`NAME.oci`) come from.
-    pub artifacts: crate::oci::Artifacts,
+    pub artifacts: kubewasm_engine::oci::Artifacts,
     /// How `Plugin` and `ClusterPlugin` resources run (watched when the
     /// cluster serves them).
     pub resources: ResourceOptions,
@@ -153,7 +153,7 @@ async fn rescan(loader: &mut Loader, loads: &mut Loads<PluginFiles>, engine: &mu
 /// them.
 fn plugin_resources(
     client: &kube::Client,
-    sources: &crate::loader::Sources,
+    sources: &kubewasm_engine::loader::Sources,
     options: &HostOptions,
     leading: &tokio::sync::watch::Receiver<bool>,
 ) -> Option<PluginResources> {
@@ -180,7 +180,7 @@ enum Next {
     /// The directory changed.
     Rescan,
     /// A plugin resource's load finished.
-    Resource(String, Loaded<crate::plugin_resource::Generation>),
+    Resource(String, Loaded<kubewasm_engine::plugin_resource::Generation>),
     /// A plugin resource changed.
     Resources,
     /// Time to look again.
@@ -194,13 +194,15 @@ async fn resource_event(resources: Option<&mut PluginResources>) -> Next {
         return std::future::pending().await;
     };
     match resources.next_event().await {
-        crate::plugin_resource::Event::Loaded(name, loaded) => Next::Resource(name, *loaded),
-        crate::plugin_resource::Event::Changed => Next::Resources,
+        kubewasm_engine::plugin_resource::Event::Loaded(name, loaded) => {
+            Next::Resource(name, *loaded)
+        }
+        kubewasm_engine::plugin_resource::Event::Changed => Next::Resources,
     }
 }
 
 /// Returns when `watch` says the directory changed; never without one.
-async fn changed(watch: Option<&crate::plugin_dir::Watch>) {
+async fn changed(watch: Option<&kubewasm_engine::plugin_dir::Watch>) {
     match watch {
         Some(watch) => watch.changed().await,
         None => std::future::pending().await,
@@ -321,7 +323,7 @@ pub async fn run(
     // compiles: seconds for an interpreted plugin; later ones read the
     // precompiled cache). Then the directory is watched: a plugin added,
     // changed or removed is loaded, swapped or stopped while the host runs.
-    let sources = crate::loader::Sources {
+    let sources = kubewasm_engine::loader::Sources {
         runtime,
         mapper,
         trust: options.trust_declarations,
@@ -330,7 +332,7 @@ pub async fn run(
     let mut resources = plugin_resources(&client_for_resources, &sources, &options, &statuses_by);
     let mut loader = Loader::new(&options.plugins, sources);
     let mut loads = Loads::default();
-    let watch = crate::plugin_dir::watch(&options.plugins)
+    let watch = kubewasm_engine::plugin_dir::watch(&options.plugins)
         .inspect_err(|error| {
             tracing::warn!(%error, dir = %options.plugins.display(),
                 "no change notifications for the plugin directory; looking every 500 ms");
@@ -418,7 +420,7 @@ pub async fn run(
 pub async fn install_plugin_crds(client: &kube::Client) -> Result<Vec<String>, DaemonError> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut installed = Vec::new();
-    for crd in crate::plugin_resource::crds() {
+    for crd in kubewasm_engine::plugin_resource::crds() {
         let name = crd.metadata.name.clone().unwrap_or_default();
         api.patch(
             &name,
@@ -462,7 +464,8 @@ pub async fn install_crds(client: &kube::Client, dir: &Path) -> Result<Vec<Strin
             source,
         };
         let text = std::fs::read_to_string(&path).map_err(|e| failed(Box::new(e)))?;
-        let objects = crate::replay::parse_objects(&text).map_err(|e| failed(Box::new(e)))?;
+        let objects =
+            kubewasm_runtime::replay::parse_objects(&text).map_err(|e| failed(Box::new(e)))?;
         for crd in objects
             .into_iter()
             .filter(|o| o["kind"] == "CustomResourceDefinition")

@@ -21,9 +21,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use crate::mapper::RestMapper;
-use crate::resource::ResourceType;
 use crate::typegen;
+use kubewasm_runtime::mapper::RestMapper;
+use kubewasm_runtime::resource::ResourceType;
 
 /// The languages a project can be written in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -145,7 +145,7 @@ impl Project {
     /// # Errors
     /// [`ScaffoldError`] says what is wrong or what failed.
     pub fn create(&self, dir: &Path) -> Result<Vec<String>, ScaffoldError> {
-        if !crate::runtime::is_plugin_name(&self.name) || self.name.contains('.') {
+        if !kubewasm_runtime::is_plugin_name(&self.name) || self.name.contains('.') {
             return Err(ScaffoldError::InvalidName(self.name.clone()));
         }
         let (primary, custom) = primary_type(&self.primary)?;
@@ -336,7 +336,7 @@ fn primary_type(text: &str) -> Result<(ResourceType, bool), ScaffoldError> {
     let identifier = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric());
     let group_ok = group
         .split('.')
-        .all(|label| group.is_empty() || crate::runtime::is_plugin_name(label));
+        .all(|label| group.is_empty() || kubewasm_runtime::is_plugin_name(label));
     if !group_ok
         || !identifier(version)
         || !identifier(kind)

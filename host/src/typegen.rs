@@ -17,7 +17,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use kubewasm_apiserver::registry::{Registry, ResourceInfo};
+use kubewasm_types::info::ResourceInfo;
+use kubewasm_types::registry::Registry;
 use serde_json::Value;
 
 /// The languages constants are generated for.
@@ -71,8 +72,7 @@ pub fn from_crds(language: Language, objects: &[Value]) -> Result<String, Typege
         .iter()
         .filter(|o| o.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition"))
     {
-        served
-            .extend(kubewasm_apiserver::crd::served_types(crd).map_err(TypegenError::InvalidCrd)?);
+        served.extend(kubewasm_types::crd::served_types(crd).map_err(TypegenError::InvalidCrd)?);
     }
     if served.is_empty() {
         return Err(TypegenError::NoCrd);

@@ -8,12 +8,14 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
-use kubewasm::action::{self, Desired, DesiredEvent, EventType, PlanContext, Preconditions};
-use kubewasm::cache::{Cache, MemoryCache};
-use kubewasm::grants::{Grants, OperatorGrants};
-use kubewasm::resource::{ObjectKey, ResourceType};
-use kubewasm::runtime::{InstanceReuse, Plugin, Request, Runtime, RuntimeConfig};
 use kubewasm_guest::testing::Harness;
+use kubewasm_runtime::action::{
+    self, Desired, DesiredEvent, EventType, PlanContext, Preconditions,
+};
+use kubewasm_runtime::cache::{Cache, MemoryCache};
+use kubewasm_runtime::grants::{Grants, OperatorGrants};
+use kubewasm_runtime::resource::{ObjectKey, ResourceType};
+use kubewasm_runtime::{InstanceReuse, Plugin, Request, Runtime, RuntimeConfig};
 use kubewasm_tests::bench::{
     Scenario, interleave, is_real_run, ms, out_path, time_once, us, write_section,
 };
@@ -224,7 +226,7 @@ fn main() {
     };
 
     // Sanity: both paths plan the same requests (event times aside).
-    let wasm_actions = kubewasm::step::reconcile(&reuse, Arc::clone(&cache), &request)
+    let wasm_actions = kubewasm_runtime::step::reconcile(&reuse, Arc::clone(&cache), &request)
         .expect("wasm")
         .actions
         .len();
@@ -241,35 +243,35 @@ fn main() {
         }),
         Scenario::new("wasm, fresh instance", || {
             Some(
-                kubewasm::step::reconcile(&fresh, Arc::clone(&cache), &request)
+                kubewasm_runtime::step::reconcile(&fresh, Arc::clone(&cache), &request)
                     .expect("fresh")
                     .stats,
             )
         }),
         Scenario::new("wasm, warm instance", || {
             Some(
-                kubewasm::step::reconcile(&reuse, Arc::clone(&cache), &request)
+                kubewasm_runtime::step::reconcile(&reuse, Arc::clone(&cache), &request)
                     .expect("reuse")
                     .stats,
             )
         }),
         Scenario::new("probe: empty call", || {
             Some(
-                kubewasm::step::reconcile(&probe, Arc::clone(&cm_cache), &noop_req)
+                kubewasm_runtime::step::reconcile(&probe, Arc::clone(&cm_cache), &noop_req)
                     .expect("noop")
                     .stats,
             )
         }),
         Scenario::new("probe: one 4 KB read", || {
             Some(
-                kubewasm::step::reconcile(&probe, Arc::clone(&cm_cache), &read_req)
+                kubewasm_runtime::step::reconcile(&probe, Arc::clone(&cm_cache), &read_req)
                     .expect("read")
                     .stats,
             )
         }),
         Scenario::new("probe: one 4 KB read, unparsed", || {
             Some(
-                kubewasm::step::reconcile(&probe, Arc::clone(&cm_cache), &text_req)
+                kubewasm_runtime::step::reconcile(&probe, Arc::clone(&cm_cache), &text_req)
                     .expect("read-text")
                     .stats,
             )

@@ -26,10 +26,10 @@ use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
-use kubewasm::engine::Engine;
-use kubewasm::engine::controller::Settings;
-use kubewasm::runtime::{LoadOptions, Runtime, RuntimeConfig};
 use kubewasm_apiserver::server::ApiServer;
+use kubewasm_engine::Engine;
+use kubewasm_engine::controller::Settings;
+use kubewasm_runtime::{LoadOptions, Runtime, RuntimeConfig};
 use kubewasm_tests::bench::{is_real_run, median, ms, out_path, write_section};
 use kubewasm_tests::{
     compiled_cache_dir, example_plugin, in_process_cluster, test_plugin, workspace_root,
@@ -93,7 +93,7 @@ async fn converged(client: &Client, n: usize) -> anyhow::Result<()> {
 
 /// kubewasm's engine running the `myapp` component.
 async fn wasm_engine(client: &Client, runtime: &Runtime) -> anyhow::Result<Engine> {
-    let mapper = Arc::new(kubewasm::engine::discovery::mapper(client).await?);
+    let mapper = Arc::new(kubewasm_engine::discovery::mapper(client).await?);
     let plugin = runtime.load(
         &std::fs::read(example_plugin("myapp"))?,
         &LoadOptions::new(mapper),
@@ -232,7 +232,7 @@ async fn fairness(backlog: usize, runtime: &Runtime) -> anyhow::Result<(Duration
         .buffer_unordered(32)
         .try_collect::<Vec<_>>()
         .await?;
-    let mapper = Arc::new(kubewasm::engine::discovery::mapper(&client).await?);
+    let mapper = Arc::new(kubewasm_engine::discovery::mapper(&client).await?);
     let options = LoadOptions::new(mapper);
     let busy = runtime.load(&std::fs::read(test_plugin("misbehave"))?, &options)?;
     let myapp = runtime.load(&std::fs::read(example_plugin("myapp"))?, &options)?;
@@ -325,7 +325,7 @@ async fn memory(readers: Readers, n: usize, runtime: &Runtime) -> anyhow::Result
         .buffer_unordered(32)
         .try_collect::<Vec<_>>()
         .await?;
-    let mapper = Arc::new(kubewasm::engine::discovery::mapper(&client).await?);
+    let mapper = Arc::new(kubewasm_engine::discovery::mapper(&client).await?);
     let bytes = std::fs::read(test_plugin("misbehave"))?;
     // Every ConfigMap a plugin reconciles (the server seeds some too),
     // counted before measuring: a list of them all is no reader's memory.

@@ -24,7 +24,7 @@ use kubewasm_tests::host::{Host, apply, create_all, get_json, metric_total as to
 use kubewasm_tests::{Apiserver, example_file, example_plugin, pss_kib, rss_kib};
 
 /// Every slot of a ring.
-const ALL_SLOTS: f64 = kubewasm::engine::ring::SLOTS as f64;
+const ALL_SLOTS: f64 = kubewasm_engine::ring::SLOTS as f64;
 
 /// Creates `items` by ten `kubectl create`s at once.
 fn create_side_by_side(server: &Apiserver, items: Vec<serde_json::Value>) {

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use kubewasm::cache::{Cache, MemoryCache};
-use kubewasm::resource::ObjectKey;
-use kubewasm::runtime::{
+use kubewasm_runtime::cache::{Cache, MemoryCache};
+use kubewasm_runtime::resource::ObjectKey;
+use kubewasm_runtime::{
     CallError, InstanceReuse, Plugin, ReconcileError, Request, Runtime, RuntimeConfig,
 };
 use kubewasm_tests::bench::{is_real_run, median, out_path, write_section};
@@ -26,7 +26,7 @@ fn rate(plugin: &Plugin, cache: &Arc<dyn Cache>, window: Duration) -> f64 {
     let started = Instant::now();
     let mut calls = 0u64;
     while started.elapsed() < window {
-        let outcome = kubewasm::step::reconcile(plugin, Arc::clone(cache), &request)
+        let outcome = kubewasm_runtime::step::reconcile(plugin, Arc::clone(cache), &request)
             .expect("myapp reconciles");
         assert_eq!(outcome.actions.len(), 3);
         calls += 1;
@@ -84,16 +84,19 @@ fn main() {
                         config: json!({"mode": mode}).to_string(),
                         ..Request::new(ObjectKey::namespaced("default", "cm"))
                     };
-                    let stopped =
-                        match kubewasm::step::reconcile(&hostile, Arc::clone(&cm), &request) {
-                            Err(ReconcileError::Call(error)) => matches!(
-                                (*mode, error),
-                                ("loop" | "sleep", CallError::DeadlineExceeded { .. })
-                                    | ("oom", CallError::MemoryExhausted { .. })
-                                    | ("flood-log", CallError::LimitExceeded(_))
-                            ),
-                            _ => false,
-                        };
+                    let stopped = match kubewasm_runtime::step::reconcile(
+                        &hostile,
+                        Arc::clone(&cm),
+                        &request,
+                    ) {
+                        Err(ReconcileError::Call(error)) => matches!(
+                            (*mode, error),
+                            ("loop" | "sleep", CallError::DeadlineExceeded { .. })
+                                | ("oom", CallError::MemoryExhausted { .. })
+                                | ("flood-log", CallError::LimitExceeded(_))
+                        ),
+                        _ => false,
+                    };
                     assert!(stopped, "{mode} was not stopped with its typed error");
                     failed.fetch_add(1, Ordering::Relaxed);
                 }

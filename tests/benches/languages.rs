@@ -8,9 +8,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kubewasm::cache::{Cache, MemoryCache};
-use kubewasm::resource::ObjectKey;
-use kubewasm::runtime::{InstanceReuse, Plugin, Request, Runtime, RuntimeConfig};
+use kubewasm_runtime::cache::{Cache, MemoryCache};
+use kubewasm_runtime::resource::ObjectKey;
+use kubewasm_runtime::{InstanceReuse, Plugin, Request, Runtime, RuntimeConfig};
 use kubewasm_tests::bench::{
     Scenario, interleave, is_real_run, ms, out_path, time_once, us, write_section,
 };
@@ -83,8 +83,8 @@ fn main() {
         ..Request::new(ObjectKey::namespaced("default", "cm"))
     };
     let call = |plugin: &Plugin| {
-        let outcome =
-            kubewasm::step::reconcile(plugin, Arc::clone(&cache), &request).expect("reconciles");
+        let outcome = kubewasm_runtime::step::reconcile(plugin, Arc::clone(&cache), &request)
+            .expect("reconciles");
         assert_eq!(outcome.actions.len(), 1, "one apply");
         Some(outcome.stats)
     };

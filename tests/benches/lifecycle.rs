@@ -19,9 +19,9 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kubewasm::daemon::HostOptions;
-use kubewasm::engine::informer::InitialList;
-use kubewasm::oci::{Access, Artifacts};
-use kubewasm::runtime::{Runtime, RuntimeConfig};
+use kubewasm_engine::informer::InitialList;
+use kubewasm_engine::oci::{Access, Artifacts};
+use kubewasm_runtime::{Runtime, RuntimeConfig};
 use kubewasm_tests::bench::{is_real_run, median, ms, out_path, write_section};
 use kubewasm_tests::registry::Registry;
 use kubewasm_tests::{in_process_cluster, test_plugin};
@@ -127,7 +127,7 @@ async fn main() -> anyhow::Result<()> {
         sharding: None,
         initial_list: InitialList::Streaming,
         artifacts: Artifacts::new(work.path().join("artifacts"), access.clone()),
-        resources: kubewasm::plugin_resource::ResourceOptions::default(),
+        resources: kubewasm_engine::plugin_resource::ResourceOptions::default(),
     };
 
     // Every event the plugins write, with the instant it was seen.
@@ -210,12 +210,12 @@ async fn main() -> anyhow::Result<()> {
     let pusher = Runtime::new(RuntimeConfig::default().cache_dir(work.path().join("compiled")))?;
     let interfaces = pusher.interfaces(&bytes)?;
     let reference = format!("oci://{}/bench/misbehave:pulled", registry.addr);
-    let parsed = kubewasm::oci::parse_reference(&reference)?;
-    let component = kubewasm::oci::Component {
+    let parsed = kubewasm_engine::oci::parse_reference(&reference)?;
+    let component = kubewasm_engine::oci::Component {
         bytes: &bytes,
         interfaces: &interfaces,
     };
-    kubewasm::oci::push(&component, &parsed, &access).await?;
+    kubewasm_engine::oci::push(&component, &parsed, &access).await?;
     // `interfaces` compiled it (as `push` does) into the cache the host
     // reads: the figure is the pull, a cached load and the first reconcile.
     // The pulled plugin says its language; `hot` counts.

@@ -22,10 +22,10 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kubewasm::daemon::HostOptions;
-use kubewasm::engine::informer::InitialList;
-use kubewasm::oci::{Access, Artifacts};
-use kubewasm::plugin_resource::{PluginResource, ResourceOptions};
-use kubewasm::runtime::{Runtime, RuntimeConfig};
+use kubewasm_engine::informer::InitialList;
+use kubewasm_engine::oci::{Access, Artifacts};
+use kubewasm_engine::plugin_resource::{PluginResource, ResourceOptions};
+use kubewasm_runtime::{Runtime, RuntimeConfig};
 use kubewasm_tests::bench::{is_real_run, median, ms, out_path, write_section};
 use kubewasm_tests::registry::Registry;
 use kubewasm_tests::{compiled_cache_dir, in_process_cluster, test_plugin};
@@ -140,13 +140,13 @@ async fn main() -> anyhow::Result<()> {
     let bytes = std::fs::read(test_plugin("misbehave"))?;
     let interfaces = runtime.interfaces(&bytes)?;
     let reference = format!("oci://{}/tenants/misbehave:1", registry.addr);
-    let component = kubewasm::oci::Component {
+    let component = kubewasm_engine::oci::Component {
         bytes: &bytes,
         interfaces: &interfaces,
     };
-    kubewasm::oci::push(
+    kubewasm_engine::oci::push(
         &component,
-        &kubewasm::oci::parse_reference(&reference)?,
+        &kubewasm_engine::oci::parse_reference(&reference)?,
         &access,
     )
     .await?;

@@ -5,7 +5,7 @@ use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use kubewasm::runtime::CallStats;
+use kubewasm_runtime::CallStats;
 
 /// Whether this is a real run: `cargo bench` passes `--bench`;
 /// `cargo test --all-targets` runs the benches as smoke tests.

@@ -64,7 +64,7 @@ impl Host {
             .arg("--cache-dir")
             .arg(crate::compiled_cache_dir())
             .args(flags)
-            .env("KUBEWASM_LOG", "info,kubewasm::engine=debug")
+            .env("KUBEWASM_LOG", "info,kubewasm_engine=debug")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log file"))
             .spawn()

@@ -81,18 +81,18 @@ pub fn kubewasm_bin() -> PathBuf {
 
 /// What the tests load plugins against: the built-in types and the
 /// example plugins' CRDs, as a cluster with them installed serves them.
-pub fn load_options() -> kubewasm::runtime::LoadOptions {
+pub fn load_options() -> kubewasm_runtime::LoadOptions {
     let crd = std::fs::read_to_string(example_file("myapp", "crd.yaml")).expect("myapp crd");
-    let objects = kubewasm::replay::parse_objects(&crd).expect("crd parses");
-    let mapper = kubewasm::mapper::RestMapper::for_fixtures(&objects).expect("crd valid");
-    kubewasm::runtime::LoadOptions::new(std::sync::Arc::new(mapper))
+    let objects = kubewasm_runtime::replay::parse_objects(&crd).expect("crd parses");
+    let mapper = kubewasm_runtime::mapper::RestMapper::for_fixtures(&objects).expect("crd valid");
+    kubewasm_runtime::LoadOptions::new(std::sync::Arc::new(mapper))
 }
 
 /// A cache holding a MyApp `default/demo` and its available Deployment: what
 /// a myapp reconcile reads.
-pub fn myapp_cache() -> std::sync::Arc<dyn kubewasm::cache::Cache> {
+pub fn myapp_cache() -> std::sync::Arc<dyn kubewasm_runtime::cache::Cache> {
     std::sync::Arc::new(
-        kubewasm::cache::MemoryCache::from_objects([
+        kubewasm_runtime::cache::MemoryCache::from_objects([
             serde_json::json!({"apiVersion": "example.com/v1", "kind": "MyApp",
                    "metadata": {"name": "demo", "namespace": "default", "uid": "u-demo", "generation": 1},
                    "spec": {"replicas": 2, "image": "nginx", "port": 80}}),
@@ -108,9 +108,9 @@ pub fn myapp_cache() -> std::sync::Arc<dyn kubewasm::cache::Cache> {
 /// `DeadlineExceeded` after at least the deadline and less than twice it.
 pub fn assert_stopped_at_deadline<T: std::fmt::Debug>(
     deadline: Duration,
-    call: impl FnOnce() -> Result<T, kubewasm::runtime::ReconcileError>,
+    call: impl FnOnce() -> Result<T, kubewasm_runtime::ReconcileError>,
 ) {
-    use kubewasm::runtime::{CallError, ReconcileError};
+    use kubewasm_runtime::{CallError, ReconcileError};
     let started = Instant::now();
     let err = call().expect_err("stopped");
     let elapsed = started.elapsed();

@@ -2,12 +2,14 @@
 //! cases the Rust, Python and JavaScript test harnesses run, so a plugin's
 //! unit tests deny exactly what the host denies, reads and writes.
 
-use kubewasm::action::{self, Desired, DesiredEvent, EventType, PlanContext, Preconditions};
-use kubewasm::cache::MemoryCache;
-use kubewasm::declaration::Declaration;
-use kubewasm::grants::{Grants, OperatorGrants};
-use kubewasm::reads::{self, ReadError};
-use kubewasm::resource::{ObjectKey, ResourceType};
+use kubewasm_runtime::action::{
+    self, Desired, DesiredEvent, EventType, PlanContext, Preconditions,
+};
+use kubewasm_runtime::cache::MemoryCache;
+use kubewasm_runtime::declaration::Declaration;
+use kubewasm_runtime::grants::{Grants, OperatorGrants};
+use kubewasm_runtime::reads::{self, ReadError};
+use kubewasm_runtime::resource::{ObjectKey, ResourceType};
 use serde_json::Value;
 
 fn fixtures() -> Value {

@@ -4,9 +4,9 @@
 //! `replay` uses (built-in types plus the fixtures' CRDs), and refuses the
 //! same lies.
 
-use kubewasm::mapper::{MapperError, RestMapper};
-use kubewasm::replay::parse_objects;
-use kubewasm::resource::ResourceType;
+use kubewasm_runtime::mapper::{MapperError, RestMapper};
+use kubewasm_runtime::replay::parse_objects;
+use kubewasm_runtime::resource::ResourceType;
 use kubewasm_tests::{Apiserver, example_file};
 use serde_json::Value;
 
@@ -34,7 +34,7 @@ fn a_mapper_from_discovery_should_agree_with_the_replay_mapper() {
         .expect("runtime")
         .block_on(async {
             let client = server.client().await.expect("client");
-            kubewasm::engine::discovery::mapper(&client).await
+            kubewasm_engine::discovery::mapper(&client).await
         })
         .expect("discovered");
     let crd = parse_objects(&std::fs::read_to_string(&crd_path).expect("crd")).expect("yaml");
@@ -43,7 +43,7 @@ fn a_mapper_from_discovery_should_agree_with_the_replay_mapper() {
 
     let mut compared = 0;
     for document in &documents {
-        let (group, version) = kubewasm::resource::split_api_version(
+        let (group, version) = kubewasm_runtime::resource::split_api_version(
             document["groupVersion"].as_str().unwrap_or_default(),
         );
         for resource in document["resources"].as_array().into_iter().flatten() {

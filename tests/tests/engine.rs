@@ -942,7 +942,7 @@ fn a_plugin_named_by_an_oci_reference_should_run_and_outlive_its_registry() {
     let component = std::fs::read(example_plugin("myapp")).expect("built");
     let runs = format!(
         r#"kubewasm_plugin_info{{plugin="myapp",digest="{}"}}"#,
-        kubewasm::oci::digest_of(&component)
+        kubewasm_engine::oci::digest_of(&component)
     );
     assert_eq!(host.metric(&runs), Some(1.0), "{runs}");
     apply_text(&server, DEMO);

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use kubewasm::cache::MemoryCache;
-use kubewasm::declaration::{Mapping, Verb};
-use kubewasm::replay::parse_objects;
-use kubewasm::resource::ObjectKey;
-use kubewasm::runtime::{InstanceReuse, Request, Runtime, RuntimeConfig};
+use kubewasm_runtime::cache::MemoryCache;
+use kubewasm_runtime::declaration::{Mapping, Verb};
+use kubewasm_runtime::replay::parse_objects;
+use kubewasm_runtime::resource::ObjectKey;
+use kubewasm_runtime::{InstanceReuse, Request, Runtime, RuntimeConfig};
 use kubewasm_tests::{compiled_cache_dir, example_file, example_plugin, test_plugin};
 use serde_json::{Value, json};
 
@@ -31,7 +31,7 @@ fn a_component_should_run_under_the_instance_name_it_is_given() {
         )
         .expect("loads");
     assert_eq!(plugin.declaration().name, "team-a");
-    let outcome = kubewasm::step::reconcile(
+    let outcome = kubewasm_runtime::step::reconcile(
         &plugin,
         kubewasm_tests::myapp_cache(),
         &Request::new(ObjectKey::namespaced("default", "demo")),
@@ -87,7 +87,7 @@ fn myapp_should_desire_owned_deployment_service_and_status() {
             .load_file(example_plugin("myapp"), &kubewasm_tests::load_options())
             .expect("loads");
         let cache = Arc::new(MemoryCache::from_objects(fixture("myapp")).expect("valid"));
-        let outcome = kubewasm::step::reconcile(
+        let outcome = kubewasm_runtime::step::reconcile(
             &plugin,
             cache,
             &Request::new(ObjectKey::namespaced("default", "demo")),
@@ -136,7 +136,7 @@ fn myapp_should_do_nothing_for_a_deleted_primary() {
         .load_file(example_plugin("myapp"), &kubewasm_tests::load_options())
         .expect("loads");
     let cache = Arc::new(MemoryCache::from_objects([]).expect("empty"));
-    let outcome = kubewasm::step::reconcile(
+    let outcome = kubewasm_runtime::step::reconcile(
         &plugin,
         cache,
         &Request::new(ObjectKey::namespaced("default", "gone")),
@@ -162,14 +162,14 @@ fn config_rollout_should_annotate_by_label_mapping() {
     assert!(decl.config_schema.is_some());
 
     let key = ObjectKey::namespaced("default", "web");
-    let cache: Arc<dyn kubewasm::cache::Cache> =
+    let cache: Arc<dyn kubewasm_runtime::cache::Cache> =
         Arc::new(MemoryCache::from_objects(fixture("config-rollout")).expect("valid"));
     let request = Request {
         config: json!({"annotation": "example.com/hash"}).to_string(),
         ..Request::new(key.clone())
     };
-    let outcome =
-        kubewasm::step::reconcile(&plugin, Arc::clone(&cache), &request).expect("reconciles");
+    let outcome = kubewasm_runtime::step::reconcile(&plugin, Arc::clone(&cache), &request)
+        .expect("reconciles");
     let patch = outcome.actions[0].request();
     // Contract 0.2.0: the partial apply of a Deployment people edit does
     // not force.
@@ -185,9 +185,9 @@ fn config_rollout_should_annotate_by_label_mapping() {
             &kubewasm_tests::load_options(),
         )
         .expect("the 0.1.0 build loads");
-    assert_eq!(old.contract(), kubewasm::runtime::Contract::V0_1);
-    assert_eq!(plugin.contract(), kubewasm::runtime::Contract::V0_2);
-    let old_outcome = kubewasm::step::reconcile(&old, cache, &request).expect("reconciles");
+    assert_eq!(old.contract(), kubewasm_runtime::Contract::V0_1);
+    assert_eq!(plugin.contract(), kubewasm_runtime::Contract::V0_2);
+    let old_outcome = kubewasm_runtime::step::reconcile(&old, cache, &request).expect("reconciles");
     let old_patch = old_outcome.actions[0].request();
     assert_eq!(old_patch.path, format!("{}&force=true", patch.path));
     assert_eq!(old_patch.body, patch.body);
@@ -205,7 +205,10 @@ fn config_rollout_should_annotate_by_label_mapping() {
     let event = outcome.actions[1].request();
     assert_eq!(
         (event.method, event.body["reason"].as_str()),
-        (kubewasm::action::Method::Post, Some("ConfigChanged"))
+        (
+            kubewasm_runtime::action::Method::Post,
+            Some("ConfigChanged")
+        )
     );
     assert_eq!(
         event.body["regarding"]["uid"],
@@ -216,7 +219,7 @@ fn config_rollout_should_annotate_by_label_mapping() {
     let mut objects = fixture("config-rollout");
     objects[0]["spec"]["template"]["metadata"]["annotations"] = json!({"example.com/hash": hash});
     let cache = Arc::new(MemoryCache::from_objects(objects).expect("valid"));
-    let outcome = kubewasm::step::reconcile(&plugin, cache, &request).expect("reconciles");
+    let outcome = kubewasm_runtime::step::reconcile(&plugin, cache, &request).expect("reconciles");
     assert!(outcome.actions.is_empty());
 }
 

@@ -5,10 +5,10 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use kubewasm::cache::{Cache, MemoryCache};
-use kubewasm::grants::OperatorGrants;
-use kubewasm::resource::{ObjectKey, ResourceType};
-use kubewasm::runtime::{
+use kubewasm_runtime::cache::{Cache, MemoryCache};
+use kubewasm_runtime::grants::OperatorGrants;
+use kubewasm_runtime::resource::{ObjectKey, ResourceType};
+use kubewasm_runtime::{
     CallError, ConfigError, InstanceReuse, Limit, LimitExceeded, Limits, LoadError, MapError,
     Plugin, ReconcileError, Request, Runtime, RuntimeConfig,
 };
@@ -75,8 +75,8 @@ fn request(mode: &str) -> Request {
     }
 }
 
-fn call(plugin: &Plugin, mode: &str) -> Result<kubewasm::step::Outcome, ReconcileError> {
-    kubewasm::step::reconcile(plugin, cache(), &request(mode))
+fn call(plugin: &Plugin, mode: &str) -> Result<kubewasm_runtime::step::Outcome, ReconcileError> {
+    kubewasm_runtime::step::reconcile(plugin, cache(), &request(mode))
 }
 
 /// The same plugin still serves a good call, with a fresh instance (the
@@ -142,7 +142,7 @@ fn interpreted_plugins_should_meet_the_same_rules() {
             config: r#"{"mode": 5}"#.into(),
             ..request("ok")
         };
-        let err = kubewasm::step::reconcile(&plugin, cache(), &bad).expect_err("schema");
+        let err = kubewasm_runtime::step::reconcile(&plugin, cache(), &bad).expect_err("schema");
         assert!(matches!(err, ReconcileError::Config(_)), "{name}: {err}");
     }
 }
@@ -154,7 +154,7 @@ fn plurals_passed_at_run_time_should_be_ignored_for_the_host_ones() {
     let requests: Vec<_> = outcome.actions.iter().map(|a| a.request()).collect();
     // The read found the ConfigMap, not the Secret of the same name.
     assert_eq!(requests[0].body["note"], "true");
-    assert_eq!(requests[1].method, kubewasm::action::Method::Delete);
+    assert_eq!(requests[1].method, kubewasm_runtime::action::Method::Delete);
     assert_eq!(requests[1].path, "/api/v1/namespaces/default/configmaps/cm");
     assert_still_serving(&plugin);
 }
@@ -205,7 +205,7 @@ fn operator_grants_should_narrow_reads_writes_and_refuse_excess() {
         message.contains("may not get v1 ConfigMap: namespace `default` is not granted to it"),
         "{message}"
     );
-    let listed = kubewasm::step::reconcile(
+    let listed = kubewasm_runtime::step::reconcile(
         &tenant,
         cache(),
         &Request {
@@ -398,7 +398,7 @@ fn configuration_should_match_the_config_schema() {
         config: r#"{"mode": 5}"#.into(),
         ..request("ok")
     };
-    let err = kubewasm::step::reconcile(&plugin, cache(), &bad).expect_err("refused");
+    let err = kubewasm_runtime::step::reconcile(&plugin, cache(), &bad).expect_err("refused");
     assert!(matches!(err, ReconcileError::Config(_)), "{err}");
     assert!(err.to_string().contains("config-schema"), "{err}");
     assert!(plugin.check_config(r#"{"mode": "ok", "port": 80}"#).is_ok());

@@ -45,7 +45,7 @@ fn pull(reference: &str, to: &Path) -> (bool, String, String) {
 fn manifest(registry: &Registry, repository: &str, reference: &str) -> Value {
     let (status, body) = registry.get(
         &format!("/v2/{repository}/manifests/{reference}"),
-        kubewasm::oci::MANIFEST_MEDIA_TYPE,
+        kubewasm_engine::oci::MANIFEST_MEDIA_TYPE,
     );
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     serde_json::from_slice(&body).expect("a JSON manifest")
@@ -61,7 +61,7 @@ fn a_plugin_should_round_trip_through_a_registry_by_tag_and_by_digest() {
 
     // The CNCF Wasm layout, the declaration in the annotations.
     let m = manifest(&registry, "plugins/myapp", "1.0");
-    assert_eq!(m["mediaType"], kubewasm::oci::MANIFEST_MEDIA_TYPE);
+    assert_eq!(m["mediaType"], kubewasm_engine::oci::MANIFEST_MEDIA_TYPE);
     assert_eq!(
         m["config"]["mediaType"],
         "application/vnd.wasm.config.v0+json"
@@ -135,16 +135,16 @@ async fn the_older_layout_should_be_pulled_and_a_non_plugin_refused() {
                 .expect("reference");
             let layer = ImageLayer::new(
                 bytes,
-                kubewasm::oci::LEGACY_LAYER_MEDIA_TYPE.to_owned(),
+                kubewasm_engine::oci::LEGACY_LAYER_MEDIA_TYPE.to_owned(),
                 None,
             );
             let config = Config::new(
                 b"{}".to_vec(),
-                kubewasm::oci::LEGACY_CONFIG_MEDIA_TYPE.to_owned(),
+                kubewasm_engine::oci::LEGACY_CONFIG_MEDIA_TYPE.to_owned(),
                 None,
             );
             let mut manifest = OciImageManifest::build(std::slice::from_ref(&layer), &config, None);
-            manifest.media_type = Some(kubewasm::oci::MANIFEST_MEDIA_TYPE.to_owned());
+            manifest.media_type = Some(kubewasm_engine::oci::MANIFEST_MEDIA_TYPE.to_owned());
             client
                 .push(
                     &reference,

@@ -535,7 +535,7 @@ fn a_hostile_tenant_should_be_stopped_at_every_turn_while_another_converges() {
 /// The Deployment's container arguments in `deploy/host.yaml`.
 fn deployment_args() -> Vec<String> {
     let text = std::fs::read_to_string(workspace_root().join("deploy/host.yaml")).expect("deploy");
-    let deployment = kubewasm::replay::parse_objects(&text)
+    let deployment = kubewasm_runtime::replay::parse_objects(&text)
         .expect("YAML")
         .into_iter()
         .find(|o| o["kind"] == "Deployment")

@@ -4,11 +4,11 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use kubewasm::action::ApiRequest;
-use kubewasm::cache::{Cache, MemoryCache};
-use kubewasm::replay;
-use kubewasm::resource::ObjectKey;
-use kubewasm::runtime::{
+use kubewasm_runtime::action::ApiRequest;
+use kubewasm_runtime::cache::{Cache, MemoryCache};
+use kubewasm_runtime::replay;
+use kubewasm_runtime::resource::ObjectKey;
+use kubewasm_runtime::{
     CallError, LoadError, Plugin, ReconcileError, Request, Runtime, RuntimeConfig,
 };
 use kubewasm_tests::{compiled_cache_dir, example_plugin, test_plugin};
@@ -53,7 +53,7 @@ fn cache(objects: Vec<Value>) -> Arc<dyn Cache> {
 }
 
 fn reconcile(plugin: &Plugin, objects: Vec<Value>, key: ObjectKey) -> Vec<ApiRequest> {
-    kubewasm::step::reconcile(plugin, cache(objects), &Request::new(key))
+    kubewasm_runtime::step::reconcile(plugin, cache(objects), &Request::new(key))
         .expect("reconciles")
         .actions
         .iter()
@@ -145,7 +145,7 @@ fn tenant_bootstrap_should_update_without_an_event() {
     assert!(
         requests
             .iter()
-            .all(|r| r.method == kubewasm::action::Method::Patch)
+            .all(|r| r.method == kubewasm_runtime::action::Method::Patch)
     );
     assert_eq!(requests[2].body["data"], json!({"tenant": "globex"}));
 }
@@ -168,7 +168,7 @@ fn tenant_bootstrap_should_put_back_a_child_edited_by_hand() {
     assert!(
         requests
             .iter()
-            .all(|r| r.method == kubewasm::action::Method::Patch),
+            .all(|r| r.method == kubewasm_runtime::action::Method::Patch),
         "nothing was missing: no event"
     );
 }
@@ -216,7 +216,7 @@ fn src_key() -> ObjectKey {
 
 #[test]
 fn replicator_should_copy_a_new_source_unowned_and_keep_its_finalizer() {
-    let outcome = kubewasm::step::reconcile(
+    let outcome = kubewasm_runtime::step::reconcile(
         replicator(),
         cache(vec![source("ns-a,ns-b", json!({"K": "1"}), false)]),
         &Request::new(src_key()),
@@ -288,7 +288,8 @@ fn replicator_should_remove_every_copy_when_the_source_is_deleted() {
         replica("ns-a", json!({"K": "1"})),
         replica("ns-b", json!({"K": "1"})),
     ];
-    let cache = kubewasm::cache::MemoryCache::from_objects(objects).expect("valid fixtures");
+    let cache =
+        kubewasm_runtime::cache::MemoryCache::from_objects(objects).expect("valid fixtures");
     let report = replay::replay(replicator(), cache, &Request::new(src_key())).expect("finalizes");
     assert_eq!(report.call, "finalize");
     assert_eq!(
@@ -316,12 +317,12 @@ fn probe_cache() -> Arc<dyn Cache> {
         "metadata": {"name": "cm", "namespace": "default", "uid": "u-cm"}, "data": {"k": "v"}})])
 }
 
-fn probe(plugin: &Plugin, mode: &str) -> Result<kubewasm::step::Outcome, ReconcileError> {
+fn probe(plugin: &Plugin, mode: &str) -> Result<kubewasm_runtime::step::Outcome, ReconcileError> {
     let request = Request {
         config: json!({"mode": mode}).to_string(),
         ..Request::new(ObjectKey::namespaced("default", "cm"))
     };
-    kubewasm::step::reconcile(plugin, probe_cache(), &request)
+    kubewasm_runtime::step::reconcile(plugin, probe_cache(), &request)
 }
 
 fn assert_still_works(plugin: &Plugin) {

@@ -15,7 +15,7 @@ use kubewasm_tests::host::{Host, apply, create_all, get_json, wait_for};
 use kubewasm_tests::{Apiserver, example_file, example_plugin, scale};
 
 /// Every slot of a ring.
-const ALL_SLOTS: f64 = kubewasm::engine::ring::SLOTS as f64;
+const ALL_SLOTS: f64 = kubewasm_engine::ring::SLOTS as f64;
 
 const FLAGS: [&str; 7] = [
     "--sharding",

@@ -4,10 +4,10 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use kubewasm::action::Action;
-use kubewasm::cache::{Cache, MemoryCache};
-use kubewasm::resource::ObjectKey;
-use kubewasm::runtime::{
+use kubewasm_runtime::action::Action;
+use kubewasm_runtime::cache::{Cache, MemoryCache};
+use kubewasm_runtime::resource::ObjectKey;
+use kubewasm_runtime::{
     CallError, InstanceReuse, LoadError, Plugin, ReconcileError, Request, Runtime, RuntimeConfig,
 };
 use kubewasm_tests::{compiled_cache_dir, example_plugin, myapp_cache, test_plugin};
@@ -78,14 +78,14 @@ fn body(action: &Action) -> Value {
 
 /// The misbehaving plugin still works in `ok` mode, and so does myapp.
 fn assert_everything_still_reconciles(plugin: &Plugin) {
-    let outcome = kubewasm::step::reconcile(plugin, configmap_cache(), &request("ok"))
+    let outcome = kubewasm_runtime::step::reconcile(plugin, configmap_cache(), &request("ok"))
         .expect("ok mode reconciles");
     let copy = body(&outcome.actions[0]);
     assert_eq!(copy["metadata"]["name"], "cm-copy");
     assert_eq!(copy["data"], json!({"k": "v"}));
     assert_eq!(copy["metadata"]["ownerReferences"][0]["uid"], "u-cm");
 
-    let outcome = kubewasm::step::reconcile(
+    let outcome = kubewasm_runtime::step::reconcile(
         &myapp(),
         myapp_cache(),
         &Request::new(ObjectKey::namespaced("default", "demo")),
@@ -100,7 +100,7 @@ fn infinite_loop_should_be_stopped_at_the_deadline() {
     for reuse in [InstanceReuse::Fresh, InstanceReuse::Reuse] {
         let plugin = misbehave(reuse);
         kubewasm_tests::assert_stopped_at_deadline(DEADLINE, || {
-            kubewasm::step::reconcile(&plugin, configmap_cache(), &request("loop"))
+            kubewasm_runtime::step::reconcile(&plugin, configmap_cache(), &request("loop"))
         });
         assert_everything_still_reconciles(&plugin);
     }
@@ -108,7 +108,7 @@ fn infinite_loop_should_be_stopped_at_the_deadline() {
 
 /// `oom` mode stops at the memory limit, saying so.
 fn assert_memory_exhausted(plugin: &Plugin) {
-    let err = kubewasm::step::reconcile(plugin, configmap_cache(), &request("oom"))
+    let err = kubewasm_runtime::step::reconcile(plugin, configmap_cache(), &request("oom"))
         .expect_err("exhausts memory");
     assert!(
         matches!(err, ReconcileError::Call(CallError::MemoryExhausted { .. })),
@@ -137,7 +137,7 @@ fn allocation_past_the_memory_limit_should_trap() {
 fn panic_should_return_an_error_with_its_message() {
     for reuse in [InstanceReuse::Fresh, InstanceReuse::Reuse] {
         let plugin = misbehave(reuse);
-        let err = kubewasm::step::reconcile(&plugin, configmap_cache(), &request("panic"))
+        let err = kubewasm_runtime::step::reconcile(&plugin, configmap_cache(), &request("panic"))
             .expect_err("panics");
         assert!(
             matches!(err, ReconcileError::Call(CallError::Panicked { .. })),
@@ -155,8 +155,9 @@ fn panic_should_return_an_error_with_its_message() {
 #[test]
 fn undeclared_read_should_be_denied_to_the_plugin() {
     let plugin = misbehave(InstanceReuse::Fresh);
-    let err = kubewasm::step::reconcile(&plugin, configmap_cache(), &request("read-undeclared"))
-        .expect_err("denied");
+    let err =
+        kubewasm_runtime::step::reconcile(&plugin, configmap_cache(), &request("read-undeclared"))
+            .expect_err("denied");
     // The plugin failed with the error its read returned: it saw the denial.
     let ReconcileError::Failed { message } = &err else {
         panic!("expected the plugin's own failure, got {err}");
@@ -173,8 +174,9 @@ fn undeclared_read_should_be_denied_to_the_plugin() {
 #[test]
 fn undeclared_write_should_be_denied_and_reported_to_the_plugin() {
     let plugin = misbehave(InstanceReuse::Fresh);
-    let err = kubewasm::step::reconcile(&plugin, configmap_cache(), &request("write-undeclared"))
-        .expect_err("denied");
+    let err =
+        kubewasm_runtime::step::reconcile(&plugin, configmap_cache(), &request("write-undeclared"))
+            .expect_err("denied");
     assert!(matches!(err, ReconcileError::Action(_)), "{err}");
     assert!(err.to_string().contains("may not apply v1 Secret"), "{err}");
 
@@ -184,8 +186,8 @@ fn undeclared_write_should_be_denied_and_reported_to_the_plugin() {
         last_failure: Some(err.to_string()),
         ..request("write-undeclared")
     };
-    let outcome =
-        kubewasm::step::reconcile(&plugin, configmap_cache(), &retry).expect("reports the denial");
+    let outcome = kubewasm_runtime::step::reconcile(&plugin, configmap_cache(), &retry)
+        .expect("reports the denial");
     let event = body(&outcome.actions[0]);
     assert_eq!(event["reason"], "Denied");
     assert!(
@@ -209,7 +211,8 @@ fn plugins_should_get_no_files_environment_arguments_or_network() {
         config: json!({"mode": "escape", "port": port}).to_string(),
         ..request("escape")
     };
-    let outcome = kubewasm::step::reconcile(&plugin, configmap_cache(), &probe).expect("probes");
+    let outcome =
+        kubewasm_runtime::step::reconcile(&plugin, configmap_cache(), &probe).expect("probes");
     let note = body(&outcome.actions[0])["note"]
         .as_str()
         .unwrap_or_default()
@@ -222,8 +225,8 @@ fn plugins_should_get_no_files_environment_arguments_or_network() {
 }
 
 fn count(plugin: &Plugin) -> String {
-    let outcome =
-        kubewasm::step::reconcile(plugin, configmap_cache(), &request("count")).expect("counts");
+    let outcome = kubewasm_runtime::step::reconcile(plugin, configmap_cache(), &request("count"))
+        .expect("counts");
     body(&outcome.actions[0])["note"]
         .as_str()
         .unwrap_or_default()
@@ -252,7 +255,8 @@ fn reused_instances_should_be_dropped_after_a_trap() {
         ["1", "2"],
         "the warm instance is reused"
     );
-    kubewasm::step::reconcile(&plugin, configmap_cache(), &request("panic")).expect_err("panics");
+    kubewasm_runtime::step::reconcile(&plugin, configmap_cache(), &request("panic"))
+        .expect_err("panics");
     // The warm instance was checked out for the panic and dropped with it.
     assert_eq!(
         count(&plugin),
@@ -283,7 +287,8 @@ fn plugins_of_one_component_should_share_its_code_and_nothing_else() {
     assert_eq!([count(&a), count(&a)], ["1", "2"]);
     assert_eq!(count(&b), "1");
     // A trap in one leaves the other's warm instance serving.
-    kubewasm::step::reconcile(&a, configmap_cache(), &request("panic")).expect_err("panics");
+    kubewasm_runtime::step::reconcile(&a, configmap_cache(), &request("panic"))
+        .expect_err("panics");
     assert_eq!(count(&b), "2");
     drop((a, b));
     assert_eq!(runtime.components(), 0, "freed with its last plugin");
@@ -385,7 +390,8 @@ fn concurrent_reconciles_should_not_interfere() {
                 let mode = if i % 2 == 0 { "ok" } else { "panic" };
                 (
                     mode,
-                    kubewasm::step::reconcile(&plugin, configmap_cache(), &request(mode)).is_ok(),
+                    kubewasm_runtime::step::reconcile(&plugin, configmap_cache(), &request(mode))
+                        .is_ok(),
                 )
             })
         })
@@ -410,11 +416,12 @@ fn baseline_code_should_hold_the_same_sandbox_until_its_optimized_code_takes_ove
         .expect("loads on baseline code");
     assert!(plugin.is_baseline());
     kubewasm_tests::assert_stopped_at_deadline(DEADLINE, || {
-        kubewasm::step::reconcile(&plugin, configmap_cache(), &request("loop"))
+        kubewasm_runtime::step::reconcile(&plugin, configmap_cache(), &request("loop"))
     });
     assert_memory_exhausted(&plugin);
-    let err = kubewasm::step::reconcile(&plugin, configmap_cache(), &request("read-undeclared"))
-        .expect_err("denied");
+    let err =
+        kubewasm_runtime::step::reconcile(&plugin, configmap_cache(), &request("read-undeclared"))
+            .expect_err("denied");
     assert!(err.to_string().contains("may not get v1 Secret"), "{err}");
     assert_everything_still_reconciles(&plugin);
 
@@ -425,7 +432,7 @@ fn baseline_code_should_hold_the_same_sandbox_until_its_optimized_code_takes_ove
     assert_eq!(optimized.digest(), plugin.digest());
     assert_everything_still_reconciles(&optimized);
     kubewasm_tests::assert_stopped_at_deadline(DEADLINE, || {
-        kubewasm::step::reconcile(&optimized, configmap_cache(), &request("loop"))
+        kubewasm_runtime::step::reconcile(&optimized, configmap_cache(), &request("loop"))
     });
     // A later load of the component shares the optimized code.
     let again = runtime
@@ -447,8 +454,9 @@ fn every_language_should_run_on_baseline_code() {
             .load_file(test_plugin(guest), &kubewasm_tests::load_options())
             .unwrap_or_else(|e| panic!("{guest} loads on baseline code: {e}"));
         assert!(plugin.is_baseline(), "{guest}");
-        let outcome = kubewasm::step::reconcile(&plugin, configmap_cache(), &request("language"))
-            .unwrap_or_else(|e| panic!("{guest} reconciles: {e}"));
+        let outcome =
+            kubewasm_runtime::step::reconcile(&plugin, configmap_cache(), &request("language"))
+                .unwrap_or_else(|e| panic!("{guest} reconciles: {e}"));
         assert_eq!(body(&outcome.actions[0])["note"], language, "{guest}");
     }
 }

@@ -4,11 +4,12 @@
 use std::sync::Arc;
 
 use kubewasm_core::ObjectKey;
-use serde_json::Value;
+use kubewasm_types::crd;
+use serde_json::{Value, json};
 
 use super::Api;
-use crate::crd;
 use crate::error::ApiError;
+use crate::objects::now;
 use crate::store::{ListAt, ResourceKey, StoreError};
 
 impl Api {
@@ -27,7 +28,7 @@ impl Api {
                 registry.insert(t);
             }
         }
-        let status = crd::established_status(crd);
+        let status = established_status(crd);
         let storage = ResourceKey::new(crd::GROUP, crd::PLURAL);
         let written = self.store.update::<ApiError>(&storage, key, |current| {
             let mut next = current.clone();
@@ -86,5 +87,49 @@ impl Api {
                 }
             }
         }
+    }
+}
+
+/// The status of an accepted, established CRD.
+fn established_status(crd: &Value) -> Value {
+    let names = crd
+        .pointer("/spec/names")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let stored: Vec<Value> = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .map(|vs| {
+            vs.iter()
+                .filter(|v| v.get("storage") == Some(&Value::Bool(true)))
+                .filter_map(|v| v.get("name").cloned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let condition = |kind: &str, reason: &str, message: &str| json!({"type": kind, "status": "True", "lastTransitionTime": now(), "reason": reason, "message": message});
+    json!({
+        "acceptedNames": names,
+        "storedVersions": stored,
+        "conditions": [
+            condition("NamesAccepted", "NoConflicts", "no conflicts found for the names"),
+            condition("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+        ],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_established_crd_should_say_so_and_name_its_stored_version() {
+        let crd = json!({"metadata": {"name": "myapps.example.com"}, "spec": {"group": "example.com",
+            "scope": "Namespaced", "names": {"plural": "myapps", "kind": "MyApp"},
+            "versions": [
+                {"name": "v1", "served": true, "storage": true},
+                {"name": "v1beta1", "served": false, "storage": false}]}});
+        let status = established_status(&crd);
+        assert_eq!(status["conditions"][1]["type"], "Established");
+        assert_eq!(status["storedVersions"], json!(["v1"]));
     }
 }

@@ -9,11 +9,11 @@ use kubewasm_core::ObjectKey;
 
 use super::filter::Filter;
 use super::{Api, Reply, Request, Target, rv_of, served};
-use crate::crd;
 use crate::error::ApiError;
 use crate::objects::{metadata_mut, now};
-use crate::registry::ResourceInfo;
 use crate::store::ListAt;
+use kubewasm_types::crd;
+use kubewasm_types::info::ResourceInfo;
 
 /// What a delete asks for: `DeleteOptions` from the body, or the query.
 #[derive(Debug, Default)]

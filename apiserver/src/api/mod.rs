@@ -29,9 +29,10 @@ use crate::auth::{Authenticator, Impersonation, User};
 use crate::decode::Format;
 use crate::error::ApiError;
 use crate::objects::canonical_order;
-use crate::registry::{Registry, ResourceInfo};
 use crate::store::Store;
 use access::Review;
+use kubewasm_types::info::ResourceInfo;
+use kubewasm_types::registry::Registry;
 use representation::As;
 
 mod access;

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::served;
 use super::table;
-use crate::registry::ResourceInfo;
+use kubewasm_types::info::ResourceInfo;
 
 /// The representation asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,7 +9,7 @@
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
-use crate::registry::ResourceInfo;
+use kubewasm_types::info::ResourceInfo;
 
 /// How a cell is computed.
 #[derive(Clone, Debug)]

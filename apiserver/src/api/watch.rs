@@ -16,8 +16,8 @@ use super::representation::{self, As};
 use super::{Api, Reply, Target};
 use crate::error::ApiError;
 use crate::objects::metadata_mut;
-use crate::registry::ResourceInfo;
 use crate::store::{Event, EventType, ListAt, StoreError};
+use kubewasm_types::info::ResourceInfo;
 
 /// The bounds on open watches: all of them, and each user's.
 #[derive(Debug)]

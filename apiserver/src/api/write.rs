@@ -9,14 +9,14 @@ use serde_json::{Value, json};
 
 use super::{Api, Reply, Request, Target, rv_of, served};
 use crate::apply;
-use crate::crd;
 use crate::error::ApiError;
 use crate::objects::{
     generate_name, metadata_mut, new_uid, now, spec_changed, strings_at, validate_name,
 };
 use crate::patch::{json_patch, merge_patch};
-use crate::registry::ResourceInfo;
 use crate::store::StoreError;
+use kubewasm_types::crd;
+use kubewasm_types::info::ResourceInfo;
 
 /// The part of an object a subresource writes: `/status` its status (and a
 /// CertificateSigningRequest's `/approval` its status conditions), a Pod's

@@ -73,7 +73,7 @@ export class Harness {
     return outcome;
   }
 
-  // The host's write rules (`kubewasm::action::plan`), held to its answers
+  // The host's write rules (`kubewasm_runtime::action::plan`), held to its answers
   // by `tests/conformance/writes.json`: every apply, status apply and
   // delete needs its verb declared on its type; its target's scope,
   // namespace and name must be valid (a namespaced object without a
@@ -144,7 +144,7 @@ export class Harness {
     }
   }
 
-  // The host's read rules (`kubewasm::reads`), held to its answers by the
+  // The host's read rules (`kubewasm_runtime::reads`), held to its answers by the
   // shared conformance fixtures: types match by group, version and kind;
   // a secondary's declared selector restricts its reads; a name no object
   // can have finds nothing.

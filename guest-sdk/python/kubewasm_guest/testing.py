@@ -87,7 +87,7 @@ class Harness:
         return outcome
 
     def _check_writes(self, outcome: Outcome, key: ObjectKey) -> None:
-        """The host's write rules (``kubewasm::action::plan``, held to its
+        """The host's write rules (``kubewasm_runtime::action::plan``, held to its
         answers by ``tests/conformance/writes.json``): every apply, status
         apply and delete needs its verb declared on its type; its target's
         scope, namespace and name must be valid (a namespaced object without a
@@ -156,7 +156,7 @@ class Harness:
         if primary.namespaced and key.namespace != child.namespace:
             raise _Invalid(f"{cannot}: an owner reference cannot cross namespaces (primary `{key}`)")
 
-    # The backend protocol: the host's read rules (``kubewasm::reads``),
+    # The backend protocol: the host's read rules (``kubewasm_runtime::reads``),
     # held to its answers by the shared conformance fixtures.
     def _held(self, type: ResourceType):
         """The declared form of ``type``, the verbs held on it and the

@@ -1,0 +1,200 @@
+//! The applier: the only place the engine writes to the cluster.
+//!
+//! It sends the [`ApiRequest`] of each planned [`Action`], in order, and
+//! stops at the first failure (the rest are not sent: the key is retried
+//! and the plugin plans again from what the cluster then holds). Actions
+//! reach it only through [`kubewasm_runtime::step::run`], whose planning checked each
+//! against the plugin's grants; the applier adds no write of its own.
+//!
+//! # Failures
+//! [`ApplyError`] says whether a failure is worth retrying soon: conflicts
+//! (409), throttling (429), server errors (5xx) and connection failures are
+//! [`ApplyError::is_transient`]; the engine retries every failure through
+//! the queue's backoff either way, never by blocking a worker. A delete or a
+//! finalizer removal of an object that is already gone (404) is success.
+//!
+//! # Impersonation
+//! An applier made with [`Applier::impersonating`] sends every request as
+//! another user (`Impersonate-User`): a tenant's writes are then made as
+//! the tenant's ServiceAccount, so the cluster's RBAC bounds them a second
+//! time, after the plugin's grants. The host's account needs the
+//! `impersonate` verb on that ServiceAccount, and nothing of the tenant's
+//! rights.
+
+use http::Request;
+use kube::Client;
+
+use kubewasm_runtime::action::{Action, ApiRequest, Method};
+
+/// Why an action was not applied.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The API server refused the request.
+    #[error("{action} {path} refused: {code} {reason}: {message}")]
+    Refused {
+        /// The action (`apply`, `delete`, ...).
+        action: &'static str,
+        /// The request path.
+        path: String,
+        /// HTTP status code.
+        code: u16,
+        /// The Status reason (`Conflict`, `Forbidden`, ...).
+        reason: String,
+        /// The Status message.
+        message: String,
+    },
+    /// Not sent: the step's replica stopped holding the primary's slot (a
+    /// ring's fence or handover) before it; the slot's next holder
+    /// reconciles the primary.
+    #[error("{action} {path} not sent: this replica no longer holds the primary's slot")]
+    Fenced {
+        /// The action.
+        action: &'static str,
+        /// The request path.
+        path: String,
+    },
+    /// The request did not get an answer.
+    #[error("{action} {path} failed: {source}")]
+    Transport {
+        /// The action.
+        action: &'static str,
+        /// The request path.
+        path: String,
+        /// What failed.
+        #[source]
+        source: kube::Error,
+    },
+    /// The request could not be built (a bug, never plugin input: paths are
+    /// built from validated parts).
+    #[error("{action} {path}: invalid request: {source}")]
+    Build {
+        /// The action.
+        action: &'static str,
+        /// The request path.
+        path: String,
+        /// Why.
+        #[source]
+        source: http::Error,
+    },
+}
+
+impl ApplyError {
+    /// Whether the failure is likely to pass on its own (conflict,
+    /// throttling, server error, transport).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Refused { code, .. } => matches!(code, 409 | 429) || *code >= 500,
+            Self::Transport { .. } => true,
+            Self::Build { .. } | Self::Fenced { .. } => false,
+        }
+    }
+}
+
+/// Sends actions to the API server.
+#[derive(Clone)]
+pub struct Applier {
+    client: Client,
+    /// The user every request is made as, if not the client's own.
+    impersonate: Option<http::HeaderValue>,
+}
+
+impl std::fmt::Debug for Applier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Applier")
+            .field("impersonate", &self.impersonate)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Applier {
+    /// An applier writing through `client`.
+    pub fn new(client: Client) -> Self {
+        Self {
+            client,
+            impersonate: None,
+        }
+    }
+
+    /// This applier, sending every request as `user` (see the module
+    /// documentation); `None` if `user` cannot be a header value.
+    pub fn impersonating(&self, user: &str) -> Option<Self> {
+        Some(Self {
+            client: self.client.clone(),
+            impersonate: Some(http::HeaderValue::from_str(user).ok()?),
+        })
+    }
+
+    /// Applies `actions` in order; stops at the first failure.
+    ///
+    /// # Errors
+    /// The first [`ApplyError`], with how many actions were applied before.
+    pub async fn apply(&self, actions: &[Action]) -> Result<(), (usize, ApplyError)> {
+        self.apply_while(actions, || true).await
+    }
+
+    /// [`Self::apply`], asking `may_write` before each action: the first
+    /// it refuses, and every one after, is not sent ([`ApplyError::Fenced`]).
+    ///
+    /// # Errors
+    /// As [`Self::apply`].
+    pub async fn apply_while(
+        &self,
+        actions: &[Action],
+        may_write: impl Fn() -> bool,
+    ) -> Result<(), (usize, ApplyError)> {
+        for (done, action) in actions.iter().enumerate() {
+            if !may_write() {
+                let ApiRequest { action, path, .. } = action.request();
+                return Err((done, ApplyError::Fenced { action, path }));
+            }
+            self.send(action).await.map_err(|error| (done, error))?;
+        }
+        Ok(())
+    }
+
+    async fn send(&self, to_apply: &Action) -> Result<(), ApplyError> {
+        let ApiRequest {
+            action,
+            method,
+            path,
+            content_type,
+            body,
+        } = to_apply.request();
+        let method = match method {
+            Method::Post => http::Method::POST,
+            Method::Patch => http::Method::PATCH,
+            Method::Delete => http::Method::DELETE,
+        };
+        let mut builder = Request::builder();
+        if let Some(user) = &self.impersonate {
+            builder = builder.header("Impersonate-User", user);
+        }
+        let http_request = builder
+            .method(method)
+            .uri(&path)
+            .header(http::header::CONTENT_TYPE, content_type)
+            .header(http::header::ACCEPT, "application/json")
+            .body(body.to_string().into_bytes())
+            .map_err(|source| ApplyError::Build {
+                action,
+                path: path.clone(),
+                source,
+            })?;
+        match self.client.request_text(http_request).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 && to_apply.removes() => Ok(()),
+            Err(kube::Error::Api(status)) => Err(ApplyError::Refused {
+                action,
+                path,
+                code: status.code,
+                reason: status.reason.clone(),
+                message: status.message.clone(),
+            }),
+            Err(source) => Err(ApplyError::Transport {
+                action,
+                path,
+                source,
+            }),
+        }
+    }
+}

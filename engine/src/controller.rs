@@ -1,0 +1,695 @@
+//! One plugin, run as a controller: its informer subscriptions, its work
+//! queue, its workers.
+//!
+//! # Expected flow
+//! [`Controller::start`] subscribes to an informer for the primary and for
+//! each secondary (shared with every other plugin reading the same type and
+//! selector), turns every change into primary keys by the declared mapping,
+//! and starts `concurrency` workers. A worker takes a key from the queue,
+//! runs [`step::run`] on a blocking thread (a Wasm call never runs on an
+//! async worker), sends the step's actions through the [`Applier`] and
+//! reports the result to the queue: success forgets the key (or requeues it
+//! after `requeue-after`), a failure of the plugin, of planning (a denied
+//! action) or of the API server retries it with backoff.
+//!
+//! # Mapping secondaries to primary keys
+//! - `owner-references`: each owner of the primary's kind and group;
+//! - `label(key)`: the label's value, `name` (in the object's namespace) or
+//!   `namespace/name`;
+//! - `custom`: the plugin's `map-keys`, called on a blocking thread;
+//! - `none`: nothing.
+//!
+//! # Swaps
+//! [`Controller::swap`] replaces the plugin (a new component, grants or
+//! configuration) without stopping the controller: the queue and its keys
+//! carry over, a step in flight finishes on the version it began on, every
+//! step after the swap runs the new one, and the queue still never hands
+//! out a key twice at once, whatever the version. The new version
+//! subscribes to what it declares (it is shown every object, so every
+//! primary is reconciled once by it); the old subscriptions go with its last
+//! step. A version that reconciles another type (or another version of
+//! it) is another controller ([`SwapError`]).
+//!
+//! # Fairness
+//! Every plugin's workers take a permit of one host-wide, first-come
+//! first-served semaphore for each step. A plugin holds at most its
+//! concurrency in permits and queues at most as many waiters, so however
+//! long its backlog, another plugin's key waits for at most one round of
+//! every plugin's concurrency, never for the backlog.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::task::JoinSet;
+
+use super::applier::{Applier, ApplyError};
+use super::informer::{Change, Handler, InformerKey, Informers, Subscription};
+use super::metrics::Metrics;
+use super::queue::{Backoff, Done, Key, Priority, WorkQueue};
+use super::ring::{InFlight, Shard};
+use kubewasm_core::shard::ShardField;
+use kubewasm_runtime::cache::{Cache, CachedObject};
+use kubewasm_runtime::declaration::Mapping;
+use kubewasm_runtime::resource::{ObjectKey, ResourceType};
+use kubewasm_runtime::step;
+use kubewasm_runtime::{Plugin, Request};
+
+pub use super::plugin_cache::InformerCache;
+
+/// How the engine runs a plugin.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Workers for this plugin (the plugin's wish, capped by the host).
+    pub concurrency: usize,
+    /// Resync period when the plugin sets none.
+    pub resync: Duration,
+    /// Backoff and retry rate.
+    pub backoff: Backoff,
+    /// The plugin's configuration, JSON text.
+    pub config: String,
+    /// Writes through this applier rather than the host's (a tenant's,
+    /// impersonating its ServiceAccount).
+    pub applier: Option<Applier>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            concurrency: 2,
+            resync: Duration::from_secs(10 * 3600),
+            backoff: Backoff::default(),
+            config: "{}".to_owned(),
+            applier: None,
+        }
+    }
+}
+
+/// What every controller of the host shares.
+#[derive(Clone)]
+pub struct Shared {
+    /// The informers.
+    pub informers: Informers,
+    /// The writer.
+    pub applier: Applier,
+    /// Permits for steps, host-wide and first come first served.
+    pub permits: Arc<Semaphore>,
+    /// The metrics registry.
+    pub metrics: Arc<Metrics>,
+    /// Whether this process leads (always, without leader election): the
+    /// queues hand out keys only then.
+    pub leading: watch::Receiver<bool>,
+    /// With sharding, the slots this replica may start steps for.
+    pub shard: Option<Arc<Shard>>,
+}
+
+/// A plugin running as a controller. Dropping it stops its workers and
+/// releases its informers.
+pub struct Controller {
+    name: String,
+    primary: ResourceType,
+    queue: Arc<WorkQueue>,
+    current: Current,
+    /// Where the mapping handlers of every version send `map-keys` work.
+    custom: mpsc::UnboundedSender<Mapped>,
+    /// The workers: shutdown waits for them (their in-flight steps finish).
+    workers: JoinSet<()>,
+    /// Mapping, resync and following the leadership: shutdown aborts them.
+    background: JoinSet<()>,
+}
+
+/// What a controller runs now: one version of its plugin with the
+/// subscriptions it declared and its configuration. A swap replaces it
+/// whole; a step that began on a version finishes on it (it holds the
+/// `Arc`), and the version's subscriptions go with its last step.
+struct Version {
+    plugin: Arc<Plugin>,
+    cache: Arc<InformerCache>,
+    config: String,
+    _subscriptions: Vec<Subscription>,
+}
+
+/// The version steps start on.
+#[derive(Clone)]
+struct Current(Arc<RwLock<Arc<Version>>>);
+
+impl Current {
+    fn get(&self) -> Arc<Version> {
+        Arc::clone(&self.0.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Replaces the version by the one `subscribe` makes, holding steps
+    /// from starting meanwhile: the keys the new version's subscriptions
+    /// list are handed out only to it.
+    fn replace(&self, subscribe: impl FnOnce() -> Version) {
+        let mut current = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        *current = Arc::new(subscribe());
+    }
+}
+
+/// Why a plugin could not be swapped in place.
+#[derive(Debug, thiserror::Error)]
+pub enum SwapError {
+    /// The new version reconciles another type (or another version of it):
+    /// it is another controller.
+    #[error("the new version reconciles {new}, not {old}")]
+    PrimaryChanged {
+        /// The running version's primary.
+        old: Box<ResourceType>,
+        /// The new version's.
+        new: Box<ResourceType>,
+    },
+}
+
+impl Version {
+    /// Subscribes to the primary's informer and each secondary's, their
+    /// changes mapped to keys of `queue`.
+    fn subscribe(
+        plugin: Arc<Plugin>,
+        config: String,
+        shared: &Shared,
+        queue: &Arc<WorkQueue>,
+        custom: &mpsc::UnboundedSender<Mapped>,
+    ) -> Self {
+        let declaration = plugin.declaration();
+        let primary = declaration.primary.clone();
+        let primary_handler: Handler = {
+            let queue = Arc::clone(queue);
+            Arc::new(move |change: Change<'_>| match change {
+                // The primary's own store: walked, not held key by key.
+                Change::Listed(key, _, store) => queue.add_listed_in(Arc::clone(key), store),
+                _ => enqueue(&queue, &change, Arc::clone(change.key())),
+            })
+        };
+        let namespaces = plugin.grants().namespaces();
+        let mut subscriptions = Vec::new();
+        let mut types = Vec::new();
+        // In a ring, the primary's store holds this replica's share; placed
+        // by namespace, so do the stores of namespaced secondaries.
+        let field = shared.shard.as_ref().map(|shard| shard.field());
+        let mut subscribe = |resource: &ResourceType, selector: &str, handler: Handler| {
+            let primary = types.is_empty();
+            let shard = field.filter(|field| {
+                primary || (*field == ShardField::Namespace && resource.namespaced)
+            });
+            let stores = scopes(resource, namespaces)
+                .into_iter()
+                .map(|namespace| {
+                    let key = InformerKey {
+                        resource: resource.clone(),
+                        namespace,
+                        selector: selector.to_owned(),
+                        shard,
+                    };
+                    let subscription = shared.informers.subscribe(&key, Arc::clone(&handler));
+                    let store = Arc::clone(subscription.store());
+                    subscriptions.push(subscription);
+                    store
+                })
+                .collect();
+            types.push(stores);
+        };
+        subscribe(&primary, &declaration.primary_selector, primary_handler);
+        for secondary in &declaration.secondaries {
+            let handler = mapping_handler(
+                &secondary.mapping,
+                &secondary.resource,
+                &primary,
+                queue,
+                custom,
+            );
+            subscribe(&secondary.resource, &secondary.label_selector, handler);
+        }
+        Self {
+            plugin,
+            cache: Arc::new(InformerCache::new(types)),
+            config,
+            _subscriptions: subscriptions,
+        }
+    }
+}
+
+/// The scopes a plugin watches `resource` in: each namespace it is confined
+/// to (none at all if it is granted none), else every namespace at once.
+fn scopes(resource: &ResourceType, namespaces: Option<&BTreeSet<String>>) -> Vec<Option<String>> {
+    match namespaces {
+        Some(granted) if resource.namespaced => granted.iter().cloned().map(Some).collect(),
+        _ => vec![None],
+    }
+}
+
+impl Controller {
+    /// Starts `plugin`. Must be called within a tokio runtime.
+    pub fn start(plugin: Arc<Plugin>, settings: Settings, shared: &Shared) -> Self {
+        let declaration = plugin.declaration();
+        let (name, primary) = (declaration.name.clone(), declaration.primary.clone());
+        let (max_concurrency, resync_seconds) =
+            (declaration.max_concurrency, declaration.resync_seconds);
+        let queue = Arc::new(WorkQueue::new(settings.backoff));
+        let mut workers = JoinSet::new();
+        let mut background = JoinSet::new();
+        let (custom, custom_rx) = mpsc::unbounded_channel::<Mapped>();
+        let version = Version::subscribe(plugin, settings.config, shared, &queue, &custom);
+        let current = Current(Arc::new(RwLock::new(Arc::new(version))));
+
+        let worker = Worker {
+            current: current.clone(),
+            queue: Arc::clone(&queue),
+            shared: Shared {
+                applier: settings.applier.unwrap_or_else(|| shared.applier.clone()),
+                ..shared.clone()
+            },
+        };
+        let concurrency = max_concurrency
+            .map_or(settings.concurrency, |wish| {
+                usize::try_from(wish)
+                    .unwrap_or(usize::MAX)
+                    .min(settings.concurrency)
+            })
+            .max(1);
+        for _ in 0..concurrency {
+            workers.spawn(worker.clone().run());
+        }
+        background.spawn(map_custom(current.clone(), Arc::clone(&queue), custom_rx));
+        let resync = resync_seconds.map_or(settings.resync, |s| Duration::from_secs(u64::from(s)));
+        background.spawn(resync_loop(current.clone(), Arc::clone(&queue), resync));
+        shared.metrics.register_queue(&name, Arc::clone(&queue));
+        background.spawn({
+            let (queue, mut leading) = (Arc::clone(&queue), shared.leading.clone());
+            async move {
+                loop {
+                    queue.set_paused(!*leading.borrow_and_update());
+                    if leading.changed().await.is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        tracing::info!(plugin = %name, concurrency, "controller started");
+        Self {
+            name,
+            primary,
+            queue,
+            current,
+            custom,
+            workers,
+            background,
+        }
+    }
+
+    /// Swaps in a new version of the plugin (and its configuration): the
+    /// queue and its keys stay, steps in flight finish on the old version,
+    /// every later step runs the new one, and every primary is listed once
+    /// for it. Workers and resync stay as they were started.
+    ///
+    /// # Errors
+    /// [`SwapError`] when the new version is another controller (another
+    /// primary type); nothing changes then.
+    pub fn swap(
+        &self,
+        plugin: Arc<Plugin>,
+        config: String,
+        shared: &Shared,
+    ) -> Result<(), SwapError> {
+        let new = &plugin.declaration().primary;
+        // The same group, version and kind: the resync and the queue's keys
+        // follow the primary's informer, which a new version would replace.
+        if (&new.group, &new.version, &new.kind)
+            != (
+                &self.primary.group,
+                &self.primary.version,
+                &self.primary.kind,
+            )
+        {
+            return Err(SwapError::PrimaryChanged {
+                old: Box::new(self.primary.clone()),
+                new: Box::new(new.clone()),
+            });
+        }
+        let digest = plugin.digest().to_owned();
+        self.current
+            .replace(|| Version::subscribe(plugin, config, shared, &self.queue, &self.custom));
+        tracing::info!(plugin = %self.name, %digest, "plugin swapped");
+        Ok(())
+    }
+
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether every informer this plugin reads has listed once.
+    pub fn synced(&self) -> bool {
+        self.current.get().cache.stores().all(|s| s.synced())
+    }
+
+    /// Waits until every informer this plugin reads has listed once.
+    pub async fn wait_synced(&self) {
+        let version = self.current.get();
+        for store in version.cache.stores() {
+            store.wait_synced().await;
+        }
+    }
+
+    /// Stops taking keys and waits for in-flight steps to finish.
+    pub async fn shutdown(mut self) {
+        self.queue.shutdown();
+        self.background.abort_all();
+        while self.workers.join_next().await.is_some() {}
+        tracing::info!(plugin = %self.name, "controller stopped");
+    }
+}
+
+/// Maps a secondary's changes to primary keys, by its declared mapping.
+fn mapping_handler(
+    mapping: &Mapping,
+    resource: &ResourceType,
+    primary: &ResourceType,
+    queue: &Arc<WorkQueue>,
+    custom: &mpsc::UnboundedSender<Mapped>,
+) -> Handler {
+    let queue = Arc::clone(queue);
+    let primary = primary.clone();
+    match mapping {
+        Mapping::None => Arc::new(|_| {}),
+        Mapping::OwnerReferences => Arc::new(move |change: Change<'_>| {
+            for key in owners(change.object().value(), &primary) {
+                enqueue(&queue, &change, key);
+            }
+        }),
+        Mapping::Label(label) => {
+            let label = label.clone();
+            Arc::new(move |change: Change<'_>| {
+                if let Some(key) = labelled(change.object().value(), &label, &primary) {
+                    enqueue(&queue, &change, key);
+                }
+            })
+        }
+        Mapping::Custom => {
+            let custom = custom.clone();
+            let resource = resource.clone();
+            Arc::new(move |change: Change<'_>| {
+                let listed = matches!(change, Change::Listed(..));
+                // The receiver lives as long as the controller.
+                let _ = custom.send(Mapped {
+                    resource: resource.clone(),
+                    object: Arc::clone(change.object()),
+                    listed,
+                });
+            })
+        }
+    }
+}
+
+/// Queues the primary `key` a change maps to: listed in bulk when the
+/// change is a listing, as a fresh event otherwise.
+fn enqueue(queue: &WorkQueue, change: &Change<'_>, key: impl Into<Key>) {
+    match change {
+        Change::Listed(..) => queue.add_listed(key),
+        Change::Applied(..) | Change::Deleted(..) => queue.add(key, Priority::Event),
+    }
+}
+
+/// A secondary's change, on its way to the plugin's `map-keys`.
+struct Mapped {
+    resource: ResourceType,
+    object: Arc<CachedObject>,
+    /// Whether the change was a listing.
+    listed: bool,
+}
+
+/// Primary keys among an object's owner references.
+fn owners(object: &Value, primary: &ResourceType) -> Vec<ObjectKey> {
+    let namespace = object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str);
+    object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|owner| {
+            owner["kind"] == primary.kind.as_str()
+                && owner["apiVersion"].as_str().is_some_and(|v| {
+                    kubewasm_runtime::resource::split_api_version(v).0 == primary.group
+                })
+        })
+        .filter_map(|owner| owner["name"].as_str())
+        .map(|name| key_in(primary, namespace, name))
+        .collect()
+}
+
+/// The primary key a label names: `name` (in the object's namespace) or
+/// `namespace/name`.
+fn labelled(object: &Value, label: &str, primary: &ResourceType) -> Option<ObjectKey> {
+    let value = object.pointer("/metadata/labels")?.get(label)?.as_str()?;
+    let namespace = object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str);
+    Some(match value.split_once('/') {
+        Some((ns, name)) => key_in(primary, Some(ns), name),
+        None => key_in(primary, namespace, value),
+    })
+}
+
+fn key_in(primary: &ResourceType, namespace: Option<&str>, name: &str) -> ObjectKey {
+    match namespace.filter(|_| primary.namespaced) {
+        Some(ns) => ObjectKey::namespaced(ns, name),
+        None => ObjectKey::cluster(name),
+    }
+}
+
+/// Runs `map-keys` for the secondaries mapped by the plugin.
+async fn map_custom(
+    current: Current,
+    queue: Arc<WorkQueue>,
+    mut changes: mpsc::UnboundedReceiver<Mapped>,
+) {
+    while let Some(change) = changes.recv().await {
+        let version = current.get();
+        let (plugin, cache) = (Arc::clone(&version.plugin), Arc::clone(&version.cache));
+        let config = version.config.clone();
+        let Mapped {
+            resource,
+            object,
+            listed,
+        } = change;
+        let mapped = tokio::task::spawn_blocking(move || {
+            plugin.map(cache as Arc<dyn Cache>, &resource, object.json(), &config)
+        })
+        .await;
+        match mapped {
+            Ok(Ok(keys)) if listed => keys.into_iter().for_each(|k| queue.add_listed(k)),
+            Ok(Ok(keys)) => keys.into_iter().for_each(|k| queue.add(k, Priority::Event)),
+            Ok(Err(error)) => tracing::warn!(%error, "map-keys failed"),
+            Err(error) => tracing::error!(%error, "map-keys task failed"),
+        }
+    }
+}
+
+/// Queues every primary once per period, spread over the period.
+/// Queues every primary key once a `period`, spread out; the primary's
+/// stores are the current version's (a swap may change its namespaces).
+async fn resync_loop(current: Current, queue: Arc<WorkQueue>, period: Duration) {
+    loop {
+        tokio::time::sleep(period).await;
+        let keys: Vec<Key> = current
+            .get()
+            .cache
+            .primary()
+            .iter()
+            .flat_map(|store| store.keys())
+            .collect();
+        let count = keys.len().max(1);
+        for (i, key) in keys.into_iter().enumerate() {
+            // Jitter: keys spread evenly over a tenth of the period.
+            let spread = period / 10 * u32::try_from(i).unwrap_or(u32::MAX)
+                / u32::try_from(count).unwrap_or(u32::MAX);
+            queue.add_after(key, spread, Priority::Resync);
+        }
+    }
+}
+
+/// One of a controller's workers.
+#[derive(Clone)]
+struct Worker {
+    current: Current,
+    queue: Arc<WorkQueue>,
+    shared: Shared,
+}
+
+impl Worker {
+    async fn run(self) {
+        while let Some((key, waited)) = self.queue.next().await {
+            // The step runs on the version current when it starts.
+            let version = self.current.get();
+            let name = &version.plugin.declaration().name;
+            self.shared.metrics.waited(name, waited);
+            // With sharding, only a slot this replica holds starts a step,
+            // and the step is in flight for the slot until it ends.
+            let in_flight = match &self.shared.shard {
+                Some(shard) => match version
+                    .cache
+                    .hash_of(&key, shard)
+                    .and_then(|hash| shard.begin(hash))
+                {
+                    Some(in_flight) => {
+                        tracing::debug!(replica = shard.identity(), plugin = %name, key = %key,
+                            slot = in_flight.slot(), "reconcile started");
+                        Some((shard, in_flight))
+                    }
+                    None => {
+                        // Its slot's holder has it, or lists it on acquiring.
+                        self.queue.done(&key, Done::Forget);
+                        continue;
+                    }
+                },
+                None => None,
+            };
+            let gate = in_flight.as_ref().map(|(_, f)| f);
+            let done = self.reconcile(&version, &key, gate).await;
+            if let Some((shard, in_flight)) = in_flight {
+                // Fenced: what it had not written when the slot went was
+                // never sent.
+                tracing::debug!(replica = shard.identity(), plugin = %name, key = %key,
+                    fenced = !in_flight.valid(), "reconcile ended");
+                drop(in_flight);
+            }
+            if let Some(backoff) = self.queue.done(&key, done) {
+                self.shared.metrics.backed_off(name, backoff);
+            }
+            // Nothing left to do: an idle plugin holds no instance.
+            if self.queue.is_idle() {
+                version.plugin.release_idle();
+            }
+        }
+    }
+
+    #[tracing::instrument(name = "reconcile", skip_all, fields(
+        plugin = %version.plugin.declaration().name,
+        resource = %version.plugin.declaration().primary,
+        digest = %version.plugin.digest(),
+        key = %key,
+    ))]
+    async fn reconcile(
+        &self,
+        version: &Version,
+        key: &ObjectKey,
+        in_flight: Option<&InFlight<'_>>,
+    ) -> Done {
+        let name = version.plugin.declaration().name.clone();
+        let metrics = &self.shared.metrics;
+        let Ok(_permit) = self.shared.permits.acquire().await else {
+            return Done::Retry("the host is shutting down".to_owned());
+        };
+        let failure = self.queue.failure(key);
+        let request = Request {
+            config: version.config.clone(),
+            retries: failure.as_ref().map_or(0, |f| f.count),
+            last_failure: failure.map(|f| f.message),
+            ..Request::new(key.clone())
+        };
+        let started = std::time::Instant::now();
+        let (plugin, cache) = (Arc::clone(&version.plugin), Arc::clone(&version.cache));
+        let stepped = tokio::task::spawn_blocking(move || {
+            let stepped = step::run(&plugin, cache, &request);
+            (stepped, plugin.take_reads_denied())
+        })
+        .await
+        .map(|(stepped, denied)| {
+            metrics.reads_denied(&name, denied);
+            stepped
+        });
+        let message = match stepped {
+            Err(error) => format!("reconcile task failed: {error}"),
+            Ok(Err(error)) if !error.ran() => {
+                // Waiting for an instance is no failure: queued again.
+                tracing::debug!(error = %error.source, "not run; queued again");
+                metrics.not_run(&name);
+                return Done::Again;
+            }
+            Ok(Err(error)) => {
+                metrics.step_failed(&name, &error);
+                format!("{error}: {}", error.source)
+            }
+            Ok(Ok(step)) => {
+                metrics.stepped(&name, &step);
+                let may_write = || in_flight.is_none_or(InFlight::valid);
+                match self
+                    .shared
+                    .applier
+                    .apply_while(&step.actions, may_write)
+                    .await
+                {
+                    Ok(()) => {
+                        tracing::debug!(call = step.call.name(), actions = step.actions.len(),
+                            requeue_after = ?step.requeue_after, "reconciled");
+                        metrics.applied(&name, step.actions.len(), 0);
+                        metrics.reconciled(&name, "success", started.elapsed());
+                        return step.requeue_after.map_or(Done::Forget, Done::RequeueAfter);
+                    }
+                    Err((applied, error @ ApplyError::Fenced { .. })) => {
+                        // The slot's next holder reconciles it.
+                        tracing::debug!(%error, applied, "step abandoned");
+                        return Done::Forget;
+                    }
+                    Err((applied, error)) => {
+                        metrics.applied(&name, applied, 1);
+                        error.to_string()
+                    }
+                }
+            }
+        };
+        metrics.reconciled(&name, "error", started.elapsed());
+        tracing::warn!(error = %message, "reconcile failed; retrying with backoff");
+        Done::Retry(message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn myapp() -> ResourceType {
+        ResourceType {
+            group: "example.com".into(),
+            version: "v1".into(),
+            kind: "MyApp".into(),
+            plural: "myapps".into(),
+            namespaced: true,
+        }
+    }
+
+    #[test]
+    fn owners_should_map_owners_of_the_primary_kind_and_group_only() {
+        let child = json!({"metadata": {"name": "c", "namespace": "ns", "ownerReferences": [
+            {"apiVersion": "example.com/v1", "kind": "MyApp", "name": "a", "uid": "1"},
+            {"apiVersion": "other.com/v1", "kind": "MyApp", "name": "b", "uid": "2"},
+            {"apiVersion": "example.com/v2", "kind": "MyApp", "name": "c", "uid": "3"},
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "d", "uid": "4"}]}});
+        assert_eq!(
+            owners(&child, &myapp()),
+            [
+                ObjectKey::namespaced("ns", "a"),
+                ObjectKey::namespaced("ns", "c")
+            ]
+        );
+    }
+
+    #[test]
+    fn labelled_should_take_a_name_or_a_namespaced_name() {
+        let object = |value: &str| json!({"metadata": {"name": "x", "namespace": "ns", "labels": {"app": value}}});
+        assert_eq!(
+            labelled(&object("demo"), "app", &myapp()),
+            Some(ObjectKey::namespaced("ns", "demo"))
+        );
+        assert_eq!(
+            labelled(&object("other/demo"), "app", &myapp()),
+            Some(ObjectKey::namespaced("other", "demo"))
+        );
+        assert_eq!(labelled(&object("demo"), "missing", &myapp()), None);
+    }
+}

@@ -1,0 +1,260 @@
+//! The controller engine: the loop around the plugins.
+//!
+//! ```text
+//! watch ─▶ informer store ─▶ handlers ─▶ work queue (per plugin) ─▶ worker
+//!              ▲                                                     │ step::run (blocking thread)
+//!              └───────────── cache reads ◀──────── plugin ◀─────────┤
+//!                                                   applier ◀────────┘ ─▶ API server
+//! ```
+//!
+//! Data flows one way: a plugin reads only the informer stores it
+//! subscribed to (through the runtime's read rules) and writes only through
+//! the [`applier::Applier`], after planning checked every action against
+//! its grants.
+//!
+//! - [`informer`]: shared, reference-counted informers and their stores;
+//! - [`queue`]: a plugin's work queue (deduplication, per-key backoff,
+//!   priorities, requeue-after), and [`listing`], the listed keys it holds
+//!   as a walk over the store;
+//! - [`controller`]: one plugin as a controller (mapping, workers, resync);
+//! - [`applier`]: the writes;
+//! - [`discovery`]: the cluster's types, for the REST mapper;
+//! - [`leader`]: leader election with a Lease (workers wait for it, caches
+//!   do not);
+//! - [`metrics`] and [`serve`]: `/metrics`, `/healthz`, `/readyz`;
+//! - [`ring`] and [`share`]: a plugin's keys spread over replicas;
+//! - where plugins come from: [`plugin_dir`] (a watched directory),
+//!   [`oci`] (OCI artifacts: push, pull, verify), [`plugin_resource`]
+//!   (`Plugin` and `ClusterPlugin` resources) and [`loader`], which loads
+//!   and replaces them on a running engine.
+//!
+//! The sandbox and the step it runs are `kubewasm-runtime`'s; this crate is
+//! the one that holds a Kubernetes client.
+
+pub mod applier;
+pub mod controller;
+pub mod discovery;
+pub mod informer;
+pub mod leader;
+pub mod listing;
+pub mod loader;
+pub mod metrics;
+pub mod oci;
+mod plugin_cache;
+pub mod plugin_dir;
+pub mod plugin_resource;
+pub mod queue;
+pub mod ring;
+pub mod serve;
+pub mod share;
+mod store;
+
+use std::sync::Arc;
+
+use tokio::sync::Semaphore;
+
+use controller::{Controller, Settings, Shared};
+use kubewasm_runtime::Plugin;
+
+/// What became of a plugin's load (`kubewasm_plugin_loads_total`'s
+/// `result`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadResult {
+    /// Started: it was not running.
+    Loaded,
+    /// Swapped in for the running version.
+    Swapped,
+    /// The running version's optimized code swapped in for its baseline
+    /// code.
+    Optimized,
+    /// Refused (a running version keeps serving).
+    Refused,
+    /// Its component went: stopped.
+    Removed,
+}
+
+impl LoadResult {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Loaded => "loaded",
+            Self::Swapped => "swapped",
+            Self::Optimized => "optimized",
+            Self::Refused => "refused",
+            Self::Removed => "removed",
+        }
+    }
+}
+
+/// Every plugin of the host, run as controllers over shared informers.
+pub struct Engine {
+    shared: Shared,
+    controllers: Vec<Controller>,
+}
+
+impl Engine {
+    /// An engine with no plugin yet, talking to the cluster through
+    /// `client`, running at most `workers` steps at once host-wide, and
+    /// reconciling only while `leading` says so (informers run regardless).
+    pub fn new(
+        client: kube::Client,
+        workers: usize,
+        leading: tokio::sync::watch::Receiver<bool>,
+    ) -> Self {
+        Self {
+            shared: Shared {
+                informers: informer::Informers::new(client.clone()),
+                applier: applier::Applier::new(client),
+                permits: Arc::new(Semaphore::new(workers.max(1))),
+                metrics: Arc::default(),
+                leading,
+                shard: None,
+            },
+            controllers: Vec::new(),
+        }
+    }
+
+    /// An engine that starts steps only for the primaries of the slots
+    /// `shard` holds (a replica of a ring, [`ring`]); set before the first
+    /// plugin starts.
+    #[must_use]
+    pub fn with_shard(mut self, shard: Arc<ring::Shard>) -> Self {
+        self.shared.metrics.watch_shard(&shard);
+        self.shared.informers = self.shared.informers.with_shard(Arc::clone(&shard));
+        self.shared.shard = Some(shard);
+        self
+    }
+
+    /// An engine whose informers get their lists as `initial_list` says;
+    /// set before the first plugin starts.
+    #[must_use]
+    pub fn with_initial_list(mut self, initial_list: informer::InitialList) -> Self {
+        self.shared.informers = self.shared.informers.with_initial_list(initial_list);
+        self
+    }
+
+    /// Starts `plugin` as a controller. Must be called within a tokio
+    /// runtime.
+    pub fn start(&mut self, plugin: Arc<Plugin>, settings: Settings) {
+        self.shared
+            .metrics
+            .runs(&plugin.declaration().name, plugin.digest());
+        self.shared.metrics.watch_runtime(plugin.runtime());
+        self.controllers
+            .push(Controller::start(plugin, settings, &self.shared));
+    }
+
+    /// Runs `plugin` in place of the running plugin of its name, swapping it
+    /// in ([`Controller::swap`]: queue kept, no key lost) or, for another
+    /// primary type, stopping the old one first; starts it if none runs.
+    pub async fn replace(&mut self, plugin: Arc<Plugin>, settings: Settings) {
+        let name = plugin.declaration().name.clone();
+        let Some(index) = self.controllers.iter().position(|c| c.name() == name) else {
+            self.start(plugin, settings);
+            return;
+        };
+        let swapped = self.controllers[index].swap(
+            Arc::clone(&plugin),
+            settings.config.clone(),
+            &self.shared,
+        );
+        match swapped {
+            Ok(()) => self.shared.metrics.runs(&name, plugin.digest()),
+            Err(error) => {
+                tracing::info!(plugin = %name, %error, "restarting the controller");
+                self.controllers.swap_remove(index).shutdown().await;
+                self.start(plugin, settings);
+            }
+        }
+    }
+
+    /// Runs a plugin a load gave ([`Self::replace`]) and counts the load:
+    /// `loaded`, `swapped`, or `optimized` for a `tier_up` (a running
+    /// version's optimized code). Returns what it counted.
+    pub async fn run_loaded(
+        &mut self,
+        plugin: Arc<Plugin>,
+        settings: Settings,
+        tier_up: bool,
+    ) -> LoadResult {
+        let name = plugin.declaration().name.clone();
+        let result = match (tier_up, self.running(&name)) {
+            (true, _) => LoadResult::Optimized,
+            (false, true) => LoadResult::Swapped,
+            (false, false) => LoadResult::Loaded,
+        };
+        self.replace(plugin, settings).await;
+        self.record_load(&name, result);
+        result
+    }
+
+    /// Whether a plugin called `name` runs.
+    pub fn running(&self, name: &str) -> bool {
+        self.controllers.iter().any(|c| c.name() == name)
+    }
+
+    /// Counts a load of the plugin `name` by its result.
+    pub fn record_load(&self, name: &str, result: LoadResult) {
+        self.shared.metrics.plugin_load(name, result.as_str());
+    }
+
+    /// Stops and removes the plugin called `name`, waiting for its
+    /// in-flight steps; its informers are released unless another plugin
+    /// reads them. Whether it was running.
+    pub async fn stop(&mut self, name: &str) -> bool {
+        let Some(index) = self.controllers.iter().position(|c| c.name() == name) else {
+            return false;
+        };
+        self.controllers.swap_remove(index).shutdown().await;
+        self.shared.metrics.forget(name);
+        true
+    }
+
+    /// Whether every plugin's informers have listed once.
+    pub fn ready(&self) -> bool {
+        self.controllers.iter().all(Controller::synced)
+    }
+
+    /// Waits until every plugin's informers have listed once.
+    pub async fn wait_synced(&self) {
+        for controller in &self.controllers {
+            controller.wait_synced().await;
+        }
+    }
+
+    /// The metrics, in Prometheus text format.
+    pub fn metrics(&self) -> String {
+        self.shared.metrics.encode(&self.shared.informers)
+    }
+
+    /// The host's applier.
+    pub fn applier(&self) -> &applier::Applier {
+        &self.shared.applier
+    }
+
+    /// Reconciles of the plugin `name` that succeeded and that failed.
+    pub fn reconcile_counts(&self, name: &str) -> (u64, u64) {
+        self.shared.metrics.reconcile_counts(name)
+    }
+
+    /// The informers running now.
+    pub fn informers(&self) -> &informer::Informers {
+        &self.shared.informers
+    }
+
+    /// What `/metrics` and `/readyz` read; `ready` is the caller's to set.
+    pub fn probe(&self, ready: Arc<std::sync::atomic::AtomicBool>) -> serve::Probe {
+        serve::Probe {
+            metrics: Arc::clone(&self.shared.metrics),
+            informers: self.shared.informers.clone(),
+            ready,
+        }
+    }
+
+    /// Stops taking keys and waits for every in-flight step.
+    pub async fn shutdown(self) {
+        for controller in self.controllers {
+            controller.shutdown().await;
+        }
+    }
+}

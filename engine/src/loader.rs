@@ -1,0 +1,530 @@
+//! Loading plugins: the loads in flight ([`Loads`]), and the plugins of a
+//! directory, loaded again whenever it changes ([`Loader`]).
+//!
+//! # Expected flow
+//! [`Loader::rescan`] looks at the directory ([`plugin_dir::scan`]) and, for
+//! each plugin added or changed since the last look, starts loading it
+//! ([`Loads::spawn`]) on a blocking thread: grants, component (compiled, or
+//! precompiled from the cache; pulled from its registry for a `NAME.oci`
+//! reference, or taken from the artifact cache when pinned by a digest it
+//! holds), configuration checked against its schema ([`prepare`], which
+//! `Plugin` resources load through as well). Several load at once.
+//! It returns the plugins removed. [`Loads::next`] waits for the next load
+//! to finish.
+//!
+//! # Guarantees
+//! - **Only the latest counts.** A plugin that changes again while it loads
+//!   is loaded again; the older load's result is dropped, and so is the
+//!   result of a plugin removed meanwhile ([`Loads::cancel`]). So the caller
+//!   never swaps in a version older than one it already has, nor revives a
+//!   removed plugin.
+//! - **Bounded.** At most one load per core runs at once (a directory of a
+//!   thousand new components compiles a core's worth at a time, not a
+//!   thousand at once); a load superseded while it waits does no work.
+//! - **Refusals are results.** A plugin that fails to load comes back as
+//!   [`Loaded::Refused`] with its reason; what the caller runs meanwhile is
+//!   its business (the daemon keeps the running version).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::task::JoinSet;
+
+use crate::oci::{self, Artifacts, OciError};
+use crate::plugin_dir::{self, Change, Listing, PluginFiles, ScanError};
+use kubewasm_runtime::grants::{GrantsFileError, OperatorGrants};
+use kubewasm_runtime::mapper::RestMapper;
+use kubewasm_runtime::{CallLimits, LoadError, LoadOptions, Plugin, Runtime};
+
+/// Why a plugin was not loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    /// No grants file, and declarations are not trusted.
+    #[error(
+        "no grants file {grants} beside it (pass --trust-declarations to grant what it declares)"
+    )]
+    NoGrants {
+        /// The grants file it needs.
+        grants: PathBuf,
+    },
+    /// The grants file was refused.
+    #[error(transparent)]
+    Grants(#[from] GrantsFileError),
+    /// The component could not be read.
+    #[error("failed to read it: {0}")]
+    Read(#[source] std::io::Error),
+    /// Its OCI reference could not be fetched.
+    #[error(transparent)]
+    Oci(#[from] OciError),
+    /// The configuration was refused.
+    #[error("its configuration {origin}: {source}")]
+    Config {
+        /// Where it came from (the file, `spec.config`).
+        origin: String,
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The component was refused.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// A plugin resource runs under this name: a directory's plugin does
+    /// not displace it.
+    #[error("a Plugin or ClusterPlugin resource runs as `{0}`; this file does not displace it")]
+    NameTaken(String),
+    /// A plugin resource's spec cannot be run as it is.
+    #[error(transparent)]
+    Spec(#[from] crate::plugin_resource::SpecError),
+}
+
+/// A plugin loaded and ready to run.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The plugin.
+    pub plugin: Plugin,
+    /// Its configuration (JSON text), checked against its schema.
+    pub config: String,
+    /// The manifest digest of the OCI artifact it came from, if it did.
+    pub artifact: Option<String>,
+    /// Whether this is a running plugin's optimized code ([`Loads::tier_up`]),
+    /// not a new version.
+    pub tier_up: bool,
+}
+
+/// The end of one load of something from `O` (a plugin's files, a
+/// `Plugin` resource).
+#[derive(Debug)]
+pub enum Loaded<O> {
+    /// Loaded.
+    Ready {
+        /// What it was loaded from.
+        origin: O,
+        /// The plugin and its configuration.
+        prepared: Prepared,
+    },
+    /// Refused.
+    Refused {
+        /// What it was loaded from.
+        origin: O,
+        /// Why.
+        error: Refused,
+    },
+}
+
+/// What plugins are loaded with.
+#[derive(Clone)]
+pub struct Sources {
+    /// The runtime that compiles and runs them.
+    pub runtime: Runtime,
+    /// How the cluster serves each type.
+    pub mapper: Arc<RestMapper>,
+    /// Grant a plugin with no grants file what it declares.
+    pub trust: bool,
+    /// Where `NAME.oci` references are fetched from and cached.
+    pub artifacts: Artifacts,
+}
+
+/// Where a component comes from.
+#[derive(Clone, Copy, Debug)]
+pub enum Source<'a> {
+    /// A file, read only if no plugin runs its component already
+    /// ([`Runtime::load_file`](kubewasm_runtime::Runtime::load_file)).
+    File(&'a Path),
+    /// Bytes in memory (a pulled artifact).
+    Bytes(&'a [u8]),
+}
+
+/// The artifact a `NAME.oci` file names (a reference on its first line),
+/// fetched within the tokio runtime this blocking thread belongs to: its
+/// bytes and digest.
+fn pull(sources: &Sources, files: &PluginFiles) -> Result<(Vec<u8>, String), Refused> {
+    // A reference is one short line: what is past the first KiB is not read.
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut std::io::Read::take(
+            std::fs::File::open(&files.component).map_err(Refused::Read)?,
+            1024,
+        ),
+        &mut text,
+    )
+    .map_err(Refused::Read)?;
+    let reference = oci::parse_reference(text.lines().next().unwrap_or_default().trim())?;
+    let pulled = tokio::runtime::Handle::current().block_on(sources.artifacts.fetch(&reference))?;
+    tracing::info!(plugin = %files.name, reference = %reference, digest = %pulled.digest,
+        "plugin artifact fetched");
+    Ok((pulled.bytes, pulled.digest))
+}
+
+/// What a component is loaded as.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// The plugin's name.
+    pub name: String,
+    /// What the operator grants it.
+    pub grants: OperatorGrants,
+    /// Its limits, within the host's; `None`: the host's.
+    pub limits: Option<CallLimits>,
+    /// Its configuration (JSON text) and where it came from; `None`: `{}`.
+    pub config: Option<(String, String)>,
+}
+
+/// Loads a component as `setup` says: the plugin and its configuration,
+/// checked against its schema.
+///
+/// # Errors
+/// [`Refused`] says why.
+pub fn prepare(sources: &Sources, source: Source<'_>, setup: Setup) -> Result<Prepared, Refused> {
+    let mut options = LoadOptions::new(Arc::clone(&sources.mapper))
+        .grants(setup.grants)
+        .name(&setup.name);
+    if let Some(limits) = setup.limits {
+        options = options.limits(limits);
+    }
+    let plugin = match source {
+        Source::File(path) => sources.runtime.load_file(path, &options)?,
+        Source::Bytes(bytes) => sources.runtime.load(bytes, &options)?,
+    };
+    let config = match setup.config {
+        Some((config, origin)) => {
+            plugin
+                .check_config(&config)
+                .map_err(|source| Refused::Config {
+                    origin,
+                    source: Box::new(source),
+                })?;
+            config
+        }
+        None => "{}".to_owned(),
+    };
+    Ok(Prepared {
+        plugin,
+        config,
+        artifact: None,
+        tier_up: false,
+    })
+}
+
+/// Loads one plugin from its files.
+///
+/// # Errors
+/// [`Refused`] says why.
+pub fn load(sources: &Sources, files: &PluginFiles) -> Result<Prepared, Refused> {
+    // A dotted name is a tenant's (`NAMESPACE.NAME`): no file takes one.
+    if !kubewasm_core::validation::is_dns_label(&files.name) {
+        return Err(Refused::Load(LoadError::Declaration(
+            kubewasm_runtime::declaration::DeclarationError::InvalidName(files.name.clone()),
+        )));
+    }
+    let grants = if files.grants.exists() {
+        OperatorGrants::from_file(&files.grants)?
+    } else if sources.trust {
+        OperatorGrants::unrestricted()
+    } else {
+        return Err(Refused::NoGrants {
+            grants: files.grants.clone(),
+        });
+    };
+    let pulled = files
+        .is_reference()
+        .then(|| pull(sources, files))
+        .transpose()?;
+    let config = if files.config.exists() {
+        let failed = |source: Box<dyn std::error::Error + Send + Sync>| Refused::Config {
+            origin: files.config.display().to_string(),
+            source,
+        };
+        let text = std::fs::read_to_string(&files.config).map_err(|e| failed(Box::new(e)))?;
+        let config =
+            kubewasm_runtime::replay::parse_config(&text).map_err(|e| failed(Box::new(e)))?;
+        Some((config, files.config.display().to_string()))
+    } else {
+        None
+    };
+    let setup = Setup {
+        name: files.name.clone(),
+        grants,
+        limits: None,
+        config,
+    };
+    let source = match &pulled {
+        Some((bytes, _)) => Source::Bytes(bytes),
+        None => Source::File(&files.component),
+    };
+    let mut prepared = prepare(sources, source, setup)?;
+    prepared.artifact = pulled.map(|(_, digest)| digest);
+    Ok(prepared)
+}
+
+/// A finished load task: its number, what it loaded, what it gave.
+type LoadDone<O> = (u64, O, Result<Prepared, Refused>);
+
+/// Loads in flight, each on a blocking thread, the latest of each plugin
+/// counting (see the module documentation). `O` says where a load came
+/// from (a plugin's files, a `Plugin` resource), handed back with it.
+pub struct Loads<O> {
+    /// The latest load of each plugin (a later one makes earlier ones void).
+    latest: Arc<std::sync::Mutex<HashMap<String, u64>>>,
+    /// One per load allowed to run at once.
+    permits: Arc<tokio::sync::Semaphore>,
+    next_load: u64,
+    /// Loads in flight; `None` for one superseded before it ran.
+    loads: JoinSet<Option<(String, LoadDone<O>)>>,
+}
+
+impl<O: Send + 'static> Default for Loads<O> {
+    fn default() -> Self {
+        Self {
+            latest: Arc::default(),
+            permits: Arc::new(tokio::sync::Semaphore::new(
+                std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
+            )),
+            next_load: 0,
+            loads: JoinSet::new(),
+        }
+    }
+}
+
+impl<O: Send + 'static> Loads<O> {
+    fn latest(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
+        self.latest
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Starts loading the plugin `name` with `load`, making any earlier
+    /// load of it void.
+    pub fn spawn(
+        &mut self,
+        name: &str,
+        origin: O,
+        load: impl FnOnce() -> Result<Prepared, Refused> + Send + 'static,
+    ) {
+        self.next_load += 1;
+        let id = self.next_load;
+        self.latest().insert(name.to_owned(), id);
+        let (name, permits, latest) = (
+            name.to_owned(),
+            Arc::clone(&self.permits),
+            Arc::clone(&self.latest),
+        );
+        self.loads.spawn(async move {
+            // Closed never: the semaphore lives as long as the loads.
+            let _permit = permits.acquire_owned().await.ok();
+            let current = latest
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(&name)
+                == Some(&id);
+            if !current {
+                return None;
+            }
+            match tokio::task::spawn_blocking(move || (id, origin, load())).await {
+                Ok(done) => Some((name, done)),
+                Err(error) => {
+                    tracing::error!(%error, "a plugin load task failed");
+                    None
+                }
+            }
+        });
+    }
+
+    /// When `plugin` (just started as `name`) runs baseline code, starts
+    /// compiling its optimized code: the load gives it back, with the same
+    /// configuration, as a [`Prepared::tier_up`] to swap in. A newer load of
+    /// the plugin makes it void, as any other.
+    pub fn tier_up(
+        &mut self,
+        name: &str,
+        origin: O,
+        plugin: &Arc<Plugin>,
+        config: &str,
+        artifact: Option<String>,
+    ) {
+        if !plugin.is_baseline() {
+            return;
+        }
+        let (plugin, config) = (Arc::clone(plugin), config.to_owned());
+        self.spawn(name, origin, move || {
+            Ok(Prepared {
+                plugin: plugin.optimized()?,
+                config,
+                artifact,
+                tier_up: true,
+            })
+        });
+    }
+
+    /// Makes every load of `name` in flight void (the plugin went).
+    pub fn cancel(&mut self, name: &str) {
+        self.latest().remove(name);
+    }
+
+    /// Loads not finished yet.
+    pub fn pending(&self) -> usize {
+        self.loads.len()
+    }
+
+    /// The next load to finish that is still the latest of its plugin,
+    /// with the plugin's name; `None` when none is in flight.
+    pub async fn next(&mut self) -> Option<(String, Loaded<O>)> {
+        loop {
+            let (name, (id, origin, loaded)) = match self.loads.join_next().await? {
+                Ok(Some(done)) => done,
+                Ok(None) => continue,
+                Err(error) => {
+                    tracing::error!(%error, "a plugin load task failed");
+                    continue;
+                }
+            };
+            if self.latest().get(&name) != Some(&id) {
+                tracing::debug!(plugin = %name, "a newer load superseded this one");
+                continue;
+            }
+            self.latest().remove(&name);
+            let loaded = match loaded {
+                Ok(prepared) => Loaded::Ready { origin, prepared },
+                Err(error) => Loaded::Refused { origin, error },
+            };
+            return Some((name, loaded));
+        }
+    }
+}
+
+/// The plugins of one directory, loaded as it changes (see the module
+/// documentation).
+pub struct Loader {
+    dir: PathBuf,
+    sources: Sources,
+    listing: Listing,
+}
+
+impl Loader {
+    /// A loader of `dir` that has looked at nothing yet.
+    pub fn new(dir: &Path, sources: Sources) -> Self {
+        Self {
+            dir: dir.to_owned(),
+            sources,
+            listing: Listing::default(),
+        }
+    }
+
+    /// Looks at the directory: starts loading (into `loads`) what was
+    /// added or changed, and returns the names of the plugins removed.
+    ///
+    /// # Errors
+    /// [`ScanError`] if the directory cannot be read (nothing changes).
+    pub fn rescan<O: From<PluginFiles> + Send + 'static>(
+        &mut self,
+        loads: &mut Loads<O>,
+    ) -> Result<Vec<String>, ScanError> {
+        let now = plugin_dir::scan(&self.dir)?;
+        let mut removed = Vec::new();
+        for change in self.listing.changes(&now) {
+            match change {
+                Change::Added(files) | Change::Changed(files) => {
+                    tracing::info!(plugin = %files.name, path = %files.component.display(),
+                        "loading plugin (compiled on first load, cached after)");
+                    let (name, sources) = (files.name.clone(), self.sources.clone());
+                    loads.spawn(&name, O::from(files.clone()), move || {
+                        load(&sources, &files)
+                    });
+                }
+                Change::Removed(name) => {
+                    loads.cancel(&name);
+                    removed.push(name);
+                }
+            }
+        }
+        self.listing = now;
+        Ok(removed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubewasm_runtime::RuntimeConfig;
+
+    fn loader(dir: &Path, trust: bool) -> (Loader, Loads<PluginFiles>) {
+        let runtime = Runtime::new(RuntimeConfig::default().pooling(false)).expect("engine");
+        let sources = Sources {
+            runtime,
+            mapper: Arc::new(RestMapper::builtin()),
+            trust,
+            artifacts: Artifacts::new(dir.join("artifacts"), oci::Access::default()),
+        };
+        (Loader::new(dir, sources), Loads::default())
+    }
+
+    fn refused_names(loaded: Option<(String, Loaded<PluginFiles>)>) -> Option<String> {
+        match loaded? {
+            (name, Loaded::Refused { .. }) => Some(name),
+            (name, Loaded::Ready { .. }) => panic!("{name} is no component"),
+        }
+    }
+
+    #[tokio::test]
+    async fn only_the_latest_load_of_a_plugin_should_count() {
+        let dir = tempfile::tempdir().expect("dir");
+        let write = |name: &str, text: &str| {
+            std::fs::write(dir.path().join(name), text).expect("written");
+        };
+        let (mut loader, mut loads) = loader(dir.path(), true);
+        write("a.wasm", "not wasm");
+        write("b.wasm", "not wasm either");
+        assert!(loader.rescan(&mut loads).expect("scanned").is_empty());
+        // a changes while its first load may still run; b goes.
+        write("a.wasm", "still not wasm, but longer");
+        std::fs::remove_file(dir.path().join("b.wasm")).expect("removed");
+        assert_eq!(loader.rescan(&mut loads).expect("scanned"), ["b"]);
+        assert_eq!(refused_names(loads.next().await).as_deref(), Some("a"));
+        assert_eq!(
+            refused_names(loads.next().await),
+            None,
+            "one result for a, none for b"
+        );
+        assert_eq!(loads.pending(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_refusal_should_say_why() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(dir.path().join("a.wasm"), "not wasm").expect("written");
+        let (mut untrusted, mut loads) = loader(dir.path(), false);
+        untrusted.rescan(&mut loads).expect("scanned");
+        match loads.next().await {
+            Some((
+                _,
+                Loaded::Refused {
+                    error: Refused::NoGrants { grants },
+                    ..
+                },
+            )) => {
+                assert_eq!(grants, dir.path().join("a.grants.yaml"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reference_that_cannot_be_fetched_should_be_refused_with_the_registry_named() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(dir.path().join("bad.oci"), "oci://Not A Reference\n").expect("written");
+        std::fs::write(dir.path().join("gone.oci"), "127.0.0.1:1/plugins/gone:1\n")
+            .expect("written");
+        let (mut loader, mut loads) = loader(dir.path(), true);
+        loader.rescan(&mut loads).expect("scanned");
+        let mut errors = Vec::new();
+        while let Some((name, loaded)) = loads.next().await {
+            match loaded {
+                Loaded::Refused { error, .. } => errors.push((name, error.to_string())),
+                Loaded::Ready { .. } => panic!("{name} loaded"),
+            }
+        }
+        errors.sort();
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(errors[0].1.contains("invalid OCI reference"), "{errors:?}");
+        assert!(errors[1].1.contains("registry 127.0.0.1:1"), "{errors:?}");
+    }
+}

@@ -1,0 +1,697 @@
+//! Plugins as OCI artifacts: the CNCF Wasm layout, pushed to and pulled
+//! from any OCI registry.
+//!
+//! # Layout
+//! [`push`] writes the CNCF TAG Runtime's Wasm artifact layout:
+//! - an image manifest ([`MANIFEST_MEDIA_TYPE`]) whose annotations carry the
+//!   plugin's name and version (`org.opencontainers.image.title`,
+//!   `.version`) and its whole declaration as JSON ([`ANNOTATION_DECLARATION`]);
+//! - a config ([`CONFIG_MEDIA_TYPE`]): architecture `wasm`, os `wasip2`, the
+//!   layer's digest and the component's imports, exports and world;
+//! - one layer ([`LAYER_MEDIA_TYPE`]): the component's bytes as they are.
+//!
+//! [`pull`] also takes the older layout Kubewarden and proxy-wasm publish
+//! ([`LEGACY_CONFIG_MEDIA_TYPE`], [`LEGACY_LAYER_MEDIA_TYPE`]).
+//!
+//! # Guarantees
+//! - A registry's word is never taken: a pull by digest gets the manifest
+//!   whose sha256 is that digest, and the layer's bytes hash to the digest
+//!   and size the manifest names, or the pull fails
+//!   ([`OciError::DigestMismatch`]). A pull by tag reports the digest of the
+//!   manifest it got, computed here.
+//! - An artifact is a plugin only with exactly one Wasm layer under one of
+//!   the two layouts; anything else is refused ([`OciError::NotAPlugin`])
+//!   before its layer is fetched. Manifests over [`MAX_MANIFEST_BYTES`]
+//!   and layers over [`MAX_LAYER_BYTES`] are refused unread.
+//! - Credentials come from a docker config file ([`Credentials`]): the
+//!   one `--docker-config` names, `$DOCKER_CONFIG/config.json` or
+//!   `~/.docker/config.json`, the format of a Kubernetes
+//!   `kubernetes.io/dockerconfigjson` pull secret too. Without an entry for
+//!   the registry, access is anonymous.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+use oci_client::manifest::{OciDescriptor, OciImageManifest};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use kubewasm_runtime::Interfaces;
+
+/// The manifest's media type (OCI image manifest).
+pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+/// The CNCF Wasm config.
+pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
+/// The CNCF Wasm layer: a component, as is.
+pub const LAYER_MEDIA_TYPE: &str = "application/wasm";
+/// The older config (Kubewarden, proxy-wasm), accepted on pull.
+pub const LEGACY_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v1+json";
+/// The older layer, accepted on pull.
+pub const LEGACY_LAYER_MEDIA_TYPE: &str = "application/vnd.wasm.content.layer.v1+wasm";
+/// The manifest annotation holding the plugin's declaration as JSON.
+pub const ANNOTATION_DECLARATION: &str = "dev.kubewasm.declaration";
+/// Largest manifest read.
+pub const MAX_MANIFEST_BYTES: usize = 4 << 20;
+/// Largest layer fetched.
+pub const MAX_LAYER_BYTES: u64 = 256 << 20;
+
+/// Why a push or a pull failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OciError {
+    /// The reference does not parse.
+    #[error("invalid OCI reference `{reference}`: {source}")]
+    Reference {
+        /// What was given.
+        reference: String,
+        /// The parser's reason.
+        source: oci_client::ParseError,
+    },
+    /// The registry could not be reached or refused the request.
+    #[error("registry {registry}: {}", causes(source.as_ref()))]
+    Registry {
+        /// The registry's host.
+        registry: String,
+        /// What the client said.
+        #[source]
+        source: Box<oci_client::errors::OciDistributionError>,
+    },
+    /// What was fetched does not hash to the digest it was asked by.
+    #[error("digest mismatch for the {what}: expected {expected}, got {actual}")]
+    DigestMismatch {
+        /// The manifest or the layer.
+        what: &'static str,
+        /// The digest asked for.
+        expected: String,
+        /// The digest of what came.
+        actual: String,
+    },
+    /// The artifact is not a plugin in either layout.
+    #[error("{reference} is not a Wasm plugin artifact: {reason}")]
+    NotAPlugin {
+        /// The reference pulled.
+        reference: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The docker config file could not be read or parsed.
+    #[error("docker config {path}: {reason}")]
+    Credentials {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// An error and its causes, `: `-separated (the client's own message
+/// alone says only which request failed, not why).
+fn causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text = format!("{text}: {cause_text}");
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// An artifact's reference: `[oci://]registry/repository[:tag][@digest]`.
+pub fn parse_reference(text: &str) -> Result<Reference, OciError> {
+    let bare = text.strip_prefix("oci://").unwrap_or(text);
+    bare.parse().map_err(|source| OciError::Reference {
+        reference: text.to_owned(),
+        source,
+    })
+}
+
+/// How to reach registries: the protocol and the credentials.
+#[derive(Clone, Debug, Default)]
+pub struct Access {
+    /// Plain HTTP instead of HTTPS (a loopback registry, a test).
+    pub plain_http: bool,
+    /// Credentials by registry host.
+    pub credentials: Credentials,
+}
+
+impl Access {
+    fn client(&self) -> Client {
+        // The TLS stack is built with ring only; a provider installed
+        // already (by the process) is kept.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        Client::new(ClientConfig {
+            protocol: if self.plain_http {
+                ClientProtocol::Http
+            } else {
+                ClientProtocol::Https
+            },
+            ..ClientConfig::default()
+        })
+    }
+
+    fn registry_error(
+        reference: &Reference,
+    ) -> impl FnOnce(oci_client::errors::OciDistributionError) -> OciError + '_ {
+        move |source| OciError::Registry {
+            registry: reference.resolve_registry().to_owned(),
+            source: Box::new(source),
+        }
+    }
+
+    /// As [`Self::registry_error`], but content that does not hash to its
+    /// digest (oci-client checks as it reads) is a [`OciError::DigestMismatch`].
+    fn fetch_error<'a>(
+        reference: &'a Reference,
+        what: &'static str,
+    ) -> impl FnOnce(oci_client::errors::OciDistributionError) -> OciError + 'a {
+        move |source| match source {
+            oci_client::errors::OciDistributionError::DigestError(
+                oci_client::errors::DigestError::VerificationError { expected, actual },
+            ) => OciError::DigestMismatch {
+                what,
+                expected,
+                actual,
+            },
+            other => Self::registry_error(reference)(other),
+        }
+    }
+}
+
+/// Credentials by registry, from a docker config file.
+#[derive(Clone, Debug, Default)]
+pub struct Credentials {
+    basic: BTreeMap<String, (String, String)>,
+}
+
+impl Credentials {
+    /// The credentials of `path`, or of the default docker config file
+    /// when `None` (none at all if it does not exist).
+    ///
+    /// # Errors
+    /// [`OciError::Credentials`] if the file exists but is not a docker
+    /// config.
+    pub fn load(path: Option<&Path>) -> Result<Self, OciError> {
+        let path = match path {
+            Some(path) => path.to_owned(),
+            None => match default_docker_config() {
+                Some(path) if path.is_file() => path,
+                _ => return Ok(Self::default()),
+            },
+        };
+        let text = std::fs::read_to_string(&path).map_err(|e| OciError::Credentials {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        Self::parse(&text).map_err(|reason| OciError::Credentials { path, reason })
+    }
+
+    /// Parses a docker config (`{"auths": {"HOST": {"auth": base64 of
+    /// "user:password"}}}`, or `username` and `password` fields): a
+    /// `config.json`, or a Kubernetes pull secret's `.dockerconfigjson`.
+    ///
+    /// # Errors
+    /// What is wrong with it.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let config: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let mut basic = BTreeMap::new();
+        let auths = config.get("auths").and_then(Value::as_object);
+        for (host, entry) in auths.into_iter().flatten() {
+            let pair = match entry.get("auth").and_then(Value::as_str) {
+                Some(encoded) => {
+                    let decoded = base64::engine::general_purpose::STANDARD
+                        .decode(encoded)
+                        .map_err(|e| format!("`auth` of {host} is not base64: {e}"))?;
+                    let text = String::from_utf8(decoded)
+                        .map_err(|_| format!("`auth` of {host} is not UTF-8"))?;
+                    let (user, password) = text
+                        .split_once(':')
+                        .ok_or_else(|| format!("`auth` of {host} is not user:password"))?;
+                    (user.to_owned(), password.to_owned())
+                }
+                None => {
+                    let field = |name: &str| {
+                        entry
+                            .get(name)
+                            .and_then(Value::as_str)
+                            .map(str::to_owned)
+                            .ok_or_else(|| format!("{host} has neither `auth` nor `{name}`"))
+                    };
+                    (field("username")?, field("password")?)
+                }
+            };
+            let host = host
+                .trim_start_matches("https://")
+                .trim_start_matches("http://")
+                .trim_end_matches('/');
+            basic.insert(host.to_owned(), pair);
+        }
+        Ok(Self { basic })
+    }
+
+    /// These credentials, with `first`'s taking precedence for the
+    /// registries it names.
+    #[must_use]
+    pub fn overridden_by(&self, first: &Self) -> Self {
+        let mut basic = self.basic.clone();
+        basic.extend(first.basic.clone());
+        Self { basic }
+    }
+
+    fn auth(&self, reference: &Reference) -> RegistryAuth {
+        match self.basic.get(reference.resolve_registry()) {
+            Some((user, password)) => RegistryAuth::Basic(user.clone(), password.clone()),
+            None => RegistryAuth::Anonymous,
+        }
+    }
+}
+
+fn default_docker_config() -> Option<PathBuf> {
+    match std::env::var_os("DOCKER_CONFIG") {
+        Some(dir) => Some(PathBuf::from(dir).join("config.json")),
+        None => {
+            std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".docker/config.json"))
+        }
+    }
+}
+
+/// A component to publish: its bytes and what the runtime found in them.
+#[derive(Clone, Copy, Debug)]
+pub struct Component<'a> {
+    /// The component's bytes.
+    pub bytes: &'a [u8],
+    /// Its declaration and interfaces ([`kubewasm_runtime::Runtime::interfaces`]).
+    pub interfaces: &'a Interfaces,
+}
+
+/// `sha256:` and the hex digest of `bytes`.
+pub fn digest_of(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
+/// What [`push`] writes for `component`: the manifest's JSON text, and
+/// the blobs it names (layer, then config) with their digests.
+fn layout(component: &Component<'_>) -> (Vec<u8>, [(bytes::Bytes, String); 2]) {
+    let layer = ImageLayer::new(component.bytes.to_vec(), LAYER_MEDIA_TYPE.to_owned(), None);
+    let config = json!({
+        "architecture": "wasm",
+        "os": "wasip2",
+        "layerDigests": [digest_of(component.bytes)],
+        "component": {
+            "exports": component.interfaces.exports,
+            "imports": component.interfaces.imports,
+            "target": "kubewasm:controller/controller",
+        },
+    });
+    let config = Config::new(
+        config.to_string().into_bytes(),
+        CONFIG_MEDIA_TYPE.to_owned(),
+        None,
+    );
+    let declaration = &component.interfaces.declaration;
+    let annotations = BTreeMap::from([
+        (
+            "org.opencontainers.image.title".to_owned(),
+            declaration.name.clone(),
+        ),
+        (
+            "org.opencontainers.image.version".to_owned(),
+            declaration.version.clone(),
+        ),
+        (
+            ANNOTATION_DECLARATION.to_owned(),
+            serde_json::to_string(declaration).unwrap_or_default(),
+        ),
+    ]);
+    let mut manifest =
+        OciImageManifest::build(std::slice::from_ref(&layer), &config, Some(annotations));
+    manifest.media_type = Some(MANIFEST_MEDIA_TYPE.to_owned());
+    // A struct of strings and numbers always serializes.
+    let text = serde_json::to_vec(&manifest).unwrap_or_default();
+    // The digests `build` computed.
+    let layer_digest = manifest
+        .layers
+        .first()
+        .map(|l| l.digest.clone())
+        .unwrap_or_default();
+    let blobs = [
+        (layer.data, layer_digest),
+        (config.data, manifest.config.digest),
+    ];
+    (text, blobs)
+}
+
+/// Publishes `component` at `reference`; returns the manifest's digest.
+///
+/// # Errors
+/// [`OciError`]: the reference, or the registry's refusal.
+pub async fn push(
+    component: &Component<'_>,
+    reference: &Reference,
+    access: &Access,
+) -> Result<String, OciError> {
+    let (manifest, blobs) = layout(component);
+    let client = access.client();
+    let auth = access.credentials.auth(reference);
+    client
+        .store_auth_if_needed(reference.resolve_registry(), &auth)
+        .await;
+    for (data, digest) in blobs {
+        if !client
+            .blob_exists(reference, &digest)
+            .await
+            .map_err(Access::registry_error(reference))?
+        {
+            client
+                .push_blob(reference, data, &digest)
+                .await
+                .map_err(Access::registry_error(reference))?;
+        }
+    }
+    let digest = digest_of(&manifest);
+    let content_type = http::HeaderValue::from_static(MANIFEST_MEDIA_TYPE);
+    client
+        .push_manifest_raw(reference, manifest, content_type)
+        .await
+        .map_err(Access::registry_error(reference))?;
+    Ok(digest)
+}
+
+/// Which layout an artifact has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    /// The CNCF Wasm layout.
+    Cncf,
+    /// The older one (Kubewarden, proxy-wasm).
+    Legacy,
+}
+
+/// A pulled component, verified.
+#[derive(Clone, Debug)]
+pub struct Pulled {
+    /// The component's bytes.
+    pub bytes: Vec<u8>,
+    /// The manifest's digest (`sha256:...`): what a tag resolved to.
+    pub digest: String,
+}
+
+/// Fetches the component at `reference` (by tag or digest) and verifies
+/// it (see the module documentation).
+///
+/// # Errors
+/// [`OciError`]: unreachable or refusing registry, digest mismatch, not a
+/// plugin.
+pub async fn pull(reference: &Reference, access: &Access) -> Result<Pulled, OciError> {
+    let client = access.client();
+    let auth = access.credentials.auth(reference);
+    let (manifest, _) = client
+        .pull_manifest_raw(reference, &auth, &[MANIFEST_MEDIA_TYPE])
+        .await
+        .map_err(Access::fetch_error(reference, "manifest"))?;
+    let not_a_plugin = |reason: String| OciError::NotAPlugin {
+        reference: reference.whole(),
+        reason,
+    };
+    if manifest.len() > MAX_MANIFEST_BYTES {
+        return Err(not_a_plugin(format!(
+            "its manifest is over {MAX_MANIFEST_BYTES} bytes"
+        )));
+    }
+    let digest = digest_of(&manifest);
+    if let Some(expected) = reference.digest()
+        && expected != digest
+    {
+        return Err(OciError::DigestMismatch {
+            what: "manifest",
+            expected: expected.to_owned(),
+            actual: digest,
+        });
+    }
+    let parsed: OciImageManifest = serde_json::from_slice(&manifest)
+        .map_err(|e| not_a_plugin(format!("its manifest is not an OCI image manifest: {e}")))?;
+    let (layer, layout) = plugin_layer(&parsed).map_err(not_a_plugin)?;
+    tracing::debug!(reference = %reference, %digest, ?layout, "pulling the plugin's layer");
+    // The manifest's size bounds what is read: a registry that sends more
+    // is cut off, not buffered.
+    let size = usize::try_from(layer.size).unwrap_or(0);
+    let mut bytes = Bounded {
+        bytes: Vec::with_capacity(size.min(16 << 20)),
+        limit: size,
+    };
+    client
+        .pull_blob(reference, layer, &mut bytes)
+        .await
+        .map_err(Access::fetch_error(reference, "layer"))?;
+    let bytes = bytes.bytes;
+    let actual = digest_of(&bytes);
+    if actual != layer.digest || u64::try_from(bytes.len()).ok() != u64::try_from(layer.size).ok() {
+        return Err(OciError::DigestMismatch {
+            what: "layer",
+            expected: layer.digest.clone(),
+            actual,
+        });
+    }
+    Ok(Pulled { bytes, digest })
+}
+
+/// Writes `bytes` beside `path`, then renames it over `path`: a reader
+/// never sees half an artifact.
+///
+/// # Errors
+/// The file system's.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    std::fs::write(&partial, bytes)?;
+    std::fs::rename(&partial, path)
+}
+
+/// A buffer that refuses to grow past `limit` bytes.
+struct Bounded {
+    bytes: Vec<u8>,
+    limit: usize,
+}
+
+impl tokio::io::AsyncWrite for Bounded {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if self.bytes.len() + buf.len() > self.limit {
+            return std::task::Poll::Ready(Err(std::io::Error::other(format!(
+                "the registry sent more than the {} bytes the manifest names",
+                self.limit
+            ))));
+        }
+        self.bytes.extend_from_slice(buf);
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// Pulled components cached on disk by manifest digest: a reference
+/// pinned by digest that is cached needs no registry at all (a host
+/// restarted while its registry is down still loads it).
+#[derive(Clone, Debug)]
+pub struct Artifacts {
+    dir: PathBuf,
+    access: Access,
+}
+
+impl Artifacts {
+    /// Artifacts cached in `dir` (created when first needed), fetched
+    /// with `access`.
+    pub fn new(dir: impl Into<PathBuf>, access: Access) -> Self {
+        Self {
+            dir: dir.into(),
+            access,
+        }
+    }
+
+    fn path(&self, digest: &str) -> PathBuf {
+        self.dir.join(format!("{}.wasm", digest.replace(':', "-")))
+    }
+
+    /// The component at `reference` and the manifest digest it resolved
+    /// to: from the cache when pinned by a digest it holds, else pulled,
+    /// verified and cached.
+    ///
+    /// # Errors
+    /// [`OciError`] as [`pull`] says.
+    pub async fn fetch(&self, reference: &Reference) -> Result<Pulled, OciError> {
+        self.fetch_with(reference, &Credentials::default()).await
+    }
+
+    /// As [`Self::fetch`], with `credentials` (a pull secret's) used before
+    /// the host's own.
+    ///
+    /// # Errors
+    /// [`OciError`] as [`pull`] says.
+    pub async fn fetch_with(
+        &self,
+        reference: &Reference,
+        credentials: &Credentials,
+    ) -> Result<Pulled, OciError> {
+        if let Some(digest) = reference.digest()
+            && let Ok(bytes) = std::fs::read(self.path(digest))
+        {
+            return Ok(Pulled {
+                bytes,
+                digest: digest.to_owned(),
+            });
+        }
+        let access = Access {
+            plain_http: self.access.plain_http,
+            credentials: self.access.credentials.overridden_by(credentials),
+        };
+        let pulled = pull(reference, &access).await?;
+        // A cache that cannot be written only costs a pull next time.
+        let written = std::fs::create_dir_all(&self.dir)
+            .and_then(|()| write_atomically(&self.path(&pulled.digest), &pulled.bytes));
+        if let Err(error) = written {
+            tracing::warn!(dir = %self.dir.display(), %error, "artifact not cached");
+        }
+        Ok(pulled)
+    }
+}
+
+/// The one Wasm layer of a plugin artifact, and its layout.
+fn plugin_layer(manifest: &OciImageManifest) -> Result<(&OciDescriptor, Layout), String> {
+    let layout = match manifest.config.media_type.as_str() {
+        CONFIG_MEDIA_TYPE => Layout::Cncf,
+        LEGACY_CONFIG_MEDIA_TYPE => Layout::Legacy,
+        other => return Err(format!("its config is `{other}`")),
+    };
+    let wanted = match layout {
+        Layout::Cncf => LAYER_MEDIA_TYPE,
+        Layout::Legacy => LEGACY_LAYER_MEDIA_TYPE,
+    };
+    let [layer] = manifest.layers.as_slice() else {
+        return Err(format!("it has {} layers, not one", manifest.layers.len()));
+    };
+    if layer.media_type != wanted {
+        return Err(format!(
+            "its layer is `{}`, not `{wanted}`",
+            layer.media_type
+        ));
+    }
+    if u64::try_from(layer.size).map_or(true, |size| size > MAX_LAYER_BYTES) {
+        return Err(format!(
+            "its layer's size {} is not within 0..={MAX_LAYER_BYTES}",
+            layer.size
+        ));
+    }
+    Ok((layer, layout))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_should_come_from_auth_or_username_and_password() {
+        let encoded = base64::engine::general_purpose::STANDARD.encode("robot:s3cret");
+        let config = format!(
+            r#"{{"auths": {{"https://registry.example:5000/": {{"auth": "{encoded}"}},
+                "other.example": {{"username": "u", "password": "p"}}}}}}"#
+        );
+        let credentials = Credentials::parse(&config).expect("parses");
+        let auth = |r: &str| credentials.auth(&parse_reference(r).expect("reference"));
+        assert!(matches!(auth("registry.example:5000/a/b:1"),
+            RegistryAuth::Basic(u, p) if u == "robot" && p == "s3cret"));
+        assert!(matches!(auth("oci://other.example/x:1"), RegistryAuth::Basic(u, _) if u == "u"));
+        assert!(matches!(auth("third.example/x:1"), RegistryAuth::Anonymous));
+        assert!(Credentials::parse(r#"{"auths": {"h": {"auth": "bm9jb2xvbg=="}}}"#).is_err());
+        assert!(Credentials::parse("not json").is_err());
+    }
+
+    fn manifest(config: &str, layers: &[(&str, i64)]) -> OciImageManifest {
+        OciImageManifest {
+            config: OciDescriptor {
+                media_type: config.to_owned(),
+                ..OciDescriptor::default()
+            },
+            layers: layers
+                .iter()
+                .map(|(media_type, size)| OciDescriptor {
+                    media_type: (*media_type).to_owned(),
+                    size: *size,
+                    ..OciDescriptor::default()
+                })
+                .collect(),
+            ..OciImageManifest::default()
+        }
+    }
+
+    #[test]
+    fn only_one_wasm_layer_under_either_layout_should_be_a_plugin() {
+        let ok = manifest(CONFIG_MEDIA_TYPE, &[(LAYER_MEDIA_TYPE, 10)]);
+        assert_eq!(plugin_layer(&ok).map(|(_, l)| l), Ok(Layout::Cncf));
+        let legacy = manifest(LEGACY_CONFIG_MEDIA_TYPE, &[(LEGACY_LAYER_MEDIA_TYPE, 10)]);
+        assert_eq!(plugin_layer(&legacy).map(|(_, l)| l), Ok(Layout::Legacy));
+        for (bad, why) in [
+            (
+                manifest(
+                    "application/vnd.oci.image.config.v1+json",
+                    &[(LAYER_MEDIA_TYPE, 1)],
+                ),
+                "config",
+            ),
+            (manifest(CONFIG_MEDIA_TYPE, &[]), "0 layers"),
+            (
+                manifest(
+                    CONFIG_MEDIA_TYPE,
+                    &[(LAYER_MEDIA_TYPE, 1), (LAYER_MEDIA_TYPE, 1)],
+                ),
+                "2 layers",
+            ),
+            (
+                manifest(CONFIG_MEDIA_TYPE, &[(LEGACY_LAYER_MEDIA_TYPE, 1)]),
+                "not `application/wasm`",
+            ),
+            (
+                manifest(CONFIG_MEDIA_TYPE, &[(LAYER_MEDIA_TYPE, -1)]),
+                "size -1",
+            ),
+            (
+                manifest(CONFIG_MEDIA_TYPE, &[(LAYER_MEDIA_TYPE, 1 << 40)]),
+                "size",
+            ),
+        ] {
+            let error = plugin_layer(&bad).expect_err(why);
+            assert!(error.contains(why), "{error} (expected {why})");
+        }
+    }
+
+    #[test]
+    fn references_should_take_an_oci_scheme_and_refuse_garbage() {
+        let r = parse_reference("oci://127.0.0.1:5000/plugins/myapp:1.0").expect("parses");
+        assert_eq!(
+            (r.registry(), r.repository(), r.tag()),
+            ("127.0.0.1:5000", "plugins/myapp", Some("1.0"))
+        );
+        assert!(matches!(
+            parse_reference("oci://UPPER/Case:tag"),
+            Err(OciError::Reference { .. })
+        ));
+    }
+}

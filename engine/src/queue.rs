@@ -1,0 +1,941 @@
+//! A plugin's work queue: which key to reconcile next, and when.
+//!
+//! Each plugin has one. Keys come in from watch events (a primary changed, or
+//! a secondary mapped to it), from the outcome of a reconcile (an error, a
+//! `requeue-after`) and from the periodic resync. The queue decides the order
+//! and the timing; the engine's workers [`WorkQueue::next`] a key, reconcile
+//! it and report back with [`WorkQueue::done`].
+//!
+//! # States of a key
+//! ```text
+//!            add / add_after / retry            next
+//!   absent ──────────────────────────▶ queued ───────▶ processing ──done──▶ absent
+//!     │                                  ▲                 │ add while processing
+//!     │ add_listed                       └──── done ─── processing + pending
+//!     ▼                                                    ▲
+//!   listed ─────────────── next (nothing else ready) ──────┘
+//!     └── add ──▶ queued (leaves the listed set)
+//! ```
+//!
+//! # Guarantees
+//! - **Deduplication.** A key queued twice is reconciled once; the second
+//!   add keeps the earlier of the two times and the higher of the two
+//!   priorities.
+//! - **Never concurrently with itself.** A key added while it is processing
+//!   is kept pending and queued when [`WorkQueue::done`] is called, so a
+//!   change seen during a reconcile is always followed by one more.
+//! - **Per-key exponential backoff.** Each failure of a key doubles its
+//!   delay, from [`Backoff::base`] (client-go's 5 ms) to [`Backoff::max`]
+//!   (1000 s); a success forgets the count. The queue keeps the last
+//!   failure's message too ([`WorkQueue::failure`]), for the next attempt.
+//! - **Overall rate limit on retries.** Retries also take a token from a
+//!   bucket (client-go's 10 per second, burst 100), so a storm of failures
+//!   cannot flood the API server; fresh events are not limited.
+//! - **Fresh events first.** Among ready keys, [`Priority::Event`] goes
+//!   before [`Priority::Requeue`], before [`Priority::Retry`] and
+//!   [`Priority::Resync`] (as controller-runtime's priority queue orders
+//!   them); within a priority, first come first served. Listed keys
+//!   ([`WorkQueue::add_listed`]: an informer's first list, the objects a
+//!   new plugin is shown) are events too: the listing takes its place in
+//!   that order when its first key comes, and its keys are served there in
+//!   key order. (Serving a first list after every fresh event, as
+//!   controller-runtime's priority queue can, re-runs each new primary at
+//!   once for the children its own reconcile just made: 10,000 MyApps took
+//!   1.5 to 2 times as long to converge, BENCHMARKS.md's engine scenario.)
+//! - **Listed keys in bulk.** A listing of a whole store
+//!   ([`WorkQueue::add_listed_in`]: the primary's) is held as a walk over
+//!   the store, not key by key, and other listed keys in one ordered set (a
+//!   pointer each) until handed out ([`super::listing`]); a key listed
+//!   while queued is not listed again, and a listed key that is added
+//!   leaves the listing, so neither runs twice for one cause. A key listed while processing runs once more
+//!   after, as for any add (after a swap, the run in flight is the old
+//!   version's).
+//! - **Paused.** While [`WorkQueue::set_paused`] holds it (a standby that
+//!   does not lead), keys are queued and deduplicated but none is handed
+//!   out.
+//! - **Shut down.** After [`WorkQueue::shutdown`] no new key is handed out
+//!   and [`WorkQueue::next`] returns `None`.
+//!
+//! - **Memory follows the backlog.** Each key is held once ([`Key`], shared
+//!   with the informer store it came from when it came from one), and the
+//!   indexes give memory back once most of it is empty: the initial list
+//!   queues every key at once, and that peak must not stay.
+//!
+//! Time is read from the tokio clock, so tests run with paused time.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::Hash;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::listing::{Keys, Listed};
+use kubewasm_runtime::resource::ObjectKey;
+
+/// A key as the queue holds it: one copy, shared by its indexes.
+pub type Key = Arc<ObjectKey>;
+
+/// A key's consecutive failures and what the last one said.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// Failures in a row (1 after the first).
+    pub count: u32,
+    /// The last failure's message.
+    pub message: String,
+}
+
+/// Why a key is queued, in the order ready keys are served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Priority {
+    /// Periodic resync: nothing changed, reconcile anyway.
+    Resync,
+    /// A retry after an error.
+    Retry,
+    /// The plugin asked to be called again.
+    Requeue,
+    /// An object the plugin watches changed.
+    Event,
+}
+
+/// Per-key exponential backoff and the overall retry rate.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Backoff {
+    /// Delay after the first failure.
+    pub base: Duration,
+    /// The largest delay.
+    pub max: Duration,
+    /// Retries allowed per second, overall.
+    pub rate: f64,
+    /// Retries allowed at once before the rate applies.
+    pub burst: u32,
+}
+
+impl Default for Backoff {
+    /// client-go's `DefaultTypedControllerRateLimiter`.
+    fn default() -> Self {
+        Self {
+            base: Duration::from_millis(5),
+            max: Duration::from_secs(1000),
+            rate: 10.0,
+            burst: 100,
+        }
+    }
+}
+
+impl Backoff {
+    /// The delay after `failures` consecutive failures (1 for the first).
+    pub fn delay(&self, failures: u32) -> Duration {
+        let exponent = failures.saturating_sub(1).min(31);
+        self.base
+            .checked_mul(1 << exponent)
+            .map_or(self.max, |d| d.min(self.max))
+    }
+}
+
+/// Where a queued key sits: the time it is ready and its place among ready
+/// keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Slot {
+    ready_at: Instant,
+    priority: Priority,
+}
+
+impl Slot {
+    /// Ready at `now`, as a fresh event.
+    fn event(now: Instant) -> Self {
+        Self {
+            ready_at: now,
+            priority: Priority::Event,
+        }
+    }
+}
+
+/// The key's state, as in the module's diagram.
+#[derive(Debug)]
+enum State {
+    Queued { slot: Slot, seq: u64 },
+    Processing { pending: Option<Slot> },
+}
+
+/// Ready keys ordered by priority (highest first), then arrival.
+type ReadyOrder = (Reverse<Priority>, u64);
+
+#[derive(Debug, Default)]
+struct Inner {
+    states: HashMap<Key, State>,
+    /// Queued keys not yet ready, by time.
+    waiting: BTreeMap<(Instant, u64), Key>,
+    /// Queued keys that are ready.
+    ready: BTreeMap<ReadyOrder, Key>,
+    /// Listed keys not handed out yet; since when the oldest waits, and
+    /// the listing's place among ready events.
+    listed: Listed,
+    listed_since: Option<Instant>,
+    listed_seq: u64,
+    failures: HashMap<Key, Failure>,
+    seq: u64,
+    /// Token bucket for retries: tokens available as of `bucket_at`.
+    tokens: f64,
+    bucket_at: Option<Instant>,
+    /// Keys handed out and not done yet.
+    processing: usize,
+    paused: bool,
+    shut_down: bool,
+}
+
+/// A plugin's work queue (see the module documentation).
+#[derive(Debug)]
+pub struct WorkQueue {
+    inner: Mutex<Inner>,
+    notify: Notify,
+    backoff: Backoff,
+}
+
+/// What a finished reconcile asks of the queue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Done {
+    /// Success: forget the key's failures.
+    Forget,
+    /// Success, and call again after this long.
+    RequeueAfter(Duration),
+    /// Failure, with its message: retry with backoff.
+    Retry(String),
+    /// Not run (no instance slot came free in time): hand the key out
+    /// again at once, as a requeue, its failures as they were. Never a
+    /// failure, never a backoff.
+    Again,
+}
+
+impl WorkQueue {
+    /// An empty queue.
+    pub fn new(backoff: Backoff) -> Self {
+        Self {
+            inner: Mutex::new(Inner {
+                tokens: f64::from(backoff.burst),
+                ..Inner::default()
+            }),
+            notify: Notify::new(),
+            backoff,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues `key` now.
+    pub fn add(&self, key: impl Into<Key>, priority: Priority) {
+        self.add_after(key, Duration::ZERO, priority);
+    }
+
+    /// Queues `key` to be ready after `delay`.
+    pub fn add_after(&self, key: impl Into<Key>, delay: Duration, priority: Priority) {
+        let ready_at = Instant::now() + delay;
+        let mut inner = self.lock();
+        if inner.shut_down {
+            return;
+        }
+        inner.insert(key.into(), Slot { ready_at, priority });
+        drop(inner);
+        self.notify.notify_waiters();
+    }
+
+    /// Lists `key` (see the module documentation): it runs in the
+    /// listing's place, unless it is queued already; if it is processing,
+    /// it runs once more after (the run in flight may be of a plugin's
+    /// version that is being replaced).
+    pub fn add_listed(&self, key: impl Into<Key>) {
+        self.list(key.into(), None);
+    }
+
+    /// Lists `key`, one of the keys `source` holds, as
+    /// [`Self::add_listed`] does; a listing of a whole store is then held
+    /// as a walk over it, not key by key (see [`super::listing`]).
+    pub fn add_listed_in(&self, key: Key, source: &Arc<dyn Keys>) {
+        self.list(key, Some(source));
+    }
+
+    fn list(&self, key: Key, source: Option<&Arc<dyn Keys>>) {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        if inner.shut_down {
+            return;
+        }
+        let was_empty = inner.listed.is_empty();
+        let state = inner.states.get(&key);
+        let (queued, processing) = (
+            state.is_some(),
+            matches!(state, Some(State::Processing { .. })),
+        );
+        match source {
+            // A listing of a whole store: walked, passing over this key if
+            // it is queued or processing.
+            Some(source) => {
+                inner.listed.list_in(Arc::clone(&key), source);
+                if queued {
+                    inner.listed.remove(&key);
+                }
+            }
+            None if !queued => inner.listed.list(Arc::clone(&key)),
+            None => {}
+        }
+        // Processing: once more after (after a swap the run in flight is
+        // the old version's); queued: it runs as queued.
+        if processing {
+            inner.insert(key, Slot::event(now));
+        }
+        if was_empty && !inner.listed.is_empty() {
+            inner.seq += 1;
+            inner.listed_seq = inner.seq;
+            inner.listed_since = Some(now);
+        }
+        drop(inner);
+        self.notify.notify_waiters();
+    }
+
+    /// Reports the end of a reconcile of `key` handed out by [`Self::next`];
+    /// after a failure, the backoff the retry waits.
+    pub fn done(&self, key: &ObjectKey, done: Done) -> Option<Duration> {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        let (key, pending) = match inner.states.remove_entry(key) {
+            Some((key, State::Processing { pending })) => {
+                inner.processing = inner.processing.saturating_sub(1);
+                (key, pending)
+            }
+            Some((key, queued @ State::Queued { .. })) => {
+                // Not handed out: nothing to finish.
+                inner.states.insert(key, queued);
+                return None;
+            }
+            None => return None,
+        };
+        shrink(&mut inner.states);
+        let then = match done {
+            Done::Forget => {
+                inner.forget(&key);
+                None
+            }
+            Done::RequeueAfter(after) => {
+                inner.forget(&key);
+                Some(Slot {
+                    ready_at: now + after,
+                    priority: Priority::Requeue,
+                })
+            }
+            Done::Again => Some(Slot {
+                ready_at: now,
+                priority: Priority::Requeue,
+            }),
+            Done::Retry(message) => {
+                let failure = inner
+                    .failures
+                    .entry(Arc::clone(&key))
+                    .and_modify(|f| f.count = f.count.saturating_add(1))
+                    .or_insert(Failure {
+                        count: 1,
+                        message: String::new(),
+                    });
+                failure.message = message;
+                let per_key = self.backoff.delay(failure.count);
+                let overall = inner.take_token(now, &self.backoff);
+                Some(Slot {
+                    ready_at: now + per_key.max(overall),
+                    priority: Priority::Retry,
+                })
+            }
+        };
+        let backoff = then
+            .filter(|s| s.priority == Priority::Retry)
+            .map(|s| s.ready_at.saturating_duration_since(now));
+        if !inner.shut_down {
+            for slot in [pending, then].into_iter().flatten() {
+                inner.insert(Arc::clone(&key), slot);
+            }
+        }
+        drop(inner);
+        self.notify.notify_waiters();
+        backoff
+    }
+
+    /// The next ready key and how long it waited ready for a worker,
+    /// waiting until there is one; `None` once shut down. The key is then
+    /// processing until [`Self::done`].
+    pub async fn next(&self) -> Option<(Key, Duration)> {
+        loop {
+            let notified = self.notify.notified();
+            let wake_at = {
+                let mut inner = self.lock();
+                if inner.shut_down {
+                    return None;
+                }
+                if inner.paused {
+                    None
+                } else if let Some(next) = inner.pop(Instant::now()) {
+                    return Some(next);
+                } else {
+                    inner.waiting.keys().next().map(|(at, _)| *at)
+                }
+            };
+            match wake_at {
+                Some(at) => {
+                    tokio::select! {
+                        () = notified => {}
+                        () = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => notified.await,
+            }
+        }
+    }
+
+    /// Pauses (or resumes) handing out keys; queued keys stay queued.
+    pub fn set_paused(&self, paused: bool) {
+        self.lock().paused = paused;
+        self.notify.notify_waiters();
+    }
+
+    /// Stops handing out keys; waiting [`Self::next`] calls return `None`.
+    pub fn shutdown(&self) {
+        self.lock().shut_down = true;
+        self.notify.notify_waiters();
+    }
+
+    /// Whether no key is processing and none is ready now (some may wait
+    /// for later: a backoff, a requeue, a resync). A worker that finds its
+    /// queue idle lets the plugin's warm instances go.
+    pub fn is_idle(&self) -> bool {
+        let mut inner = self.lock();
+        let now = Instant::now();
+        inner.processing == 0
+            && inner.ready.is_empty()
+            && inner.waiting.keys().next().is_none_or(|(at, _)| *at > now)
+            && inner.listed.is_empty()
+    }
+
+    /// Keys queued (ready or not, listed included), not counting those
+    /// processing.
+    pub fn depth(&self) -> usize {
+        let inner = self.lock();
+        inner.waiting.len() + inner.ready.len() + inner.listed.remaining()
+    }
+
+    /// The consecutive failures of `key`, if its last reconcile failed.
+    pub fn failure(&self, key: &ObjectKey) -> Option<Failure> {
+        self.lock().failures.get(key).cloned()
+    }
+}
+
+impl Inner {
+    /// Queues `key` at `slot`, or marks it pending if it is processing.
+    fn insert(&mut self, key: Key, slot: Slot) {
+        match self.states.get_mut(&key) {
+            Some(State::Processing { pending }) => {
+                *pending = Some(pending.map_or(slot, |p| merge(p, slot)));
+            }
+            Some(State::Queued { slot: old, seq }) => {
+                let merged = merge(*old, slot);
+                if merged != *old {
+                    let (old, seq) = (*old, *seq);
+                    self.unlink(old, seq);
+                    self.link(key, merged);
+                }
+            }
+            None => {
+                self.listed.remove(&key);
+                self.link(key, slot);
+            }
+        }
+    }
+
+    fn link(&mut self, key: Key, slot: Slot) {
+        self.seq += 1;
+        let seq = self.seq;
+        // A key ready now skips the time index: a burst of fresh events
+        // (a first list) is held in one index, not two.
+        if slot.ready_at <= Instant::now() {
+            self.ready
+                .insert((Reverse(slot.priority), seq), Arc::clone(&key));
+        } else {
+            self.waiting.insert((slot.ready_at, seq), Arc::clone(&key));
+        }
+        self.states.insert(key, State::Queued { slot, seq });
+    }
+
+    fn unlink(&mut self, slot: Slot, seq: u64) {
+        if self.waiting.remove(&(slot.ready_at, seq)).is_none() {
+            self.ready.remove(&(Reverse(slot.priority), seq));
+        }
+    }
+
+    /// Hands out the best ready key, if any, with how long it was ready.
+    fn pop(&mut self, now: Instant) -> Option<(Key, Duration)> {
+        while let Some(entry) = self.waiting.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let ((_, seq), key) = entry.remove_entry();
+            if let Some(State::Queued { slot, .. }) = self.states.get(&key) {
+                let priority = slot.priority;
+                self.ready.insert((Reverse(priority), seq), key);
+            }
+        }
+        let listing = (Reverse(Priority::Event), self.listed_seq);
+        if self
+            .ready
+            .first_key_value()
+            .is_none_or(|(o, _)| listing < *o)
+            && let Some(next) = self.pop_listed(now)
+        {
+            return Some(next);
+        }
+        let (_, key) = self.ready.pop_first()?;
+        let waited = match self.states.get(&key) {
+            Some(State::Queued { slot, .. }) => now.saturating_duration_since(slot.ready_at),
+            _ => Duration::ZERO,
+        };
+        self.states
+            .insert(Arc::clone(&key), State::Processing { pending: None });
+        self.processing += 1;
+        Some((key, waited))
+    }
+
+    /// Hands out the first listed key, with how long the listed keys have
+    /// waited.
+    /// A walked key queued since is passed over (it runs as queued), one
+    /// processing runs once more after.
+    fn pop_listed(&mut self, now: Instant) -> Option<(Key, Duration)> {
+        let waited = self
+            .listed_since
+            .map_or(Duration::ZERO, |since| now.saturating_duration_since(since));
+        let key = loop {
+            let Some(key) = self.listed.pop() else {
+                self.listed_since = None;
+                return None;
+            };
+            match self.states.get(&key) {
+                None => break key,
+                Some(State::Queued { .. }) => {}
+                Some(State::Processing { .. }) => self.insert(key, Slot::event(now)),
+            }
+        };
+        if self.listed.is_empty() {
+            self.listed_since = None;
+        }
+        self.states
+            .insert(Arc::clone(&key), State::Processing { pending: None });
+        self.processing += 1;
+        Some((key, waited))
+    }
+
+    /// Forgets the failures of `key` (it succeeded).
+    fn forget(&mut self, key: &ObjectKey) {
+        self.failures.remove(key);
+        shrink(&mut self.failures);
+    }
+
+    /// Takes a retry token; the delay until it is available.
+    fn take_token(&mut self, now: Instant, backoff: &Backoff) -> Duration {
+        if backoff.rate <= 0.0 {
+            return Duration::ZERO;
+        }
+        let burst = f64::from(backoff.burst.max(1));
+        let elapsed = self
+            .bucket_at
+            .map_or(0.0, |at| now.saturating_duration_since(at).as_secs_f64());
+        self.tokens = (self.tokens + elapsed * backoff.rate).min(burst) - 1.0;
+        self.bucket_at = Some(now);
+        if self.tokens >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-self.tokens / backoff.rate)
+        }
+    }
+}
+
+/// Gives a map's memory back once three quarters of it is empty (keeping
+/// room to double), so a burst of keys does not hold its peak for good.
+fn shrink<K: Eq + Hash, V>(map: &mut HashMap<K, V>) {
+    if map.capacity() > 64 && map.len() * 4 < map.capacity() {
+        map.shrink_to(map.len() * 2);
+    }
+}
+
+/// The earlier time and the higher priority of two slots.
+fn merge(a: Slot, b: Slot) -> Slot {
+    Slot {
+        ready_at: a.ready_at.min(b.ready_at),
+        priority: a.priority.max(b.priority),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey::namespaced("default", name)
+    }
+
+    fn no_rate_limit() -> Backoff {
+        Backoff {
+            rate: 0.0,
+            ..Backoff::default()
+        }
+    }
+
+    async fn next_now(queue: &WorkQueue) -> Option<ObjectKey> {
+        tokio::time::timeout(Duration::ZERO, take(queue))
+            .await
+            .ok()
+            .flatten()
+    }
+
+    async fn take(queue: &WorkQueue) -> Option<ObjectKey> {
+        queue.next().await.map(|(key, _)| ObjectKey::clone(&key))
+    }
+
+    fn failure_count(queue: &WorkQueue, key: &ObjectKey) -> u32 {
+        queue.failure(key).map_or(0, |f| f.count)
+    }
+
+    fn retry() -> Done {
+        Done::Retry("failed".to_owned())
+    }
+
+    #[test]
+    fn backoff_should_double_from_five_milliseconds_to_a_thousand_seconds() {
+        let b = Backoff::default();
+        assert_eq!(b.delay(1), Duration::from_millis(5));
+        assert_eq!(b.delay(2), Duration::from_millis(10));
+        assert_eq!(b.delay(11), Duration::from_millis(5120));
+        assert_eq!(b.delay(40), Duration::from_secs(1000));
+        assert_eq!(b.delay(u32::MAX), Duration::from_secs(1000));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_queued_twice_should_run_once() {
+        let q = WorkQueue::new(no_rate_limit());
+        q.add(key("a"), Priority::Event);
+        q.add(key("a"), Priority::Event);
+        assert_eq!(q.depth(), 1);
+        assert_eq!(next_now(&q).await, Some(key("a")));
+        assert_eq!(next_now(&q).await, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_added_while_processing_should_run_once_more_after() {
+        let q = WorkQueue::new(no_rate_limit());
+        q.add(key("a"), Priority::Event);
+        let a = next_now(&q).await.expect("ready");
+        q.add(key("a"), Priority::Event);
+        assert_eq!(next_now(&q).await, None, "never concurrently with itself");
+        q.done(&a, Done::Forget);
+        assert_eq!(next_now(&q).await, Some(key("a")));
+        q.done(&a, Done::Forget);
+        assert_eq!(next_now(&q).await, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failures_should_back_off_per_key_and_reset_on_success() {
+        let q = WorkQueue::new(no_rate_limit());
+        q.add(key("a"), Priority::Event);
+        let mut a = take(&q).await.expect("key");
+        for failures in 1..=4u32 {
+            let failed_at = Instant::now();
+            assert_eq!(
+                q.done(&a, retry()),
+                Some(Backoff::default().delay(failures))
+            );
+            assert_eq!(failure_count(&q, &a), failures);
+            assert_eq!(next_now(&q).await, None, "not before its backoff");
+            a = take(&q).await.expect("retried");
+            assert_eq!(failed_at.elapsed(), Backoff::default().delay(failures));
+        }
+        q.done(&a, Done::Forget);
+        assert_eq!(failure_count(&q, &a), 0);
+        q.add(key("a"), Priority::Event);
+        let a = take(&q).await.expect("key");
+        let failed_at = Instant::now();
+        q.done(&a, retry());
+        let _ = take(&q).await.expect("retried");
+        assert_eq!(failed_at.elapsed(), Duration::from_millis(5), "reset");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_listing_should_be_served_as_events_in_its_place_in_key_order() {
+        let q = WorkQueue::new(no_rate_limit());
+        q.add(key("event-1"), Priority::Event);
+        q.add_listed(key("listed-b"));
+        q.add_listed(key("listed-a"));
+        q.add_listed(key("listed-a"));
+        q.add(key("resync"), Priority::Resync);
+        q.add(key("event-2"), Priority::Event);
+        assert_eq!(q.depth(), 5);
+        let mut order = Vec::new();
+        while let Some(k) = next_now(&q).await {
+            order.push(k.name);
+        }
+        assert_eq!(
+            order,
+            ["event-1", "listed-a", "listed-b", "event-2", "resync"]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_listed_key_should_run_once_for_one_cause() {
+        let q = WorkQueue::new(no_rate_limit());
+        // Listed, then changed: it runs once, as the change.
+        q.add_listed(key("a"));
+        q.add(key("a"), Priority::Event);
+        assert_eq!(q.depth(), 1);
+        let a = next_now(&q).await.expect("ready");
+        q.done(&a, Done::Forget);
+        assert_eq!(next_now(&q).await, None);
+        // Listed while processing (a new version shown what the old one
+        // is reconciling): once more after, not at once.
+        q.add(key("a"), Priority::Event);
+        let a = next_now(&q).await.expect("ready");
+        q.add_listed(key("a"));
+        assert_eq!(next_now(&q).await, None, "never concurrently with itself");
+        q.done(&a, Done::Forget);
+        assert_eq!(next_now(&q).await, Some(key("a")));
+        q.done(&a, Done::Forget);
+        assert_eq!(q.depth(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn listed_keys_should_hold_no_per_key_state_until_handed_out() {
+        let q = WorkQueue::new(no_rate_limit());
+        for i in 0..10_000 {
+            q.add_listed(key(&format!("k{i:05}")));
+        }
+        assert_eq!(q.depth(), 10_000);
+        assert_eq!(q.lock().states.capacity(), 0);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (first, waited) = q.next().await.expect("listed");
+        assert_eq!(
+            (first.name.as_str(), waited),
+            ("k00000", Duration::from_secs(2))
+        );
+        assert_eq!(q.lock().states.len(), 1, "only the one processing");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_walked_listing_should_hold_no_key_and_pass_over_keys_queued_since() {
+        let names = ["a", "b", "c", "d"];
+        let store: Arc<dyn Keys> = Arc::new(super::super::listing::KeySet(std::sync::Mutex::new(
+            names.iter().map(|n| Arc::new(key(n))).collect(),
+        )));
+        let q = WorkQueue::new(no_rate_limit());
+        // "b" is processing when the listing comes; "c" is queued.
+        q.add(key("b"), Priority::Event);
+        let b = take(&q).await.expect("b");
+        q.add_after(key("c"), Duration::from_secs(60), Priority::Retry);
+        for name in names {
+            q.add_listed_in(Arc::new(key(name)), &store);
+        }
+        assert_eq!(
+            q.depth(),
+            3,
+            "a and d listed, c waiting (b pending: processing)"
+        );
+        // "d" changes meanwhile: it runs as that event, not twice.
+        q.add(key("d"), Priority::Event);
+        assert_eq!(next_now(&q).await, Some(key("a")));
+        assert_eq!(next_now(&q).await, Some(key("d")));
+        assert_eq!(next_now(&q).await, None, "b still processing, c waiting");
+        q.done(&b, Done::Forget);
+        assert_eq!(next_now(&q).await, Some(key("b")), "once more after");
+        assert_eq!(next_now(&q).await, None);
+        assert!(q.lock().listed.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_queue_should_be_idle_with_nothing_processing_or_ready() {
+        let q = WorkQueue::new(no_rate_limit());
+        assert!(q.is_idle());
+        q.add(key("a"), Priority::Event);
+        assert!(!q.is_idle(), "ready");
+        let a = take(&q).await.expect("a");
+        assert!(!q.is_idle(), "processing");
+        q.done(&a, Done::RequeueAfter(Duration::from_secs(5)));
+        assert!(q.is_idle(), "only waiting for later");
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert!(!q.is_idle(), "ready again");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_last_failure_should_be_kept_until_a_success() {
+        let q = WorkQueue::new(no_rate_limit());
+        q.add(key("a"), Priority::Event);
+        let a = take(&q).await.expect("key");
+        q.done(&a, Done::Retry("first".to_owned()));
+        let a = take(&q).await.expect("retried");
+        q.done(&a, Done::Retry("second".to_owned()));
+        let second = Failure {
+            count: 2,
+            message: "second".to_owned(),
+        };
+        assert_eq!(q.failure(&a), Some(second));
+        let a = take(&q).await.expect("retried");
+        q.done(&a, Done::Forget);
+        assert_eq!(q.failure(&a), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_drained_backlog_should_give_its_memory_back() {
+        let q = WorkQueue::new(no_rate_limit());
+        for i in 0..10_000 {
+            q.add(key(&format!("k{i}")), Priority::Event);
+        }
+        let mut done = 0;
+        while let Some(k) = next_now(&q).await {
+            q.done(&k, Done::Forget);
+            done += 1;
+        }
+        assert_eq!(done, 10_000);
+        let inner = q.lock();
+        assert!(inner.states.is_empty());
+        assert!(inner.states.capacity() <= 64, "{}", inner.states.capacity());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_event_should_not_wait_for_a_retry_backoff() {
+        let q = WorkQueue::new(no_rate_limit());
+        q.add(key("a"), Priority::Event);
+        let a = take(&q).await.expect("key");
+        for _ in 0..10 {
+            q.done(&a, retry());
+            let _ = take(&q).await.expect("retried");
+        }
+        q.done(&a, retry());
+        q.add(key("a"), Priority::Event);
+        assert_eq!(next_now(&q).await, Some(key("a")), "a change runs now");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requeue_after_should_wait_and_forget_failures() {
+        let q = WorkQueue::new(no_rate_limit());
+        q.add(key("a"), Priority::Event);
+        let a = take(&q).await.expect("key");
+        q.done(&a, retry());
+        let a = take(&q).await.expect("retry");
+        let started = Instant::now();
+        q.done(&a, Done::RequeueAfter(Duration::from_secs(30)));
+        assert_eq!(failure_count(&q, &a), 0);
+        assert_eq!(take(&q).await, Some(key("a")));
+        assert_eq!(started.elapsed(), Duration::from_secs(30));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_not_run_should_come_back_at_once_with_its_failures_untouched() {
+        let q = WorkQueue::new(no_rate_limit());
+        q.add(key("a"), Priority::Event);
+        let a = take(&q).await.expect("key");
+        assert!(q.done(&a, retry()).is_some());
+        let a = take(&q).await.expect("retry");
+        let started = Instant::now();
+        assert_eq!(q.done(&a, Done::Again), None, "no backoff");
+        assert_eq!(failure_count(&q, &a), 1, "not a failure, not a success");
+        assert_eq!(next_now(&q).await, Some(key("a")));
+        assert_eq!(started.elapsed(), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn fresh_events_should_go_before_resyncs_and_retries() {
+        let q = WorkQueue::new(no_rate_limit());
+        q.add(key("resync"), Priority::Resync);
+        q.add(key("requeue"), Priority::Requeue);
+        q.add(key("event-1"), Priority::Event);
+        q.add(key("event-2"), Priority::Event);
+        let mut order = Vec::new();
+        while let Some(k) = next_now(&q).await {
+            order.push(k.name);
+        }
+        assert_eq!(order, ["event-1", "event-2", "requeue", "resync"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_second_add_should_keep_the_earlier_time_and_higher_priority() {
+        let q = WorkQueue::new(no_rate_limit());
+        q.add_after(key("a"), Duration::from_secs(60), Priority::Resync);
+        q.add_after(key("a"), Duration::from_secs(5), Priority::Resync);
+        q.add_after(key("a"), Duration::from_secs(90), Priority::Event);
+        let started = Instant::now();
+        assert_eq!(take(&q).await, Some(key("a")));
+        assert_eq!(started.elapsed(), Duration::from_secs(5));
+        assert_eq!(q.depth(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retries_should_share_an_overall_rate() {
+        let q = WorkQueue::new(Backoff {
+            base: Duration::from_millis(1),
+            max: Duration::from_millis(1),
+            rate: 10.0,
+            burst: 2,
+        });
+        for i in 0..4 {
+            q.add(key(&format!("k{i}")), Priority::Event);
+        }
+        let mut keys = Vec::new();
+        while let Some(k) = next_now(&q).await {
+            keys.push(k);
+        }
+        let started = Instant::now();
+        for k in &keys {
+            q.done(k, retry());
+        }
+        let mut at = Vec::new();
+        for _ in 0..4 {
+            let _ = take(&q).await.expect("retried");
+            at.push(started.elapsed().as_millis());
+        }
+        // Two from the burst, then one each 100 ms.
+        assert_eq!(at, [1, 1, 100, 200]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_paused_queue_should_keep_keys_and_hand_them_out_once_resumed() {
+        let q = std::sync::Arc::new(WorkQueue::new(no_rate_limit()));
+        q.set_paused(true);
+        q.add(key("a"), Priority::Event);
+        q.add(key("a"), Priority::Event);
+        let waiter = tokio::spawn({
+            let q = q.clone();
+            async move { take(&q).await }
+        });
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!waiter.is_finished(), "nothing handed out while paused");
+        assert_eq!(q.depth(), 1);
+        q.set_paused(false);
+        assert_eq!(waiter.await.expect("joined"), Some(key("a")));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn next_should_say_how_long_a_ready_key_waited_for_a_worker() {
+        let q = WorkQueue::new(no_rate_limit());
+        q.add_after(key("a"), Duration::from_secs(1), Priority::Event);
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        let (a, waited) = q.next().await.expect("ready");
+        assert_eq!((&*a, waited), (&key("a"), Duration::from_secs(3)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_should_end_waiting_workers() {
+        let q = std::sync::Arc::new(WorkQueue::new(Backoff::default()));
+        let waiter = tokio::spawn({
+            let q = q.clone();
+            async move { take(&q).await }
+        });
+        tokio::task::yield_now().await;
+        q.shutdown();
+        assert_eq!(waiter.await.expect("joined"), None);
+        q.add(key("a"), Priority::Event);
+        assert_eq!(q.depth(), 0);
+    }
+}

@@ -1,0 +1,136 @@
+//! One informer's objects: what its watch delivered, by key, each kept
+//! parsed and as JSON text; read by plugins' caches and walked by queues.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use tokio::sync::watch;
+
+use super::listing::Keys;
+use super::queue::Key;
+use kubewasm_runtime::cache::CachedObject;
+use kubewasm_runtime::resource::{ObjectKey, ResourceType};
+
+pub(super) type Objects = BTreeMap<Key, Arc<CachedObject>>;
+
+/// One informer's objects.
+#[derive(Debug)]
+pub struct Store {
+    resource: ResourceType,
+    namespace: Option<String>,
+    objects: RwLock<Objects>,
+    pub(super) synced: watch::Sender<bool>,
+    pub(super) restarts: AtomicU64,
+}
+
+impl Store {
+    pub(super) fn new(resource: ResourceType, namespace: Option<String>) -> Self {
+        Self {
+            resource,
+            namespace,
+            objects: RwLock::default(),
+            synced: watch::Sender::new(false),
+            restarts: AtomicU64::new(0),
+        }
+    }
+
+    /// The type this store holds.
+    pub fn resource(&self) -> &ResourceType {
+        &self.resource
+    }
+
+    /// The one namespace it holds; `None`: every namespace.
+    pub fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+
+    /// The object with this key.
+    pub fn get(&self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
+        self.read().get(key).cloned()
+    }
+
+    /// Objects in `namespace` (all when `None`), by namespace then name.
+    pub fn list(&self, namespace: Option<&str>) -> Vec<Arc<CachedObject>> {
+        let objects = self.read();
+        match namespace {
+            None => objects.values().cloned().collect(),
+            Some(ns) => {
+                let start = ObjectKey::namespaced(ns, "");
+                objects
+                    .range::<ObjectKey, _>(start..)
+                    .take_while(|(k, _)| k.namespace.as_deref() == Some(ns))
+                    .map(|(_, o)| Arc::clone(o))
+                    .collect()
+            }
+        }
+    }
+
+    /// The keys of every object held, by namespace then name.
+    pub fn keys(&self) -> Vec<Key> {
+        self.read().keys().cloned().collect()
+    }
+
+    /// Objects held.
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    /// Whether it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.read().is_empty()
+    }
+
+    /// Whether the first list is complete.
+    pub fn synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Waits until the first list is complete.
+    pub async fn wait_synced(&self) {
+        let mut rx = self.synced.subscribe();
+        // The sender lives as long as the store.
+        let _ = rx.wait_for(|s| *s).await;
+    }
+
+    /// Times the watch restarted after an error.
+    pub fn restarts(&self) -> u64 {
+        self.restarts.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn read(&self) -> std::sync::RwLockReadGuard<'_, Objects> {
+        self.objects.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(super) fn write(&self) -> std::sync::RwLockWriteGuard<'_, Objects> {
+        self.objects.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Keys for Store {
+    fn first_after(&self, after: Option<&ObjectKey>) -> Option<Key> {
+        let objects = self.read();
+        match after {
+            None => objects.keys().next().cloned(),
+            Some(after) => objects
+                .range::<ObjectKey, _>((Bound::Excluded(after), Bound::Unbounded))
+                .next()
+                .map(|(k, _)| Arc::clone(k)),
+        }
+    }
+
+    fn count_after(&self, after: Option<&ObjectKey>) -> usize {
+        let objects = self.read();
+        match after {
+            None => objects.len(),
+            Some(after) => objects
+                .range::<ObjectKey, _>((Bound::Excluded(after), Bound::Unbounded))
+                .count(),
+        }
+    }
+
+    fn holds(&self, key: &ObjectKey) -> bool {
+        self.read().contains_key(key)
+    }
+}

@@ -1,0 +1,142 @@
+//! `kubewasm apiserver`: the embedded Kubernetes API server alone, until
+//! SIGTERM or Ctrl-C; and [`Embedded`], the server `dev` starts too.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use kubewasm_apiserver::api::{Api, ApiConfig};
+use kubewasm_apiserver::server::ApiServer;
+use kubewasm_apiserver::store::{DEFAULT_HISTORY, Store};
+use kubewasm_apiserver::tls::{self, Credentials};
+
+use super::{CliError, block_on, wait_for_shutdown};
+
+/// `kubewasm apiserver`'s flags.
+#[derive(Debug, clap::Args)]
+pub(super) struct Args {
+    /// Address to listen on; port 0 picks a free one (the kubeconfig says which).
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    listen: SocketAddr,
+    /// Where to write the kubeconfig that kubectl and kube-rs use as is.
+    #[arg(long)]
+    kubeconfig_out: PathBuf,
+    /// Simulate workloads: mark Deployments, ReplicaSets and StatefulSets
+    /// available shortly after their spec changes (no pod runs).
+    #[arg(long)]
+    simulate_workloads: bool,
+    /// Keep state (objects, resource versions, credentials) in this
+    /// directory across restarts; without it, state is in memory.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Add this many milliseconds to every request before answering it
+    /// (a client here then waits on round trips as against a remote
+    /// cluster: for benchmarks).
+    #[arg(long, default_value_t = 0)]
+    request_latency_ms: u64,
+    /// Serve KEP-5866 shard selectors (`shardSelector` on lists and
+    /// watches); `false` ignores them, as a server without the feature
+    /// does (the hosts then filter their shares themselves).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    shard_selectors: bool,
+}
+
+/// Serves the embedded API server until SIGTERM or Ctrl-C.
+///
+/// # Errors
+/// [`CliError::Apiserver`] says what failed.
+pub(super) fn run(args: Args) -> Result<(), CliError> {
+    let config = ApiConfig {
+        simulate_workloads: args.simulate_workloads.then_some(Duration::from_secs(1)),
+        request_latency: Duration::from_millis(args.request_latency_ms),
+        shard_selectors: args.shard_selectors,
+        ..ApiConfig::default()
+    };
+    block_on(async {
+        let embedded = Embedded::start(
+            args.listen,
+            &args.kubeconfig_out,
+            config,
+            args.data_dir.as_deref(),
+        )
+        .await?;
+        eprintln!(
+            "kubewasm apiserver: serving {}; kubeconfig in {}",
+            embedded.url,
+            args.kubeconfig_out.display()
+        );
+        wait_for_shutdown().await;
+        eprintln!("kubewasm apiserver: shutting down");
+        embedded.stop().await
+    })
+}
+
+/// A running embedded API server and what it needs to be stopped cleanly.
+pub(super) struct Embedded {
+    server: ApiServer,
+    store: Store,
+    /// Where it serves (`https://ADDRESS`).
+    pub(super) url: String,
+}
+
+impl Embedded {
+    /// Starts the embedded API server and writes its kubeconfig.
+    ///
+    /// # Errors
+    /// [`CliError::Apiserver`] or [`CliError::Write`] says what failed.
+    pub(super) async fn start(
+        listen: SocketAddr,
+        kubeconfig_out: &Path,
+        config: ApiConfig,
+        data_dir: Option<&Path>,
+    ) -> Result<Self, CliError> {
+        let (store, credentials) = match data_dir {
+            Some(dir) => (
+                Store::open(dir, DEFAULT_HISTORY).map_err(failed("open the data directory"))?,
+                Credentials::load_or_generate(dir, listen.ip())
+                    .map_err(failed("load the credentials"))?,
+            ),
+            None => (
+                Store::default(),
+                Credentials::generate(listen.ip()).map_err(failed("generate the credentials"))?,
+            ),
+        };
+        kubewasm_apiserver::seed::seed(&store).map_err(failed("seed the store"))?;
+        let server = ApiServer::start(
+            listen,
+            Api::new(store.clone(), config),
+            Some(credentials.clone()),
+        )
+        .await
+        .map_err(failed("listen"))?;
+        let url = format!("https://{}", server.addr());
+        // The kubeconfig holds the admin token: owner-only, written atomically.
+        tls::write_private(kubeconfig_out, credentials.kubeconfig(&url).as_bytes()).map_err(
+            |source| CliError::Write {
+                path: kubeconfig_out.to_owned(),
+                source,
+            },
+        )?;
+        Ok(Self { server, store, url })
+    }
+
+    /// Stops serving and flushes the store.
+    ///
+    /// # Errors
+    /// [`CliError::Apiserver`] when the store cannot be flushed.
+    pub(super) async fn stop(self) -> Result<(), CliError> {
+        drop(self.server);
+        self.store.flush().await.map_err(failed("flush the store"))
+    }
+}
+
+/// Turns an error of the embedded API server into a [`CliError`] saying
+/// what it was doing.
+fn failed<E: std::error::Error + Send + Sync + 'static>(
+    during: &'static str,
+) -> impl FnOnce(E) -> CliError {
+    move |e| CliError::Apiserver {
+        during,
+        source: Box::new(e),
+    }
+}

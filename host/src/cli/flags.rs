@@ -1,0 +1,243 @@
+//! Flags more than one command takes: the sandbox's ([`RuntimeFlags`]: every
+//! command that runs a plugin), the host's ([`HostFlags`]: `run` and `dev`)
+//! and a registry's ([`RegistryFlags`]: `push`, `pull`, and the host for
+//! plugins named by OCI references).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::ValueEnum;
+use kubewasm_engine::informer::InitialList;
+use kubewasm_engine::oci;
+use kubewasm_engine::plugin_resource::ResourceOptions;
+use kubewasm_runtime::{InstanceReuse, Limits, Runtime, RuntimeConfig};
+
+use super::CliError;
+use crate::daemon::HostOptions;
+
+/// How every plugin call is run: its deadline, memory and output limits,
+/// and where compiled plugins are kept.
+#[derive(Debug, clap::Args)]
+pub(super) struct RuntimeFlags {
+    /// Directory of precompiled plugins [default: $XDG_CACHE_HOME/kubewasm or ~/.cache/kubewasm].
+    #[arg(long, env = "KUBEWASM_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    /// CPU deadline of one plugin call, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    deadline_ms: u64,
+    /// Memory limit of one plugin instance (all its memories), in MiB.
+    #[arg(long, default_value_t = 256)]
+    memory_limit_mib: usize,
+    #[command(flatten)]
+    limits: LimitFlags,
+    /// Compile a component not precompiled yet with the optimizing compiler
+    /// before it runs, rather than run it at once on baseline code (Winch)
+    /// and swap in its optimized code once compiled.
+    #[arg(long)]
+    no_baseline_compiler: bool,
+}
+
+impl RuntimeFlags {
+    /// The directory of precompiled plugins, if there is one.
+    pub(super) fn cache_dir(&self) -> Option<PathBuf> {
+        self.cache_dir.clone().or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
+                .map(|dir| dir.join("kubewasm"))
+        })
+    }
+
+    /// The runtime these flags describe, its instance budget from `host`
+    /// when a host runs it.
+    ///
+    /// # Errors
+    /// [`CliError::Runtime`] when the engine does not start.
+    pub(super) fn runtime(
+        &self,
+        reuse: InstanceReuse,
+        host: Option<&HostFlags>,
+    ) -> Result<Runtime, CliError> {
+        let mut config = RuntimeConfig::default()
+            .baseline(!self.no_baseline_compiler)
+            .deadline(Duration::from_millis(self.deadline_ms))
+            .memory_limit(self.memory_limit_mib << 20)
+            .instance_reuse(reuse)
+            .limits(Limits::from(&self.limits));
+        if let Some(host) = host {
+            if let Some(count) = host.max_instances {
+                config = config.max_instances(count);
+            }
+            config = config.max_warm_instances(host.warm_instances());
+        }
+        if let Some(dir) = self.cache_dir() {
+            config = config.cache_dir(dir);
+        }
+        Ok(Runtime::new(config)?)
+    }
+}
+
+/// Output limits of every plugin call.
+#[derive(Debug, clap::Args)]
+struct LimitFlags {
+    /// Most actions in one outcome.
+    #[arg(long, default_value_t = Limits::default().actions)]
+    max_actions: u64,
+    /// Most bytes of one object a plugin returns.
+    #[arg(long, default_value_t = Limits::default().object_bytes)]
+    max_object_bytes: u64,
+    /// Most bytes of one outcome.
+    #[arg(long, default_value_t = Limits::default().outcome_bytes)]
+    max_outcome_bytes: u64,
+    /// Most log records per call.
+    #[arg(long, default_value_t = Limits::default().log_records)]
+    max_log_records: u64,
+    /// Most bytes of log records per call.
+    #[arg(long, default_value_t = Limits::default().log_bytes)]
+    max_log_bytes: u64,
+    /// Most keys one map-keys call returns.
+    #[arg(long, default_value_t = Limits::default().map_keys)]
+    max_map_keys: u64,
+    /// Most host calls (cache reads, log records) per call.
+    #[arg(long, default_value_t = Limits::default().hostcalls)]
+    max_hostcalls: u64,
+}
+
+impl From<&LimitFlags> for Limits {
+    fn from(f: &LimitFlags) -> Self {
+        Self {
+            actions: f.max_actions,
+            object_bytes: f.max_object_bytes,
+            outcome_bytes: f.max_outcome_bytes,
+            log_records: f.max_log_records,
+            log_bytes: f.max_log_bytes,
+            map_keys: f.max_map_keys,
+            hostcalls: f.max_hostcalls,
+        }
+    }
+}
+
+/// How to reach a registry.
+#[derive(Debug, clap::Args)]
+pub(super) struct RegistryFlags {
+    /// Plain HTTP rather than HTTPS (a registry on loopback).
+    #[arg(long)]
+    plain_http: bool,
+    /// Docker config file with the registry's credentials [default:
+    /// $DOCKER_CONFIG/config.json, else ~/.docker/config.json].
+    #[arg(long)]
+    docker_config: Option<PathBuf>,
+}
+
+impl RegistryFlags {
+    /// The registry access these flags describe.
+    ///
+    /// # Errors
+    /// [`CliError::Oci`] when the Docker config cannot be read.
+    pub(super) fn access(&self) -> Result<oci::Access, CliError> {
+        Ok(oci::Access {
+            plain_http: self.plain_http,
+            credentials: oci::Credentials::load(self.docker_config.as_deref())?,
+        })
+    }
+}
+
+/// The host's flags.
+#[derive(Debug, clap::Args)]
+pub(super) struct HostFlags {
+    /// Directory of plugin components (`NAME.wasm`, grants in `NAME.grants.yaml`).
+    #[arg(long, default_value = "target/plugins")]
+    pub(super) plugins: PathBuf,
+    /// Where `/metrics`, `/healthz` and `/readyz` listen; port 0 picks a free one.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    metrics_addr: std::net::SocketAddr,
+    /// Reconciles running at once, across all plugins.
+    #[arg(long, default_value_t = 8)]
+    workers: usize,
+    /// Instances alive at once across every plugin, warm or in a call (the
+    /// least recently used warm one makes room; a call finding every one
+    /// busy waits its turn) [default: as many at the memory limit as this
+    /// machine's memory, or its cgroup's limit, holds; 16 at least].
+    #[arg(long)]
+    max_instances: Option<u32>,
+    /// Instances kept when a call ends, across all plugins, those in calls
+    /// counted (the least recently used idle one goes first). More keeps
+    /// more plugins warm (a warm call of the JavaScript example is about
+    /// five times cheaper than one on a fresh instance) for the memory of
+    /// each (some 3.5 MiB for it) [default: --workers, one for each
+    /// reconcile that can run at once].
+    #[arg(long)]
+    max_warm_instances: Option<u32>,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub(super) log_format: LogFormat,
+    /// How plugins named by OCI references (`NAME.oci`) are fetched.
+    #[command(flatten)]
+    registry: RegistryFlags,
+    /// Make a namespaced Plugin's writes as the ServiceAccount
+    /// `--tenant-service-account` of its namespace (the host's account
+    /// needs the `impersonate` verb on it).
+    #[arg(long)]
+    impersonate_tenants: bool,
+    /// The ServiceAccount a tenant's writes are made as.
+    #[arg(long, default_value = "kubewasm-tenant")]
+    tenant_service_account: String,
+}
+
+impl HostFlags {
+    /// The instances the runtime keeps warm.
+    fn warm_instances(&self) -> u32 {
+        self.max_warm_instances
+            .unwrap_or_else(|| u32::try_from(self.workers).unwrap_or(u32::MAX))
+    }
+
+    /// The host's options; pulled artifacts are cached under `cache_dir`.
+    ///
+    /// # Errors
+    /// [`CliError::Oci`] when the registry's Docker config cannot be read.
+    pub(super) fn options(
+        &self,
+        trust_declarations: bool,
+        initial_list: InitialList,
+        cache_dir: Option<PathBuf>,
+    ) -> Result<HostOptions, CliError> {
+        let artifacts = cache_dir
+            .unwrap_or_else(|| std::env::temp_dir().join("kubewasm"))
+            .join("artifacts");
+        Ok(HostOptions {
+            artifacts: oci::Artifacts::new(artifacts, self.registry.access()?),
+            plugins: self.plugins.clone(),
+            metrics_addr: self.metrics_addr,
+            trust_declarations,
+            workers: self.workers,
+            shutdown_grace: Duration::from_secs(30),
+            leader_election: None,
+            sharding: None,
+            initial_list,
+            resources: ResourceOptions {
+                host_namespace: pod_namespace(),
+                impersonate: self
+                    .impersonate_tenants
+                    .then(|| self.tenant_service_account.clone()),
+            },
+        })
+    }
+}
+
+/// The namespace of the pod this runs in, or `default` outside a cluster.
+pub(super) fn pod_namespace() -> String {
+    std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+        .map(|ns| ns.trim().to_owned())
+        .ok()
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or_else(|| "default".to_owned())
+}
+
+/// How the host logs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(super) enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}

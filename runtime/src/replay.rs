@@ -1,0 +1,190 @@
+//! One reconcile with no cluster: fixtures in, the host's requests out.
+//!
+//! `kubewasm replay` loads objects (multi-document YAML, `kind: List`
+//! flattened) into a [`MemoryCache`], runs one call of a plugin for a key
+//! and returns the [`ApiRequest`]s the host would send. It runs the very
+//! step the engine runs ([`step::run`]): the same choice of `reconcile` or
+//! `finalize`, the same finalizer patches, the same planning, so what it
+//! prints is what the engine sends. Plugin authors use it in their tests;
+//! bug reports attach its inputs. [`map`] runs a plugin's `map-keys` for one
+//! changed object instead (`replay --map`), as the engine does when a
+//! secondary of a custom mapping changes.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::action::ApiRequest;
+use crate::cache::{Cache, MemoryCache, MemoryCacheError};
+use crate::resource::{ObjectKey, ResourceType};
+use crate::step::{self, StepError};
+use crate::{MapError, Plugin, Request};
+
+/// Why a replay failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// A YAML document did not parse.
+    #[error("failed to parse document #{index} of the objects: {source}")]
+    Yaml {
+        /// Position of the document, from 1.
+        index: usize,
+        /// The parse error.
+        #[source]
+        source: serde_yaml::Error,
+    },
+    /// An object lacks its identity.
+    #[error(transparent)]
+    Object(#[from] MemoryCacheError),
+    /// The configuration is not YAML or JSON.
+    #[error("failed to parse the configuration: {0}")]
+    Config(#[source] serde_yaml::Error),
+    /// The plugin's call failed.
+    #[error("{0}: {source}", source = .0.source)]
+    Step(#[source] StepError),
+    /// The plugin's `map-keys` failed.
+    #[error("map-keys failed: {0}")]
+    Map(#[from] MapError),
+}
+
+/// What `replay --map` prints.
+#[derive(Debug, Serialize)]
+pub struct MapReport {
+    /// Always `map-keys`.
+    pub call: &'static str,
+    /// The changed object (`NAMESPACE/NAME`, or `NAME`).
+    pub object: String,
+    /// The primary keys it maps to, in the plugin's order.
+    pub keys: Vec<String>,
+}
+
+/// Runs `plugin`'s `map-keys` for `object`, of type `resource`, against
+/// the objects of `cache` with the configuration `config` (JSON text): the
+/// primary keys the engine would queue.
+///
+/// # Errors
+/// [`ReplayError::Map`] if the call fails or a key is invalid.
+pub fn map(
+    plugin: &Plugin,
+    cache: MemoryCache,
+    resource: &ResourceType,
+    object: &Value,
+    config: &str,
+) -> Result<MapReport, ReplayError> {
+    let keys = plugin.map(Arc::new(cache), resource, &object.to_string(), config)?;
+    Ok(MapReport {
+        call: "map-keys",
+        object: ObjectKey::of(object)
+            .map(|k| k.to_string())
+            .unwrap_or_default(),
+        keys: keys.iter().map(ToString::to_string).collect(),
+    })
+}
+
+/// What a replay prints.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// `reconcile`, `finalize` or `none`.
+    pub call: &'static str,
+    /// The key reconciled.
+    pub key: String,
+    /// The requests the host would send, in order (its finalizer patches
+    /// included).
+    pub actions: Vec<ApiRequest>,
+    /// The requeue the plugin asked for, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requeue_after_ms: Option<u128>,
+}
+
+/// Parses multi-document YAML (or JSON) into objects; `kind: List`
+/// documents are flattened and empty documents skipped.
+///
+/// # Errors
+/// [`ReplayError::Yaml`] names the document that did not parse.
+pub fn parse_objects(text: &str) -> Result<Vec<Value>, ReplayError> {
+    let mut objects = Vec::new();
+    for (i, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let value = Value::deserialize(document).map_err(|source| ReplayError::Yaml {
+            index: i + 1,
+            source,
+        })?;
+        match value {
+            Value::Null => {}
+            Value::Object(ref map) if map.get("kind").and_then(Value::as_str) == Some("List") => {
+                if let Some(Value::Array(items)) = map.get("items") {
+                    objects.extend(items.iter().cloned());
+                }
+            }
+            other => objects.push(other),
+        }
+    }
+    Ok(objects)
+}
+
+/// Parses a configuration (YAML or JSON) into JSON text.
+///
+/// # Errors
+/// [`ReplayError::Config`] if it does not parse.
+pub fn parse_config(text: &str) -> Result<String, ReplayError> {
+    let value: Value = serde_yaml::from_str(text).map_err(ReplayError::Config)?;
+    Ok(if value.is_null() {
+        "{}".to_owned()
+    } else {
+        value.to_string()
+    })
+}
+
+/// Runs one step of `plugin` for `request.key` against the objects of
+/// `cache` (built with [`MemoryCache::from_objects`], which refuses an
+/// object without its identity).
+///
+/// # Errors
+/// [`ReplayError::Step`] if the call fails.
+pub fn replay(
+    plugin: &Plugin,
+    cache: MemoryCache,
+    request: &Request,
+) -> Result<Report, ReplayError> {
+    let cache: Arc<dyn Cache> = Arc::new(cache);
+    let step = step::run(plugin, cache, request).map_err(ReplayError::Step)?;
+    Ok(Report {
+        call: step.call.name(),
+        key: request.key.to_string(),
+        actions: step.actions.iter().map(|a| a.request()).collect(),
+        requeue_after_ms: step.requeue_after.map(|d| d.as_millis()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_objects_should_flatten_lists_and_skip_empty_documents() {
+        let text = "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n---\n\
+                    apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Secret, metadata: {name: b}}\n";
+        let objects = parse_objects(text).expect("valid yaml");
+        let kinds: Vec<_> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
+        assert_eq!(kinds, ["ConfigMap", "Secret"]);
+    }
+
+    #[test]
+    fn parse_objects_should_name_the_bad_document() {
+        let err = parse_objects("a: 1\n---\n: : :\n").expect_err("bad yaml");
+        assert!(err.to_string().contains("document #2"), "{err}");
+    }
+
+    #[test]
+    fn parse_config_should_accept_yaml_json_and_nothing() {
+        assert_eq!(
+            parse_config("replicas: 2").expect("yaml"),
+            r#"{"replicas":2}"#
+        );
+        assert_eq!(
+            parse_config(r#"{"a": true}"#).expect("json"),
+            r#"{"a":true}"#
+        );
+        assert_eq!(parse_config("").expect("empty"), "{}");
+    }
+}

@@ -1,0 +1,237 @@
+//! One reconcile step: what the engine and `kubewasm replay` both run for a
+//! key, so that replay prints exactly what the engine sends.
+//!
+//! # The step
+//! Given the primary as cached (or its absence), the step chooses the call:
+//! - the primary is being deleted and the plugin manages a finalizer: if the
+//!   finalizer is still on it, `finalize`; if not, nothing (the host has
+//!   already cleaned up, the object is on its way out);
+//! - otherwise `reconcile` (also when the primary is gone: level-triggered,
+//!   the plugin sees that and decides).
+//!
+//! It then completes the plugin's actions with the host's own, as actions,
+//! never as a flag:
+//! - after a `reconcile` that did not say `finalizer: false`, the managed
+//!   finalizer is **added before** the plugin's actions, so no child is
+//!   written for a primary that could be deleted without cleanup;
+//! - after a `reconcile` that said `finalizer: false`, it is removed after
+//!   them;
+//! - after a `finalize` that succeeded with no `requeue-after`, it is
+//!   removed after the plugin's actions; a `finalize` that asks for a
+//!   requeue keeps it (the contract says the finalizer goes once `finalize`
+//!   returns `ok` with no requeue).
+//!
+//! Planning happens here and only here: the runtime returns the plugin's
+//! [`Reply`] as it said it, and [`plan`] checks and completes its desired
+//! actions ([`action::plan`]: grants, names, namespaces, owners) into the
+//! [`Action`]s the applier sends.
+//!
+//! The clock is the request's `now`, injected by the caller.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::action::{self, Action, PlanContext};
+use crate::cache::Cache;
+use crate::resource::ObjectKey;
+use crate::{CallError, CallStats, Plugin, ReconcileError, Reply, Request};
+
+/// Which plugin export a step called.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Call {
+    /// `reconcile`.
+    Reconcile,
+    /// `finalize`.
+    Finalize,
+    /// No call: the primary is being deleted and its finalizer is gone.
+    None,
+}
+
+impl Call {
+    /// The export's name (`none` when nothing was called).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Reconcile => "reconcile",
+            Self::Finalize => "finalize",
+            Self::None => "none",
+        }
+    }
+}
+
+/// What one step decided: the actions to send, in order, and when to call
+/// again.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    /// The export called.
+    pub call: Call,
+    /// Every action to send, the host's finalizer patches included.
+    pub actions: Vec<Action>,
+    /// Reconcile again after this long.
+    pub requeue_after: Option<Duration>,
+    /// Where the call's time went (zero when nothing was called).
+    pub stats: CallStats,
+}
+
+/// Why a step failed: the plugin's call did.
+#[derive(Debug, thiserror::Error)]
+#[error("{call} of {key} failed")]
+pub struct StepError {
+    /// `reconcile` or `finalize`.
+    pub call: &'static str,
+    /// The primary.
+    pub key: ObjectKey,
+    /// The failure.
+    #[source]
+    pub source: Box<ReconcileError>,
+}
+
+/// A reply planned: the checked actions the host sends and an optional
+/// requeue.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    /// The actions, in order.
+    pub actions: Vec<Action>,
+    /// Reconcile again after this long.
+    pub requeue_after: Option<Duration>,
+    /// Whether this primary needs the managed finalizer (`None`: the default,
+    /// yes). Meaningful only when the plugin declared one.
+    pub finalizer: Option<bool>,
+    /// Where the time went, planning included.
+    pub stats: CallStats,
+}
+
+/// Plans a plugin's `reply` to `request`: its desired actions checked
+/// against the plugin's declaration and grants and completed (field
+/// manager, owner, preconditions from the primary as `cache` holds it).
+///
+/// # Errors
+/// [`ReconcileError::Action`]: an action was denied or malformed; nothing
+/// of the reply is to be sent.
+pub fn plan(
+    plugin: &Plugin,
+    cache: &dyn Cache,
+    request: &Request,
+    reply: Reply,
+) -> Result<Outcome, ReconcileError> {
+    let planning = std::time::Instant::now();
+    let declaration = plugin.declaration();
+    let primary = cache.get(&declaration.primary, &request.key);
+    let actions = action::plan(
+        PlanContext {
+            declaration,
+            grants: plugin.grants(),
+            key: &request.key,
+            primary: primary.as_ref().map(|p| p.value()),
+            cache,
+            now: request.now,
+        },
+        reply.desired,
+    )?;
+    Ok(Outcome {
+        actions,
+        requeue_after: reply.requeue_after,
+        finalizer: reply.finalizer,
+        stats: CallStats {
+            plan: planning.elapsed(),
+            ..reply.stats
+        },
+    })
+}
+
+/// Calls `reconcile` for `request.key` and plans the reply: what a step
+/// sends before the host's finalizer patches (what tests and benchmarks of
+/// one call look at).
+///
+/// # Errors
+/// As [`Plugin::reconcile`] and [`plan`].
+pub fn reconcile(
+    plugin: &Plugin,
+    cache: Arc<dyn Cache>,
+    request: &Request,
+) -> Result<Outcome, ReconcileError> {
+    let reply = plugin.reconcile(Arc::clone(&cache), request)?;
+    plan(plugin, cache.as_ref(), request, reply)
+}
+
+impl StepError {
+    /// Whether the plugin was called at all: not when no instance slot came
+    /// free in time ([`CallError::NoInstance`]), which is no failure of the
+    /// key's.
+    pub fn ran(&self) -> bool {
+        !matches!(*self.source, ReconcileError::Call(CallError::NoInstance(_)))
+    }
+}
+
+/// Runs one step of `plugin` for `request.key` against `cache`.
+///
+/// # Errors
+/// [`StepError`] if the plugin's call fails; nothing is to be sent then.
+pub fn run(plugin: &Plugin, cache: Arc<dyn Cache>, request: &Request) -> Result<Step, StepError> {
+    let declaration = plugin.declaration();
+    let primary = cache.get(&declaration.primary, &request.key);
+    let primary = primary.as_ref().map(|p| p.value());
+    let finalizer = declaration
+        .managed_finalizer
+        .then(|| declaration.finalizer());
+    let deleting = primary.is_some_and(|p| {
+        p.pointer("/metadata/deletionTimestamp")
+            .is_some_and(|t| !t.is_null())
+    });
+    let has_finalizer = |finalizer: &str| {
+        primary
+            .and_then(|p| p.pointer("/metadata/finalizers"))
+            .and_then(Value::as_array)
+            .is_some_and(|f| f.iter().any(|v| v == finalizer))
+    };
+    let call = match &finalizer {
+        Some(f) if deleting && has_finalizer(f) => Call::Finalize,
+        Some(_) if deleting => Call::None,
+        _ => Call::Reconcile,
+    };
+    let outcome = match call {
+        Call::Reconcile => plugin.reconcile(Arc::clone(&cache), request),
+        Call::Finalize => plugin.finalize(Arc::clone(&cache), request),
+        Call::None => {
+            return Ok(Step {
+                call,
+                actions: Vec::new(),
+                requeue_after: None,
+                stats: CallStats::default(),
+            });
+        }
+    }
+    .and_then(|reply| plan(plugin, cache.as_ref(), request, reply))
+    .map_err(|source| StepError {
+        call: call.name(),
+        key: request.key.clone(),
+        source: Box::new(source),
+    })?;
+
+    let mut actions = outcome.actions;
+    if let (Some(finalizer), Some(primary)) = (&finalizer, primary) {
+        let resource = &declaration.primary;
+        let key = &request.key;
+        match (call, outcome.finalizer) {
+            (Call::Reconcile, Some(false)) => {
+                actions.extend(Action::remove_finalizer(resource, key, primary, finalizer));
+            }
+            (Call::Reconcile, _) => {
+                if let Some(add) = Action::add_finalizer(resource, key, primary, finalizer) {
+                    actions.insert(0, add);
+                }
+            }
+            (Call::Finalize, _) if outcome.requeue_after.is_none() => {
+                actions.extend(Action::remove_finalizer(resource, key, primary, finalizer));
+            }
+            _ => {}
+        }
+    }
+    Ok(Step {
+        call,
+        actions,
+        requeue_after: outcome.requeue_after,
+        stats: outcome.stats,
+    })
+}

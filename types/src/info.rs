@@ -1,0 +1,104 @@
+//! What one served resource type is: its names, scope, subresources and
+//! schemas ([`ResourceInfo`]), and where its objects are filed
+//! ([`ResourceKey`]).
+//!
+//! # Caveat
+//! Versions of one resource share one storage ([`ResourceInfo::storage_key`]
+//! is group and plural). Objects are served with the requested `apiVersion`
+//! but are not converted between schemas: what is read through another
+//! version is what was written.
+
+/// Where a resource type's objects are filed: its group and plural.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ResourceKey {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// Plural resource name.
+    pub plural: String,
+}
+
+impl ResourceKey {
+    /// The key of `group`'s `plural`.
+    pub fn new(group: impl Into<String>, plural: impl Into<String>) -> Self {
+        Self {
+            group: group.into(),
+            plural: plural.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ResourceKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.group.is_empty() {
+            f.write_str(&self.plural)
+        } else {
+            write!(f, "{}.{}", self.plural, self.group)
+        }
+    }
+}
+
+/// Decodes an object into its typed form and encodes it back.
+pub type TypedRoundTrip = fn(&serde_json::Value) -> Result<serde_json::Value, String>;
+
+/// One served resource type at one version.
+#[derive(Clone, Debug)]
+pub struct ResourceInfo {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// Version.
+    pub version: String,
+    /// Kind.
+    pub kind: String,
+    /// Kind of its lists.
+    pub list_kind: String,
+    /// Plural name (the URL segment).
+    pub plural: String,
+    /// Singular name.
+    pub singular: String,
+    /// Whether objects live in namespaces.
+    pub namespaced: bool,
+    /// Short names (`cm`, `deploy`).
+    pub short_names: Vec<String>,
+    /// Categories (`all`).
+    pub categories: Vec<String>,
+    /// Whether it has a `status` subresource.
+    pub status: bool,
+    /// Whether it has a `scale` subresource.
+    pub scale: bool,
+    /// Whether it is a custom resource (served for a CRD).
+    pub custom: bool,
+    /// A custom resource's structural schema (`openAPIV3Schema`).
+    pub schema: Option<std::sync::Arc<serde_json::Value>>,
+    /// A built-in type's typed round trip (decode into its k8s-openapi type,
+    /// encode back): what survives it is what the type knows, so strict field
+    /// validation reports what does not.
+    pub typed: Option<TypedRoundTrip>,
+    /// A built-in kind's field-level OpenAPI schema: its own schema (a
+    /// reference) and the definitions it uses.
+    pub field_schema: Option<fn() -> FieldSchema>,
+    /// A CRD version's `additionalPrinterColumns`, for tables.
+    pub printer_columns: Vec<serde_json::Value>,
+}
+
+/// A kind's OpenAPI v3 schema: a `$ref` to it, and the component schemas
+/// it refers to, by name (`io.k8s.api.apps.v1.Deployment`).
+pub type FieldSchema = (
+    serde_json::Value,
+    serde_json::Map<String, serde_json::Value>,
+);
+
+impl ResourceInfo {
+    /// Where its objects are stored: shared by all its versions.
+    pub fn storage_key(&self) -> ResourceKey {
+        ResourceKey::new(self.group.clone(), self.plural.clone())
+    }
+
+    /// The `apiVersion` of its objects.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+}
