@@ -1,31 +1,29 @@
 //! An embedded Kubernetes API server for kubewasm: the cluster behind
 //! `kubewasm dev`, the integration tests and the benchmarks.
 //!
-//! Built bottom-up. [`store`] is the versioned object store every resource
-//! type shares: one global resourceVersion counter, a bounded event
-//! history, gap-free watches and consistent list snapshots. The HTTP layer
-//! (discovery, OpenAPI, REST verbs, patch flavours, server-side apply) sits
-//! on top of it.
+//! Built bottom-up, one room per concern; data flows one way, from a
+//! connection through authentication, routing, authorization and a verb to
+//! the store and its database:
+//!
+//! - [`store`]: the versioned object store every resource type shares (one
+//!   global resourceVersion, a bounded event history, gap-free watches,
+//!   consistent list snapshots), its indexes, its database and its seed;
+//! - [`schema`]: what objects must look like: structural schemas of custom
+//!   resources, `/openapi/v3`, protobuf bodies by Kubernetes' own schemas
+//!   (the type table itself is `kubewasm-types`');
+//! - [`objects`]: metadata rules every room shares (names, uids, times);
+//! - [`mutation`]: how a write changes an object: merge and JSON patch,
+//!   strategic merge, server-side apply;
+//! - [`controllers`]: what runs beside the server on the store: garbage
+//!   collection and namespace termination, each namespace's defaults, the
+//!   workload simulation;
+//! - [`http`]: the HTTP layer: server and connection bounds, TLS,
+//!   authentication and RBAC, routing and the verbs, body decoding and
+//!   bounds, the Status errors.
 
-pub mod api;
-pub mod apply;
-pub mod auth;
-pub mod bounds;
-pub mod connection;
-pub mod decode;
-pub mod error;
-pub mod gc;
-mod index;
-pub mod namespace;
+pub mod controllers;
+pub mod http;
+pub mod mutation;
 pub mod objects;
-pub mod openapi;
-pub mod patch;
-pub mod persist;
-pub mod protobuf;
 pub mod schema;
-pub mod seed;
-pub mod server;
-pub mod simulator;
 pub mod store;
-pub mod strategic;
-pub mod tls;

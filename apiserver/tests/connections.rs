@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ListParams, WatchParams};
 use kube::{Api, Client, Config};
-use kubewasm_apiserver::api::{Api as RestApi, ApiConfig};
-use kubewasm_apiserver::connection::ConnectionLimits;
-use kubewasm_apiserver::seed::seed;
-use kubewasm_apiserver::server::ApiServer;
+use kubewasm_apiserver::http::api::{Api as RestApi, ApiConfig};
+use kubewasm_apiserver::http::connection::ConnectionLimits;
+use kubewasm_apiserver::http::server::ApiServer;
+use kubewasm_apiserver::http::tls::Credentials;
 use kubewasm_apiserver::store::Store;
-use kubewasm_apiserver::tls::Credentials;
+use kubewasm_apiserver::store::seed::seed;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

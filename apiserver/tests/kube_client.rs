@@ -7,10 +7,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Api, Client, Config};
-use kubewasm_apiserver::api::{Api as RestApi, ApiConfig};
-use kubewasm_apiserver::seed::seed;
-use kubewasm_apiserver::server::ApiServer;
+use kubewasm_apiserver::http::api::{Api as RestApi, ApiConfig};
+use kubewasm_apiserver::http::server::ApiServer;
 use kubewasm_apiserver::store::Store;
+use kubewasm_apiserver::store::seed::seed;
 use serde_json::json;
 
 async fn cluster(history: usize) -> anyhow::Result<(ApiServer, Client)> {
@@ -261,7 +261,7 @@ async fn https_with_a_token_should_be_required_and_trusted_through_the_kubeconfi
     let store = Store::default();
     seed(&store)?;
     let ip = "127.0.0.1".parse()?;
-    let credentials = kubewasm_apiserver::tls::Credentials::generate(ip)?;
+    let credentials = kubewasm_apiserver::http::tls::Credentials::generate(ip)?;
     let server = ApiServer::start(
         "127.0.0.1:0".parse()?,
         RestApi::new(store, ApiConfig::default()),

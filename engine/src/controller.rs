@@ -47,8 +47,9 @@ use tokio::task::JoinSet;
 
 use super::applier::{Applier, ApplyError};
 use super::informer::{Change, Handler, InformerKey, Informers, Subscription};
+use super::listing::Key;
 use super::metrics::Metrics;
-use super::queue::{Backoff, Done, Key, Priority, WorkQueue};
+use super::queue::{Backoff, Done, Priority, WorkQueue};
 use super::ring::{InFlight, Shard};
 use kubewasm_core::shard::ShardField;
 use kubewasm_runtime::cache::{Cache, CachedObject};

@@ -53,8 +53,8 @@ use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::listing::Key;
 use super::listing::Keys;
-use super::queue::Key;
 use super::ring::Shard;
 use super::share::{self, Share};
 use super::store::Objects;
@@ -591,11 +591,11 @@ mod tests {
 
     /// The embedded API server in process, without authentication, and a
     /// client of it.
-    async fn cluster() -> (kubewasm_apiserver::server::ApiServer, kube::Client) {
-        use kubewasm_apiserver::api::{Api as Rest, ApiConfig};
+    async fn cluster() -> (kubewasm_apiserver::http::server::ApiServer, kube::Client) {
+        use kubewasm_apiserver::http::api::{Api as Rest, ApiConfig};
         let store = kubewasm_apiserver::store::Store::default();
-        kubewasm_apiserver::seed::seed(&store).expect("seeded");
-        let server = kubewasm_apiserver::server::ApiServer::start(
+        kubewasm_apiserver::store::seed::seed(&store).expect("seeded");
+        let server = kubewasm_apiserver::http::server::ApiServer::start(
             "127.0.0.1:0".parse().expect("address"),
             Rest::new(store, ApiConfig::default()),
             None,

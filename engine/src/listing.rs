@@ -27,8 +27,11 @@ use std::collections::{BTreeSet, HashSet};
 use std::fmt::Debug;
 use std::sync::Arc;
 
-use super::queue::Key;
 use kubewasm_runtime::resource::ObjectKey;
+
+/// A key as a queue holds it: one copy, shared by its indexes (and with the
+/// informer's store it came from).
+pub type Key = Arc<ObjectKey>;
 
 /// Keys in order, as an informer's store holds them.
 pub trait Keys: Send + Sync + Debug {

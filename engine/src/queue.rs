@@ -72,11 +72,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::listing::{Keys, Listed};
+use super::listing::{Key, Keys, Listed};
 use kubewasm_runtime::resource::ObjectKey;
-
-/// A key as the queue holds it: one copy, shared by its indexes.
-pub type Key = Arc<ObjectKey>;
 
 /// A key's consecutive failures and what the last one said.
 #[derive(Clone, Debug, PartialEq, Eq)]

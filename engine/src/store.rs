@@ -8,8 +8,8 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use tokio::sync::watch;
 
+use super::listing::Key;
 use super::listing::Keys;
-use super::queue::Key;
 use kubewasm_runtime::cache::CachedObject;
 use kubewasm_runtime::resource::{ObjectKey, ResourceType};
 

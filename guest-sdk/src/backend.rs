@@ -4,7 +4,7 @@
 #[cfg(target_arch = "wasm32")]
 mod imports {
     use crate::error::{Error, Result};
-    use crate::log::Level;
+    use crate::types::Level;
     use crate::types::{ObjectKey, ResourceType};
     use crate::wit::kubewasm::controller::{cache, log};
 

@@ -6,21 +6,7 @@
 //! ```
 
 use crate::backend;
-
-/// Severity of a record.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Level {
-    /// Very verbose diagnostics.
-    Trace,
-    /// Diagnostics.
-    Debug,
-    /// Normal operation.
-    Info,
-    /// Handled surprises.
-    Warn,
-    /// Failures.
-    Error,
-}
+pub use crate::types::Level;
 
 /// Emits a record with key-value fields.
 pub fn log(level: Level, message: &str, fields: &[(&str, &str)]) {

@@ -247,7 +247,7 @@ pub(crate) mod backend {
 
     use super::{Cached, Declared, Fixture, held};
     use crate::error::{Error, Result};
-    use crate::log::Level;
+    use crate::types::Level;
     use crate::types::{Declaration, ObjectKey, ResourceType, Verb};
     use kubewasm_core::rules;
 

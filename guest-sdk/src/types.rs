@@ -1,5 +1,5 @@
-//! The declaration builder; resource types, keys and verbs come from
-//! `kubewasm-core`.
+//! The declaration builder, and the severity of a log record; resource
+//! types, keys and verbs come from `kubewasm-core`.
 
 use std::time::Duration;
 
@@ -201,4 +201,19 @@ impl Declaration {
         self.config_schema = Some(schema.to_string());
         self
     }
+}
+
+/// Severity of a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    /// Very verbose diagnostics.
+    Trace,
+    /// Diagnostics.
+    Debug,
+    /// Normal operation.
+    Info,
+    /// Handled surprises.
+    Warn,
+    /// Failures.
+    Error,
 }

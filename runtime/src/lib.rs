@@ -1,42 +1,4 @@
-//! kubewasm's runtime: plugins in a sandbox, and one reconcile step from a
-//! cache to planned actions, with no cluster in sight.
-//!
-//! This crate knows no Kubernetes client, no HTTP server and no API server
-//! (its dependency tree has none): it reads through the [`Cache`] trait it
-//! is handed and returns [`action::Action`]s, which only [`step`] makes.
-//! The engine (`kubewasm-engine`) feeds it from informers and sends what it
-//! returns; `kubewasm replay` and the plugin SDKs' tests feed it fixtures.
-//!
-//! - the sandbox, here: one wasmtime engine, plugins loaded once, every call
-//!   under a CPU deadline and a memory limit ([`Runtime`], [`Plugin`]);
-//! - [`declaration`] and [`grants`]: what a plugin declares and may do;
-//! - [`mapper`]: how the cluster serves each type (plural, scope);
-//! - [`cache`], [`reads`] and [`selector`]: the read side plugins see;
-//! - [`action`]: desired actions planned into API requests;
-//! - [`step`]: one reconcile step (call, plan, finalizer), the one place
-//!   planning happens, the same for the engine and replay;
-//! - [`replay`]: one step against fixtures.
-//!
-//! ```no_run
-//! use std::sync::Arc;
-//! use kubewasm_runtime::cache::MemoryCache;
-//! use kubewasm_runtime::mapper::RestMapper;
-//! use kubewasm_runtime::replay::parse_objects;
-//! use kubewasm_runtime::resource::ObjectKey;
-//! use kubewasm_runtime::{LoadOptions, Request, Runtime, RuntimeConfig};
-//!
-//! let runtime = Runtime::new(RuntimeConfig::default())?;
-//! // The cluster's types: built-ins plus the plugin's CRD.
-//! let crd = parse_objects(&std::fs::read_to_string("plugins/myapp/crd.yaml")?)?;
-//! let options = LoadOptions::new(Arc::new(RestMapper::for_fixtures(&crd)?));
-//! let plugin = runtime.load_file("target/plugins/myapp.wasm", &options)?;
-//! let cache = Arc::new(MemoryCache::from_objects(Vec::new())?);
-//! let request = Request::new(ObjectKey::namespaced("default", "demo"));
-//! // The plugin's reply, planned into the actions the host would send.
-//! let outcome = kubewasm_runtime::step::reconcile(&plugin, cache, &request)?;
-//! println!("{} actions", outcome.actions.len());
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+#![doc = include_str!("../README.md")]
 //!
 //! # Expected flow
 //! [`Runtime::new`] builds the one [`wasmtime::Engine`] (component model,

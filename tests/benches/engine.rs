@@ -26,7 +26,7 @@ use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
-use kubewasm_apiserver::server::ApiServer;
+use kubewasm_apiserver::http::server::ApiServer;
 use kubewasm_engine::Engine;
 use kubewasm_engine::controller::Settings;
 use kubewasm_runtime::{LoadOptions, Runtime, RuntimeConfig};

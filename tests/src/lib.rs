@@ -150,10 +150,10 @@ pub fn kubectl_with(kubeconfig: &std::path::Path, args: &[&str]) -> (bool, Strin
 /// controllers, not TLS), seeded as a fresh cluster, and a client of it.
 pub async fn in_process_cluster(
     store: kubewasm_apiserver::store::Store,
-) -> anyhow::Result<(kubewasm_apiserver::server::ApiServer, kube::Client)> {
-    use kubewasm_apiserver::api::{Api, ApiConfig};
-    kubewasm_apiserver::seed::seed(&store)?;
-    let server = kubewasm_apiserver::server::ApiServer::start(
+) -> anyhow::Result<(kubewasm_apiserver::http::server::ApiServer, kube::Client)> {
+    use kubewasm_apiserver::http::api::{Api, ApiConfig};
+    kubewasm_apiserver::store::seed::seed(&store)?;
+    let server = kubewasm_apiserver::http::server::ApiServer::start(
         "127.0.0.1:0".parse()?,
         Api::new(store, ApiConfig::default()),
         None,

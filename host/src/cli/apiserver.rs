@@ -5,10 +5,10 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kubewasm_apiserver::api::{Api, ApiConfig};
-use kubewasm_apiserver::server::ApiServer;
+use kubewasm_apiserver::http::api::{Api, ApiConfig};
+use kubewasm_apiserver::http::server::ApiServer;
+use kubewasm_apiserver::http::tls::{self, Credentials};
 use kubewasm_apiserver::store::{DEFAULT_HISTORY, Store};
-use kubewasm_apiserver::tls::{self, Credentials};
 
 use super::{CliError, block_on, wait_for_shutdown};
 
@@ -101,7 +101,7 @@ impl Embedded {
                 Credentials::generate(listen.ip()).map_err(failed("generate the credentials"))?,
             ),
         };
-        kubewasm_apiserver::seed::seed(&store).map_err(failed("seed the store"))?;
+        kubewasm_apiserver::store::seed::seed(&store).map_err(failed("seed the store"))?;
         let server = ApiServer::start(
             listen,
             Api::new(store.clone(), config),

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kubewasm_apiserver::api::ApiConfig;
+use kubewasm_apiserver::http::api::ApiConfig;
 use kubewasm_engine::informer::InitialList;
 use kubewasm_runtime::InstanceReuse;
 

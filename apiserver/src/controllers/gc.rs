@@ -1,0 +1,270 @@
+//! The garbage collector and the namespace controller, run as the real
+//! controller-manager runs them: asynchronously, driven by the store's
+//! events.
+//!
+//! - **Background** deletion: once every owner named in an object's
+//!   `ownerReferences` is gone, the object is deleted. That holds for an
+//!   object written after its owners went too (a controller's apply that
+//!   raced its owner's deletion): as the real collector does with dangling
+//!   references, it is deleted once seen.
+//! - **Foreground** deletion (`foregroundDeletion` finalizer): the owner's
+//!   dependents are deleted first; the finalizer is removed when none is left.
+//! - **Orphan** deletion (`orphan` finalizer): the owner's references are
+//!   removed from its dependents, then the finalizer.
+//! - **Namespaces** being deleted are emptied, then removed.
+//!
+//! Deleting means what an API delete means: an object with finalizers gets
+//! a `deletionTimestamp` and stays until they are removed.
+//!
+//! Dependents and owners are found through the store's indexes (by owner
+//! uid, by uid) and a namespace's objects by range reads: a deletion costs
+//! what it touches, not the size of the store. Only the sweep after the
+//! collector fell behind the history scans everything.
+
+use std::sync::Arc;
+
+use kubewasm_core::ObjectKey;
+use serde_json::Value;
+use tokio::task::JoinHandle;
+
+use crate::objects::{metadata_mut, now, strings_at};
+use crate::store::{Event, EventType, ResourceKey, Store, StoreError};
+
+/// The finalizer of foreground deletion.
+pub const FOREGROUND: &str = "foregroundDeletion";
+/// The finalizer of orphan deletion.
+pub const ORPHAN: &str = "orphan";
+
+fn namespaces() -> ResourceKey {
+    ResourceKey::new("", "namespaces")
+}
+
+fn uid(object: &Value) -> Option<&str> {
+    object.pointer("/metadata/uid").and_then(Value::as_str)
+}
+
+fn finalizers(object: &Value) -> Vec<String> {
+    strings_at(object, "/metadata/finalizers")
+}
+
+fn owner_uids(object: &Value) -> Vec<String> {
+    crate::store::index::owner_uids(object)
+        .map(str::to_owned)
+        .collect()
+}
+
+fn deleting(object: &Value) -> bool {
+    object.pointer("/metadata/deletionTimestamp").is_some()
+}
+
+/// Starts the collector on `store`; it runs until the task is aborted.
+pub fn spawn(store: Store) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut from = store.current_rv();
+        loop {
+            let mut watcher = match store.watch(None, from) {
+                Ok(w) => w,
+                Err(_) => {
+                    // Fell behind the history: resume from now, then sweep.
+                    from = store.current_rv();
+                    sweep(&store);
+                    continue;
+                }
+            };
+            // Until the history moves past this watcher; then resume.
+            while let Ok(event) = watcher.next().await {
+                from = event.rv;
+                handle(&store, &event);
+            }
+        }
+    })
+}
+
+/// Reacts to one change.
+fn handle(store: &Store, event: &Event) {
+    let object = &event.object;
+    match event.kind {
+        EventType::Deleted => {
+            if let Some(uid) = uid(object) {
+                collect_dependents_of(store, uid);
+            }
+            // A namespace being emptied may be done now.
+            if let Some(ns) = object
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+            {
+                finish_namespace(store, ns);
+            }
+            // Owners waiting in foreground for their last dependent.
+            for owner in owner_uids(object) {
+                release_foreground_owner(store, &owner);
+            }
+        }
+        EventType::Added | EventType::Modified if deleting(object) => {
+            let f = finalizers(object);
+            if let Some(uid) = uid(object) {
+                if f.iter().any(|x| x == ORPHAN) {
+                    orphan_dependents(store, uid);
+                    remove_finalizer(store, &event.resource, object, ORPHAN);
+                } else if f.iter().any(|x| x == FOREGROUND) {
+                    let dependents = dependents(store, uid);
+                    if dependents.is_empty() {
+                        remove_finalizer(store, &event.resource, object, FOREGROUND);
+                    }
+                    for (resource, dependent) in dependents {
+                        delete(store, &resource, &dependent);
+                    }
+                }
+            }
+            if event.resource == namespaces()
+                && let Some(name) = object.pointer("/metadata/name").and_then(Value::as_str)
+            {
+                empty_namespace(store, name);
+                finish_namespace(store, name);
+            }
+        }
+        EventType::Added | EventType::Modified => {
+            collect_if_dangling(store, &event.resource, object)
+        }
+    }
+}
+
+/// Deletes an object written with owners that are all gone, if it is still
+/// the object the event saw (same uid) and its owners are still gone.
+fn collect_if_dangling(store: &Store, resource: &ResourceKey, seen: &Value) {
+    let owners = owner_uids(seen);
+    if owners.is_empty() || owners.iter().any(|u| exists(store, u)) {
+        return;
+    }
+    let Some(key) = ObjectKey::of(seen) else {
+        return;
+    };
+    if let Some(current) = store.get(resource, &key)
+        && uid(&current) == uid(seen)
+        && owner_uids(&current).iter().all(|u| !exists(store, u))
+    {
+        delete(store, resource, &current);
+    }
+}
+
+/// After falling behind: deletes every object whose owners are all gone.
+fn sweep(store: &Store) {
+    let live: std::collections::HashSet<String> = store
+        .find(|_| true)
+        .iter()
+        .filter_map(|(_, o)| uid(o).map(str::to_owned))
+        .collect();
+    for (resource, object) in store.find(|o| !owner_uids(o).is_empty()) {
+        if owner_uids(&object).iter().all(|u| !live.contains(u)) {
+            delete(store, &resource, &object);
+        }
+    }
+}
+
+fn dependents(store: &Store, owner: &str) -> Vec<(ResourceKey, Arc<Value>)> {
+    store.dependents(owner)
+}
+
+fn exists(store: &Store, uid: &str) -> bool {
+    store.by_uid(uid).is_some()
+}
+
+/// Background deletion: dependents whose owners are all gone are deleted.
+fn collect_dependents_of(store: &Store, owner: &str) {
+    for (resource, dependent) in dependents(store, owner) {
+        let others_alive = owner_uids(&dependent)
+            .iter()
+            .any(|u| u != owner && exists(store, u));
+        if !others_alive {
+            delete(store, &resource, &dependent);
+        }
+    }
+}
+
+fn release_foreground_owner(store: &Store, owner: &str) {
+    if let Some((resource, object)) = store.by_uid(owner)
+        && deleting(&object)
+        && finalizers(&object).iter().any(|f| f == FOREGROUND)
+        && dependents(store, owner).is_empty()
+    {
+        remove_finalizer(store, &resource, &object, FOREGROUND);
+    }
+}
+
+fn orphan_dependents(store: &Store, owner: &str) {
+    for (resource, dependent) in dependents(store, owner) {
+        let Some(key) = ObjectKey::of(&dependent) else {
+            continue;
+        };
+        let _ = store.update::<StoreError>(&resource, &key, |current| {
+            let mut next = current.clone();
+            if let Some(refs) = next
+                .pointer_mut("/metadata/ownerReferences")
+                .and_then(Value::as_array_mut)
+            {
+                refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(owner));
+            }
+            Ok(next)
+        });
+    }
+}
+
+/// Deletes as an API delete does: finalizers make it graceful.
+fn delete(store: &Store, resource: &ResourceKey, object: &Value) {
+    let Some(key) = ObjectKey::of(object) else {
+        return;
+    };
+    if finalizers(object).is_empty() {
+        let _ = store.delete::<StoreError>(resource, &key, |_| Ok(()));
+    } else if !deleting(object) {
+        let _ = store.update::<StoreError>(resource, &key, |current| {
+            let mut next = current.clone();
+            if let Some(m) = metadata_mut(&mut next) {
+                m.insert("deletionTimestamp".into(), now().into());
+                m.insert("deletionGracePeriodSeconds".into(), 0.into());
+            }
+            Ok(next)
+        });
+    }
+}
+
+/// Removes one finalizer; the object goes once none is left.
+fn remove_finalizer(store: &Store, resource: &ResourceKey, object: &Value, finalizer: &str) {
+    let Some(key) = ObjectKey::of(object) else {
+        return;
+    };
+    let written = store.update::<StoreError>(resource, &key, |current| {
+        let mut next = current.clone();
+        if let Some(list) = next
+            .pointer_mut("/metadata/finalizers")
+            .and_then(Value::as_array_mut)
+        {
+            list.retain(|f| f != finalizer);
+        }
+        Ok(next)
+    });
+    if let Ok(written) = written
+        && deleting(&written.object)
+        && finalizers(&written.object).is_empty()
+    {
+        let _ = store.delete::<StoreError>(resource, &key, |_| Ok(()));
+    }
+}
+
+fn empty_namespace(store: &Store, namespace: &str) {
+    for (resource, object) in store.in_namespace(namespace) {
+        delete(store, &resource, &object);
+    }
+}
+
+/// Removes a terminating namespace once nothing is left in it.
+fn finish_namespace(store: &Store, namespace: &str) {
+    let key = ObjectKey::cluster(namespace);
+    let terminating = store
+        .get(&namespaces(), &key)
+        .is_some_and(|ns| deleting(&ns));
+    let empty = store.in_namespace(namespace).is_empty();
+    if terminating && empty {
+        let _ = store.delete::<StoreError>(&namespaces(), &key, |_| Ok(()));
+    }
+}

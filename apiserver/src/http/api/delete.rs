@@ -1,0 +1,209 @@
+//! Deletes: graceful (finalizers, propagation policies) and immediate,
+//! of one object or of a collection.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use kubewasm_core::ObjectKey;
+
+use super::filter::Filter;
+use super::{Api, Reply, Request, Target, rv_of, served};
+use crate::http::error::ApiError;
+use crate::objects::{metadata_mut, now};
+use crate::store::ListAt;
+use kubewasm_types::crd;
+use kubewasm_types::info::ResourceInfo;
+
+/// What a delete asks for: `DeleteOptions` from the body, or the query.
+#[derive(Debug, Default)]
+struct DeleteOptions {
+    dry_run: bool,
+    policy: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+}
+
+impl DeleteOptions {
+    fn of(request: &Request<'_>) -> Result<Self, ApiError> {
+        let body = request.document_or_empty()?;
+        let text = |pointer: &str| {
+            body.pointer(pointer)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let policy =
+            text("/propagationPolicy").or_else(|| request.query.get("propagationPolicy").cloned());
+        if let Some(p) = &policy
+            && !matches!(p.as_str(), "Background" | "Foreground" | "Orphan")
+        {
+            return Err(ApiError::bad_request(format!(
+                "propagationPolicy: Unsupported value: \"{p}\": supported values: \"Background\", \"Foreground\", \"Orphan\""
+            )));
+        }
+        Ok(Self {
+            dry_run: Api::dry_run(&request.query)
+                || body
+                    .get("dryRun")
+                    .and_then(Value::as_array)
+                    .is_some_and(|d| d.iter().any(|v| v == "All")),
+            policy,
+            uid: text("/preconditions/uid"),
+            resource_version: text("/preconditions/resourceVersion"),
+        })
+    }
+}
+
+/// What a delete did.
+enum Deleted {
+    /// Marked for deletion: finalizers (or the namespace controller) finish.
+    Marked(Arc<Value>),
+    /// Removed; its last state.
+    Gone(Arc<Value>),
+}
+
+impl Api {
+    pub(super) fn delete(
+        &self,
+        target: &Target,
+        name: &str,
+        request: &Request<'_>,
+    ) -> Result<Reply, ApiError> {
+        let info = &target.info;
+        let options = DeleteOptions::of(request)?;
+        match self.delete_object(info, &self.key(target, name), name, &options)? {
+            Deleted::Marked(object) => Ok(Reply::Json(200, served(info, &object))),
+            Deleted::Gone(last) => Ok(Reply::Json(
+                200,
+                json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                       "details": {"name": name, "group": info.group, "kind": info.plural,
+                                   "uid": last.pointer("/metadata/uid").cloned().unwrap_or(Value::Null)}}),
+            )),
+        }
+    }
+
+    /// `deletecollection`: deletes every object of the collection its
+    /// selectors pick, each as a delete of its own would (finalizers,
+    /// propagation, dry run); answers the list of what it deleted. An
+    /// object deleted meanwhile by someone else is skipped.
+    pub(super) fn delete_collection(
+        &self,
+        target: &Target,
+        request: &Request<'_>,
+    ) -> Result<Reply, ApiError> {
+        let info = &target.info;
+        if info.group.is_empty() && info.plural == "namespaces" {
+            return Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource (deletecollection namespaces)",
+            ));
+        }
+        let filter = Filter::from_query(&request.query, &info.plural, self.config.shard_selectors)?;
+        let options = DeleteOptions::of(request)?;
+        let snapshot = self.store.list(
+            &info.storage_key(),
+            target.namespace.as_deref(),
+            ListAt::Latest,
+        )?;
+        let mut items = Vec::new();
+        for object in snapshot.items.iter().filter(|o| filter.matches(o)) {
+            let Some(key) = ObjectKey::of(object) else {
+                continue;
+            };
+            match self.delete_object(info, &key, &key.name, &options) {
+                Ok(Deleted::Marked(o) | Deleted::Gone(o)) => items.push(served(info, &o)),
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Reply::Json(
+            200,
+            json!({"kind": info.list_kind, "apiVersion": info.api_version(),
+                   "metadata": {"resourceVersion": self.store.current_rv().to_string()}, "items": items}),
+        ))
+    }
+
+    /// Deletes one object: checks the preconditions, then marks it (it has
+    /// finalizers, the policy adds one, or it is a namespace) or removes it.
+    fn delete_object(
+        &self,
+        info: &ResourceInfo,
+        key: &ObjectKey,
+        name: &str,
+        options: &DeleteOptions,
+    ) -> Result<Deleted, ApiError> {
+        let current = self
+            .store
+            .get(&info.storage_key(), key)
+            .ok_or_else(|| ApiError::not_found(info, name))?;
+        if let Some(uid) = &options.uid
+            && current.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str())
+        {
+            return Err(ApiError::conflict(
+                info,
+                name,
+                &format!("Precondition failed: UID in precondition: {uid}"),
+            ));
+        }
+        if let Some(rv) = &options.resource_version
+            && rv_of(&current) != Some(rv.as_str())
+        {
+            return Err(ApiError::conflict(
+                info,
+                name,
+                &format!("Precondition failed: ResourceVersion in precondition: {rv}"),
+            ));
+        }
+        let policy = options.policy.as_deref().unwrap_or("Background");
+        let mut finalizers: Vec<Value> = current
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let gc_finalizer = match policy {
+            "Foreground" => Some("foregroundDeletion"),
+            "Orphan" => Some("orphan"),
+            _ => None,
+        };
+        if let Some(f) = gc_finalizer
+            && !finalizers.iter().any(|x| x == f)
+        {
+            finalizers.push(f.into());
+        }
+        // A namespace is emptied by the namespace controller (`gc`) first.
+        let is_namespace = info.group.is_empty() && info.plural == "namespaces";
+        if !finalizers.is_empty() || is_namespace {
+            // Graceful: mark, and let the finalizers' owners finish.
+            let deleting = move |object: &Value| -> Result<Value, ApiError> {
+                let mut next = object.clone();
+                if let Some(m) = metadata_mut(&mut next) {
+                    m.entry("deletionTimestamp").or_insert_with(|| now().into());
+                    m.entry("deletionGracePeriodSeconds")
+                        .or_insert_with(|| 0.into());
+                    if !finalizers.is_empty() {
+                        m.insert("finalizers".into(), Value::Array(finalizers));
+                    }
+                }
+                if is_namespace {
+                    next["status"] = json!({"phase": "Terminating"});
+                }
+                Ok(next)
+            };
+            if options.dry_run {
+                return Ok(Deleted::Marked(Arc::new(deleting(&current)?)));
+            }
+            let written = self.store.update(&info.storage_key(), key, deleting)?;
+            return Ok(Deleted::Marked(written.object));
+        }
+        if options.dry_run {
+            return Ok(Deleted::Gone(current));
+        }
+        let last = self
+            .store
+            .delete::<ApiError>(&info.storage_key(), key, |_| Ok(()))
+            .map_err(|_| ApiError::not_found(info, name))?;
+        if crd::is_crd(info) {
+            self.retire(&last);
+        }
+        Ok(Deleted::Gone(last))
+    }
+}

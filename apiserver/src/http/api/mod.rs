@@ -1,0 +1,468 @@
+//! The REST API over the store: routing, then one module per concern,
+//! generic over every resource type. Independent of the HTTP server: a
+//! request in, a [`Reply`] out.
+//!
+//! - [`query`]: query parameters, parsed and range-checked;
+//! - `filter`: label and field selectors;
+//! - `discovery`: `/api`, `/apis`, aggregated discovery, `/version`;
+//! - `read`: get and list (paged with continue tokens);
+//! - `write`: create, update, patch, server-side apply;
+//! - `delete`: delete and deletecollection;
+//! - `subresource`: `/scale`, `/approval`;
+//! - `crds`: serving and retiring CustomResourceDefinitions;
+//! - `watch`: watch streams.
+//!
+//! Body decoding is [`crate::http::decode`], patch algorithms [`crate::mutation::patch`],
+//! size and depth bounds [`crate::http::bounds`].
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use kubewasm_core::ObjectKey;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::http::auth::token::Signer;
+use crate::http::auth::{Authenticator, Impersonation, User};
+use crate::http::decode::Format;
+use crate::http::error::ApiError;
+use crate::objects::canonical_order;
+use crate::store::Store;
+use access::Review;
+use kubewasm_types::info::ResourceInfo;
+use kubewasm_types::registry::Registry;
+use representation::As;
+
+mod access;
+mod crds;
+mod delete;
+mod discovery;
+mod filter;
+pub mod query;
+mod read;
+mod representation;
+mod subresource;
+mod table;
+mod watch;
+mod write;
+
+pub use crate::http::bounds::MAX_BODY;
+pub use query::parse_query;
+
+/// What a request gets back.
+#[derive(Debug)]
+pub enum Reply {
+    /// A JSON document with an HTTP status code.
+    Json(u16, Value),
+    /// Plain text (health checks).
+    Text(u16, String),
+    /// An aggregated discovery document (`apidiscovery.k8s.io/v2`).
+    Discovery(Value),
+    /// A watch: newline-delimited JSON events, until the channel closes.
+    Watch(mpsc::Receiver<Bytes>),
+}
+
+/// A parsed request.
+#[derive(Debug)]
+pub struct Request<'a> {
+    /// HTTP method.
+    pub method: &'a str,
+    /// Path, without the query.
+    pub path: &'a str,
+    /// Decoded query parameters.
+    pub query: HashMap<String, String>,
+    /// Content type of the body.
+    pub content_type: &'a str,
+    /// What the client accepts (aggregated discovery is asked for here).
+    pub accept: &'a str,
+    /// The body.
+    pub body: Bytes,
+    /// Who sent it (see [`Api::authenticate`]).
+    pub user: User,
+    /// Whom it asks to act as (`Impersonate-*` headers).
+    pub impersonate: Impersonation,
+}
+
+/// Settings of the API.
+#[derive(Clone, Debug)]
+pub struct ApiConfig {
+    /// How often a watch with bookmarks sends one.
+    pub bookmark_interval: Duration,
+    /// Watch timeout when the client sets none.
+    pub default_watch_timeout: Duration,
+    /// Run the workload simulator ([`crate::controllers::simulator`]) with this delay.
+    pub simulate_workloads: Option<Duration>,
+    /// Most watches open at once; past it a watch gets 429.
+    pub max_watches: usize,
+    /// Most watches one user may have open at once; past it, 429.
+    pub max_watches_per_user: usize,
+    /// Added to every request before it is answered, so that a client on
+    /// this machine is bound by round trips as one of a remote cluster is.
+    pub request_latency: Duration,
+    /// Serve KEP-5866's `shardSelector` on lists and watches; off, the
+    /// parameter is ignored, as by a server without the feature.
+    pub shard_selectors: bool,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        Self {
+            bookmark_interval: Duration::from_secs(60),
+            default_watch_timeout: Duration::from_secs(1800),
+            simulate_workloads: None,
+            max_watches: 4096,
+            max_watches_per_user: 1024,
+            request_latency: Duration::ZERO,
+            shard_selectors: true,
+        }
+    }
+}
+
+/// The API: a store, the registry of served types, settings.
+#[derive(Clone, Debug)]
+pub struct Api {
+    store: Store,
+    registry: Arc<RwLock<Registry>>,
+    config: ApiConfig,
+    /// One permit per open watch.
+    watches: Arc<watch::WatchSlots>,
+    /// None: no authentication, everyone is the admin.
+    authenticator: Option<Authenticator>,
+}
+
+/// Where a request lands.
+enum Route {
+    Version,
+    Health,
+    OpenApiIndex,
+    OpenApi(String, String),
+    CoreVersions,
+    Groups,
+    Group(String),
+    ResourceList(String, String),
+    Review(Review),
+    Resource(Box<Target>),
+}
+
+/// A request on a resource: collection or object, maybe a subresource.
+struct Target {
+    info: ResourceInfo,
+    namespace: Option<String>,
+    name: Option<String>,
+    subresource: Option<String>,
+}
+
+/// The object with `apiVersion` and `kind` of the version served, in the
+/// API server's field order.
+fn served(info: &ResourceInfo, object: &Value) -> Value {
+    let mut object = object.clone();
+    if let Some(map) = object.as_object_mut() {
+        map.insert("apiVersion".into(), info.api_version().into());
+        map.insert("kind".into(), info.kind.clone().into());
+    }
+    canonical_order(object)
+}
+
+fn rv_of(object: &Value) -> Option<&str> {
+    object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+}
+
+impl Request<'_> {
+    /// The body, decoded by its content type within [`crate::http::bounds`].
+    fn document(&self) -> Result<Value, ApiError> {
+        Ok(crate::http::decode::decode(
+            Format::of(self.content_type)?,
+            &self.body,
+        )?)
+    }
+
+    /// [`Request::document`], or `{}` when the body is empty (optional
+    /// options: DeleteOptions, a TokenRequest).
+    fn document_or_empty(&self) -> Result<Value, ApiError> {
+        if self.body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(json!({}));
+        }
+        self.document()
+    }
+}
+
+impl Api {
+    /// An API over `store` serving the built-in types and the CRDs the
+    /// store holds.
+    pub fn new(store: Store, config: ApiConfig) -> Self {
+        let api = Self {
+            store,
+            registry: Arc::new(RwLock::new(Registry::builtin())),
+            watches: Arc::new(watch::WatchSlots::new(
+                config.max_watches,
+                config.max_watches_per_user,
+            )),
+            config,
+            authenticator: None,
+        };
+        api.serve_stored_crds();
+        api
+    }
+
+    /// The API with authentication and authorization: `admin_token` is the
+    /// admin's, ServiceAccount tokens are signed with a key derived from it.
+    #[must_use]
+    pub fn with_authentication(mut self, admin_token: &str) -> Self {
+        self.authenticator = Some(Authenticator::new(
+            admin_token,
+            Signer::derived_from(admin_token),
+            self.store.clone(),
+        ));
+        self
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ApiConfig {
+        &self.config
+    }
+
+    fn registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
+        self.registry
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Answers one request.
+    ///
+    /// A request that may have written is answered only once what it wrote
+    /// is durable (see [`crate::store::persist`]); if it cannot be made durable
+    /// the answer is a 500, whatever the verb said.
+    pub async fn handle(&self, request: Request<'_>) -> Reply {
+        let writes = !matches!(request.method, "GET" | "HEAD" | "OPTIONS");
+        let reply = self.dispatch(request).await;
+        if writes && let Err(error) = self.store.flush().await {
+            let error = ApiError::from(error);
+            return Reply::Json(error.code, error.status());
+        }
+        match reply {
+            Ok(reply) => reply,
+            Err(error) => Reply::Json(error.code, error.status()),
+        }
+    }
+
+    async fn dispatch(&self, mut request: Request<'_>) -> Result<Reply, ApiError> {
+        if request.body.len() > MAX_BODY {
+            return Err(ApiError::too_large(MAX_BODY));
+        }
+        request.user = self.acting_user(&request.user, &request.impersonate)?;
+        match self.route(request.path)? {
+            Route::Review(review) => self.review(review, &request),
+            Route::Version => Ok(Reply::Json(200, discovery::version())),
+            Route::Health => Ok(Reply::Text(200, "ok".into())),
+            Route::OpenApiIndex => Ok(Reply::Json(
+                200,
+                crate::schema::openapi::index(&self.registry()),
+            )),
+            Route::OpenApi(group, version) => {
+                crate::schema::openapi::document(&self.registry(), &group, &version)
+                    .map(|doc| Reply::Json(200, doc))
+                    .ok_or_else(|| ApiError::no_route(request.path))
+            }
+            Route::CoreVersions | Route::Groups
+                if request.accept.contains("as=APIGroupDiscoveryList") =>
+            {
+                Ok(Reply::Discovery(
+                    self.aggregated(request.path.trim_end_matches('/') == "/api"),
+                ))
+            }
+            Route::CoreVersions => Ok(Reply::Json(
+                200,
+                json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+                    {"clientCIDR": "0.0.0.0/0", "serverAddress": ""}]}),
+            )),
+            Route::Groups => Ok(Reply::Json(200, self.group_list())),
+            Route::Group(name) => self
+                .group_list()
+                .get("groups")
+                .and_then(Value::as_array)
+                .and_then(|groups| groups.iter().find(|g| g["name"] == name.as_str()).cloned())
+                .map(|mut group| {
+                    group["kind"] = "APIGroup".into();
+                    group["apiVersion"] = "v1".into();
+                    Reply::Json(200, group)
+                })
+                .ok_or_else(|| ApiError::no_route(request.path)),
+            Route::ResourceList(group, version) => {
+                Ok(Reply::Json(200, self.resource_list(&group, &version)))
+            }
+            Route::Resource(target) => self.resource(*target, request).await,
+        }
+    }
+
+    fn route(&self, path: &str) -> Result<Route, ApiError> {
+        let segments: Vec<&str> = path
+            .trim_matches('/')
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .collect();
+        let (group, version, rest) = match segments.as_slice() {
+            ["version"] => return Ok(Route::Version),
+            ["healthz" | "readyz" | "livez", ..] => return Ok(Route::Health),
+            ["openapi", "v3"] => return Ok(Route::OpenApiIndex),
+            ["openapi", "v3", "api", version] => {
+                return Ok(Route::OpenApi(String::new(), (*version).to_owned()));
+            }
+            ["openapi", "v3", "apis", group, version] => {
+                return Ok(Route::OpenApi((*group).to_owned(), (*version).to_owned()));
+            }
+            [
+                "apis",
+                "authorization.k8s.io",
+                "v1",
+                "selfsubjectaccessreviews",
+            ] => {
+                return Ok(Route::Review(Review::Access));
+            }
+            [
+                "apis",
+                "authorization.k8s.io",
+                "v1",
+                "selfsubjectrulesreviews",
+            ] => {
+                return Ok(Route::Review(Review::Rules));
+            }
+            ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"] => {
+                return Ok(Route::Review(Review::WhoAmI));
+            }
+            ["apis", "authentication.k8s.io", "v1", "tokenreviews"] => {
+                return Ok(Route::Review(Review::Token));
+            }
+            ["api"] => return Ok(Route::CoreVersions),
+            ["apis"] => return Ok(Route::Groups),
+            ["apis", group] => return Ok(Route::Group((*group).to_owned())),
+            ["api", version, rest @ ..] => ("", *version, rest),
+            ["apis", group, version, rest @ ..] => (*group, *version, rest),
+            _ => return Err(ApiError::no_route(path)),
+        };
+        if rest.is_empty() {
+            if self.registry().in_version(group, version).next().is_none() {
+                return Err(ApiError::no_route(path));
+            }
+            return Ok(Route::ResourceList(group.to_owned(), version.to_owned()));
+        }
+        let registry = self.registry();
+        let resolve = |plural: &str| {
+            registry
+                .get(group, version, plural)
+                .cloned()
+                .ok_or_else(|| ApiError::no_route(path))
+        };
+        let target = |info: ResourceInfo,
+                      namespace: Option<&str>,
+                      rest: &[&str]|
+         -> Result<Route, ApiError> {
+            if rest.len() > 2 {
+                return Err(ApiError::no_route(path));
+            }
+            Ok(Route::Resource(Box::new(Target {
+                info,
+                namespace: namespace.map(str::to_owned),
+                name: rest.first().map(|s| (*s).to_owned()),
+                subresource: rest.get(1).map(|s| (*s).to_owned()),
+            })))
+        };
+        match rest {
+            // A namespaced collection or object: namespaces/{ns}/{plural}/…
+            ["namespaces", namespace, plural, tail @ ..]
+                if !matches!(*plural, "status" | "finalize") =>
+            {
+                let info = resolve(plural)?;
+                if !info.namespaced {
+                    return Err(ApiError::no_route(path));
+                }
+                target(info, Some(namespace), tail)
+            }
+            [plural, tail @ ..] => {
+                let info = resolve(plural)?;
+                if info.namespaced && !tail.is_empty() {
+                    return Err(ApiError::no_route(path));
+                }
+                target(info, None, tail)
+            }
+            [] => Err(ApiError::no_route(path)),
+        }
+    }
+}
+
+impl Api {
+    async fn resource(&self, target: Target, request: Request<'_>) -> Result<Reply, ApiError> {
+        self.authorize(&target, &request)?;
+        let representation = As::of(request.accept);
+        let watching = request
+            .query
+            .get("watch")
+            .is_some_and(|w| w == "true" || w == "1");
+        let reply = match (request.method, &target.name, target.subresource.as_deref()) {
+            ("GET", None, None) if watching => {
+                self.watch(&target, &request.query, representation, &request.user.name)
+            }
+            ("GET", None, None) => self.list(&target, &request.query, representation),
+            ("GET", Some(name), None) => self.get(&target, name, representation),
+            ("GET", Some(name), Some(sub)) if write::part_of(&target.info, sub).is_some() => {
+                self.get(&target, name, representation)
+            }
+            ("GET", Some(name), Some("scale")) if target.info.scale => {
+                self.get_scale(&target, name)
+            }
+            ("PUT" | "PATCH", Some(name), Some("scale")) if target.info.scale => {
+                self.update_scale(&target, name, &request)
+            }
+            ("POST", None, None) => self.create(&target, &request),
+            ("PUT", Some(name), None) => self.update(&target, name, &request),
+            ("PATCH", Some(name), None) => self.patch(&target, name, &request),
+            // Subresources that write a part of the object, by PUT or PATCH.
+            ("PUT", Some(name), Some(sub)) if write::part_of(&target.info, sub).is_some() => {
+                self.update(&target, name, &request)
+            }
+            ("PATCH", Some(name), Some(sub)) if write::part_of(&target.info, sub).is_some() => {
+                self.patch(&target, name, &request)
+            }
+            ("POST", Some(name), Some("token")) if target.info.plural == "serviceaccounts" => {
+                self.request_token(&target, name, &request)
+            }
+            ("DELETE", Some(name), None) => self.delete(&target, name, &request),
+            ("DELETE", None, None) => self.delete_collection(&target, &request),
+            (method, _, _) => Err(ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource ({method} {})",
+                request.path
+            ))),
+        }?;
+        Ok(match reply {
+            // A write answers with the object in the representation asked
+            // for, as reads do (kube-rs's `patch_metadata` expects
+            // `PartialObjectMetadata` back); a Status stays a Status.
+            Reply::Json(code, object)
+                if request.method != "GET"
+                    && representation != As::Object
+                    && object["kind"] == target.info.kind.as_str() =>
+            {
+                Reply::Json(
+                    code,
+                    representation::object(representation, &target.info, &object, true),
+                )
+            }
+            reply => reply,
+        })
+    }
+
+    fn key(&self, target: &Target, name: &str) -> ObjectKey {
+        ObjectKey {
+            namespace: target.namespace.clone(),
+            name: name.to_owned(),
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! Reads: get, and list with consistent paging.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use base64::Engine;
+use kubewasm_core::ObjectKey;
+use serde_json::{Value, json};
+
+use super::filter::Filter;
+use super::query::parse_rv;
+use super::representation::{self, As};
+use super::{Api, Reply, Target};
+use crate::http::error::ApiError;
+use crate::store::ListAt;
+
+impl Api {
+    pub(super) fn get(
+        &self,
+        target: &Target,
+        name: &str,
+        representation: As,
+    ) -> Result<Reply, ApiError> {
+        let object = self
+            .store
+            .get(&target.info.storage_key(), &self.key(target, name))
+            .ok_or_else(|| ApiError::not_found(&target.info, name))?;
+        Ok(Reply::Json(
+            200,
+            representation::object(representation, &target.info, &object, true),
+        ))
+    }
+
+    pub(super) fn list(
+        &self,
+        target: &Target,
+        query: &HashMap<String, String>,
+        representation: As,
+    ) -> Result<Reply, ApiError> {
+        let filter = Filter::from_query(query, &target.info.plural, self.config.shard_selectors)?;
+        let limit = super::query::limit(query)?.unwrap_or(usize::MAX);
+        let (at, after) = match query.get("continue").filter(|c| !c.is_empty()) {
+            Some(token) => {
+                let token = Continue::decode(token)?;
+                if token.rv < self.store.oldest_rv() {
+                    return Err(ApiError::expired(
+                        "The provided continue parameter is too old to display a consistent list result. \
+                         You can start a new list without the continue parameter.",
+                    ));
+                }
+                (ListAt::Exact(token.rv), Some(token.after))
+            }
+            None => {
+                let rv = query.get("resourceVersion").filter(|v| !v.is_empty());
+                let at = match (rv, query.get("resourceVersionMatch").map(String::as_str)) {
+                    (None, _) => ListAt::Latest,
+                    (Some(rv), Some("Exact")) => ListAt::Exact(parse_rv(rv)?),
+                    (Some(rv), _) if rv == "0" => ListAt::Latest,
+                    (Some(rv), _) => ListAt::NotOlderThan(parse_rv(rv)?),
+                };
+                (at, None)
+            }
+        };
+        let snapshot =
+            self.store
+                .list(&target.info.storage_key(), target.namespace.as_deref(), at)?;
+        // The snapshot is in key order, the order continue tokens count in.
+        let start = after.as_ref().map_or(0, |after| {
+            snapshot
+                .items
+                .partition_point(|o| ObjectKey::of(o).is_some_and(|k| k <= *after))
+        });
+        let mut matching = snapshot.items[start..].iter().filter(|o| filter.matches(o));
+        let page: Vec<&Arc<Value>> = matching.by_ref().take(limit).collect();
+        let remaining = matching.count();
+        let mut metadata = json!({"resourceVersion": snapshot.rv.to_string()});
+        if let Some(info) = filter.shard_info() {
+            metadata["shardInfo"] = info;
+        }
+        if remaining > 0
+            && let Some(last) = page.last().and_then(|o| ObjectKey::of(o))
+        {
+            metadata["continue"] = Continue {
+                rv: snapshot.rv,
+                after: last,
+            }
+            .encode()
+            .into();
+            metadata["remainingItemCount"] = remaining.into();
+        }
+        Ok(Reply::Json(
+            200,
+            representation::list(representation, &target.info, metadata, &page),
+        ))
+    }
+}
+
+/// A continue token: the snapshot's RV and the key of the last object
+/// returned, opaque to clients (base64 of JSON, as the real server's).
+#[derive(Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct Continue {
+    rv: u64,
+    after: ObjectKey,
+}
+
+impl Continue {
+    fn encode(&self) -> String {
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+    }
+
+    fn decode(token: &str) -> Result<Self, ApiError> {
+        let invalid = || ApiError::bad_request(format!("continue key is not valid: {token}"));
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(token)
+            .map_err(|_| invalid())?;
+        serde_json::from_slice(&bytes).map_err(|_| invalid())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continue_tokens_should_round_trip_and_refuse_garbage() {
+        let token = Continue {
+            rv: 7,
+            after: ObjectKey::namespaced("a-b", "x"),
+        };
+        assert_eq!(Continue::decode(&token.encode()).ok(), Some(token));
+        for garbage in ["", "!!", "e30", "18446744073709551615:x"] {
+            assert!(Continue::decode(garbage).is_err(), "{garbage}");
+        }
+    }
+}

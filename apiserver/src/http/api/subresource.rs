@@ -1,0 +1,96 @@
+//! Subresources beyond `/status`: `/scale` (as `autoscaling/v1` Scale).
+
+use serde_json::{Value, json};
+
+use super::{Api, Reply, Request, Target};
+use crate::http::error::ApiError;
+use crate::mutation::patch::{json_patch, merge_patch};
+
+impl Api {
+    /// The `autoscaling/v1` Scale of an object.
+    pub(super) fn scale_of(object: &Value) -> Value {
+        let selector = object
+            .pointer("/spec/selector/matchLabels")
+            .and_then(Value::as_object)
+            .map(|labels| {
+                labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default();
+        let meta = |f: &str| {
+            object
+                .pointer(&format!("/metadata/{f}"))
+                .cloned()
+                .unwrap_or(Value::Null)
+        };
+        json!({
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {"name": meta("name"), "namespace": meta("namespace"), "uid": meta("uid"),
+                         "resourceVersion": meta("resourceVersion"), "creationTimestamp": meta("creationTimestamp")},
+            "spec": {"replicas": object.pointer("/spec/replicas").cloned().unwrap_or(json!(1))},
+            "status": {"replicas": object.pointer("/status/replicas").cloned().unwrap_or(json!(0)), "selector": selector},
+        })
+    }
+
+    pub(super) fn get_scale(&self, target: &Target, name: &str) -> Result<Reply, ApiError> {
+        let object = self
+            .store
+            .get(&target.info.storage_key(), &self.key(target, name))
+            .ok_or_else(|| ApiError::not_found(&target.info, name))?;
+        Ok(Reply::Json(200, Self::scale_of(&object)))
+    }
+
+    /// A write to `/scale`: the new Scale's `spec.replicas` becomes the
+    /// object's.
+    pub(super) fn update_scale(
+        &self,
+        target: &Target,
+        name: &str,
+        request: &Request<'_>,
+    ) -> Result<Reply, ApiError> {
+        let info = target.info.clone();
+        let body: Value = request.document()?;
+        let content_type = request
+            .content_type
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_owned();
+        let manager = Self::manager(&request.query);
+        let strict = Self::strict(&request.query);
+        let reply = self.write(target, name, Self::dry_run(&request.query), |current| {
+            let mut scale = Self::scale_of(current);
+            match (request.method, content_type.as_str()) {
+                ("PUT", _) => scale = body.clone(),
+                (_, "application/json-patch+json") => {
+                    json_patch(&mut scale, &body)
+                        .map_err(|why| ApiError::invalid(&info, name, why))?;
+                }
+                _ => merge_patch(&mut scale, &body),
+            }
+            let replicas = scale
+                .pointer("/spec/replicas")
+                .and_then(Value::as_i64)
+                .filter(|r| *r >= 0)
+                .ok_or_else(|| {
+                    ApiError::invalid(
+                        &info,
+                        name,
+                        "spec.replicas: Invalid value: must be a non-negative integer",
+                    )
+                })?;
+            let mut desired = current.clone();
+            desired["spec"]["replicas"] = replicas.into();
+            Self::updated(&info, name, None, current, desired, &manager, strict)
+        })?;
+        match reply {
+            Reply::Json(code, object) => Ok(Reply::Json(code, Self::scale_of(&object))),
+            other => Ok(other),
+        }
+    }
+}

@@ -1,0 +1,594 @@
+//! Writes: create, update, the patch flavours and server-side apply, with
+//! the rules every write obeys (immutable metadata, `/status`, generation,
+//! finalizers during deletion, schemas, bounds, field ownership).
+
+use std::collections::HashMap;
+
+use kubewasm_core::ObjectKey;
+use serde_json::{Value, json};
+
+use super::{Api, Reply, Request, Target, rv_of, served};
+use crate::http::error::ApiError;
+use crate::mutation::apply;
+use crate::mutation::patch::{json_patch, merge_patch};
+use crate::objects::{
+    generate_name, metadata_mut, new_uid, now, spec_changed, strings_at, validate_name,
+};
+use crate::store::StoreError;
+use kubewasm_types::crd;
+use kubewasm_types::info::ResourceInfo;
+
+/// The part of an object a subresource writes: `/status` its status (and a
+/// CertificateSigningRequest's `/approval` its status conditions), a Pod's
+/// `/ephemeralcontainers` its `spec.ephemeralContainers`.
+pub(super) fn part_of(info: &ResourceInfo, subresource: &str) -> Option<&'static str> {
+    match (info.group.as_str(), info.plural.as_str(), subresource) {
+        (_, _, "status") => Some("/status"),
+        ("certificates.k8s.io", "certificatesigningrequests", "approval") => Some("/status"),
+        ("", "pods", "ephemeralcontainers") => Some("/spec/ephemeralContainers"),
+        _ => None,
+    }
+}
+
+/// The patch flavours, by content type.
+#[derive(Clone, Copy)]
+enum PatchType {
+    Merge,
+    Json,
+    Strategic,
+}
+
+impl Api {
+    /// The request's object, decoded; its `apiVersion` and `kind`, when
+    /// given, must be the target's.
+    pub(super) fn body(info: &ResourceInfo, request: &Request<'_>) -> Result<Value, ApiError> {
+        let body: Value = request.document()?;
+        if !body.is_object() {
+            return Err(ApiError::bad_request(
+                "the body of the request must be a JSON object",
+            ));
+        }
+        let field = |f: &str| body.get(f).and_then(Value::as_str);
+        if let Some(api_version) = field("apiVersion")
+            && api_version != info.api_version()
+        {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({api_version}) does not match the expected API version ({})",
+                info.api_version()
+            )));
+        }
+        if let Some(kind) = field("kind")
+            && kind != info.kind
+        {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({kind}) does not match the expected kind ({})",
+                info.kind
+            )));
+        }
+        Ok(body)
+    }
+
+    /// [`Api::body`] of a write to the object `name`: a name in the body
+    /// must be that one.
+    fn body_named(
+        info: &ResourceInfo,
+        request: &Request<'_>,
+        name: &str,
+    ) -> Result<Value, ApiError> {
+        let body = Self::body(info, request)?;
+        if body
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .is_some_and(|n| n != name)
+        {
+            return Err(ApiError::bad_request(
+                "the name of the object does not match the name on the URL",
+            ));
+        }
+        Ok(body)
+    }
+
+    pub(super) fn dry_run(query: &HashMap<String, String>) -> bool {
+        query.get("dryRun").is_some_and(|d| d == "All")
+    }
+
+    pub(super) fn create(&self, target: &Target, request: &Request<'_>) -> Result<Reply, ApiError> {
+        let info = &target.info;
+        let mut object = Self::body(info, request)?;
+        if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.shift_remove("managedFields");
+        }
+        // The creator owns every field it set (`Update` in `managedFields`).
+        apply::record_update(
+            &json!({}),
+            &mut object,
+            &Self::manager(&request.query),
+            &info.api_version(),
+            info.custom,
+        );
+        self.insert(target, object, &request.query)
+    }
+
+    /// Stores a new object: names, uid, timestamps, generation, status rules.
+    pub(super) fn insert(
+        &self,
+        target: &Target,
+        mut object: Value,
+        query: &HashMap<String, String>,
+    ) -> Result<Reply, ApiError> {
+        let info = &target.info;
+        let metadata = metadata_mut(&mut object)
+            .ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
+        let name = match metadata
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+        {
+            Some(name) => name.to_owned(),
+            None => match metadata.get("generateName").and_then(Value::as_str) {
+                Some(prefix) => generate_name(prefix),
+                None => String::new(),
+            },
+        };
+        validate_name(&name).map_err(|why| ApiError::invalid(info, &name, why))?;
+        match (
+            &target.namespace,
+            metadata
+                .get("namespace")
+                .and_then(Value::as_str)
+                .filter(|ns| !ns.is_empty()),
+        ) {
+            (Some(url), Some(body)) if url != body => {
+                return Err(ApiError::bad_request(format!(
+                    "the namespace of the provided object does not match the namespace sent on the request ({body} != {url})"
+                )));
+            }
+            _ => {}
+        }
+        if let Some(namespace) = &target.namespace {
+            if self
+                .store
+                .get(
+                    &crate::store::ResourceKey::new("", "namespaces"),
+                    &ObjectKey::cluster(namespace.clone()),
+                )
+                .is_none()
+            {
+                return Err(ApiError {
+                    code: 404,
+                    reason: "NotFound",
+                    message: format!("namespaces \"{namespace}\" not found"),
+                    details: Some(json!({"name": namespace, "kind": "namespaces"})),
+                });
+            }
+            metadata.insert("namespace".into(), namespace.clone().into());
+        }
+        metadata.insert("name".into(), name.clone().into());
+        metadata.insert("uid".into(), new_uid().into());
+        metadata.insert("creationTimestamp".into(), now().into());
+        metadata.insert("generation".into(), 1.into());
+        for server_owned in [
+            "resourceVersion",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "selfLink",
+        ] {
+            metadata.remove(server_owned);
+        }
+        if info.status
+            && let Some(map) = object.as_object_mut()
+        {
+            map.remove("status");
+        }
+        let object = Self::checked(info, &name, served(info, &object), Self::strict(query))?;
+        if crd::is_crd(info) {
+            crd::served_types(&object).map_err(|why| ApiError::invalid(info, &name, why))?;
+        }
+        if Self::dry_run(query) {
+            return Ok(Reply::Json(201, object));
+        }
+        let key = self.key(target, &name);
+        let mut created = self
+            .store
+            .create(&info.storage_key(), &key, object)
+            .map_err(|e| match e {
+                StoreError::AlreadyExists { .. } => ApiError::already_exists(info, &name),
+                other => other.into(),
+            })?;
+        if crd::is_crd(info) {
+            created = self.establish(&key, &created)?;
+        }
+        Ok(Reply::Json(201, served(info, &created)))
+    }
+
+    /// Merges what a write may change into the current object: the rules
+    /// of the main resource and of `/status`, finalizers during deletion,
+    /// generation bumps.
+    pub(super) fn next_version(
+        info: &ResourceInfo,
+        name: &str,
+        subresource: Option<&str>,
+        current: &Value,
+        mut desired: Value,
+    ) -> Result<Value, ApiError> {
+        let current_meta = current
+            .get("metadata")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        if let Some(part) = subresource.and_then(|s| part_of(info, s)) {
+            // A subresource writes its part of the object, and nothing else.
+            let mut next = current.clone();
+            let (parent, field) = part.rsplit_once('/').unwrap_or(("", part));
+            let value = desired.pointer_mut(part).map(Value::take);
+            if let Some(Value::Object(map)) = if parent.is_empty() {
+                Some(&mut next)
+            } else {
+                next.pointer_mut(parent)
+            } {
+                match value {
+                    Some(value) => map.insert(field.to_owned(), value),
+                    None => map.shift_remove(field),
+                };
+            }
+            return Ok(next);
+        }
+        if info.status {
+            match current.get("status") {
+                Some(status) => desired["status"] = status.clone(),
+                None => {
+                    if let Some(map) = desired.as_object_mut() {
+                        map.remove("status");
+                    }
+                }
+            }
+        }
+        let metadata = metadata_mut(&mut desired)
+            .ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
+        for immutable in [
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ] {
+            match current_meta.get(immutable) {
+                Some(v) => metadata.insert(immutable.into(), v.clone()),
+                None => metadata.remove(immutable),
+            };
+        }
+        if current_meta.get("deletionTimestamp").is_some() {
+            let before = strings_at(&current_meta, "/finalizers");
+            let after = metadata
+                .get("finalizers")
+                .map(|f| strings_at(f, ""))
+                .unwrap_or_default();
+            if after.iter().any(|f| !before.contains(f)) {
+                return Err(ApiError::invalid(
+                    info,
+                    name,
+                    "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted",
+                ));
+            }
+        }
+        if spec_changed(current, &desired) {
+            let generation = current_meta
+                .get("generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+                + 1;
+            if let Some(m) = metadata_mut(&mut desired) {
+                m.insert("generation".into(), generation.into());
+            }
+        }
+        Ok(served(info, &desired))
+    }
+
+    /// [`Api::next_version`], with the fields the write changed recorded as
+    /// `manager`'s (`Update` in `managedFields`).
+    pub(super) fn updated(
+        info: &ResourceInfo,
+        name: &str,
+        subresource: Option<&str>,
+        current: &Value,
+        desired: Value,
+        manager: &str,
+        strict: bool,
+    ) -> Result<Value, ApiError> {
+        let mut next = Self::next_version(info, name, subresource, current, desired)?;
+        apply::record_update(
+            current,
+            &mut next,
+            manager,
+            &info.api_version(),
+            info.custom,
+        );
+        Self::checked(info, name, next, strict)
+    }
+
+    /// [`Api::validated`], then within [`crate::http::bounds`]: what every
+    /// create, update, patch and apply passes before it is stored.
+    pub(super) fn checked(
+        info: &ResourceInfo,
+        name: &str,
+        object: Value,
+        strict: bool,
+    ) -> Result<Value, ApiError> {
+        let object = Self::validated(info, name, object, strict)?;
+        crate::http::bounds::check_object(&object)
+            .map_err(|e| ApiError::out_of_bounds(info, name, &e))?;
+        Ok(object)
+    }
+
+    /// Defaults, prunes and validates a custom resource against its schema
+    /// ([`crate::schema::structural`]); under `fieldValidation=Strict` an unknown field
+    /// is refused rather than pruned.
+    fn validated(
+        info: &ResourceInfo,
+        name: &str,
+        mut object: Value,
+        strict: bool,
+    ) -> Result<Value, ApiError> {
+        crate::objects::normalize_builtin(info, &mut object);
+        let Some(schema) = &info.schema else {
+            if let (true, Some(typed)) = (strict, info.typed) {
+                let known = typed(&object)
+                    .map_err(|e| ApiError::bad_request(format!("strict decoding error: {e}")))?;
+                let unknown = crate::schema::structural::unknown_fields(&object, &known);
+                if !unknown.is_empty() {
+                    let fields: Vec<String> = unknown
+                        .iter()
+                        .map(|f| format!("unknown field \"{f}\""))
+                        .collect();
+                    return Err(ApiError::bad_request(format!(
+                        "strict decoding error: {}",
+                        fields.join(", ")
+                    )));
+                }
+            }
+            return Ok(object);
+        };
+        let findings = crate::schema::structural::process(&mut object, schema);
+        if strict && !findings.unknown.is_empty() {
+            let fields: Vec<String> = findings
+                .unknown
+                .iter()
+                .map(|f| format!("unknown field \"{f}\""))
+                .collect();
+            return Err(ApiError::bad_request(format!(
+                "strict decoding error: {}",
+                fields.join(", ")
+            )));
+        }
+        if !findings.errors.is_empty() {
+            let mut error =
+                ApiError::invalid(info, name, format!("[{}]", findings.errors.join(", ")));
+            let causes: Vec<Value> = findings
+                .errors
+                .iter()
+                .map(|e| {
+                    let (field, message) = e.split_once(": ").unwrap_or(("", e));
+                    json!({"reason": "FieldValueInvalid", "message": message, "field": field})
+                })
+                .collect();
+            if let Some(details) = error.details.as_mut() {
+                details["causes"] = Value::Array(causes);
+                details["kind"] = info.kind.clone().into();
+            }
+            return Err(error);
+        }
+        Ok(object)
+    }
+
+    /// Whether the request asks for strict field validation.
+    pub(super) fn strict(query: &HashMap<String, String>) -> bool {
+        query.get("fieldValidation").is_some_and(|v| v == "Strict")
+    }
+
+    /// Stores `update(current)` for the object, then removes it if it is
+    /// being deleted and has no finalizer left.
+    pub(super) fn write(
+        &self,
+        target: &Target,
+        name: &str,
+        dry_run: bool,
+        update: impl FnOnce(&Value) -> Result<Value, ApiError>,
+    ) -> Result<Reply, ApiError> {
+        let info = &target.info;
+        let key = self.key(target, name);
+        let not_found = |e: ApiError| {
+            if e.code == 404 && e.reason == "NotFound" {
+                ApiError::not_found(info, name)
+            } else {
+                e
+            }
+        };
+        if dry_run {
+            let current = self
+                .store
+                .get(&info.storage_key(), &key)
+                .ok_or_else(|| ApiError::not_found(info, name))?;
+            return Ok(Reply::Json(200, update(&current)?));
+        }
+        let written = self
+            .store
+            .update(&info.storage_key(), &key, update)
+            .map_err(not_found)?;
+        let object = &written.object;
+        let finalizers_left = object
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty());
+        if object.pointer("/metadata/deletionTimestamp").is_some() && !finalizers_left {
+            let last = self
+                .store
+                .delete::<ApiError>(&info.storage_key(), &key, |_| Ok(()))
+                .map_err(not_found)?;
+            if crd::is_crd(info) {
+                self.retire(&last);
+            }
+            return Ok(Reply::Json(200, served(info, &last)));
+        }
+        if crd::is_crd(info) && written.changed && target.subresource.is_none() {
+            let established = self.establish(&key, object)?;
+            return Ok(Reply::Json(200, served(info, &established)));
+        }
+        Ok(Reply::Json(200, served(info, object)))
+    }
+
+    pub(super) fn update(
+        &self,
+        target: &Target,
+        name: &str,
+        request: &Request<'_>,
+    ) -> Result<Reply, ApiError> {
+        let info = target.info.clone();
+        let desired = Self::body_named(&info, request, name)?;
+        let subresource = target.subresource.clone();
+        let wanted_rv = rv_of(&desired).map(str::to_owned);
+        let custom = info.custom;
+        let manager = Self::manager(&request.query);
+        let strict = Self::strict(&request.query);
+        self.write(target, name, Self::dry_run(&request.query), |current| {
+            match (&wanted_rv, rv_of(current)) {
+                (Some(wanted), Some(actual)) if wanted != actual => {
+                    return Err(ApiError::conflict(
+                        &info,
+                        name,
+                        "the object has been modified; please apply your changes to the latest version and try again",
+                    ));
+                }
+                (None, _) if custom => {
+                    return Err(ApiError::invalid(&info, name, "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"));
+                }
+                _ => {}
+            }
+            Self::updated(&info, name, subresource.as_deref(), current, desired, &manager, strict)
+        })
+    }
+
+    pub(super) fn patch(
+        &self,
+        target: &Target,
+        name: &str,
+        request: &Request<'_>,
+    ) -> Result<Reply, ApiError> {
+        let info = target.info.clone();
+        let content_type = request.content_type.split(';').next().unwrap_or("").trim();
+        if content_type == "application/apply-patch+yaml" {
+            return self.server_side_apply(target, name, request);
+        }
+        let flavour = match content_type {
+            "application/merge-patch+json" => PatchType::Merge,
+            "application/json-patch+json" => PatchType::Json,
+            // Built-in types only, as the API server: custom resources have no
+            // patch strategy.
+            "application/strategic-merge-patch+json" if !info.custom => PatchType::Strategic,
+            other => return Err(ApiError::unsupported_media_type(other)),
+        };
+        let patch: Value = request.document()?;
+        let subresource = target.subresource.clone();
+        let manager = Self::manager(&request.query);
+        let strict = Self::strict(&request.query);
+        self.write(target, name, Self::dry_run(&request.query), |current| {
+            let mut desired = current.clone();
+            match flavour {
+                PatchType::Merge => merge_patch(&mut desired, &patch),
+                PatchType::Json => json_patch(&mut desired, &patch)
+                    .map_err(|e| ApiError::patch_failed(&info, name, &e))?,
+                PatchType::Strategic => crate::mutation::strategic::apply(&mut desired, &patch)
+                    .map_err(|why| ApiError::invalid(&info, name, why))?,
+            }
+            Self::updated(
+                &info,
+                name,
+                subresource.as_deref(),
+                current,
+                desired,
+                &manager,
+                strict,
+            )
+        })
+    }
+
+    /// The field manager of a write: `fieldManager`, or `unknown`.
+    pub(super) fn manager(query: &HashMap<String, String>) -> String {
+        query
+            .get("fieldManager")
+            .filter(|m| !m.is_empty())
+            .cloned()
+            .unwrap_or_else(|| "unknown".to_owned())
+    }
+
+    /// Server-side apply: create or merge with field ownership (see [`apply`]).
+    pub(super) fn server_side_apply(
+        &self,
+        target: &Target,
+        name: &str,
+        request: &Request<'_>,
+    ) -> Result<Reply, ApiError> {
+        let info = target.info.clone();
+        let Some(manager) = request
+            .query
+            .get("fieldManager")
+            .filter(|m| !m.is_empty())
+            .cloned()
+        else {
+            return Err(ApiError::invalid(
+                &info,
+                name,
+                "fieldManager: Required value: is required for apply patch",
+            ));
+        };
+        let force = request.query.get("force").is_some_and(|f| f == "true");
+        let strict = Self::strict(&request.query);
+        // YAML is the declared format; JSON (what kubectl and kube-rs send) is
+        // YAML, and the media type says YAML.
+        let applied = Self::body_named(&info, request, name)?;
+        let api_version = info.api_version();
+        let apply_request = apply::ApplyRequest {
+            manager: &manager,
+            force,
+            api_version: &api_version,
+            custom: info.custom,
+        };
+        let conflict = |conflicts: Vec<apply::Conflict>| {
+            let causes: Vec<Value> = conflicts
+                .iter()
+                .map(|c| json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"{}\"", c.manager), "field": c.field}))
+                .collect();
+            let listed: Vec<String> = conflicts
+                .iter()
+                .map(|c| format!("- {}: {}", c.manager, c.field))
+                .collect();
+            let mut error = ApiError::conflict(
+                &info,
+                name,
+                &format!(
+                    "Apply failed with {} conflict(s):\n{}",
+                    conflicts.len(),
+                    listed.join("\n")
+                ),
+            );
+            if let Some(details) = error.details.as_mut() {
+                details["causes"] = Value::Array(causes);
+            }
+            error
+        };
+        let key = self.key(target, name);
+        if self.store.get(&info.storage_key(), &key).is_none() {
+            if target.subresource.is_some() {
+                return Err(ApiError::not_found(&info, name));
+            }
+            let created = apply::apply(&json!({}), &applied, apply_request).map_err(conflict)?;
+            return self.insert(target, created, &request.query);
+        }
+        let subresource = target.subresource.clone();
+        self.write(target, name, Self::dry_run(&request.query), |current| {
+            let merged = apply::apply(current, &applied, apply_request).map_err(conflict)?;
+            let next = Self::next_version(&info, name, subresource.as_deref(), current, merged)?;
+            Self::checked(&info, name, next, strict)
+        })
+    }
+}

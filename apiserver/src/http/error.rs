@@ -1,0 +1,244 @@
+//! Kubernetes `Status` errors: what every failed request answers.
+
+use serde_json::{Value, json};
+
+use crate::http::bounds::BoundError;
+use crate::http::decode::DecodeError;
+use crate::mutation::patch::PatchError;
+use crate::schema::protobuf::ProtobufError;
+use crate::store::StoreError;
+use kubewasm_types::info::ResourceInfo;
+
+/// A failed request: an HTTP code, a `reason` clients match on, a message.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{reason} ({code}): {message}")]
+pub struct ApiError {
+    /// HTTP status code.
+    pub code: u16,
+    /// Machine-readable reason (`NotFound`, `Conflict`, …).
+    pub reason: &'static str,
+    /// Human-readable message.
+    pub message: String,
+    /// `details` of the Status (name, group, kind, causes), if any.
+    pub details: Option<Value>,
+}
+
+impl ApiError {
+    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    /// Adds `details` naming the object.
+    #[must_use]
+    pub fn about(mut self, info: &ResourceInfo, name: &str) -> Self {
+        self.details = Some(json!({"name": name, "group": info.group, "kind": info.plural}));
+        self
+    }
+
+    /// 400 BadRequest.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    /// 404 NotFound, for a path that names no resource.
+    pub fn no_route(path: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("the server could not find the requested resource ({path})"),
+        )
+    }
+
+    /// 404 NotFound, for an object.
+    pub fn not_found(info: &ResourceInfo, name: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", resource_name(info)),
+        )
+        .about(info, name)
+    }
+
+    /// 409 AlreadyExists.
+    pub fn already_exists(info: &ResourceInfo, name: &str) -> Self {
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", resource_name(info)),
+        )
+        .about(info, name)
+    }
+
+    /// 409 Conflict: a stale resourceVersion or a failed precondition.
+    pub fn conflict(info: &ResourceInfo, name: &str, why: &str) -> Self {
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": {why}",
+                resource_name(info)
+            ),
+        )
+        .about(info, name)
+    }
+
+    /// 422 Invalid.
+    pub fn invalid(info: &ResourceInfo, name: &str, why: impl std::fmt::Display) -> Self {
+        Self::new(
+            422,
+            "Invalid",
+            format!("{} \"{name}\" is invalid: {why}", info.kind),
+        )
+        .about(info, name)
+    }
+
+    /// 401 Unauthorized.
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    /// 403 Forbidden.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(403, "Forbidden", message)
+    }
+
+    /// 422 Invalid, for a kind that is not a stored resource (a review, a
+    /// TokenRequest).
+    pub fn invalid_kind(kind: &str, name: &str, why: impl std::fmt::Display) -> Self {
+        Self::new(
+            422,
+            "Invalid",
+            format!("{kind} \"{name}\" is invalid: {why}"),
+        )
+    }
+
+    /// 405 MethodNotAllowed.
+    pub fn method_not_allowed(message: impl Into<String>) -> Self {
+        Self::new(405, "MethodNotAllowed", message)
+    }
+
+    /// 415 UnsupportedMediaType.
+    pub fn unsupported_media_type(content_type: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/merge-patch+json, application/json-patch+json (got {content_type})"
+            ),
+        )
+    }
+
+    /// 410 Expired.
+    pub fn expired(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    /// 413 RequestEntityTooLarge.
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("request entity too large: limit is {limit} bytes"),
+        )
+    }
+
+    /// 429 TooManyRequests: a bound on what one may hold at once.
+    pub fn too_many_requests(message: impl Into<String>) -> Self {
+        let mut error = Self::new(429, "TooManyRequests", message);
+        error.details = Some(json!({"retryAfterSeconds": 1}));
+        error
+    }
+
+    /// 504 Timeout: a resourceVersion newer than the server's.
+    pub fn timeout(message: impl Into<String>) -> Self {
+        Self::new(504, "Timeout", message)
+    }
+
+    /// The `Status` object.
+    pub fn status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(details) = &self.details {
+            status["details"] = details.clone();
+        }
+        status
+    }
+}
+
+fn resource_name(info: &ResourceInfo) -> String {
+    if info.group.is_empty() {
+        info.plural.clone()
+    } else {
+        format!("{}.{}", info.plural, info.group)
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Expired { .. } => Self::expired(error.to_string()),
+            StoreError::TooLarge { .. } => Self::timeout(error.to_string()),
+            StoreError::AlreadyExists { ref key, .. } => {
+                Self::new(409, "AlreadyExists", error.to_string()).with_name(&key.name)
+            }
+            StoreError::Persist(_) => Self::new(500, "InternalError", error.to_string()),
+            StoreError::NotFound { ref key, .. } => {
+                Self::new(404, "NotFound", error.to_string()).with_name(&key.name)
+            }
+        }
+    }
+}
+
+impl From<DecodeError> for ApiError {
+    fn from(error: DecodeError) -> Self {
+        match error {
+            DecodeError::Unsupported(_) | DecodeError::Protobuf(ProtobufError::Unsupported(_)) => {
+                Self::new(415, "UnsupportedMediaType", error.to_string())
+            }
+            DecodeError::Json(_) | DecodeError::Yaml(_) | DecodeError::Protobuf(_) => {
+                Self::bad_request(error.to_string())
+            }
+        }
+    }
+}
+
+impl ApiError {
+    /// An object out of [`crate::http::bounds`]: 413 when too large, 422 when
+    /// too deep.
+    pub fn out_of_bounds(info: &ResourceInfo, name: &str, error: &BoundError) -> Self {
+        match error {
+            BoundError::TooLarge { .. } => {
+                Self::new(413, "RequestEntityTooLarge", error.to_string()).about(info, name)
+            }
+            BoundError::TooDeep { .. } => Self::invalid(info, name, error),
+        }
+    }
+
+    /// A JSON patch that failed: 413 when it grows the object too much,
+    /// 422 otherwise.
+    pub fn patch_failed(info: &ResourceInfo, name: &str, error: &PatchError) -> Self {
+        match error {
+            PatchError::TooLarge { .. } => {
+                Self::new(413, "RequestEntityTooLarge", error.to_string()).about(info, name)
+            }
+            _ => Self::invalid(info, name, error),
+        }
+    }
+
+    fn with_name(mut self, name: &str) -> Self {
+        self.details = Some(json!({"name": name}));
+        self
+    }
+}

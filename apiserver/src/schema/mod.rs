@@ -1,0 +1,9 @@
+//! What objects must look like: [`structural`] schemas of custom resources
+//! (pruning, defaults, validation), [`openapi`] (`/openapi/v3`, with
+//! k8s-openapi's field-level schemas for built-in kinds) and [`protobuf`]
+//! (bodies of every stable built-in kind, by Kubernetes' own
+//! `generated.proto` schemas).
+
+pub mod openapi;
+pub mod protobuf;
+pub mod structural;
