@@ -75,7 +75,43 @@ pub enum Refused {
     NameTaken(String),
     /// A plugin resource's spec cannot be run as it is.
     #[error(transparent)]
-    Spec(#[from] crate::plugin_resource::SpecError),
+    Spec(#[from] SpecError),
+}
+
+/// Why a plugin resource's spec cannot be run as it is.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    /// The plugin name it would run as is not one.
+    #[error(
+        "it would run as `{0}`, which is no plugin name (a DNS label; a Plugin's `NAMESPACE.NAME`, 63 characters at most)"
+    )]
+    Name(String),
+    /// A limit is not one.
+    #[error("spec.limits.memory `{0}` is not a quantity of bytes (`64Mi`, `1Gi`, `500000`)")]
+    Memory(String),
+    /// A tenant named a Secret in another namespace.
+    #[error(
+        "pull secret {name}: a Plugin reads Secrets of its own namespace only, not of `{namespace}`"
+    )]
+    ForeignSecret {
+        /// The Secret.
+        name: String,
+        /// The namespace it named.
+        namespace: String,
+    },
+    /// A pull secret could not be read or is no docker config.
+    #[error("pull secret {namespace}/{name}: {reason}")]
+    PullSecret {
+        /// The Secret's namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// The configuration is not JSON text (never: it came as JSON).
+    #[error("spec.config: {0}")]
+    Config(#[source] serde_json::Error),
 }
 
 /// A plugin loaded and ready to run.

@@ -176,28 +176,21 @@ fn plugin_resources(
 /// What the daemon's loop does next.
 enum Next {
     /// A directory plugin's load finished.
-    File(String, Loaded<PluginFiles>),
+    File(String, Box<Loaded<PluginFiles>>),
     /// The directory changed.
     Rescan,
-    /// A plugin resource's load finished.
-    Resource(String, Loaded<kubewasm_engine::plugin_resource::Generation>),
-    /// A plugin resource changed.
-    Resources,
+    /// A plugin resource's key is due, its load finished or its status
+    /// write ended.
+    Resource(kubewasm_engine::plugin_resource::Event),
     /// Time to look again.
     Tick,
 }
 
-/// The next load of a plugin resource to finish, or a change of them;
-/// never without them.
+/// The next event of the plugin resources; never without them.
 async fn resource_event(resources: Option<&mut PluginResources>) -> Next {
-    let Some(resources) = resources else {
-        return std::future::pending().await;
-    };
-    match resources.next_event().await {
-        kubewasm_engine::plugin_resource::Event::Loaded(name, loaded) => {
-            Next::Resource(name, *loaded)
-        }
-        kubewasm_engine::plugin_resource::Event::Changed => Next::Resources,
+    match resources {
+        Some(resources) => Next::Resource(resources.next_event().await),
+        None => std::future::pending().await,
     }
 }
 
@@ -346,7 +339,7 @@ pub async fn run(
     loop {
         let next = tokio::select! {
             () = shutdown.as_mut() => break,
-            Some((name, loaded)) = loads.next() => Next::File(name, loaded),
+            Some((name, loaded)) = loads.next() => Next::File(name, Box::new(loaded)),
             () = changed(watch.as_ref()) => {
                 tokio::time::sleep(SETTLE).await;
                 Next::Rescan
@@ -356,30 +349,18 @@ pub async fn run(
         };
         match next {
             Next::File(name, loaded) => {
-                run_loaded(&mut engine, &mut loads, resources.as_ref(), &name, loaded).await;
+                run_loaded(&mut engine, &mut loads, resources.as_ref(), &name, *loaded).await;
             }
             Next::Rescan => rescan(&mut loader, &mut loads, &mut engine).await,
-            Next::Resource(name, loaded) => {
+            Next::Resource(event) => {
                 if let Some(resources) = resources.as_mut() {
-                    resources.finish(&mut engine, name, loaded).await;
+                    resources.handle(&mut engine, event).await;
                 }
             }
-            Next::Resources => {
-                if let Some(resources) = resources.as_mut() {
-                    resources.sync(&mut engine).await;
-                }
-            }
-            Next::Tick => {
-                rescan(&mut loader, &mut loads, &mut engine).await;
-                if let Some(resources) = resources.as_mut() {
-                    resources.sync(&mut engine).await;
-                }
-            }
+            Next::Tick => rescan(&mut loader, &mut loads, &mut engine).await,
         }
         // Ready once the first loads are done and every informer listed.
-        let resources_ready = resources
-            .as_ref()
-            .is_none_or(|r| r.synced() && r.pending() == 0);
+        let resources_ready = resources.as_ref().is_none_or(PluginResources::settled);
         if !synced && loads.pending() == 0 && resources_ready && engine.ready() {
             synced = true;
             tracing::info!("caches synced; ready");

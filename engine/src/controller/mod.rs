@@ -41,24 +41,25 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
-use super::applier::{Applier, ApplyError};
+use super::applier::Applier;
 use super::informer::{Change, Handler, InformerKey, Informers, Subscription};
 use super::listing::Key;
 use super::metrics::Metrics;
-use super::queue::{Backoff, Done, Priority, WorkQueue};
-use super::ring::{InFlight, Shard};
+use super::queue::{Backoff, Priority, WorkQueue};
+use super::ring::Shard;
 use kubewasm_core::shard::ShardField;
-use kubewasm_runtime::cache::{Cache, CachedObject};
-use kubewasm_runtime::declaration::Mapping;
-use kubewasm_runtime::resource::{ObjectKey, ResourceType};
-use kubewasm_runtime::step;
-use kubewasm_runtime::{Plugin, Request};
+use kubewasm_runtime::Plugin;
+use kubewasm_runtime::resource::ResourceType;
 
 pub use super::plugin_cache::InformerCache;
+use mapping::{Mapped, enqueue, map_custom, mapping_handler};
+use worker::Worker;
+
+mod mapping;
+mod worker;
 
 /// How the engine runs a plugin.
 #[derive(Clone, Debug)]
@@ -363,134 +364,6 @@ impl Controller {
     }
 }
 
-/// Maps a secondary's changes to primary keys, by its declared mapping.
-fn mapping_handler(
-    mapping: &Mapping,
-    resource: &ResourceType,
-    primary: &ResourceType,
-    queue: &Arc<WorkQueue>,
-    custom: &mpsc::UnboundedSender<Mapped>,
-) -> Handler {
-    let queue = Arc::clone(queue);
-    let primary = primary.clone();
-    match mapping {
-        Mapping::None => Arc::new(|_| {}),
-        Mapping::OwnerReferences => Arc::new(move |change: Change<'_>| {
-            for key in owners(change.object().value(), &primary) {
-                enqueue(&queue, &change, key);
-            }
-        }),
-        Mapping::Label(label) => {
-            let label = label.clone();
-            Arc::new(move |change: Change<'_>| {
-                if let Some(key) = labelled(change.object().value(), &label, &primary) {
-                    enqueue(&queue, &change, key);
-                }
-            })
-        }
-        Mapping::Custom => {
-            let custom = custom.clone();
-            let resource = resource.clone();
-            Arc::new(move |change: Change<'_>| {
-                let listed = matches!(change, Change::Listed(..));
-                // The receiver lives as long as the controller.
-                let _ = custom.send(Mapped {
-                    resource: resource.clone(),
-                    object: Arc::clone(change.object()),
-                    listed,
-                });
-            })
-        }
-    }
-}
-
-/// Queues the primary `key` a change maps to: listed in bulk when the
-/// change is a listing, as a fresh event otherwise.
-fn enqueue(queue: &WorkQueue, change: &Change<'_>, key: impl Into<Key>) {
-    match change {
-        Change::Listed(..) => queue.add_listed(key),
-        Change::Applied(..) | Change::Deleted(..) => queue.add(key, Priority::Event),
-    }
-}
-
-/// A secondary's change, on its way to the plugin's `map-keys`.
-struct Mapped {
-    resource: ResourceType,
-    object: Arc<CachedObject>,
-    /// Whether the change was a listing.
-    listed: bool,
-}
-
-/// Primary keys among an object's owner references.
-fn owners(object: &Value, primary: &ResourceType) -> Vec<ObjectKey> {
-    let namespace = object
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str);
-    object
-        .pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter(|owner| {
-            owner["kind"] == primary.kind.as_str()
-                && owner["apiVersion"].as_str().is_some_and(|v| {
-                    kubewasm_runtime::resource::split_api_version(v).0 == primary.group
-                })
-        })
-        .filter_map(|owner| owner["name"].as_str())
-        .map(|name| key_in(primary, namespace, name))
-        .collect()
-}
-
-/// The primary key a label names: `name` (in the object's namespace) or
-/// `namespace/name`.
-fn labelled(object: &Value, label: &str, primary: &ResourceType) -> Option<ObjectKey> {
-    let value = object.pointer("/metadata/labels")?.get(label)?.as_str()?;
-    let namespace = object
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str);
-    Some(match value.split_once('/') {
-        Some((ns, name)) => key_in(primary, Some(ns), name),
-        None => key_in(primary, namespace, value),
-    })
-}
-
-fn key_in(primary: &ResourceType, namespace: Option<&str>, name: &str) -> ObjectKey {
-    match namespace.filter(|_| primary.namespaced) {
-        Some(ns) => ObjectKey::namespaced(ns, name),
-        None => ObjectKey::cluster(name),
-    }
-}
-
-/// Runs `map-keys` for the secondaries mapped by the plugin.
-async fn map_custom(
-    current: Current,
-    queue: Arc<WorkQueue>,
-    mut changes: mpsc::UnboundedReceiver<Mapped>,
-) {
-    while let Some(change) = changes.recv().await {
-        let version = current.get();
-        let (plugin, cache) = (Arc::clone(&version.plugin), Arc::clone(&version.cache));
-        let config = version.config.clone();
-        let Mapped {
-            resource,
-            object,
-            listed,
-        } = change;
-        let mapped = tokio::task::spawn_blocking(move || {
-            plugin.map(cache as Arc<dyn Cache>, &resource, object.json(), &config)
-        })
-        .await;
-        match mapped {
-            Ok(Ok(keys)) if listed => keys.into_iter().for_each(|k| queue.add_listed(k)),
-            Ok(Ok(keys)) => keys.into_iter().for_each(|k| queue.add(k, Priority::Event)),
-            Ok(Err(error)) => tracing::warn!(%error, "map-keys failed"),
-            Err(error) => tracing::error!(%error, "map-keys task failed"),
-        }
-    }
-}
-
-/// Queues every primary once per period, spread over the period.
 /// Queues every primary key once a `period`, spread out; the primary's
 /// stores are the current version's (a swap may change its namespaces).
 async fn resync_loop(current: Current, queue: Arc<WorkQueue>, period: Duration) {
@@ -510,187 +383,5 @@ async fn resync_loop(current: Current, queue: Arc<WorkQueue>, period: Duration) 
                 / u32::try_from(count).unwrap_or(u32::MAX);
             queue.add_after(key, spread, Priority::Resync);
         }
-    }
-}
-
-/// One of a controller's workers.
-#[derive(Clone)]
-struct Worker {
-    current: Current,
-    queue: Arc<WorkQueue>,
-    shared: Shared,
-}
-
-impl Worker {
-    async fn run(self) {
-        while let Some((key, waited)) = self.queue.next().await {
-            // The step runs on the version current when it starts.
-            let version = self.current.get();
-            let name = &version.plugin.declaration().name;
-            self.shared.metrics.waited(name, waited);
-            // With sharding, only a slot this replica holds starts a step,
-            // and the step is in flight for the slot until it ends.
-            let in_flight = match &self.shared.shard {
-                Some(shard) => match version
-                    .cache
-                    .hash_of(&key, shard)
-                    .and_then(|hash| shard.begin(hash))
-                {
-                    Some(in_flight) => {
-                        tracing::debug!(replica = shard.identity(), plugin = %name, key = %key,
-                            slot = in_flight.slot(), "reconcile started");
-                        Some((shard, in_flight))
-                    }
-                    None => {
-                        // Its slot's holder has it, or lists it on acquiring.
-                        self.queue.done(&key, Done::Forget);
-                        continue;
-                    }
-                },
-                None => None,
-            };
-            let gate = in_flight.as_ref().map(|(_, f)| f);
-            let done = self.reconcile(&version, &key, gate).await;
-            if let Some((shard, in_flight)) = in_flight {
-                // Fenced: what it had not written when the slot went was
-                // never sent.
-                tracing::debug!(replica = shard.identity(), plugin = %name, key = %key,
-                    fenced = !in_flight.valid(), "reconcile ended");
-                drop(in_flight);
-            }
-            if let Some(backoff) = self.queue.done(&key, done) {
-                self.shared.metrics.backed_off(name, backoff);
-            }
-            // Nothing left to do: an idle plugin holds no instance.
-            if self.queue.is_idle() {
-                version.plugin.release_idle();
-            }
-        }
-    }
-
-    #[tracing::instrument(name = "reconcile", skip_all, fields(
-        plugin = %version.plugin.declaration().name,
-        resource = %version.plugin.declaration().primary,
-        digest = %version.plugin.digest(),
-        key = %key,
-    ))]
-    async fn reconcile(
-        &self,
-        version: &Version,
-        key: &ObjectKey,
-        in_flight: Option<&InFlight<'_>>,
-    ) -> Done {
-        let name = version.plugin.declaration().name.clone();
-        let metrics = &self.shared.metrics;
-        let Ok(_permit) = self.shared.permits.acquire().await else {
-            return Done::Retry("the host is shutting down".to_owned());
-        };
-        let failure = self.queue.failure(key);
-        let request = Request {
-            config: version.config.clone(),
-            retries: failure.as_ref().map_or(0, |f| f.count),
-            last_failure: failure.map(|f| f.message),
-            ..Request::new(key.clone())
-        };
-        let started = std::time::Instant::now();
-        let (plugin, cache) = (Arc::clone(&version.plugin), Arc::clone(&version.cache));
-        let stepped = tokio::task::spawn_blocking(move || {
-            let stepped = step::run(&plugin, cache, &request);
-            (stepped, plugin.take_reads_denied())
-        })
-        .await
-        .map(|(stepped, denied)| {
-            metrics.reads_denied(&name, denied);
-            stepped
-        });
-        let message = match stepped {
-            Err(error) => format!("reconcile task failed: {error}"),
-            Ok(Err(error)) if !error.ran() => {
-                // Waiting for an instance is no failure: queued again.
-                tracing::debug!(error = %error.source, "not run; queued again");
-                metrics.not_run(&name);
-                return Done::Again;
-            }
-            Ok(Err(error)) => {
-                metrics.step_failed(&name, &error);
-                format!("{error}: {}", error.source)
-            }
-            Ok(Ok(step)) => {
-                metrics.stepped(&name, &step);
-                let may_write = || in_flight.is_none_or(InFlight::valid);
-                match self
-                    .shared
-                    .applier
-                    .apply_while(&step.actions, may_write)
-                    .await
-                {
-                    Ok(()) => {
-                        tracing::debug!(call = step.call.name(), actions = step.actions.len(),
-                            requeue_after = ?step.requeue_after, "reconciled");
-                        metrics.applied(&name, step.actions.len(), 0);
-                        metrics.reconciled(&name, "success", started.elapsed());
-                        return step.requeue_after.map_or(Done::Forget, Done::RequeueAfter);
-                    }
-                    Err((applied, error @ ApplyError::Fenced { .. })) => {
-                        // The slot's next holder reconciles it.
-                        tracing::debug!(%error, applied, "step abandoned");
-                        return Done::Forget;
-                    }
-                    Err((applied, error)) => {
-                        metrics.applied(&name, applied, 1);
-                        error.to_string()
-                    }
-                }
-            }
-        };
-        metrics.reconciled(&name, "error", started.elapsed());
-        tracing::warn!(error = %message, "reconcile failed; retrying with backoff");
-        Done::Retry(message)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn myapp() -> ResourceType {
-        ResourceType {
-            group: "example.com".into(),
-            version: "v1".into(),
-            kind: "MyApp".into(),
-            plural: "myapps".into(),
-            namespaced: true,
-        }
-    }
-
-    #[test]
-    fn owners_should_map_owners_of_the_primary_kind_and_group_only() {
-        let child = json!({"metadata": {"name": "c", "namespace": "ns", "ownerReferences": [
-            {"apiVersion": "example.com/v1", "kind": "MyApp", "name": "a", "uid": "1"},
-            {"apiVersion": "other.com/v1", "kind": "MyApp", "name": "b", "uid": "2"},
-            {"apiVersion": "example.com/v2", "kind": "MyApp", "name": "c", "uid": "3"},
-            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "d", "uid": "4"}]}});
-        assert_eq!(
-            owners(&child, &myapp()),
-            [
-                ObjectKey::namespaced("ns", "a"),
-                ObjectKey::namespaced("ns", "c")
-            ]
-        );
-    }
-
-    #[test]
-    fn labelled_should_take_a_name_or_a_namespaced_name() {
-        let object = |value: &str| json!({"metadata": {"name": "x", "namespace": "ns", "labels": {"app": value}}});
-        assert_eq!(
-            labelled(&object("demo"), "app", &myapp()),
-            Some(ObjectKey::namespaced("ns", "demo"))
-        );
-        assert_eq!(
-            labelled(&object("other/demo"), "app", &myapp()),
-            Some(ObjectKey::namespaced("other", "demo"))
-        );
-        assert_eq!(labelled(&object("demo"), "missing", &myapp()), None);
     }
 }

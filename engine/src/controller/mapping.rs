@@ -1,0 +1,189 @@
+//! Mapping a secondary's changes to its primaries' keys, as its declared
+//! mapping says: owner references, a label, or the plugin's own `map-keys`
+//! (run on a blocking thread, on the version current when the change came).
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::Current;
+use crate::informer::{Change, Handler};
+use crate::listing::Key;
+use crate::queue::{Priority, WorkQueue};
+use kubewasm_runtime::cache::{Cache, CachedObject};
+use kubewasm_runtime::declaration::Mapping;
+use kubewasm_runtime::resource::{ObjectKey, ResourceType};
+
+/// Maps a secondary's changes to primary keys, by its declared mapping.
+pub(super) fn mapping_handler(
+    mapping: &Mapping,
+    resource: &ResourceType,
+    primary: &ResourceType,
+    queue: &Arc<WorkQueue>,
+    custom: &mpsc::UnboundedSender<Mapped>,
+) -> Handler {
+    let queue = Arc::clone(queue);
+    let primary = primary.clone();
+    match mapping {
+        Mapping::None => Arc::new(|_| {}),
+        Mapping::OwnerReferences => Arc::new(move |change: Change<'_>| {
+            for key in owners(change.object().value(), &primary) {
+                enqueue(&queue, &change, key);
+            }
+        }),
+        Mapping::Label(label) => {
+            let label = label.clone();
+            Arc::new(move |change: Change<'_>| {
+                if let Some(key) = labelled(change.object().value(), &label, &primary) {
+                    enqueue(&queue, &change, key);
+                }
+            })
+        }
+        Mapping::Custom => {
+            let custom = custom.clone();
+            let resource = resource.clone();
+            Arc::new(move |change: Change<'_>| {
+                let listed = matches!(change, Change::Listed(..));
+                // The receiver lives as long as the controller.
+                let _ = custom.send(Mapped {
+                    resource: resource.clone(),
+                    object: Arc::clone(change.object()),
+                    listed,
+                });
+            })
+        }
+    }
+}
+
+/// Queues the primary `key` a change maps to: listed in bulk when the
+/// change is a listing, as a fresh event otherwise.
+pub(super) fn enqueue(queue: &WorkQueue, change: &Change<'_>, key: impl Into<Key>) {
+    match change {
+        Change::Listed(..) => queue.add_listed(key),
+        Change::Applied(..) | Change::Deleted(..) => queue.add(key, Priority::Event),
+    }
+}
+
+/// A secondary's change, on its way to the plugin's `map-keys`.
+pub(super) struct Mapped {
+    resource: ResourceType,
+    object: Arc<CachedObject>,
+    /// Whether the change was a listing.
+    listed: bool,
+}
+
+/// Primary keys among an object's owner references.
+fn owners(object: &Value, primary: &ResourceType) -> Vec<ObjectKey> {
+    let namespace = object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str);
+    object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|owner| {
+            owner["kind"] == primary.kind.as_str()
+                && owner["apiVersion"].as_str().is_some_and(|v| {
+                    kubewasm_runtime::resource::split_api_version(v).0 == primary.group
+                })
+        })
+        .filter_map(|owner| owner["name"].as_str())
+        .map(|name| key_in(primary, namespace, name))
+        .collect()
+}
+
+/// The primary key a label names: `name` (in the object's namespace) or
+/// `namespace/name`.
+fn labelled(object: &Value, label: &str, primary: &ResourceType) -> Option<ObjectKey> {
+    let value = object.pointer("/metadata/labels")?.get(label)?.as_str()?;
+    let namespace = object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str);
+    Some(match value.split_once('/') {
+        Some((ns, name)) => key_in(primary, Some(ns), name),
+        None => key_in(primary, namespace, value),
+    })
+}
+
+fn key_in(primary: &ResourceType, namespace: Option<&str>, name: &str) -> ObjectKey {
+    match namespace.filter(|_| primary.namespaced) {
+        Some(ns) => ObjectKey::namespaced(ns, name),
+        None => ObjectKey::cluster(name),
+    }
+}
+
+/// Runs `map-keys` for the secondaries mapped by the plugin.
+pub(super) async fn map_custom(
+    current: Current,
+    queue: Arc<WorkQueue>,
+    mut changes: mpsc::UnboundedReceiver<Mapped>,
+) {
+    while let Some(change) = changes.recv().await {
+        let version = current.get();
+        let (plugin, cache) = (Arc::clone(&version.plugin), Arc::clone(&version.cache));
+        let config = version.config.clone();
+        let Mapped {
+            resource,
+            object,
+            listed,
+        } = change;
+        let mapped = tokio::task::spawn_blocking(move || {
+            plugin.map(cache as Arc<dyn Cache>, &resource, object.json(), &config)
+        })
+        .await;
+        match mapped {
+            Ok(Ok(keys)) if listed => keys.into_iter().for_each(|k| queue.add_listed(k)),
+            Ok(Ok(keys)) => keys.into_iter().for_each(|k| queue.add(k, Priority::Event)),
+            Ok(Err(error)) => tracing::warn!(%error, "map-keys failed"),
+            Err(error) => tracing::error!(%error, "map-keys task failed"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn myapp() -> ResourceType {
+        ResourceType {
+            group: "example.com".into(),
+            version: "v1".into(),
+            kind: "MyApp".into(),
+            plural: "myapps".into(),
+            namespaced: true,
+        }
+    }
+
+    #[test]
+    fn owners_should_map_owners_of_the_primary_kind_and_group_only() {
+        let child = json!({"metadata": {"name": "c", "namespace": "ns", "ownerReferences": [
+            {"apiVersion": "example.com/v1", "kind": "MyApp", "name": "a", "uid": "1"},
+            {"apiVersion": "other.com/v1", "kind": "MyApp", "name": "b", "uid": "2"},
+            {"apiVersion": "example.com/v2", "kind": "MyApp", "name": "c", "uid": "3"},
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "d", "uid": "4"}]}});
+        assert_eq!(
+            owners(&child, &myapp()),
+            [
+                ObjectKey::namespaced("ns", "a"),
+                ObjectKey::namespaced("ns", "c")
+            ]
+        );
+    }
+
+    #[test]
+    fn labelled_should_take_a_name_or_a_namespaced_name() {
+        let object = |value: &str| json!({"metadata": {"name": "x", "namespace": "ns", "labels": {"app": value}}});
+        assert_eq!(
+            labelled(&object("demo"), "app", &myapp()),
+            Some(ObjectKey::namespaced("ns", "demo"))
+        );
+        assert_eq!(
+            labelled(&object("other/demo"), "app", &myapp()),
+            Some(ObjectKey::namespaced("other", "demo"))
+        );
+        assert_eq!(labelled(&object("demo"), "missing", &myapp()), None);
+    }
+}

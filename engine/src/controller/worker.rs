@@ -1,0 +1,150 @@
+//! One of a controller's workers: takes a key from the queue, passes the
+//! ring's gate, runs the step on a blocking thread under a host-wide
+//! permit, sends its actions through the applier, and tells the queue how
+//! it went.
+
+use std::sync::Arc;
+
+use super::{Current, Shared, Version};
+use crate::applier::ApplyError;
+use crate::queue::{Done, WorkQueue};
+use crate::ring::InFlight;
+use kubewasm_runtime::Request;
+use kubewasm_runtime::resource::ObjectKey;
+use kubewasm_runtime::step;
+
+/// One of a controller's workers.
+#[derive(Clone)]
+pub(super) struct Worker {
+    pub(super) current: Current,
+    pub(super) queue: Arc<WorkQueue>,
+    pub(super) shared: Shared,
+}
+
+impl Worker {
+    pub(super) async fn run(self) {
+        while let Some((key, waited)) = self.queue.next().await {
+            // The step runs on the version current when it starts.
+            let version = self.current.get();
+            let name = &version.plugin.declaration().name;
+            self.shared.metrics.waited(name, waited);
+            // With sharding, only a slot this replica holds starts a step,
+            // and the step is in flight for the slot until it ends.
+            let in_flight = match &self.shared.shard {
+                Some(shard) => match version
+                    .cache
+                    .hash_of(&key, shard)
+                    .and_then(|hash| shard.begin(hash))
+                {
+                    Some(in_flight) => {
+                        tracing::debug!(replica = shard.identity(), plugin = %name, key = %key,
+                            slot = in_flight.slot(), "reconcile started");
+                        Some((shard, in_flight))
+                    }
+                    None => {
+                        // Its slot's holder has it, or lists it on acquiring.
+                        self.queue.done(&key, Done::Forget);
+                        continue;
+                    }
+                },
+                None => None,
+            };
+            let gate = in_flight.as_ref().map(|(_, f)| f);
+            let done = self.reconcile(&version, &key, gate).await;
+            if let Some((shard, in_flight)) = in_flight {
+                // Fenced: what it had not written when the slot went was
+                // never sent.
+                tracing::debug!(replica = shard.identity(), plugin = %name, key = %key,
+                    fenced = !in_flight.valid(), "reconcile ended");
+                drop(in_flight);
+            }
+            if let Some(backoff) = self.queue.done(&key, done) {
+                self.shared.metrics.backed_off(name, backoff);
+            }
+            // Nothing left to do: an idle plugin holds no instance.
+            if self.queue.is_idle() {
+                version.plugin.release_idle();
+            }
+        }
+    }
+
+    #[tracing::instrument(name = "reconcile", skip_all, fields(
+        plugin = %version.plugin.declaration().name,
+        resource = %version.plugin.declaration().primary,
+        digest = %version.plugin.digest(),
+        key = %key,
+    ))]
+    async fn reconcile(
+        &self,
+        version: &Version,
+        key: &ObjectKey,
+        in_flight: Option<&InFlight<'_>>,
+    ) -> Done {
+        let name = version.plugin.declaration().name.clone();
+        let metrics = &self.shared.metrics;
+        let Ok(_permit) = self.shared.permits.acquire().await else {
+            return Done::Retry("the host is shutting down".to_owned());
+        };
+        let failure = self.queue.failure(key);
+        let request = Request {
+            config: version.config.clone(),
+            retries: failure.as_ref().map_or(0, |f| f.count),
+            last_failure: failure.map(|f| f.message),
+            ..Request::new(key.clone())
+        };
+        let started = std::time::Instant::now();
+        let (plugin, cache) = (Arc::clone(&version.plugin), Arc::clone(&version.cache));
+        let stepped = tokio::task::spawn_blocking(move || {
+            let stepped = step::run(&plugin, cache, &request);
+            (stepped, plugin.take_reads_denied())
+        })
+        .await
+        .map(|(stepped, denied)| {
+            metrics.reads_denied(&name, denied);
+            stepped
+        });
+        let message = match stepped {
+            Err(error) => format!("reconcile task failed: {error}"),
+            Ok(Err(error)) if !error.ran() => {
+                // Waiting for an instance is no failure: queued again.
+                tracing::debug!(error = %error.source, "not run; queued again");
+                metrics.not_run(&name);
+                return Done::Again;
+            }
+            Ok(Err(error)) => {
+                metrics.step_failed(&name, &error);
+                format!("{error}: {}", error.source)
+            }
+            Ok(Ok(step)) => {
+                metrics.stepped(&name, &step);
+                let may_write = || in_flight.is_none_or(InFlight::valid);
+                match self
+                    .shared
+                    .applier
+                    .apply_while(&step.actions, may_write)
+                    .await
+                {
+                    Ok(()) => {
+                        tracing::debug!(call = step.call.name(), actions = step.actions.len(),
+                            requeue_after = ?step.requeue_after, "reconciled");
+                        metrics.applied(&name, step.actions.len(), 0);
+                        metrics.reconciled(&name, "success", started.elapsed());
+                        return step.requeue_after.map_or(Done::Forget, Done::RequeueAfter);
+                    }
+                    Err((applied, error @ ApplyError::Fenced { .. })) => {
+                        // The slot's next holder reconciles it.
+                        tracing::debug!(%error, applied, "step abandoned");
+                        return Done::Forget;
+                    }
+                    Err((applied, error)) => {
+                        metrics.applied(&name, applied, 1);
+                        error.to_string()
+                    }
+                }
+            }
+        };
+        metrics.reconciled(&name, "error", started.elapsed());
+        tracing::warn!(error = %message, "reconcile failed; retrying with backoff");
+        Done::Retry(message)
+    }
+}

@@ -1,0 +1,134 @@
+//! The watches of `Plugin` and `ClusterPlugin` objects, feeding the work
+//! queue of plugin resources.
+//!
+//! One reflector per kind keeps a store of its objects. An object's key is
+//! queued when what the host acts on changes: it appears, its `uid` or
+//! `metadata.generation` changes (its spec), or it goes. A status write
+//! (the host's own, every few seconds) changes neither, so it queues
+//! nothing, as controller-runtime's `GenerationChangedPredicate` has it:
+//! a refusal's retry then waits its backoff. After a relist, the keys that
+//! vanished while the watch was down are queued too.
+//!
+//! A replica that starts leading queues every key, so that the statuses
+//! another replica left are brought up to date.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures_util::StreamExt;
+use kube::api::Api;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+use kubewasm_runtime::resource::ObjectKey;
+use tokio::task::JoinSet;
+
+use crate::queue::{Priority, WorkQueue};
+
+/// What of an object the host acts on: its identity and its generation.
+type Fingerprint = (Option<String>, Option<i64>);
+
+fn key_of<K: Resource>(object: &K) -> ObjectKey {
+    ObjectKey {
+        namespace: object.namespace(),
+        name: object.name_any(),
+    }
+}
+
+fn fingerprint<K: Resource>(object: &K) -> Fingerprint {
+    (object.uid(), object.meta().generation)
+}
+
+/// A reflector of `api` whose changes queue their keys on `queue`; sets
+/// `listed` once it listed.
+pub(super) fn reflect<K>(
+    api: Api<K>,
+    queue: &Arc<WorkQueue>,
+    listed: &Arc<AtomicBool>,
+    tasks: &mut JoinSet<()>,
+) -> Store<K>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store();
+    let (queue, listed) = (Arc::clone(queue), Arc::clone(listed));
+    let stream =
+        reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+    tasks.spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        // What was last seen of each object, and of those a relist shows.
+        let mut seen: HashMap<ObjectKey, Fingerprint> = HashMap::new();
+        let mut relisted: HashMap<ObjectKey, Fingerprint> = HashMap::new();
+        let changed = |seen: &HashMap<ObjectKey, Fingerprint>,
+                       key: &ObjectKey,
+                       now: &Fingerprint| { seen.get(key) != Some(now) };
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(watcher::Event::Init) => relisted.clear(),
+                Ok(watcher::Event::InitApply(object)) => {
+                    let (key, now) = (key_of(&object), fingerprint(&object));
+                    if changed(&seen, &key, &now) {
+                        queue.add(key.clone(), Priority::Event);
+                    }
+                    relisted.insert(key, now);
+                }
+                Ok(watcher::Event::InitDone) => {
+                    for gone in seen.keys().filter(|k| !relisted.contains_key(*k)) {
+                        queue.add(gone.clone(), Priority::Event);
+                    }
+                    seen = std::mem::take(&mut relisted);
+                    listed.store(true, Ordering::Relaxed);
+                }
+                Ok(watcher::Event::Apply(object)) => {
+                    let (key, now) = (key_of(&object), fingerprint(&object));
+                    if changed(&seen, &key, &now) {
+                        queue.add(key.clone(), Priority::Event);
+                        seen.insert(key, now);
+                    }
+                }
+                Ok(watcher::Event::Delete(object)) => {
+                    let key = key_of(&object);
+                    seen.remove(&key);
+                    queue.add(key, Priority::Event);
+                }
+                Err(error) => tracing::warn!(%error, "plugin resource watch failed; retrying"),
+            }
+        }
+    });
+    store
+}
+
+/// Queues every key of `stores` whenever `leading` turns true.
+pub(super) fn resync_when_leading<A, B>(
+    mut leading: tokio::sync::watch::Receiver<bool>,
+    stores: (Store<A>, Store<B>),
+    queue: &Arc<WorkQueue>,
+    tasks: &mut JoinSet<()>,
+) where
+    A: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+    B: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    let queue = Arc::clone(queue);
+    tasks.spawn(async move {
+        while leading.changed().await.is_ok() {
+            if !*leading.borrow_and_update() {
+                continue;
+            }
+            let (plugins, cluster) = (stores.0.state(), stores.1.state());
+            let keys = plugins
+                .iter()
+                .map(|o| key_of(o.as_ref()))
+                .chain(cluster.iter().map(|o| key_of(o.as_ref())));
+            for key in keys {
+                queue.add(key, Priority::Resync);
+            }
+        }
+    });
+}
