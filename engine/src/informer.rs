@@ -589,25 +589,6 @@ mod tests {
     use serde_json::json;
     use std::time::Duration;
 
-    /// The embedded API server in process, without authentication, and a
-    /// client of it.
-    async fn cluster() -> (kubewasm_apiserver::http::server::ApiServer, kube::Client) {
-        use kubewasm_apiserver::http::api::{Api as Rest, ApiConfig};
-        let store = kubewasm_apiserver::store::Store::default();
-        kubewasm_apiserver::store::seed::seed(&store).expect("seeded");
-        let server = kubewasm_apiserver::http::server::ApiServer::start(
-            "127.0.0.1:0".parse().expect("address"),
-            Rest::new(store, ApiConfig::default()),
-            None,
-        )
-        .await
-        .expect("server starts");
-        let url = format!("http://{}", server.addr());
-        let client =
-            kube::Client::try_from(kube::Config::new(url.parse().expect("url"))).expect("client");
-        (server, client)
-    }
-
     fn config_maps() -> InformerKey {
         InformerKey {
             resource: ResourceType {
@@ -647,7 +628,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn subscribers_should_share_one_informer_and_free_it_when_the_last_leaves() {
-        let (_server, client) = cluster().await;
+        let (_server, client) = crate::testing::cluster().await;
         let informers = Informers::new(client.clone());
         let (first, first_seen) = recorder();
         let a = informers.subscribe(&config_maps(), first);
@@ -686,7 +667,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_streaming_list_should_fill_the_store_like_a_paged_one() {
-        let (_server, client) = cluster().await;
+        let (_server, client) = crate::testing::cluster().await;
         let cms: Api<DynamicObject> = Api::namespaced_with(
             client.clone(),
             "default",
@@ -735,7 +716,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_namespaced_informer_should_watch_and_hold_its_namespace_only() {
-        let (_server, client) = cluster().await;
+        let (_server, client) = crate::testing::cluster().await;
         let resource = api_resource(&config_maps().resource);
         for namespace in ["default", "kube-system"] {
             let cm: DynamicObject = serde_json::from_value(json!({"apiVersion": "v1",

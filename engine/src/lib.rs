@@ -48,6 +48,8 @@ pub mod ring;
 pub mod serve;
 pub mod share;
 mod store;
+#[cfg(test)]
+mod testing;
 
 use std::sync::Arc;
 

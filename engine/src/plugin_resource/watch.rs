@@ -132,3 +132,88 @@ pub(super) fn resync_when_leading<A, B>(
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Patch, PatchParams, PostParams};
+    use serde_json::json;
+
+    use super::*;
+    use crate::plugin_resource::types::{CommonSpec, PluginResource, PluginSpec};
+    use crate::queue::{Backoff, Done};
+
+    /// The next key the queue hands out, within a few seconds.
+    async fn next_key(queue: &WorkQueue) -> ObjectKey {
+        let (key, _) = tokio::time::timeout(Duration::from_secs(5), queue.next())
+            .await
+            .expect("a key within 5 s")
+            .expect("the queue runs");
+        queue.done(&key, Done::Forget);
+        (*key).clone()
+    }
+
+    #[tokio::test]
+    async fn a_resource_should_be_queued_for_its_spec_and_identity_never_for_its_status() {
+        let (_server, client) = crate::testing::cluster().await;
+        let crds = Api::<CustomResourceDefinition>::all(client.clone());
+        for crd in crate::plugin_resource::crds() {
+            crds.create(&PostParams::default(), &crd)
+                .await
+                .expect("CRD created");
+        }
+        let queue = Arc::new(WorkQueue::new(Backoff::default()));
+        let listed = Arc::new(AtomicBool::new(false));
+        let mut tasks = JoinSet::new();
+        let _store = reflect(
+            Api::<PluginResource>::all(client.clone()),
+            &queue,
+            &listed,
+            &mut tasks,
+        );
+        let api = Api::<PluginResource>::namespaced(client, "default");
+        let spec = PluginSpec {
+            common: CommonSpec {
+                source: "oci://127.0.0.1:5000/p:1".into(),
+                ..CommonSpec::default()
+            },
+            ..PluginSpec::default()
+        };
+        api.create(&PostParams::default(), &PluginResource::new("p", spec))
+            .await
+            .expect("created");
+        let key = ObjectKey::namespaced("default", "p");
+        assert_eq!(next_key(&queue).await, key, "a new resource is queued");
+        assert!(listed.load(Ordering::Relaxed));
+
+        // The host's own status writes queue nothing (no reload, no retry
+        // before its backoff).
+        for phase in ["Pending", "Running", "Failed"] {
+            api.patch_status(
+                "p",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"phase": phase}})),
+            )
+            .await
+            .expect("status written");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(queue.depth(), 0, "status writes queued a key");
+
+        // A spec change is a new generation: queued.
+        api.patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"suspend": true}})),
+        )
+        .await
+        .expect("spec changed");
+        assert_eq!(next_key(&queue).await, key, "a new generation is queued");
+
+        // Gone: queued, so its plugin stops.
+        api.delete("p", &Default::default()).await.expect("deleted");
+        assert_eq!(next_key(&queue).await, key, "a deletion is queued");
+    }
+}
