@@ -278,3 +278,162 @@ async fn a_token_review_should_check_audiences_and_bearers_need_the_api_audience
     );
     Ok(())
 }
+
+/// `kubectl apply` of `yaml` as the admin.
+fn apply_as_admin(server: &Apiserver, yaml: &str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("o.yaml");
+    std::fs::write(&file, yaml).expect("written");
+    server.ok(&["apply", "-f", file.to_str().unwrap_or_default()]);
+}
+
+#[test]
+fn nobody_should_grant_what_they_do_not_hold_unless_they_may_bind_or_escalate() {
+    let server = Apiserver::start();
+    server.ok(&["create", "namespace", "team"]);
+    server.ok(&["-n", "team", "create", "serviceaccount", "bot"]);
+    server.ok(&[
+        "-n",
+        "team",
+        "create",
+        "secret",
+        "generic",
+        "key",
+        "--from-literal=k=v",
+    ]);
+    // The bot manages roles and bindings in its namespace, nothing else.
+    let manager = |extra: &str| {
+        format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: rbac-manager, namespace: team}}\nrules:\n- apiGroups: [rbac.authorization.k8s.io]\n  resources: [roles, rolebindings]\n  verbs: [get, list, create, update, patch, delete]\n{extra}"
+        )
+    };
+    apply_as_admin(&server, &manager(""));
+    server.ok(&[
+        "-n",
+        "team",
+        "create",
+        "rolebinding",
+        "bot-manages",
+        "--role=rbac-manager",
+        "--serviceaccount=team:bot",
+    ]);
+    let token = server.ok(&["-n", "team", "create", "token", "bot"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bot = kubeconfig_with(&server, token.trim(), dir.path());
+    let refused = |args: &[&str], missing: &str| {
+        let (ok, out, err) = kubectl_with(&bot, args);
+        assert!(!ok, "{args:?} was allowed: {out}");
+        assert!(
+            err.contains("is forbidden: user \"system:serviceaccount:team:bot\" (groups=[")
+                && err.contains("is attempting to grant RBAC permissions not currently held:")
+                && err.contains(missing),
+            "{args:?}: {err}"
+        );
+    };
+
+    // Binding cluster-admin, or writing a Role with rights it lacks: refused,
+    // naming what is missing as the real server does.
+    refused(
+        &[
+            "-n",
+            "team",
+            "create",
+            "rolebinding",
+            "grab",
+            "--clusterrole=cluster-admin",
+            "--serviceaccount=team:bot",
+        ],
+        "{APIGroups:[\"*\"], Resources:[\"*\"], Verbs:[\"*\"]}",
+    );
+    refused(
+        &[
+            "-n",
+            "team",
+            "create",
+            "role",
+            "peek",
+            "--verb=get,list",
+            "--resource=secrets",
+        ],
+        "{APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\" \"list\"]}",
+    );
+    let (ok, _, err) = kubectl_with(&bot, &["-n", "team", "get", "secret", "key"]);
+    assert!(!ok && err.contains("Forbidden"), "{err}");
+
+    // What it holds it may grant: a Role of its own rights, bound to itself.
+    let (ok, out, err) = kubectl_with(
+        &bot,
+        &[
+            "-n",
+            "team",
+            "create",
+            "role",
+            "roles-reader",
+            "--verb=get,list",
+            "--resource=roles.rbac.authorization.k8s.io",
+        ],
+    );
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = kubectl_with(
+        &bot,
+        &[
+            "-n",
+            "team",
+            "create",
+            "rolebinding",
+            "reads-roles",
+            "--role=roles-reader",
+            "--serviceaccount=team:bot",
+        ],
+    );
+    assert!(ok, "{out}{err}");
+
+    // `bind` on a ClusterRole lets it bind that role; `escalate` on roles
+    // lets it write any Role. Neither lets it read the Secret by itself.
+    apply_as_admin(
+        &server,
+        &manager(
+            "- apiGroups: [rbac.authorization.k8s.io]\n  resources: [clusterroles]\n  verbs: [bind]\n  resourceNames: [view]\n- apiGroups: [rbac.authorization.k8s.io]\n  resources: [roles]\n  verbs: [escalate]\n",
+        ),
+    );
+    let (ok, out, err) = kubectl_with(
+        &bot,
+        &[
+            "-n",
+            "team",
+            "create",
+            "rolebinding",
+            "views",
+            "--clusterrole=view",
+            "--serviceaccount=team:bot",
+        ],
+    );
+    assert!(ok, "bind: {out}{err}");
+    refused(
+        &[
+            "-n",
+            "team",
+            "create",
+            "rolebinding",
+            "edits",
+            "--clusterrole=edit",
+            "--serviceaccount=team:bot",
+        ],
+        "Verbs:[",
+    );
+    let (ok, out, err) = kubectl_with(
+        &bot,
+        &[
+            "-n",
+            "team",
+            "create",
+            "role",
+            "peek",
+            "--verb=get",
+            "--resource=secrets",
+        ],
+    );
+    assert!(ok, "escalate: {out}{err}");
+    let (ok, _, err) = kubectl_with(&bot, &["-n", "team", "get", "secret", "key"]);
+    assert!(!ok && err.contains("Forbidden"), "{err}");
+}

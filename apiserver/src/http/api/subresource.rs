@@ -63,31 +63,37 @@ impl Api {
             .to_owned();
         let manager = Self::manager(&request.query);
         let strict = Self::strict(&request.query);
-        let reply = self.write(target, name, Self::dry_run(&request.query), |current| {
-            let mut scale = Self::scale_of(current);
-            match (request.method, content_type.as_str()) {
-                ("PUT", _) => scale = body.clone(),
-                (_, "application/json-patch+json") => {
-                    json_patch(&mut scale, &body)
-                        .map_err(|why| ApiError::invalid(&info, name, why))?;
+        let reply = self.write(
+            target,
+            name,
+            Self::dry_run(&request.query),
+            &request.user,
+            |current| {
+                let mut scale = Self::scale_of(current);
+                match (request.method, content_type.as_str()) {
+                    ("PUT", _) => scale = body.clone(),
+                    (_, "application/json-patch+json") => {
+                        json_patch(&mut scale, &body)
+                            .map_err(|why| ApiError::invalid(&info, name, why))?;
+                    }
+                    _ => merge_patch(&mut scale, &body),
                 }
-                _ => merge_patch(&mut scale, &body),
-            }
-            let replicas = scale
-                .pointer("/spec/replicas")
-                .and_then(Value::as_i64)
-                .filter(|r| *r >= 0)
-                .ok_or_else(|| {
-                    ApiError::invalid(
-                        &info,
-                        name,
-                        "spec.replicas: Invalid value: must be a non-negative integer",
-                    )
-                })?;
-            let mut desired = current.clone();
-            desired["spec"]["replicas"] = replicas.into();
-            Self::updated(&info, name, None, current, desired, &manager, strict)
-        })?;
+                let replicas = scale
+                    .pointer("/spec/replicas")
+                    .and_then(Value::as_i64)
+                    .filter(|r| *r >= 0)
+                    .ok_or_else(|| {
+                        ApiError::invalid(
+                            &info,
+                            name,
+                            "spec.replicas: Invalid value: must be a non-negative integer",
+                        )
+                    })?;
+                let mut desired = current.clone();
+                desired["spec"]["replicas"] = replicas.into();
+                Self::updated(&info, name, None, current, desired, &manager, strict)
+            },
+        )?;
         match reply {
             Reply::Json(code, object) => Ok(Reply::Json(code, Self::scale_of(&object))),
             other => Ok(other),

@@ -8,6 +8,8 @@ use kubewasm_core::ObjectKey;
 use serde_json::{Value, json};
 
 use super::{Api, Reply, Request, Target, rv_of, served};
+use crate::http::auth::User;
+use crate::http::auth::escalation::Writer;
 use crate::http::error::ApiError;
 use crate::mutation::apply;
 use crate::mutation::patch::{json_patch, merge_patch};
@@ -17,6 +19,9 @@ use crate::objects::{
 use crate::store::StoreError;
 use kubewasm_types::crd;
 use kubewasm_types::info::ResourceInfo;
+
+/// The API group of RBAC, whose writes are checked for escalation.
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 /// The part of an object a subresource writes: `/status` its status (and a
 /// CertificateSigningRequest's `/approval` its status conditions), a Pod's
@@ -106,7 +111,7 @@ impl Api {
             &info.api_version(),
             info.custom,
         );
-        self.insert(target, object, &request.query)
+        self.insert(target, object, &request.query, &request.user)
     }
 
     /// Stores a new object: names, uid, timestamps, generation, status rules.
@@ -115,6 +120,7 @@ impl Api {
         target: &Target,
         mut object: Value,
         query: &HashMap<String, String>,
+        user: &User,
     ) -> Result<Reply, ApiError> {
         let info = &target.info;
         let metadata = metadata_mut(&mut object)
@@ -181,6 +187,7 @@ impl Api {
             map.remove("status");
         }
         let object = Self::checked(info, &name, served(info, &object), Self::strict(query))?;
+        Self::no_escalation(info, &name, self.writer(target, user).as_ref(), &object)?;
         if crd::is_crd(info) {
             crd::served_types(&object).map_err(|why| ApiError::invalid(info, &name, why))?;
         }
@@ -386,6 +393,32 @@ impl Api {
         query.get("fieldValidation").is_some_and(|v| v == "Strict")
     }
 
+    /// What the writer of an RBAC object holds, read before the write;
+    /// `None` for any other object.
+    fn writer(&self, target: &Target, user: &User) -> Option<Writer> {
+        (target.info.group == RBAC_GROUP && target.subresource.is_none())
+            .then(|| Writer::of(&self.store, user, target.namespace.as_deref().unwrap_or("")))
+    }
+
+    /// Refuses a Role, ClusterRole or binding granting what its writer does
+    /// not hold ([`crate::http::auth::escalation`]).
+    fn no_escalation(
+        info: &ResourceInfo,
+        name: &str,
+        writer: Option<&Writer>,
+        object: &Value,
+    ) -> Result<(), ApiError> {
+        match writer {
+            Some(writer) => writer.check(&info.plural, object).map_err(|why| {
+                ApiError::forbidden(format!(
+                    "{}.{} \"{name}\" is forbidden: {why}",
+                    info.plural, info.group
+                ))
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Stores `update(current)` for the object, then removes it if it is
     /// being deleted and has no finalizer left.
     pub(super) fn write(
@@ -393,9 +426,17 @@ impl Api {
         target: &Target,
         name: &str,
         dry_run: bool,
+        user: &User,
         update: impl FnOnce(&Value) -> Result<Value, ApiError>,
     ) -> Result<Reply, ApiError> {
         let info = &target.info;
+        // Read before the store is held: the checks inside run under it.
+        let writer = self.writer(target, user);
+        let update = |current: &Value| -> Result<Value, ApiError> {
+            let next = update(current)?;
+            Self::no_escalation(info, name, writer.as_ref(), &next)?;
+            Ok(next)
+        };
         let key = self.key(target, name);
         let not_found = |e: ApiError| {
             if e.code == 404 && e.reason == "NotFound" {
@@ -450,7 +491,7 @@ impl Api {
         let custom = info.custom;
         let manager = Self::manager(&request.query);
         let strict = Self::strict(&request.query);
-        self.write(target, name, Self::dry_run(&request.query), |current| {
+        self.write(target, name, Self::dry_run(&request.query), &request.user, |current| {
             match (&wanted_rv, rv_of(current)) {
                 (Some(wanted), Some(actual)) if wanted != actual => {
                     return Err(ApiError::conflict(
@@ -491,25 +532,31 @@ impl Api {
         let subresource = target.subresource.clone();
         let manager = Self::manager(&request.query);
         let strict = Self::strict(&request.query);
-        self.write(target, name, Self::dry_run(&request.query), |current| {
-            let mut desired = current.clone();
-            match flavour {
-                PatchType::Merge => merge_patch(&mut desired, &patch),
-                PatchType::Json => json_patch(&mut desired, &patch)
-                    .map_err(|e| ApiError::patch_failed(&info, name, &e))?,
-                PatchType::Strategic => crate::mutation::strategic::apply(&mut desired, &patch)
-                    .map_err(|why| ApiError::invalid(&info, name, why))?,
-            }
-            Self::updated(
-                &info,
-                name,
-                subresource.as_deref(),
-                current,
-                desired,
-                &manager,
-                strict,
-            )
-        })
+        self.write(
+            target,
+            name,
+            Self::dry_run(&request.query),
+            &request.user,
+            |current| {
+                let mut desired = current.clone();
+                match flavour {
+                    PatchType::Merge => merge_patch(&mut desired, &patch),
+                    PatchType::Json => json_patch(&mut desired, &patch)
+                        .map_err(|e| ApiError::patch_failed(&info, name, &e))?,
+                    PatchType::Strategic => crate::mutation::strategic::apply(&mut desired, &patch)
+                        .map_err(|why| ApiError::invalid(&info, name, why))?,
+                }
+                Self::updated(
+                    &info,
+                    name,
+                    subresource.as_deref(),
+                    current,
+                    desired,
+                    &manager,
+                    strict,
+                )
+            },
+        )
     }
 
     /// The field manager of a write: `fieldManager`, or `unknown`.
@@ -582,13 +629,20 @@ impl Api {
                 return Err(ApiError::not_found(&info, name));
             }
             let created = apply::apply(&json!({}), &applied, apply_request).map_err(conflict)?;
-            return self.insert(target, created, &request.query);
+            return self.insert(target, created, &request.query, &request.user);
         }
         let subresource = target.subresource.clone();
-        self.write(target, name, Self::dry_run(&request.query), |current| {
-            let merged = apply::apply(current, &applied, apply_request).map_err(conflict)?;
-            let next = Self::next_version(&info, name, subresource.as_deref(), current, merged)?;
-            Self::checked(&info, name, next, strict)
-        })
+        self.write(
+            target,
+            name,
+            Self::dry_run(&request.query),
+            &request.user,
+            |current| {
+                let merged = apply::apply(current, &applied, apply_request).map_err(conflict)?;
+                let next =
+                    Self::next_version(&info, name, subresource.as_deref(), current, merged)?;
+                Self::checked(&info, name, next, strict)
+            },
+        )
     }
 }

@@ -13,6 +13,7 @@
 //!   (with aggregation) and their bindings; `system:masters` may do
 //!   anything. Refusals are 403 with the real server's message.
 
+pub mod escalation;
 pub mod rbac;
 pub mod token;
 

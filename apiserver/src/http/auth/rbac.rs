@@ -143,7 +143,11 @@ pub struct Policy {
     store: Store,
 }
 
-fn all(store: &Store, plural: &str, namespace: Option<&str>) -> Vec<std::sync::Arc<Value>> {
+pub(crate) fn all(
+    store: &Store,
+    plural: &str,
+    namespace: Option<&str>,
+) -> Vec<std::sync::Arc<Value>> {
     store
         .list(
             &ResourceKey::new("rbac.authorization.k8s.io", plural),
@@ -166,7 +170,7 @@ impl Policy {
 
     /// A ClusterRole's rules, with those it aggregates, transitively (as
     /// the aggregation controller would have written them into it).
-    fn cluster_role_rules(&self, name: &str) -> Vec<Value> {
+    pub(crate) fn cluster_role_rules(&self, name: &str) -> Vec<Value> {
         let mut rules = Vec::new();
         let mut seen = std::collections::HashSet::new();
         let mut pending = vec![name.to_owned()];
@@ -202,6 +206,16 @@ impl Policy {
         rules
     }
 
+    /// The rules of the Role `name` in `namespace` (none when it does not
+    /// exist).
+    fn role_rules(&self, namespace: &str, name: &str) -> Vec<Value> {
+        all(&self.store, "roles", Some(namespace))
+            .into_iter()
+            .find(|r| text(r, "/metadata/name") == name)
+            .and_then(|r| r.get("rules").and_then(Value::as_array).cloned())
+            .unwrap_or_default()
+    }
+
     /// Every rule granted to `user`: cluster-wide, and in `namespace`.
     pub fn rules(&self, user: &User, namespace: Option<&str>) -> Vec<Value> {
         let mut rules = Vec::new();
@@ -220,20 +234,7 @@ impl Policy {
             let role = text(binding, "/roleRef/name");
             match text(binding, "/roleRef/kind") {
                 "ClusterRole" => rules.extend(self.cluster_role_rules(role)),
-                "Role" => {
-                    let found = all(&self.store, "roles", Some(namespace))
-                        .into_iter()
-                        .find(|r| text(r, "/metadata/name") == role);
-                    if let Some(found) = found {
-                        rules.extend(
-                            found
-                                .get("rules")
-                                .and_then(Value::as_array)
-                                .cloned()
-                                .unwrap_or_default(),
-                        );
-                    }
-                }
+                "Role" => rules.extend(self.role_rules(namespace, role)),
                 _ => {}
             }
         }
