@@ -11,6 +11,8 @@ use rcgen::{
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
+use crate::store::private::{create_private_dir, write_private};
+
 /// Why credentials could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -23,39 +25,6 @@ pub enum TlsError {
     /// Saved credentials could not be read or written.
     #[error("failed to keep credentials: {0}")]
     Store(String),
-}
-
-/// Writes a file only its owner can read (0600), replacing it atomically.
-///
-/// # Errors
-/// The I/O error.
-pub fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let tmp = path.with_extension("tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut file = options.open(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path)
-}
-
-/// Creates a directory (and its parents) that only its owner can enter
-/// (0700), or tightens an existing one to that.
-///
-/// # Errors
-/// The I/O error.
-pub fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-    }
-    Ok(())
 }
 
 /// A CA, a serving certificate signed by it, and a bearer token.

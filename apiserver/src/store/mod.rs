@@ -43,6 +43,7 @@ use persist::{PersistError, Persistence};
 mod history;
 pub(crate) mod index;
 pub mod persist;
+pub mod private;
 pub mod seed;
 
 /// Default number of events the history keeps.

@@ -143,8 +143,10 @@ impl Persistence {
             reason: e.to_string(),
         };
         // The database holds Secrets: only the owner may enter the directory.
-        crate::http::tls::create_private_dir(dir).map_err(|e| open(&e))?;
-        let db = Database::create(dir.join("state.redb")).map_err(|e| open(&e))?;
+        super::private::create_private_dir(dir).map_err(|e| open(&e))?;
+        let path = dir.join("state.redb");
+        super::private::create_private_file(&path).map_err(|e| open(&e))?;
+        let db = Database::create(path).map_err(|e| open(&e))?;
         let tx = db.begin_write().map_err(|e| open(&e))?;
         tx.open_table(OBJECTS).map_err(|e| open(&e))?;
         tx.open_table(COUNTERS).map_err(|e| open(&e))?;
@@ -367,12 +369,38 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    #[cfg(unix)]
+    #[test]
+    fn the_database_should_be_readable_by_its_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("kubewasm-persist-{}", uuid::Uuid::new_v4()));
+        let mode = |path: &std::path::Path| {
+            std::fs::metadata(path)
+                .expect("exists")
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        drop(Persistence::open(&dir, Arc::new(Notify::new())).expect("opens"));
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&dir.join("state.redb")), 0o600);
+        // An existing database left readable by others is tightened.
+        std::fs::set_permissions(
+            dir.join("state.redb"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .expect("loosened");
+        drop(Persistence::open(&dir, Arc::new(Notify::new())).expect("opens again"));
+        assert_eq!(mode(&dir.join("state.redb")), 0o600);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn an_unreadable_record_should_fail_the_load_by_name() {
         let dir = std::env::temp_dir().join(format!("kubewasm-persist-{}", uuid::Uuid::new_v4()));
         {
             let db = Database::create({
-                crate::http::tls::create_private_dir(&dir).expect("dir");
+                crate::store::private::create_private_dir(&dir).expect("dir");
                 dir.join("state.redb")
             })
             .expect("db");

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use kubewasm_apiserver::http::api::{Api, ApiConfig};
 use kubewasm_apiserver::http::server::ApiServer;
-use kubewasm_apiserver::http::tls::{self, Credentials};
+use kubewasm_apiserver::http::tls::Credentials;
+use kubewasm_apiserver::store::private::write_private;
 use kubewasm_apiserver::store::{DEFAULT_HISTORY, Store};
 
 use super::{CliError, block_on, wait_for_shutdown};
@@ -111,7 +112,7 @@ impl Embedded {
         .map_err(failed("listen"))?;
         let url = format!("https://{}", server.addr());
         // The kubeconfig holds the admin token: owner-only, written atomically.
-        tls::write_private(kubeconfig_out, credentials.kubeconfig(&url).as_bytes()).map_err(
+        write_private(kubeconfig_out, credentials.kubeconfig(&url).as_bytes()).map_err(
             |source| CliError::Write {
                 path: kubeconfig_out.to_owned(),
                 source,
