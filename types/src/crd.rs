@@ -64,6 +64,9 @@ pub fn served_types(crd: &Value) -> Result<Vec<ResourceInfo>, String> {
                 .into(),
         );
     }
+    for (i, version) in versions.iter().enumerate() {
+        check_metadata_schema(i, version)?;
+    }
     Ok(versions
         .iter()
         .filter(|v| v.get("served") != Some(&Value::Bool(false)))
@@ -98,6 +101,32 @@ pub fn served_types(crd: &Value) -> Result<Vec<ResourceInfo>, String> {
             })
         })
         .collect())
+}
+
+/// A version's schema may say of `metadata` only that it is an object and
+/// restrict its `name` and `generateName`: the rest is the server's
+/// (`controller-gen` writes `metadata: {type: object}`).
+fn check_metadata_schema(index: usize, version: &Value) -> Result<(), String> {
+    let Some(metadata) = version.pointer("/schema/openAPIV3Schema/properties/metadata") else {
+        return Ok(());
+    };
+    let names_only = metadata.as_object().is_some_and(|m| {
+        m.iter().all(|(key, value)| match key.as_str() {
+            "type" => value == "object",
+            "description" => true,
+            "properties" => value
+                .as_object()
+                .is_some_and(|p| p.keys().all(|k| k == "name" || k == "generateName")),
+            _ => false,
+        })
+    });
+    if names_only {
+        return Ok(());
+    }
+    Err(format!(
+        "spec.versions[{index}].schema.openAPIV3Schema.properties[metadata]: Forbidden: must not specify anything \
+         other than name and generateName, but metadata is implicitly specified"
+    ))
 }
 
 /// The annotation that lets a CRD use a `k8s.io` or `kubernetes.io` group.
@@ -186,6 +215,30 @@ mod tests {
         );
         assert!(t.namespaced && t.status && !t.scale && t.custom);
         assert_eq!(t.short_names, ["ma"]);
+    }
+
+    #[test]
+    fn a_crd_should_say_of_metadata_only_its_name_rules() {
+        let with = |metadata: Value| {
+            let mut c = crd("myapps.example.com");
+            c["spec"]["versions"][0]["schema"] = json!({"openAPIV3Schema": {"type": "object", "properties": {"metadata": metadata}}});
+            served_types(&c)
+        };
+        assert!(with(json!({"type": "object"})).is_ok(), "controller-gen's");
+        assert!(with(json!({"type": "object", "properties": {"name": {"maxLength": 9}}})).is_ok());
+        for refused in [
+            json!({"type": "object", "properties": {"labels": {"type": "object"}}}),
+            json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+            json!({"type": "string"}),
+        ] {
+            assert_eq!(
+                with(refused).err().as_deref(),
+                Some(
+                    "spec.versions[0].schema.openAPIV3Schema.properties[metadata]: Forbidden: must not \
+                     specify anything other than name and generateName, but metadata is implicitly specified"
+                )
+            );
+        }
     }
 
     #[test]

@@ -89,12 +89,42 @@ impl ApiError {
 
     /// 422 Invalid.
     pub fn invalid(info: &ResourceInfo, name: &str, why: impl std::fmt::Display) -> Self {
-        Self::new(
+        Self::invalid_fields(info, name, &[why.to_string()])
+    }
+
+    /// 422 Invalid with one cause per error (`<field>: <Reason>: <detail>`,
+    /// as field errors are worded), which kubectl prints after `is invalid:`.
+    pub fn invalid_fields(info: &ResourceInfo, name: &str, errors: &[String]) -> Self {
+        let why = match errors {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        let causes: Vec<Value> = errors
+            .iter()
+            .map(|e| {
+                let (field, message) = e.split_once(": ").unwrap_or(("", e));
+                let reason = match message.split_once(':').map_or(message, |(r, _)| r) {
+                    "Required value" => "FieldValueRequired",
+                    "Forbidden" => "FieldValueForbidden",
+                    "Unsupported value" => "FieldValueNotSupported",
+                    "Too long" => "FieldValueTooLong",
+                    "Duplicate value" => "FieldValueDuplicate",
+                    _ => "FieldValueInvalid",
+                };
+                json!({"reason": reason, "message": message, "field": field})
+            })
+            .collect();
+        let mut error = Self::new(
             422,
             "Invalid",
             format!("{} \"{name}\" is invalid: {why}", info.kind),
         )
-        .about(info, name)
+        .about(info, name);
+        if let Some(details) = error.details.as_mut() {
+            details["kind"] = info.kind.clone().into();
+            details["causes"] = causes.into();
+        }
+        error
     }
 
     /// 401 Unauthorized.

@@ -9,7 +9,11 @@
 //! `x-kubernetes-int-or-string` and `x-kubernetes-embedded-resource`.
 //! Not supported yet: `pattern`, `format`, CEL validation rules.
 //!
-//! `apiVersion`, `kind` and `metadata` at the root are never pruned.
+//! `apiVersion`, `kind` and `metadata` at the root (and of an embedded
+//! resource) are never pruned. A schema of `metadata` is read as the API
+//! server reads it: only its `name` and `generateName` properties are
+//! validated (a CRD may say no more of it, [`kubewasm_types::crd`]); the
+//! rest of an object's metadata is the server's, whatever the schema says.
 
 use serde_json::{Map, Value};
 
@@ -210,6 +214,11 @@ fn object(
             _ => None,
         });
         match property_schema {
+            Some(property) if keep_meta && key == "metadata" => {
+                if let Some(Value::Object(metadata)) = map.get_mut(&key) {
+                    metadata_names(metadata, property, &child(path, &key), findings);
+                }
+            }
             Some(property) => {
                 if let Some(v) = map.get_mut(&key) {
                     walk(v, property, &child(path, &key), false, findings);
@@ -229,6 +238,23 @@ fn object(
                     .errors
                     .push(format!("{}: Required value", child(path, field)));
             }
+        }
+    }
+}
+
+/// Validates the two fields of an object's metadata a schema may restrict.
+fn metadata_names(
+    metadata: &mut Map<String, Value>,
+    schema: &Value,
+    path: &str,
+    findings: &mut Findings,
+) {
+    for field in ["name", "generateName"] {
+        if let (Some(value), Some(property)) = (
+            metadata.get_mut(field),
+            schema.pointer(&format!("/properties/{field}")),
+        ) {
+            walk(value, property, &child(path, field), false, findings);
         }
     }
 }
@@ -291,6 +317,25 @@ mod tests {
         assert_eq!(object["spec"]["replicas"], 1);
         assert_eq!(object["spec"]["extra"], json!({"anything": true}));
         assert_eq!(object["metadata"], json!({"name": "x"}));
+    }
+
+    #[test]
+    fn a_metadata_schema_should_restrict_only_name_and_generate_name() {
+        // What controller-gen writes, and a name rule.
+        let schema = json!({"type": "object", "properties": {
+            "metadata": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 5}}},
+            "spec": {"type": "object"}}});
+        let metadata = json!({"name": "web", "namespace": "a", "uid": "u", "labels": {"app": "web"},
+            "annotations": {"k": "v"}, "finalizers": ["f"]});
+        let mut object = json!({"metadata": metadata, "spec": {}});
+        let findings = process(&mut object, &schema);
+        assert_eq!(findings, Findings::default());
+        assert_eq!(object["metadata"], metadata, "metadata is never pruned");
+        let mut long = json!({"metadata": {"name": "too-long"}});
+        assert_eq!(
+            process(&mut long, &schema).errors,
+            ["metadata.name: Too long: metadata.name in body should be at most 5 chars long"]
+        );
     }
 
     #[test]

@@ -369,21 +369,7 @@ impl Api {
             )));
         }
         if !findings.errors.is_empty() {
-            let mut error =
-                ApiError::invalid(info, name, format!("[{}]", findings.errors.join(", ")));
-            let causes: Vec<Value> = findings
-                .errors
-                .iter()
-                .map(|e| {
-                    let (field, message) = e.split_once(": ").unwrap_or(("", e));
-                    json!({"reason": "FieldValueInvalid", "message": message, "field": field})
-                })
-                .collect();
-            if let Some(details) = error.details.as_mut() {
-                details["causes"] = Value::Array(causes);
-                details["kind"] = info.kind.clone().into();
-            }
-            return Err(error);
+            return Err(ApiError::invalid_fields(info, name, &findings.errors));
         }
         Ok(object)
     }
