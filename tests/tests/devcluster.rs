@@ -117,3 +117,67 @@ fn a_controller_gen_crd_should_be_used_as_written() {
         "{err}"
     );
 }
+
+#[test]
+fn an_event_written_through_one_api_should_read_through_the_other() {
+    let server = Apiserver::start();
+    server.ok(&["create", "configmap", "settings", "--from-literal=a=1"]);
+    let uid = json_of(&server, &["get", "configmap", "settings"])["metadata"]["uid"]
+        .as_str()
+        .map(str::to_owned)
+        .expect("a uid");
+    // What the host's applier writes: events.k8s.io/v1.
+    let (ok, out, err) = apply(
+        &server,
+        &format!(
+            "apiVersion: events.k8s.io/v1\nkind: Event\nmetadata: {{name: settings.1, namespace: default}}\n\
+             eventTime: \"2026-12-02T20:00:00.000000Z\"\nreportingController: kubewasm/replicator\n\
+             reportingInstance: host-1\naction: Reconcile\nreason: Replicated\ntype: Normal\n\
+             note: copied to 3 namespaces\nregarding: {{apiVersion: v1, kind: ConfigMap, name: settings, \
+             namespace: default, uid: {uid}}}\n"
+        ),
+    );
+    assert!(ok, "{out}{err}");
+    let core = json_of(&server, &["get", "events.v1.", "settings.1"]);
+    assert_eq!(core["message"], "copied to 3 namespaces", "{core}");
+    assert_eq!(core["involvedObject"]["name"], "settings", "{core}");
+    assert_eq!(core["reportingComponent"], "kubewasm/replicator", "{core}");
+    assert!(core.get("note").is_none(), "{core}");
+    let listed = server.ok(&["get", "events"]);
+    assert!(
+        listed.contains("Replicated")
+            && listed.contains("configmap/settings")
+            && listed.contains("copied to 3 namespaces"),
+        "{listed}"
+    );
+    let described = server.ok(&["describe", "configmap", "settings"]);
+    assert!(
+        described.contains("Replicated") && described.contains("copied to 3 namespaces"),
+        "{described}"
+    );
+    let events = server.ok(&["events", "--for", "configmap/settings"]);
+    assert!(events.contains("copied to 3 namespaces"), "{events}");
+    // And back: a core Event read through events.k8s.io, selected by a
+    // field of that view.
+    let (ok, out, err) = apply(
+        &server,
+        "apiVersion: v1\nkind: Event\nmetadata: {name: settings.2, namespace: default}\n\
+         involvedObject: {kind: ConfigMap, name: settings, namespace: default}\n\
+         reason: Edited\ntype: Warning\nmessage: edited by hand\nsource: {component: kubectl}\n",
+    );
+    assert!(ok, "{out}{err}");
+    let view = json_of(
+        &server,
+        &[
+            "get",
+            "events.v1.events.k8s.io",
+            "--field-selector",
+            "regarding.name=settings,type=Warning",
+        ],
+    );
+    let items = view["items"].as_array().cloned().unwrap_or_default();
+    assert_eq!(items.len(), 1, "{view}");
+    assert_eq!(items[0]["note"], "edited by hand");
+    assert_eq!(items[0]["deprecatedSource"]["component"], "kubectl");
+    assert!(items[0].get("message").is_none(), "{view}");
+}

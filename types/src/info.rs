@@ -6,7 +6,12 @@
 //! Versions of one resource share one storage ([`ResourceInfo::storage_key`]
 //! is group and plural). Objects are served with the requested `apiVersion`
 //! but are not converted between schemas: what is read through another
-//! version is what was written.
+//! version is what was written. One resource is served by two groups, as
+//! by a real server: `events.k8s.io` Events are stored with core Events
+//! (the API server converts the fields between the two views).
+
+/// The group of the second view of Events.
+pub const EVENTS_GROUP: &str = "events.k8s.io";
 
 /// Where a resource type's objects are filed: its group and plural.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -88,9 +93,18 @@ pub type FieldSchema = (
 );
 
 impl ResourceInfo {
-    /// Where its objects are stored: shared by all its versions.
+    /// Where its objects are stored: shared by all its versions, and by
+    /// both views of Events.
     pub fn storage_key(&self) -> ResourceKey {
+        if self.is_events_view() {
+            return ResourceKey::new("", "events");
+        }
         ResourceKey::new(self.group.clone(), self.plural.clone())
+    }
+
+    /// Whether this is `events.k8s.io`'s view of the core Events.
+    pub fn is_events_view(&self) -> bool {
+        self.group == EVENTS_GROUP && self.plural == "events"
     }
 
     /// The `apiVersion` of its objects.

@@ -1,9 +1,11 @@
-//! What objects must look like: [`structural`] schemas of custom resources
+//! What objects must look like: [`conversion`] between a stored form and
+//! the view a request names, [`structural`] schemas of custom resources
 //! (pruning, defaults, validation), [`openapi`] (`/openapi/v3`, with
 //! k8s-openapi's field-level schemas for built-in kinds) and [`protobuf`]
 //! (bodies of every stable built-in kind, by Kubernetes' own
 //! `generated.proto` schemas).
 
+pub mod conversion;
 pub mod openapi;
 pub mod protobuf;
 pub mod structural;

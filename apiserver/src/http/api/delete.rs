@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use kubewasm_core::ObjectKey;
 
 use super::filter::Filter;
-use super::{Api, Reply, Request, Target, rv_of, served};
+use super::{Api, Reply, Request, Target, rv_of, shown};
 use crate::http::error::ApiError;
 use crate::objects::{metadata_mut, now};
 use crate::store::ListAt;
@@ -72,7 +72,7 @@ impl Api {
         let info = &target.info;
         let options = DeleteOptions::of(request)?;
         match self.delete_object(info, &self.key(target, name), name, &options)? {
-            Deleted::Marked(object) => Ok(Reply::Json(200, served(info, &object))),
+            Deleted::Marked(object) => Ok(Reply::Json(200, shown(info, &object))),
             Deleted::Gone(last) => Ok(Reply::Json(
                 200,
                 json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
@@ -97,7 +97,7 @@ impl Api {
                 "the server does not allow this method on the requested resource (deletecollection namespaces)",
             ));
         }
-        let filter = Filter::from_query(&request.query, &info.plural, self.config.shard_selectors)?;
+        let filter = Filter::from_query(&request.query, info, self.config.shard_selectors)?;
         let options = DeleteOptions::of(request)?;
         let snapshot = self.store.list(
             &info.storage_key(),
@@ -110,7 +110,7 @@ impl Api {
                 continue;
             };
             match self.delete_object(info, &key, &key.name, &options) {
-                Ok(Deleted::Marked(o) | Deleted::Gone(o)) => items.push(served(info, &o)),
+                Ok(Deleted::Marked(o) | Deleted::Gone(o)) => items.push(shown(info, &o)),
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),
             }

@@ -6,6 +6,8 @@ use kubewasm_core::{Selector, ShardField, ShardSelector};
 use serde_json::Value;
 
 use crate::http::error::ApiError;
+use crate::schema::conversion;
+use kubewasm_types::info::ResourceInfo;
 
 /// A field selector: the fields a resource type allows (see
 /// `selectable_fields`), with `=`, `==` and `!=`.
@@ -28,6 +30,7 @@ fn selectable_fields(plural: &str) -> &'static [&'static str] {
             "involvedObject.fieldPath",
             "reason",
             "reportingComponent",
+            "reportingController",
             "source",
             "type",
             "regarding.kind",
@@ -133,15 +136,19 @@ impl Filter {
     /// `shardSelector` is ignored (as a server without KEP-5866 ignores it).
     pub(super) fn from_query(
         query: &HashMap<String, String>,
-        plural: &str,
+        info: &ResourceInfo,
         shard_selectors: bool,
     ) -> Result<Self, ApiError> {
         let labels = Selector::parse(query.get("labelSelector").map_or("", String::as_str))
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
-        let fields = FieldSelector::parse_for(
+        let mut fields = FieldSelector::parse_for(
             query.get("fieldSelector").map_or("", String::as_str),
-            plural,
+            &info.plural,
         )?;
+        // Selectors match stored objects: a view's field names are mapped.
+        for (field, _, _) in &mut fields.terms {
+            *field = conversion::stored_field(info, field).into_owned();
+        }
         let shard = query
             .get("shardSelector")
             .filter(|s| shard_selectors && !s.is_empty())
@@ -185,6 +192,29 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn builtin(group: &str, plural: &str) -> ResourceInfo {
+        kubewasm_types::registry::Registry::builtin()
+            .all()
+            .find(|t| t.group == group && t.plural == plural)
+            .cloned()
+            .expect("served")
+    }
+
+    fn configmaps() -> ResourceInfo {
+        builtin("", "configmaps")
+    }
+
+    #[test]
+    fn a_views_field_selector_should_select_the_stored_field() {
+        let query = HashMap::from([(
+            "fieldSelector".to_owned(),
+            "regarding.name=web,reportingController=kubewasm/x".to_owned(),
+        )]);
+        let stored = json!({"involvedObject": {"name": "web"}, "reportingComponent": "kubewasm/x"});
+        let view = Filter::from_query(&query, &builtin("events.k8s.io", "events"), true);
+        assert!(view.expect("valid").matches(&stored));
+    }
+
     #[test]
     fn field_selectors_should_support_name_and_namespace_only() {
         let f = FieldSelector::parse_for("metadata.name=a,metadata.namespace!=b", "configmaps")
@@ -205,7 +235,7 @@ mod tests {
                 "shardSelector".to_owned(),
                 format!("shardRange(object.metadata.uid,{range})"),
             )]);
-            Filter::from_query(&query, "configmaps", true).expect("valid")
+            Filter::from_query(&query, &configmaps(), true).expect("valid")
         };
         let (low, high) = (
             half("'0x0','0x8000000000000000'"),
@@ -233,12 +263,12 @@ mod tests {
             "shardSelector".to_owned(),
             "shardRange(spec.x,'0x0','0x1')".to_owned(),
         )]);
-        let error = Filter::from_query(&bad, "configmaps", true)
+        let error = Filter::from_query(&bad, &configmaps(), true)
             .err()
             .expect("refused");
         assert!(format!("{error:?}").contains("spec.x"), "{error:?}");
         // Served off, the parameter is ignored, malformed or not.
-        let off = Filter::from_query(&bad, "configmaps", false).expect("ignored");
+        let off = Filter::from_query(&bad, &configmaps(), false).expect("ignored");
         assert!(off.shard_info().is_none());
         assert!(objects.iter().all(|o| off.matches(o)));
     }

@@ -29,6 +29,7 @@ use crate::http::auth::{Authenticator, Impersonation, User};
 use crate::http::decode::Format;
 use crate::http::error::ApiError;
 use crate::objects::canonical_order;
+use crate::schema::conversion;
 use crate::store::Store;
 use access::Review;
 use kubewasm_types::info::ResourceInfo;
@@ -157,7 +158,16 @@ struct Target {
 /// The object with `apiVersion` and `kind` of the version served, in the
 /// API server's field order.
 fn served(info: &ResourceInfo, object: &Value) -> Value {
-    let mut object = object.clone();
+    stamped(info, object.clone())
+}
+
+/// A stored object as `info`'s view serves it ([`conversion::from_storage`],
+/// then [`served`]): what every answer carries.
+fn shown(info: &ResourceInfo, stored: &Value) -> Value {
+    stamped(info, conversion::from_storage(info, stored).into_owned())
+}
+
+fn stamped(info: &ResourceInfo, mut object: Value) -> Value {
     if let Some(map) = object.as_object_mut() {
         map.insert("apiVersion".into(), info.api_version().into());
         map.insert("kind".into(), info.kind.clone().into());

@@ -37,7 +37,7 @@ impl Api {
         query: &HashMap<String, String>,
         representation: As,
     ) -> Result<Reply, ApiError> {
-        let filter = Filter::from_query(query, &target.info.plural, self.config.shard_selectors)?;
+        let filter = Filter::from_query(query, &target.info, self.config.shard_selectors)?;
         let limit = super::query::limit(query)?.unwrap_or(usize::MAX);
         let (at, after) = match query.get("continue").filter(|c| !c.is_empty()) {
             Some(token) => {

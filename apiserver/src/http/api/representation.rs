@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::served;
+use super::shown;
 use super::table;
 use kubewasm_types::info::ResourceInfo;
 
@@ -79,7 +79,7 @@ pub(super) fn object(
     columns: bool,
 ) -> Value {
     match representation {
-        As::Object => served(info, object),
+        As::Object => shown(info, object),
         As::Metadata => metadata_of(object),
         As::Table => table_of(info, std::iter::once(object), json!({}), columns),
     }
@@ -94,7 +94,7 @@ pub(super) fn list(
 ) -> Value {
     match representation {
         As::Object => {
-            let items: Vec<Value> = items.iter().map(|o| served(info, o)).collect();
+            let items: Vec<Value> = items.iter().map(|o| shown(info, o)).collect();
             json!({"kind": info.list_kind, "apiVersion": info.api_version(),
                    "metadata": metadata, "items": items})
         }

@@ -39,6 +39,11 @@ enum Cell {
     NodeStatus,
     /// A Node's `node-role.kubernetes.io/*` labels, or `<none>`.
     NodeRoles,
+    /// Time since an Event was last seen: its `series`, its
+    /// `lastTimestamp`, its `eventTime`, its creation.
+    EventLastSeen,
+    /// What an Event regards, `kind/name` (the kind in lower case).
+    EventObject,
 }
 
 /// One column: its definition and how its cells are computed.
@@ -88,6 +93,15 @@ pub(super) fn columns(info: &ResourceInfo) -> Vec<Column> {
             c("Type", "string", Text("/type", "")),
             c("Data", "integer", Count(&["/data"])),
         ],
+        ("", "events") => {
+            return vec![
+                c("Last Seen", "string", Cell::EventLastSeen),
+                c("Type", "string", Text("/type", "")),
+                c("Reason", "string", Text("/reason", "")),
+                c("Object", "string", Cell::EventObject),
+                c("Message", "string", Text("/message", "")),
+            ];
+        }
         ("", "pods") => vec![
             c("Ready", "string", PodReady),
             c("Status", "string", Text("/status/phase", "Pending")),
@@ -247,6 +261,21 @@ fn cell(cell: &Cell, kind: &str, object: &Value) -> Value {
                 ports.join(",").into()
             }
         }
+        Cell::EventLastSeen => age([
+            "/series/lastObservedTime",
+            "/lastTimestamp",
+            "/eventTime",
+            "/metadata/creationTimestamp",
+        ]
+        .into_iter()
+        .find_map(text))
+        .into(),
+        Cell::EventObject => format!(
+            "{}/{}",
+            text("/involvedObject/kind").unwrap_or("").to_lowercase(),
+            text("/involvedObject/name").unwrap_or("")
+        )
+        .into(),
         Cell::NodeStatus => {
             let ready = object
                 .pointer("/status/conditions")

@@ -76,7 +76,7 @@ impl Api {
         representation: As,
         user: &str,
     ) -> Result<Reply, ApiError> {
-        let filter = Filter::from_query(query, &target.info.plural, self.config.shard_selectors)?;
+        let filter = Filter::from_query(query, &target.info, self.config.shard_selectors)?;
         let bookmarks = query
             .get("allowWatchBookmarks")
             .is_some_and(|b| b == "true");

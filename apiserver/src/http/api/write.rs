@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use kubewasm_core::ObjectKey;
 use serde_json::{Value, json};
 
-use super::{Api, Reply, Request, Target, rv_of, served};
+use super::{Api, Reply, Request, Target, rv_of, served, shown};
 use crate::http::auth::User;
 use crate::http::auth::escalation::Writer;
 use crate::http::error::ApiError;
@@ -16,6 +16,7 @@ use crate::mutation::patch::{json_patch, merge_patch};
 use crate::objects::{
     generate_name, metadata_mut, new_uid, now, spec_changed, strings_at, validate_name,
 };
+use crate::schema::conversion;
 use crate::store::StoreError;
 use kubewasm_types::crd;
 use kubewasm_types::info::ResourceInfo;
@@ -197,7 +198,11 @@ impl Api {
         let key = self.key(target, &name);
         let mut created = self
             .store
-            .create(&info.storage_key(), &key, object)
+            .create(
+                &info.storage_key(),
+                &key,
+                conversion::to_storage(info, object),
+            )
             .map_err(|e| match e {
                 StoreError::AlreadyExists { .. } => ApiError::already_exists(info, &name),
                 other => other.into(),
@@ -205,7 +210,7 @@ impl Api {
         if crd::is_crd(info) {
             created = self.establish(&key, &created)?;
         }
-        Ok(Reply::Json(201, served(info, &created)))
+        Ok(Reply::Json(201, shown(info, &created)))
     }
 
     /// Merges what a write may change into the current object: the rules
@@ -419,10 +424,12 @@ impl Api {
         let info = &target.info;
         // Read before the store is held: the checks inside run under it.
         let writer = self.writer(target, user);
+        // `update` works on the view the request names; the store keeps
+        // the stored form.
         let update = |current: &Value| -> Result<Value, ApiError> {
-            let next = update(current)?;
+            let next = update(&conversion::from_storage(info, current))?;
             Self::no_escalation(info, name, writer.as_ref(), &next)?;
-            Ok(next)
+            Ok(conversion::to_storage(info, next))
         };
         let key = self.key(target, name);
         let not_found = |e: ApiError| {
@@ -437,7 +444,7 @@ impl Api {
                 .store
                 .get(&info.storage_key(), &key)
                 .ok_or_else(|| ApiError::not_found(info, name))?;
-            return Ok(Reply::Json(200, update(&current)?));
+            return Ok(Reply::Json(200, shown(info, &update(&current)?)));
         }
         let written = self
             .store
@@ -456,13 +463,13 @@ impl Api {
             if crd::is_crd(info) {
                 self.retire(&last);
             }
-            return Ok(Reply::Json(200, served(info, &last)));
+            return Ok(Reply::Json(200, shown(info, &last)));
         }
         if crd::is_crd(info) && written.changed && target.subresource.is_none() {
             let established = self.establish(&key, object)?;
-            return Ok(Reply::Json(200, served(info, &established)));
+            return Ok(Reply::Json(200, shown(info, &established)));
         }
-        Ok(Reply::Json(200, served(info, object)))
+        Ok(Reply::Json(200, shown(info, object)))
     }
 
     pub(super) fn update(
