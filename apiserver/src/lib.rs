@@ -15,15 +15,17 @@
 //! - [`mutation`]: how a write changes an object: merge and JSON patch,
 //!   strategic merge, server-side apply;
 //! - [`controllers`]: what runs beside the server on the store: garbage
-//!   collection and namespace termination, each namespace's defaults, the
-//!   workload simulation;
+//!   collection and namespace termination, each namespace's defaults;
 //! - [`http`]: the HTTP layer: server and connection bounds, TLS,
 //!   authentication and RBAC, routing and the verbs, body decoding and
-//!   bounds, the Status errors.
+//!   bounds, the Status errors;
+//! - [`simulation`]: the simulated cluster (opt-in): built-in workload
+//!   controllers and a kubelet on simulated Nodes, API clients of [`http`].
 
 pub mod controllers;
 pub mod http;
 pub mod mutation;
 pub mod objects;
 pub mod schema;
+pub mod simulation;
 pub mod store;

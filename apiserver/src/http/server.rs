@@ -90,16 +90,10 @@ impl ApiServer {
             None => api,
         };
         let root_ca = credentials.as_ref().map(|c| c.ca_pem().to_owned());
-        let mut background = vec![
+        let background = vec![
             crate::controllers::gc::spawn(api.store().clone()),
             crate::controllers::namespace::spawn(api.store().clone(), root_ca),
         ];
-        if let Some(delay) = api.config().simulate_workloads {
-            background.push(crate::controllers::simulator::spawn(
-                api.store().clone(),
-                delay,
-            ));
-        }
         let slots = Arc::new(Semaphore::new(limits.max_connections));
         let accept = tokio::spawn(async move {
             let mut failures = 0;

@@ -110,6 +110,31 @@ fn default_roles() -> Vec<(&'static str, Vec<&'static str>, Option<&'static str>
 /// The simulated node's name.
 pub const NODE: &str = "kubewasm-node";
 
+/// A simulated Node, Ready, named `name` at `address`, its Pods'
+/// addresses in `pod_cidr` (a `/16`); `control_plane` marks the first.
+pub fn node(name: &str, address: &str, pod_cidr: &str, control_plane: bool) -> Value {
+    let mut node_meta = meta(name, None);
+    node_meta["labels"] = json!({"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                                 "kubernetes.io/arch": "amd64"});
+    if control_plane {
+        node_meta["labels"]["node-role.kubernetes.io/control-plane"] = "".into();
+    }
+    let ready = json!({"type": "Ready", "status": "True", "reason": "KubeletReady",
+                       "message": "kubelet is posting ready status (simulated)",
+                       "lastHeartbeatTime": now(), "lastTransitionTime": now()});
+    let capacity = json!({"cpu": "2", "memory": "8Gi", "pods": "110", "ephemeral-storage": "50Gi"});
+    let cidr = pod_cidr;
+    json!({"kind": "Node", "apiVersion": "v1", "metadata": node_meta,
+           "spec": {"podCIDR": cidr, "podCIDRs": [cidr]},
+           "status": {"conditions": [ready], "capacity": capacity.clone(), "allocatable": capacity,
+                      "addresses": [{"type": "InternalIP", "address": address}, {"type": "Hostname", "address": name}],
+                      "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                      "nodeInfo": {"kubeletVersion": "v1.33.0", "kubeProxyVersion": "v1.33.0",
+                                   "containerRuntimeVersion": "kubewasm://simulated", "operatingSystem": "linux",
+                                   "architecture": "amd64", "osImage": "kubewasm", "kernelVersion": "",
+                                   "machineID": "", "systemUUID": "", "bootID": ""}}})
+}
+
 /// The objects of a fresh cluster, as (storage key, key, object).
 fn objects() -> Vec<(ResourceKey, ObjectKey, Value)> {
     let mut all = Vec::new();
@@ -143,24 +168,10 @@ fn objects() -> Vec<(ResourceKey, ObjectKey, Value)> {
                "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true, "serving": true, "terminating": false}}],
                "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}]}),
     ));
-    let mut node_meta = meta(NODE, None);
-    node_meta["labels"] = json!({"kubernetes.io/hostname": NODE, "kubernetes.io/os": "linux",
-                                 "kubernetes.io/arch": "amd64", "node-role.kubernetes.io/control-plane": ""});
-    let ready = json!({"type": "Ready", "status": "True", "reason": "KubeletReady",
-                       "message": "kubelet is posting ready status (simulated)",
-                       "lastHeartbeatTime": now(), "lastTransitionTime": now()});
-    let capacity = json!({"cpu": "2", "memory": "8Gi", "pods": "110", "ephemeral-storage": "50Gi"});
     all.push((
         ResourceKey::new("", "nodes"),
         ObjectKey::cluster(NODE),
-        json!({"kind": "Node", "apiVersion": "v1", "metadata": node_meta,
-               "spec": {"podCIDR": "10.244.0.0/16", "podCIDRs": ["10.244.0.0/16"]},
-               "status": {"conditions": [ready], "capacity": capacity.clone(), "allocatable": capacity,
-                          "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": NODE}],
-                          "nodeInfo": {"kubeletVersion": "v1.33.0", "kubeProxyVersion": "v1.33.0",
-                                       "containerRuntimeVersion": "kubewasm://simulated", "operatingSystem": "linux",
-                                       "architecture": "amd64", "osImage": "kubewasm", "kernelVersion": "",
-                                       "machineID": "", "systemUUID": "", "bootID": ""}}}),
+        node(NODE, "127.0.0.1", "10.244.0.0/16", true),
     ));
     for component in ["controller-manager", "scheduler", "etcd-0"] {
         all.push((

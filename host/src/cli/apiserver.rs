@@ -8,6 +8,7 @@ use std::time::Duration;
 use kubewasm_apiserver::http::api::{Api, ApiConfig};
 use kubewasm_apiserver::http::server::ApiServer;
 use kubewasm_apiserver::http::tls::Credentials;
+use kubewasm_apiserver::simulation::Simulation;
 use kubewasm_apiserver::store::private::write_private;
 use kubewasm_apiserver::store::{DEFAULT_HISTORY, Store};
 
@@ -22,10 +23,16 @@ pub(super) struct Args {
     /// Where to write the kubeconfig that kubectl and kube-rs use as is.
     #[arg(long)]
     kubeconfig_out: PathBuf,
-    /// Simulate workloads: mark Deployments, ReplicaSets and StatefulSets
-    /// available shortly after their spec changes (no pod runs).
+    /// Simulate a cluster's workloads: the built-in controllers
+    /// (Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs, CronJobs,
+    /// EndpointSlices, volumes) and a kubelet on simulated Nodes running
+    /// Pods through their phases (no container runs). README lists what
+    /// is simulated.
     #[arg(long)]
     simulate_workloads: bool,
+    /// How many simulated Nodes Pods are scheduled to (1 to 100).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=100))]
+    nodes: u8,
     /// Keep state (objects, resource versions, credentials) in this
     /// directory across restarts; without it, state is in memory.
     #[arg(long)]
@@ -59,6 +66,7 @@ pub(super) fn run(args: Args) -> Result<(), CliError> {
             &args.kubeconfig_out,
             config,
             args.data_dir.as_deref(),
+            usize::from(args.nodes),
         )
         .await?;
         eprintln!(
@@ -75,6 +83,8 @@ pub(super) fn run(args: Args) -> Result<(), CliError> {
 /// A running embedded API server and what it needs to be stopped cleanly.
 pub(super) struct Embedded {
     server: ApiServer,
+    /// The simulated cluster, when workloads are simulated.
+    simulation: Option<Simulation>,
     store: Store,
     /// Where it serves (`https://ADDRESS`).
     pub(super) url: String,
@@ -90,6 +100,7 @@ impl Embedded {
         kubeconfig_out: &Path,
         config: ApiConfig,
         data_dir: Option<&Path>,
+        nodes: usize,
     ) -> Result<Self, CliError> {
         let (store, credentials) = match data_dir {
             Some(dir) => (
@@ -103,13 +114,14 @@ impl Embedded {
             ),
         };
         kubewasm_apiserver::store::seed::seed(&store).map_err(failed("seed the store"))?;
-        let server = ApiServer::start(
-            listen,
-            Api::new(store.clone(), config),
-            Some(credentials.clone()),
-        )
-        .await
-        .map_err(failed("listen"))?;
+        let api = Api::new(store.clone(), config);
+        let simulation = api
+            .config()
+            .simulate_workloads
+            .map(|delay| Simulation::start(&api, nodes, delay));
+        let server = ApiServer::start(listen, api, Some(credentials.clone()))
+            .await
+            .map_err(failed("listen"))?;
         let url = format!("https://{}", server.addr());
         // The kubeconfig holds the admin token: owner-only, written atomically.
         write_private(kubeconfig_out, credentials.kubeconfig(&url).as_bytes()).map_err(
@@ -118,7 +130,12 @@ impl Embedded {
                 source,
             },
         )?;
-        Ok(Self { server, store, url })
+        Ok(Self {
+            server,
+            simulation,
+            store,
+            url,
+        })
     }
 
     /// Stops serving and flushes the store.
@@ -126,6 +143,7 @@ impl Embedded {
     /// # Errors
     /// [`CliError::Apiserver`] when the store cannot be flushed.
     pub(super) async fn stop(self) -> Result<(), CliError> {
+        drop(self.simulation);
         drop(self.server);
         self.store.flush().await.map_err(failed("flush the store"))
     }

@@ -23,6 +23,10 @@ pub(super) struct Args {
     /// Where to write the kubeconfig for kubectl.
     #[arg(long, default_value = "target/kubewasm-dev.kubeconfig")]
     kubeconfig_out: PathBuf,
+    /// How many simulated Nodes the dev cluster's Pods are scheduled to
+    /// (1 to 100).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=100))]
+    nodes: u8,
     #[command(flatten)]
     pub(super) host: HostFlags,
     #[command(flatten)]
@@ -57,7 +61,14 @@ pub(super) fn run(args: Args) -> Result<(), CliError> {
             simulate_workloads: Some(Duration::from_secs(1)),
             ..ApiConfig::default()
         };
-        let embedded = Embedded::start(args.listen, &kubeconfig_out, config, None).await?;
+        let embedded = Embedded::start(
+            args.listen,
+            &kubeconfig_out,
+            config,
+            None,
+            usize::from(args.nodes),
+        )
+        .await?;
         let client = client(Some(&kubeconfig_out)).await?;
         let mut crds = crate::daemon::install_plugin_crds(&client).await?;
         crds.extend(crate::daemon::install_crds(&client, &options.plugins).await?);

@@ -10,7 +10,7 @@ use kubewasm_core::ObjectKey;
 use super::filter::Filter;
 use super::{Api, Reply, Request, Target, rv_of, shown};
 use crate::http::error::ApiError;
-use crate::objects::{metadata_mut, now};
+use crate::objects::{metadata_mut, now, text_at};
 use crate::store::ListAt;
 use kubewasm_types::crd;
 use kubewasm_types::info::ResourceInfo;
@@ -22,6 +22,8 @@ struct DeleteOptions {
     policy: Option<String>,
     uid: Option<String>,
     resource_version: Option<String>,
+    /// `gracePeriodSeconds`, if given.
+    grace: Option<i64>,
 }
 
 impl DeleteOptions {
@@ -50,6 +52,10 @@ impl DeleteOptions {
             policy,
             uid: text("/preconditions/uid"),
             resource_version: text("/preconditions/resourceVersion"),
+            grace: body
+                .get("gracePeriodSeconds")
+                .and_then(Value::as_i64)
+                .or_else(|| request.query.get("gracePeriodSeconds")?.parse().ok()),
         })
     }
 }
@@ -122,6 +128,29 @@ impl Api {
         ))
     }
 
+    /// The grace period a simulated kubelet gets to stop a Pod bound to a
+    /// Node before it is removed: the one asked for, else the Pod's
+    /// `terminationGracePeriodSeconds` (30 s by default); none when no
+    /// kubelet runs, for a Pod not bound or finished, or with 0 asked
+    /// (removed at once, as `--grace-period=0 --force` does).
+    fn kubelet_grace(&self, info: &ResourceInfo, pod: &Value, asked: Option<i64>) -> Option<i64> {
+        let bound = !text_at(pod, "/spec/nodeName").is_empty()
+            && !matches!(text_at(pod, "/status/phase"), "Succeeded" | "Failed");
+        if self.config.simulate_workloads.is_none()
+            || !(info.group.is_empty() && info.plural == "pods")
+            || !bound
+        {
+            return None;
+        }
+        let grace = asked
+            .or_else(|| {
+                pod.pointer("/spec/terminationGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+            })
+            .unwrap_or(30);
+        (grace > 0).then_some(grace)
+    }
+
     /// Deletes one object: checks the preconditions, then marks it (it has
     /// finalizers, the policy adds one, or it is a namespace) or removes it.
     fn delete_object(
@@ -171,14 +200,16 @@ impl Api {
         }
         // A namespace is emptied by the namespace controller (`gc`) first.
         let is_namespace = info.group.is_empty() && info.plural == "namespaces";
-        if !finalizers.is_empty() || is_namespace {
-            // Graceful: mark, and let the finalizers' owners finish.
+        let grace = self.kubelet_grace(info, &current, options.grace);
+        if !finalizers.is_empty() || is_namespace || grace.is_some() {
+            // Graceful: mark, and let the finalizers' owners (or the
+            // kubelet) finish.
             let deleting = move |object: &Value| -> Result<Value, ApiError> {
                 let mut next = object.clone();
                 if let Some(m) = metadata_mut(&mut next) {
                     m.entry("deletionTimestamp").or_insert_with(|| now().into());
                     m.entry("deletionGracePeriodSeconds")
-                        .or_insert_with(|| 0.into());
+                        .or_insert_with(|| grace.unwrap_or(0).into());
                     if !finalizers.is_empty() {
                         m.insert("finalizers".into(), Value::Array(finalizers));
                     }

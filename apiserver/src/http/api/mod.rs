@@ -425,6 +425,11 @@ impl Api {
             ("GET", Some(name), Some(sub)) if write::part_of(&target.info, sub).is_some() => {
                 self.get(&target, name, representation)
             }
+            ("GET", Some(name), Some("log"))
+                if target.info.group.is_empty() && target.info.plural == "pods" =>
+            {
+                self.pod_log(&target, name, &request.query)
+            }
             ("GET", Some(name), Some("scale")) if target.info.scale => {
                 self.get_scale(&target, name)
             }

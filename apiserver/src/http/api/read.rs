@@ -31,6 +31,40 @@ impl Api {
         ))
     }
 
+    /// `pods/log`: what a simulated container wrote (a line saying it is
+    /// simulated); a Pod not started yet has no log, as on a real node.
+    pub(super) fn pod_log(
+        &self,
+        target: &Target,
+        name: &str,
+        query: &HashMap<String, String>,
+    ) -> Result<Reply, ApiError> {
+        let pod = self
+            .store
+            .get(&target.info.storage_key(), &self.key(target, name))
+            .ok_or_else(|| ApiError::not_found(&target.info, name))?;
+        if pod.pointer("/status/startTime").is_none() {
+            return Err(ApiError::bad_request(format!(
+                "container in pod \"{name}\" is waiting to start: ContainerCreating"
+            )));
+        }
+        let container = query
+            .get("container")
+            .map(String::as_str)
+            .or_else(|| {
+                pod.pointer("/spec/containers/0/name")
+                    .and_then(Value::as_str)
+            })
+            .unwrap_or("");
+        Ok(Reply::Text(
+            200,
+            format!(
+                "kubewasm: pod {}/{name} is simulated: container {container} runs no process and writes no log\n",
+                target.namespace.as_deref().unwrap_or("")
+            ),
+        ))
+    }
+
     pub(super) fn list(
         &self,
         target: &Target,

@@ -1,0 +1,512 @@
+//! The Deployment controller: one ReplicaSet per Pod template
+//! (`<deploy>-<hash>`, the `pod-template-hash` label on it, its selector
+//! and its template), a rolling replacement within `maxSurge` and
+//! `maxUnavailable` (25% each by default) or a `Recreate`, revisions in
+//! `deployment.kubernetes.io/revision` (a template seen before takes its
+//! ReplicaSet back with the next revision: `kubectl rollout undo`), old
+//! ReplicaSets kept to `revisionHistoryLimit`, and the status `kubectl
+//! rollout status` reads: counts, `observedGeneration`, `Available` and
+//! `Progressing`.
+
+use std::sync::Arc;
+
+use kubewasm_core::ObjectKey;
+use serde_json::{Value, json};
+
+use super::client::{Client, ClientError, Kind, kinds};
+use super::pods::{condition, generation, owned, replicas, set_condition, template_hash};
+use super::reconcile::{Next, Reconciler};
+use crate::objects::text_at;
+
+/// The label naming a ReplicaSet's template.
+pub const HASH_LABEL: &str = "pod-template-hash";
+/// The annotation holding a revision.
+pub const REVISION: &str = "deployment.kubernetes.io/revision";
+
+/// The Deployment controller.
+#[derive(Debug)]
+pub struct Deployments {
+    client: Client,
+}
+
+impl Deployments {
+    /// A controller writing through `client`.
+    pub fn new(client: Client) -> Self {
+        Self { client }
+    }
+}
+
+fn revision(rs: &Value) -> i64 {
+    rs.pointer("/metadata/annotations")
+        .and_then(|a| a.get(REVISION))
+        .and_then(Value::as_str)
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
+}
+
+fn count(object: &Value, pointer: &str) -> i64 {
+    object.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
+}
+
+/// An int-or-percent of `total`, rounded up or down, as `maxSurge` and
+/// `maxUnavailable` are read.
+pub fn scaled(value: Option<&Value>, total: i64, default: &str, round_up: bool) -> i64 {
+    let text = match value {
+        Some(Value::Number(n)) => return n.as_i64().unwrap_or(0),
+        Some(Value::String(s)) => s.as_str(),
+        _ => default,
+    };
+    match text.strip_suffix('%').and_then(|p| p.parse::<i64>().ok()) {
+        Some(percent) if round_up => (total * percent + 99) / 100,
+        Some(percent) => total * percent / 100,
+        None => text.parse().unwrap_or(0),
+    }
+}
+
+/// A template as it is compared: without the hash label, and without
+/// empty values (null, false, 0, "", {}, []), which clients and the typed
+/// round trip write or leave out at will (as Go's `omitempty` does).
+fn semantic(template: Option<&Value>) -> Value {
+    fn prune(value: &Value) -> Option<Value> {
+        match value {
+            Value::Null | Value::Bool(false) => None,
+            Value::Number(n) if n.as_f64() == Some(0.0) => None,
+            Value::String(s) if s.is_empty() => None,
+            Value::Object(map) => {
+                let kept: serde_json::Map<String, Value> = map
+                    .iter()
+                    .filter_map(|(k, v)| Some((k.clone(), prune(v)?)))
+                    .collect();
+                (!kept.is_empty()).then_some(Value::Object(kept))
+            }
+            Value::Array(items) => (!items.is_empty()).then(|| {
+                Value::Array(
+                    items
+                        .iter()
+                        .map(|i| prune(i).unwrap_or(Value::Null))
+                        .collect(),
+                )
+            }),
+            other => Some(other.clone()),
+        }
+    }
+    let mut template = template.and_then(prune).unwrap_or_else(|| json!({}));
+    if let Some(labels) = template
+        .pointer_mut("/metadata/labels")
+        .and_then(Value::as_object_mut)
+    {
+        labels.shift_remove(HASH_LABEL);
+    }
+    template
+}
+
+/// What the ReplicaSets should have: (new, each old), by a rolling update
+/// within `surge` and `unavailable`, or by `Recreate`.
+fn plan(deploy: &Value, new: i64, new_available: i64, olds: &[(i64, i64)]) -> (i64, Vec<i64>) {
+    let desired = replicas(deploy);
+    let old_total: i64 = olds.iter().map(|(spec, _)| spec).sum();
+    if text_at(deploy, "/spec/strategy/type") == "Recreate" {
+        let old_pods: i64 = olds.iter().map(|(_, available)| available).sum();
+        let new_target = if old_total == 0 && old_pods == 0 {
+            desired
+        } else {
+            new
+        };
+        return (new_target, vec![0; olds.len()]);
+    }
+    let rolling = deploy.pointer("/spec/strategy/rollingUpdate");
+    let surge = scaled(
+        rolling.and_then(|r| r.get("maxSurge")),
+        desired,
+        "25%",
+        true,
+    );
+    let mut unavailable = scaled(
+        rolling.and_then(|r| r.get("maxUnavailable")),
+        desired,
+        "25%",
+        false,
+    );
+    if surge == 0 && unavailable == 0 {
+        unavailable = 1;
+    }
+    if olds.is_empty() || old_total == 0 {
+        return (desired, vec![0; olds.len()]);
+    }
+    // Scale up the new within the surge.
+    let room = desired + surge - (new + old_total);
+    let new_target = (new + room.max(0)).min(desired);
+    // Scale down the olds: their unavailable Pods freely, then as many as
+    // leave `desired - unavailable` available.
+    let available: i64 = new_available + olds.iter().map(|(_, a)| a).sum::<i64>();
+    let mut removable = (available - (desired - unavailable)).max(0);
+    let targets = olds
+        .iter()
+        .map(|(spec, old_available)| {
+            let unhealthy = (spec - old_available).max(0);
+            let healthy = (spec - unhealthy).min(removable);
+            removable -= healthy;
+            spec - unhealthy - healthy
+        })
+        .collect();
+    (new_target, targets)
+}
+
+impl Deployments {
+    async fn scale(
+        &self,
+        ns: Option<&str>,
+        rs: &Value,
+        to: i64,
+        deploy: &Value,
+    ) -> Result<(), ClientError> {
+        if count(rs, "/spec/replicas") == to {
+            return Ok(());
+        }
+        let desired = replicas(deploy);
+        let patch = json!({"metadata": {"annotations": {
+            "deployment.kubernetes.io/desired-replicas": desired.to_string(),
+            "deployment.kubernetes.io/max-replicas": (desired + scaled(
+                deploy.pointer("/spec/strategy/rollingUpdate/maxSurge"), desired, "25%", true)).to_string()}},
+            "spec": {"replicas": to}});
+        self.client
+            .patch(
+                kinds::REPLICASET,
+                ns,
+                text_at(rs, "/metadata/name"),
+                None,
+                &patch,
+            )
+            .await
+            .map(drop)
+    }
+
+    /// Creates the ReplicaSet of the Deployment's current template.
+    async fn create_new(
+        &self,
+        ns: Option<&str>,
+        deploy: &Value,
+        revision: i64,
+        initial: i64,
+    ) -> Result<(), ClientError> {
+        let collisions = count(deploy, "/status/collisionCount");
+        let hash = template_hash(&semantic(deploy.pointer("/spec/template")), collisions);
+        let mut template = deploy
+            .pointer("/spec/template")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        template["metadata"]["labels"][HASH_LABEL] = hash.clone().into();
+        let mut selector = deploy
+            .pointer("/spec/selector")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        selector["matchLabels"][HASH_LABEL] = hash.clone().into();
+        let desired = replicas(deploy);
+        let rs = json!({
+            "metadata": {
+                "name": format!("{}-{hash}", text_at(deploy, "/metadata/name")),
+                "labels": template["metadata"]["labels"].clone(),
+                "annotations": {
+                    REVISION: revision.to_string(),
+                    "deployment.kubernetes.io/desired-replicas": desired.to_string(),
+                    "deployment.kubernetes.io/max-replicas": desired.to_string(),
+                },
+                "ownerReferences": super::pods::owner_ref(kinds::DEPLOYMENT, deploy),
+            },
+            "spec": {"replicas": initial, "selector": selector, "template": template,
+                     "minReadySeconds": count(deploy, "/spec/minReadySeconds")},
+        });
+        match self.client.create(kinds::REPLICASET, ns, rs).await {
+            // A name taken by another template: count the collision.
+            Err(e) if e.code == 409 => self
+                .client
+                .patch(
+                    kinds::DEPLOYMENT,
+                    ns,
+                    text_at(deploy, "/metadata/name"),
+                    Some("status"),
+                    &json!({"status": {"collisionCount": collisions + 1}}),
+                )
+                .await
+                .map(drop),
+            other => other.map(drop),
+        }
+    }
+
+    async fn write_status(
+        &self,
+        key: &ObjectKey,
+        deploy: &Value,
+        new: Option<&Value>,
+        all: &[Arc<Value>],
+    ) -> Result<(), ClientError> {
+        let desired = replicas(deploy);
+        let sum = |pointer: &str| all.iter().map(|rs| count(rs, pointer)).sum::<i64>();
+        let updated = new.map_or(0, |rs| count(rs, "/status/replicas"));
+        let (total, ready, available) = (
+            sum("/status/replicas"),
+            sum("/status/readyReplicas"),
+            sum("/status/availableReplicas"),
+        );
+        let unavailable_allowed = scaled(
+            deploy.pointer("/spec/strategy/rollingUpdate/maxUnavailable"),
+            desired,
+            "25%",
+            false,
+        );
+        let minimum = if text_at(deploy, "/spec/strategy/type") == "Recreate" {
+            desired
+        } else {
+            desired - unavailable_allowed
+        };
+        let current = deploy.get("status").cloned().unwrap_or_else(|| json!({}));
+        let conditions = current
+            .get("conditions")
+            .cloned()
+            .unwrap_or_else(|| json!([]));
+        let available_condition = if available >= minimum {
+            condition(
+                "Available",
+                true,
+                "MinimumReplicasAvailable",
+                "Deployment has minimum availability.",
+            )
+        } else {
+            condition(
+                "Available",
+                false,
+                "MinimumReplicasUnavailable",
+                "Deployment does not have minimum availability.",
+            )
+        };
+        let new_name = new.map_or("", |rs| text_at(rs, "/metadata/name"));
+        let complete = updated == desired
+            && total == desired
+            && available == desired
+            && new.is_some_and(|rs| count(rs, "/status/availableReplicas") == desired);
+        let progressing = if complete {
+            condition(
+                "Progressing",
+                true,
+                "NewReplicaSetAvailable",
+                &format!("ReplicaSet \"{new_name}\" has successfully progressed."),
+            )
+        } else {
+            condition(
+                "Progressing",
+                true,
+                "ReplicaSetUpdated",
+                &format!("ReplicaSet \"{new_name}\" is progressing."),
+            )
+        };
+        let conditions = set_condition(
+            &set_condition(&conditions, available_condition),
+            progressing,
+        );
+        let mut status = json!({"observedGeneration": generation(deploy), "replicas": total,
+            "updatedReplicas": updated, "readyReplicas": ready, "availableReplicas": available,
+            "conditions": conditions});
+        if desired > available {
+            status["unavailableReplicas"] = (desired - available).into();
+        } else {
+            status["unavailableReplicas"] = Value::Null;
+        }
+        let fields = [
+            "observedGeneration",
+            "replicas",
+            "updatedReplicas",
+            "readyReplicas",
+            "availableReplicas",
+            "unavailableReplicas",
+        ];
+        let unchanged = fields.iter().all(|f| {
+            current.get(*f).and_then(Value::as_i64).unwrap_or(0) == status[*f].as_i64().unwrap_or(0)
+        }) && current
+            .get("conditions")
+            .and_then(Value::as_array)
+            .map(|c| {
+                c.iter()
+                    .map(|c| (&c["type"], &c["status"], &c["reason"]))
+                    .collect::<Vec<_>>()
+            })
+            == status["conditions"].as_array().map(|c| {
+                c.iter()
+                    .map(|c| (&c["type"], &c["status"], &c["reason"]))
+                    .collect::<Vec<_>>()
+            });
+        if !unchanged {
+            self.client
+                .patch(
+                    kinds::DEPLOYMENT,
+                    key.namespace.as_deref(),
+                    &key.name,
+                    Some("status"),
+                    &json!({"status": status}),
+                )
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+impl Reconciler for Deployments {
+    fn primary(&self) -> Kind {
+        kinds::DEPLOYMENT
+    }
+
+    async fn reconcile(&self, key: &ObjectKey) -> Result<Next, ClientError> {
+        let Some(deploy) = self.client.store().get(&kinds::DEPLOYMENT.key(), key) else {
+            return Ok(Next::Done);
+        };
+        if deploy.pointer("/metadata/deletionTimestamp").is_some() {
+            return Ok(Next::Done);
+        }
+        let ns = key.namespace.as_deref();
+        let mut all = owned(self.client.store(), &deploy, kinds::REPLICASET);
+        all.sort_by_key(|rs| revision(rs));
+        let template = semantic(deploy.pointer("/spec/template"));
+        let max_revision = all.iter().map(|rs| revision(rs)).max().unwrap_or(0);
+        let new = all
+            .iter()
+            .find(|rs| semantic(rs.pointer("/spec/template")) == template)
+            .cloned();
+        let olds: Vec<Arc<Value>> = all
+            .iter()
+            .filter(|rs| Some(*rs) != new.as_ref())
+            .cloned()
+            .collect();
+        let paused = deploy.pointer("/spec/paused") == Some(&Value::Bool(true));
+        if !paused {
+            let old_counts: Vec<(i64, i64)> = olds
+                .iter()
+                .map(|rs| {
+                    (
+                        count(rs, "/spec/replicas"),
+                        count(rs, "/status/availableReplicas"),
+                    )
+                })
+                .collect();
+            let (new_spec, new_available) = new.as_ref().map_or((0, 0), |rs| {
+                (
+                    count(rs, "/spec/replicas"),
+                    count(rs, "/status/availableReplicas"),
+                )
+            });
+            let (new_target, old_targets) = plan(&deploy, new_spec, new_available, &old_counts);
+            match &new {
+                None => {
+                    return self
+                        .create_new(ns, &deploy, max_revision + 1, new_target)
+                        .await
+                        .map(|()| Next::Done);
+                }
+                Some(rs) => {
+                    if revision(rs) < max_revision {
+                        // A template seen before (a rollback): its
+                        // ReplicaSet becomes the newest revision.
+                        let patch = json!({"metadata": {"annotations": {REVISION: (max_revision + 1).to_string()}}});
+                        self.client
+                            .patch(
+                                kinds::REPLICASET,
+                                ns,
+                                text_at(rs, "/metadata/name"),
+                                None,
+                                &patch,
+                            )
+                            .await?;
+                    }
+                    self.scale(ns, rs, new_target, &deploy).await?;
+                }
+            }
+            for (rs, target) in olds.iter().zip(old_targets) {
+                self.scale(ns, rs, target, &deploy).await?;
+            }
+            // History beyond the limit: the oldest empty ReplicaSets go.
+            let limit =
+                usize::try_from(count(&deploy, "/spec/revisionHistoryLimit").max(0)).unwrap_or(0);
+            let limit = if deploy.pointer("/spec/revisionHistoryLimit").is_some() {
+                limit
+            } else {
+                10
+            };
+            let empty: Vec<&Arc<Value>> = olds
+                .iter()
+                .filter(|rs| count(rs, "/spec/replicas") == 0 && count(rs, "/status/replicas") == 0)
+                .collect();
+            for rs in empty.iter().take(empty.len().saturating_sub(limit)) {
+                self.client
+                    .delete(kinds::REPLICASET, ns, text_at(rs, "/metadata/name"), None)
+                    .await?;
+            }
+        }
+        let new_revision = new.as_ref().map(|rs| {
+            if revision(rs) < max_revision {
+                max_revision + 1
+            } else {
+                revision(rs)
+            }
+        });
+        if let Some(revision) = new_revision
+            && text_at(
+                &deploy,
+                &format!("/metadata/annotations/{}", REVISION.replace('/', "~1")),
+            ) != revision.to_string()
+        {
+            let patch = json!({"metadata": {"annotations": {REVISION: revision.to_string()}}});
+            self.client
+                .patch(kinds::DEPLOYMENT, ns, &key.name, None, &patch)
+                .await?;
+        }
+        self.write_status(key, &deploy, new.as_deref(), &all)
+            .await?;
+        Ok(Next::Done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deploy(replicas: i64, strategy: Value) -> Value {
+        json!({"spec": {"replicas": replicas, "strategy": strategy}})
+    }
+
+    #[test]
+    fn templates_should_compare_as_their_meaning() {
+        let written = json!({"metadata": {"creationTimestamp": null, "labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "nginx", "image": "nginx:1", "resources": {}}]}});
+        let stored = json!({"metadata": {"generation": 0, "labels": {"app": "web", HASH_LABEL: "abc"}},
+            "spec": {"containers": [{"name": "nginx", "image": "nginx:1", "tty": false}], "hostPID": false}});
+        assert_eq!(semantic(Some(&written)), semantic(Some(&stored)));
+        let other = json!({"spec": {"containers": [{"name": "nginx", "image": "nginx:2"}]}});
+        assert_ne!(semantic(Some(&written)), semantic(Some(&other)));
+    }
+
+    #[test]
+    fn surge_and_unavailability_should_read_as_kubernetes_reads_them() {
+        assert_eq!(scaled(None, 3, "25%", true), 1);
+        assert_eq!(scaled(None, 3, "25%", false), 0);
+        assert_eq!(scaled(Some(&json!(2)), 3, "25%", false), 2);
+        assert_eq!(scaled(Some(&json!("50%")), 5, "25%", true), 3);
+    }
+
+    #[test]
+    fn a_rolling_update_should_surge_then_retire_the_old_as_the_new_becomes_available() {
+        let d = deploy(4, json!({"type": "RollingUpdate"}));
+        // Start: 4 old available, no new: surge 1, unavailable 1.
+        assert_eq!(plan(&d, 0, 0, &[(4, 4)]), (1, vec![3]));
+        // New one available: one more each way.
+        assert_eq!(plan(&d, 1, 1, &[(3, 3)]), (2, vec![2]));
+        // Done: no old left.
+        assert_eq!(plan(&d, 4, 4, &[(0, 0)]), (4, vec![0]));
+        // Nothing old: the new takes every replica at once.
+        assert_eq!(plan(&d, 0, 0, &[]), (4, vec![]));
+    }
+
+    #[test]
+    fn recreate_should_empty_the_old_before_the_new_starts() {
+        let d = deploy(2, json!({"type": "Recreate"}));
+        assert_eq!(plan(&d, 0, 0, &[(2, 2)]), (0, vec![0]));
+        assert_eq!(plan(&d, 0, 0, &[(0, 0)]), (2, vec![0]));
+    }
+}

@@ -1,0 +1,86 @@
+//! The **simulated cluster**: the built-in controllers a controller
+//! author relies on and a kubelet on simulated Nodes, in the manner of
+//! kwok, so that `kubewasm dev` runs what operators manage. No container
+//! runs anywhere; every object goes through the states a real cluster
+//! reports.
+//!
+//! | Controller | What it does |
+//! |---|---|
+//! | [`kubelet`] | schedules Pods to Nodes, runs them (Pending → Running → Ready; Jobs' Pods → Succeeded), failure on demand, graceful deletion |
+//! | [`replicaset`] | ReplicaSet → Pods |
+//! | [`deployment`] | Deployment → ReplicaSets: rolling update, revisions, rollback, status |
+//!
+//! Each is a [`reconcile::Reconciler`] run by [`reconcile::run`]: a watch
+//! of the store, a deduplicating queue, one reconcile at a time. They read
+//! the store and write through the API as clients ([`client`]): what they
+//! write passes every rule a user's write does.
+
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use crate::http::api::Api;
+
+pub mod client;
+pub mod deployment;
+pub mod kubelet;
+pub mod pods;
+pub mod reconcile;
+pub mod replicaset;
+
+pub use reconcile::controller_of;
+
+/// The running simulation; dropping it stops every controller.
+#[derive(Debug)]
+pub struct Simulation {
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Simulation {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl Simulation {
+    /// Starts the controllers and the kubelet of `nodes` Nodes over `api`'s
+    /// store, each step of a Pod's life taking `delay`.
+    pub fn start(api: &Api, nodes: usize, delay: Duration) -> Self {
+        let client = |manager| client::Client::new(api.clone(), manager);
+        let store = api.store().clone();
+        let mut tasks = Vec::new();
+        let kubelet = kubelet::Kubelet::new(client("kubelet"), delay);
+        let nodes_client = client("kubelet");
+        tasks.push(tokio::spawn(async move {
+            for node in kubelet::nodes(nodes).into_iter().skip(1) {
+                let mut status = node.clone();
+                let name = crate::objects::text_at(&node, "/metadata/name").to_owned();
+                if let Err(error) = nodes_client.create(client::kinds::NODE, None, node).await
+                    && error.code != 409
+                {
+                    tracing::warn!(%error, "could not register a simulated node");
+                    continue;
+                }
+                let status = serde_json::json!({"status": status["status"].take()});
+                if let Err(error) = nodes_client
+                    .patch(client::kinds::NODE, None, &name, Some("status"), &status)
+                    .await
+                {
+                    tracing::warn!(%error, "could not report a simulated node ready");
+                }
+            }
+        }));
+        tasks.push(tokio::spawn(reconcile::run(kubelet, store.clone())));
+        tasks.push(tokio::spawn(reconcile::run(
+            replicaset::ReplicaSets::new(client("replicaset-controller")),
+            store.clone(),
+        )));
+        tasks.push(tokio::spawn(reconcile::run(
+            deployment::Deployments::new(client("deployment-controller")),
+            store,
+        )));
+        Self { tasks }
+    }
+}
