@@ -1,6 +1,6 @@
 //! Object metadata the server owns: names, uids, timestamps, generations.
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 pub use kubewasm_types::value::strings_at;
 
@@ -100,11 +100,49 @@ pub fn canonical_order(object: Value) -> Value {
     Value::Object(ordered)
 }
 
+/// The defaults the real API server writes into a workload's spec where
+/// it says nothing (what `kubectl rollout status` and controllers read:
+/// the update strategy, history and retry limits).
+fn workload_defaults(kind: &str, object: &mut Value) {
+    let defaults = match kind {
+        "Deployment" => {
+            json!({"replicas": 1, "revisionHistoryLimit": 10, "progressDeadlineSeconds": 600,
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}})
+        }
+        "StatefulSet" => {
+            json!({"replicas": 1, "revisionHistoryLimit": 10, "podManagementPolicy": "OrderedReady",
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}})
+        }
+        "DaemonSet" => json!({"revisionHistoryLimit": 10,
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}}),
+        "ReplicaSet" => json!({"replicas": 1}),
+        "Job" => json!({"backoffLimit": 6, "completionMode": "NonIndexed", "suspend": false}),
+        "CronJob" => json!({"concurrencyPolicy": "Allow", "suspend": false,
+            "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 1}),
+        _ => return,
+    };
+    let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for (field, value) in defaults.as_object().into_iter().flatten() {
+        if spec.get(field).is_none() {
+            spec.insert(field.clone(), value.clone());
+        }
+    }
+}
+
 /// What the real API server's registry strategies do to a built-in object
 /// on every write: a Secret's `stringData` is merged into `data` (base64)
 /// and dropped; a Namespace without a phase is `Active`.
 pub fn normalize_builtin(info: &kubewasm_types::info::ResourceInfo, object: &mut Value) {
-    if info.custom || !info.group.is_empty() {
+    if info.custom {
+        return;
+    }
+    if matches!(info.group.as_str(), "apps" | "batch") {
+        workload_defaults(&info.kind, object);
+        return;
+    }
+    if !info.group.is_empty() {
         return;
     }
     match info.kind.as_str() {

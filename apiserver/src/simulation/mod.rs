@@ -9,6 +9,16 @@
 //! | [`kubelet`] | schedules Pods to Nodes, runs them (Pending → Running → Ready; Jobs' Pods → Succeeded), failure on demand, graceful deletion |
 //! | [`replicaset`] | ReplicaSet → Pods |
 //! | [`deployment`] | Deployment → ReplicaSets: rolling update, revisions, rollback, status |
+//! | [`statefulset`] | StatefulSet → ordered Pods `<sts>-N` and their PersistentVolumeClaims |
+//! | [`daemonset`] | DaemonSet → one Pod per schedulable Node |
+//! | [`job`] | Job → Pods to `completions` at `parallelism`, `Indexed`, `backoffLimit`, `Complete`/`Failed` |
+//! | [`cronjob`] | CronJob → Jobs on schedule, concurrency policy, history limits |
+//! | [`endpointslice`] | Service → EndpointSlice of its selected Pods, following their readiness |
+//! | [`volume`] | PersistentVolumeClaim → a bound PersistentVolume of the default StorageClass |
+//! | [`aggregation`] | aggregated ClusterRoles (`admin`, `edit`, `view`) → their rules |
+//!
+//! (Services get their ClusterIP from the API itself, at creation, as on a
+//! real server.)
 //!
 //! Each is a [`reconcile::Reconciler`] run by [`reconcile::run`]: a watch
 //! of the store, a deduplicating queue, one reconcile at a time. They read
@@ -21,12 +31,19 @@ use tokio::task::JoinHandle;
 
 use crate::http::api::Api;
 
+pub mod aggregation;
 pub mod client;
+pub mod cronjob;
+pub mod daemonset;
 pub mod deployment;
+pub mod endpointslice;
+pub mod job;
 pub mod kubelet;
 pub mod pods;
 pub mod reconcile;
 pub mod replicaset;
+pub mod statefulset;
+pub mod volume;
 
 pub use reconcile::controller_of;
 
@@ -73,13 +90,42 @@ impl Simulation {
             }
         }));
         tasks.push(tokio::spawn(reconcile::run(kubelet, store.clone())));
-        tasks.push(tokio::spawn(reconcile::run(
-            replicaset::ReplicaSets::new(client("replicaset-controller")),
-            store.clone(),
+        let storage = client("volume-provisioner");
+        tasks.push(tokio::spawn(async move {
+            match storage
+                .create(client::kinds::STORAGECLASS, None, volume::default_class())
+                .await
+            {
+                Ok(_) => {}
+                Err(error) if error.code == 409 => {}
+                Err(error) => tracing::warn!(%error, "could not create the default StorageClass"),
+            }
+        }));
+        macro_rules! run {
+            ($controller:expr) => {
+                tasks.push(tokio::spawn(reconcile::run($controller, store.clone())))
+            };
+        }
+        run!(replicaset::ReplicaSets::new(client(
+            "replicaset-controller"
         )));
-        tasks.push(tokio::spawn(reconcile::run(
-            deployment::Deployments::new(client("deployment-controller")),
-            store,
+        run!(deployment::Deployments::new(client(
+            "deployment-controller"
+        )));
+        run!(statefulset::StatefulSets::new(client(
+            "statefulset-controller"
+        )));
+        run!(daemonset::DaemonSets::new(client("daemonset-controller")));
+        run!(job::Jobs::new(client("job-controller")));
+        run!(cronjob::CronJobs::new(client("cronjob-controller")));
+        run!(endpointslice::EndpointSlices::new(client(
+            "endpointslice-controller"
+        )));
+        run!(volume::Volumes::new(client(
+            "persistentvolume-binder-controller"
+        )));
+        run!(aggregation::Aggregation::new(client(
+            "clusterrole-aggregation-controller"
         )));
         Self { tasks }
     }

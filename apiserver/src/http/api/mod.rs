@@ -37,6 +37,7 @@ use kubewasm_types::registry::Registry;
 use representation::As;
 
 mod access;
+mod allocate;
 mod crds;
 mod delete;
 mod discovery;

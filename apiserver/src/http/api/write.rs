@@ -187,6 +187,9 @@ impl Api {
         {
             map.remove("status");
         }
+        if info.group.is_empty() && info.plural == "services" {
+            self.allocate_service(&mut object)?;
+        }
         let object = Self::checked(info, &name, served(info, &object), Self::strict(query))?;
         Self::no_escalation(info, &name, self.writer(target, user).as_ref(), &object)?;
         if crd::is_crd(info) {

@@ -1,0 +1,122 @@
+//! The ClusterRole aggregation controller: a ClusterRole with an
+//! `aggregationRule` gets the rules of every ClusterRole its
+//! `clusterRoleSelectors` select, in name order, without duplicates (the
+//! seeded `admin`, `edit` and `view` are filled so).
+
+use kubewasm_core::{ObjectKey, Selector};
+use serde_json::{Value, json};
+
+use super::client::{Client, ClientError, Kind, kinds};
+use super::reconcile::{Next, Reconciler};
+use crate::store::{Event, ListAt, Store};
+
+/// The aggregation controller.
+#[derive(Debug)]
+pub struct Aggregation {
+    client: Client,
+}
+
+impl Aggregation {
+    /// A controller writing through `client`.
+    pub fn new(client: Client) -> Self {
+        Self { client }
+    }
+}
+
+/// Whether a `LabelSelector` (matchLabels and matchExpressions) selects
+/// `labels`.
+fn selects(selector: &Value, object: &Value) -> bool {
+    let mut terms: Vec<String> = selector
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+        .collect();
+    for e in selector
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let key = e["key"].as_str().unwrap_or("");
+        let values: Vec<&str> = e["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        terms.push(match e["operator"].as_str() {
+            Some("In") => format!("{key} in ({})", values.join(",")),
+            Some("NotIn") => format!("{key} notin ({})", values.join(",")),
+            Some("DoesNotExist") => format!("!{key}"),
+            _ => key.to_owned(),
+        });
+    }
+    Selector::parse(&terms.join(",")).is_ok_and(|s| s.matches(object))
+}
+
+impl Reconciler for Aggregation {
+    fn primary(&self) -> Kind {
+        kinds::CLUSTERROLE
+    }
+
+    /// Any ClusterRole's change concerns every aggregated one.
+    fn keys(&self, store: &Store, event: &Event) -> Vec<ObjectKey> {
+        if event.resource != kinds::CLUSTERROLE.key() {
+            return Vec::new();
+        }
+        store
+            .list(&kinds::CLUSTERROLE.key(), None, ListAt::Latest)
+            .map(|s| {
+                s.items
+                    .iter()
+                    .filter(|r| r.get("aggregationRule").is_some())
+                    .filter_map(|r| ObjectKey::of(r))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    async fn reconcile(&self, key: &ObjectKey) -> Result<Next, ClientError> {
+        let store = self.client.store();
+        let Some(role) = store.get(&kinds::CLUSTERROLE.key(), key) else {
+            return Ok(Next::Done);
+        };
+        let Some(selectors) = role
+            .pointer("/aggregationRule/clusterRoleSelectors")
+            .and_then(Value::as_array)
+        else {
+            return Ok(Next::Done);
+        };
+        let Ok(all) = store.list(&kinds::CLUSTERROLE.key(), None, ListAt::Latest) else {
+            return Ok(Next::After(super::reconcile::RETRY));
+        };
+        let mut rules: Vec<Value> = Vec::new();
+        for other in all
+            .items
+            .iter()
+            .filter(|r| r["metadata"]["name"] != key.name.as_str())
+        {
+            if selectors.iter().any(|s| selects(s, other)) {
+                for rule in other["rules"].as_array().into_iter().flatten() {
+                    if !rules.contains(rule) {
+                        rules.push(rule.clone());
+                    }
+                }
+            }
+        }
+        if role.get("rules") != Some(&Value::Array(rules.clone())) {
+            self.client
+                .patch(
+                    kinds::CLUSTERROLE,
+                    None,
+                    &key.name,
+                    None,
+                    &json!({"rules": rules}),
+                )
+                .await?;
+        }
+        Ok(Next::Done)
+    }
+}

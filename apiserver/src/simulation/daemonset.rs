@@ -1,0 +1,143 @@
+//! The DaemonSet controller: one Pod (`<ds>-xxxxx`) on every schedulable
+//! Node, pinned to it by `nodeAffinity` on `metadata.name` as the real
+//! controller does (and bound to it); a Pod on a Node that is gone is
+//! removed; a template change rolled out one Node at a time. Status: the
+//! counts `kubectl rollout status` reads, `observedGeneration`.
+
+use std::sync::Arc;
+
+use kubewasm_core::ObjectKey;
+use serde_json::{Value, json};
+
+use super::client::{Client, ClientError, Kind, kinds};
+use super::pods::{active, from_template, generation, owned, ready, template_hash};
+use super::reconcile::{Next, Reconciler};
+use super::statefulset::REVISION_LABEL;
+use crate::objects::text_at;
+use crate::store::{Event, ListAt, Store};
+
+/// The DaemonSet controller.
+#[derive(Debug)]
+pub struct DaemonSets {
+    client: Client,
+}
+
+impl DaemonSets {
+    /// A controller writing through `client`.
+    pub fn new(client: Client) -> Self {
+        Self { client }
+    }
+}
+
+fn list(store: &Store, kind: Kind) -> Vec<Arc<Value>> {
+    store
+        .list(&kind.key(), None, ListAt::Latest)
+        .map(|s| s.items.to_vec())
+        .unwrap_or_default()
+}
+
+impl Reconciler for DaemonSets {
+    fn primary(&self) -> Kind {
+        kinds::DAEMONSET
+    }
+
+    /// A Node's change concerns every DaemonSet.
+    fn keys(&self, store: &Store, event: &Event) -> Vec<ObjectKey> {
+        if event.resource == kinds::NODE.key() {
+            return list(store, kinds::DAEMONSET)
+                .iter()
+                .filter_map(|d| ObjectKey::of(d))
+                .collect();
+        }
+        if event.resource == kinds::DAEMONSET.key() {
+            return ObjectKey::of(&event.object).into_iter().collect();
+        }
+        super::controller_of(&event.object, kinds::DAEMONSET.kind)
+            .into_iter()
+            .collect()
+    }
+
+    async fn reconcile(&self, key: &ObjectKey) -> Result<Next, ClientError> {
+        let store = self.client.store();
+        let Some(ds) = store.get(&kinds::DAEMONSET.key(), key) else {
+            return Ok(Next::Done);
+        };
+        if ds.pointer("/metadata/deletionTimestamp").is_some() {
+            return Ok(Next::Done);
+        }
+        let ns = key.namespace.as_deref();
+        let nodes: Vec<String> = list(store, kinds::NODE)
+            .iter()
+            .filter(|n| n.pointer("/spec/unschedulable") != Some(&Value::Bool(true)))
+            .map(|n| text_at(n, "/metadata/name").to_owned())
+            .collect();
+        let revision = template_hash(
+            &ds.pointer("/spec/template").cloned().unwrap_or_default(),
+            0,
+        );
+        let pods: Vec<Arc<Value>> = owned(store, &ds, kinds::POD)
+            .into_iter()
+            .filter(|p| active(p))
+            .collect();
+        let on = |node: &str| pods.iter().find(|p| text_at(p, "/spec/nodeName") == node);
+        for node in nodes.iter().filter(|n| on(n).is_none()) {
+            let mut pod = from_template(
+                kinds::DAEMONSET,
+                &ds,
+                &json!({REVISION_LABEL: revision}),
+                &json!({}),
+            );
+            pod["metadata"]["generateName"] = format!("{}-", key.name).into();
+            pod["spec"]["nodeName"] = node.clone().into();
+            pod["spec"]["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}});
+            self.client.create(kinds::POD, ns, pod).await?;
+        }
+        for pod in pods
+            .iter()
+            .filter(|p| !nodes.iter().any(|n| n == text_at(p, "/spec/nodeName")))
+        {
+            self.client
+                .delete(kinds::POD, ns, text_at(pod, "/metadata/name"), None)
+                .await?;
+        }
+        let stale =
+            |p: &&Arc<Value>| text_at(p, &format!("/metadata/labels/{REVISION_LABEL}")) != revision;
+        if pods.iter().all(|p| ready(p))
+            && let Some(pod) = pods.iter().find(stale)
+        {
+            self.client
+                .delete(kinds::POD, ns, text_at(pod, "/metadata/name"), None)
+                .await?;
+        }
+        let scheduled = nodes.iter().filter(|n| on(n).is_some()).count();
+        let ready_count = pods.iter().filter(|p| ready(p)).count();
+        let updated = pods.iter().filter(|p| !stale(p)).count();
+        let status = json!({"observedGeneration": generation(&ds), "desiredNumberScheduled": nodes.len(),
+            "currentNumberScheduled": scheduled, "numberMisscheduled": 0, "numberReady": ready_count,
+            "numberAvailable": ready_count, "updatedNumberScheduled": updated,
+            "numberUnavailable": nodes.len().saturating_sub(ready_count)});
+        let current = ds.get("status").cloned().unwrap_or_else(|| json!({}));
+        if [
+            "observedGeneration",
+            "desiredNumberScheduled",
+            "currentNumberScheduled",
+            "numberReady",
+            "updatedNumberScheduled",
+        ]
+        .iter()
+        .any(|f| current.get(*f) != status.get(*f))
+        {
+            self.client
+                .patch(
+                    kinds::DAEMONSET,
+                    ns,
+                    &key.name,
+                    Some("status"),
+                    &json!({"status": status}),
+                )
+                .await?;
+        }
+        Ok(Next::Done)
+    }
+}

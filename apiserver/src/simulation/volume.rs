@@ -1,0 +1,106 @@
+//! The simulated volume provisioner: a default StorageClass `standard`
+//! (provisioner [`PROVISIONER`]); a PersistentVolumeClaim of it (or of no
+//! class: the default one is written in) gets a PersistentVolume
+//! `pvc-<uid>` of the size and access modes it asked for, bound to it both
+//! ways, and both are `Bound`. Claims of another provisioner's classes are
+//! left alone.
+
+use kubewasm_core::ObjectKey;
+use serde_json::{Value, json};
+
+use super::client::{Client, ClientError, Kind, kinds};
+use super::reconcile::{Next, Reconciler};
+use crate::objects::text_at;
+
+/// The provisioner of the simulated StorageClass.
+pub const PROVISIONER: &str = "kubewasm.dev/simulated";
+/// The default StorageClass' name.
+pub const DEFAULT_CLASS: &str = "standard";
+
+/// The default StorageClass.
+pub fn default_class() -> Value {
+    json!({"metadata": {"name": DEFAULT_CLASS,
+                        "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+           "provisioner": PROVISIONER, "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"})
+}
+
+/// The provisioner.
+#[derive(Debug)]
+pub struct Volumes {
+    client: Client,
+}
+
+impl Volumes {
+    /// A provisioner writing through `client`.
+    pub fn new(client: Client) -> Self {
+        Self { client }
+    }
+}
+
+impl Reconciler for Volumes {
+    fn primary(&self) -> Kind {
+        kinds::PVC
+    }
+
+    async fn reconcile(&self, key: &ObjectKey) -> Result<Next, ClientError> {
+        let store = self.client.store();
+        let Some(claim) = store.get(&kinds::PVC.key(), key) else {
+            return Ok(Next::Done);
+        };
+        if text_at(&claim, "/status/phase") == "Bound"
+            || claim.pointer("/metadata/deletionTimestamp").is_some()
+        {
+            return Ok(Next::Done);
+        }
+        let ns = key.namespace.as_deref();
+        let class = match text_at(&claim, "/spec/storageClassName") {
+            "" => DEFAULT_CLASS,
+            named => named,
+        };
+        let ours = store
+            .get(&kinds::STORAGECLASS.key(), &ObjectKey::cluster(class))
+            .is_some_and(|c| text_at(&c, "/provisioner") == PROVISIONER);
+        if !ours {
+            return Ok(Next::Done);
+        }
+        let volume = format!("pvc-{}", text_at(&claim, "/metadata/uid"));
+        let size = claim
+            .pointer("/spec/resources/requests/storage")
+            .cloned()
+            .unwrap_or_else(|| "1Gi".into());
+        let modes = claim
+            .pointer("/spec/accessModes")
+            .cloned()
+            .unwrap_or_else(|| json!(["ReadWriteOnce"]));
+        let pv = json!({"metadata": {"name": volume, "annotations": {"pv.kubernetes.io/provisioned-by": PROVISIONER}},
+            "spec": {"capacity": {"storage": size}, "accessModes": modes, "persistentVolumeReclaimPolicy": "Delete",
+                     "storageClassName": class, "volumeMode": "Filesystem",
+                     "hostPath": {"path": format!("/var/lib/kubewasm/{volume}"), "type": ""},
+                     "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": ns,
+                                  "name": key.name, "uid": text_at(&claim, "/metadata/uid")}}});
+        match self.client.create(kinds::PV, None, pv).await {
+            Err(e) if e.code != 409 => return Err(e),
+            _ => {}
+        }
+        self.client
+            .patch(
+                kinds::PV,
+                None,
+                &volume,
+                Some("status"),
+                &json!({"status": {"phase": "Bound"}}),
+            )
+            .await?;
+        let bind = json!({"metadata": {"annotations": {"pv.kubernetes.io/bind-completed": "yes",
+                                                        "pv.kubernetes.io/bound-by-controller": "yes"}},
+                          "spec": {"volumeName": volume, "storageClassName": class}});
+        self.client
+            .patch(kinds::PVC, ns, &key.name, None, &bind)
+            .await?;
+        let status = json!({"status": {"phase": "Bound", "accessModes": modes, "capacity": {"storage": size}}});
+        self.client
+            .patch(kinds::PVC, ns, &key.name, Some("status"), &status)
+            .await?;
+        Ok(Next::Done)
+    }
+}
