@@ -61,51 +61,51 @@ impl Drop for Simulation {
     }
 }
 
+/// The workload simulation's settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Workloads {
+    /// How many Nodes Pods are scheduled to (1 to 100).
+    pub nodes: usize,
+    /// How long each step of a Pod's life takes.
+    pub delay: Duration,
+}
+
 impl Simulation {
-    /// Starts the controllers and the kubelet of `nodes` Nodes over `api`'s
-    /// store, each step of a Pod's life taking `delay`.
-    pub fn start(api: &Api, nodes: usize, delay: Duration) -> Self {
+    /// Starts, over `api`'s store, the ClusterRole aggregation (always: it
+    /// touches no workload) and, when asked, the workload controllers and
+    /// the kubelet of `workloads.nodes` Nodes.
+    pub fn start(api: &Api, workloads: Option<Workloads>) -> Self {
         let client = |manager| client::Client::new(api.clone(), manager);
         let store = api.store().clone();
         let mut tasks = Vec::new();
-        let kubelet = kubelet::Kubelet::new(client("kubelet"), delay);
-        let nodes_client = client("kubelet");
-        tasks.push(tokio::spawn(async move {
-            for node in kubelet::nodes(nodes).into_iter().skip(1) {
-                let mut status = node.clone();
-                let name = crate::objects::text_at(&node, "/metadata/name").to_owned();
-                if let Err(error) = nodes_client.create(client::kinds::NODE, None, node).await
-                    && error.code != 409
-                {
-                    tracing::warn!(%error, "could not register a simulated node");
-                    continue;
-                }
-                let status = serde_json::json!({"status": status["status"].take()});
-                if let Err(error) = nodes_client
-                    .patch(client::kinds::NODE, None, &name, Some("status"), &status)
-                    .await
-                {
-                    tracing::warn!(%error, "could not report a simulated node ready");
-                }
-            }
-        }));
-        tasks.push(tokio::spawn(reconcile::run(kubelet, store.clone())));
-        let storage = client("volume-provisioner");
-        tasks.push(tokio::spawn(async move {
-            match storage
-                .create(client::kinds::STORAGECLASS, None, volume::default_class())
-                .await
-            {
-                Ok(_) => {}
-                Err(error) if error.code == 409 => {}
-                Err(error) => tracing::warn!(%error, "could not create the default StorageClass"),
-            }
-        }));
         macro_rules! run {
             ($controller:expr) => {
                 tasks.push(tokio::spawn(reconcile::run($controller, store.clone())))
             };
         }
+        run!(aggregation::Aggregation::new(client(
+            "clusterrole-aggregation-controller"
+        )));
+        let Some(Workloads { nodes, delay }) = workloads else {
+            return Self { tasks };
+        };
+        let registrar = client("kubelet");
+        tasks.push(tokio::spawn(async move {
+            for node in kubelet::nodes(nodes).into_iter().skip(1) {
+                register(&registrar, node).await;
+            }
+            let class = volume::default_class();
+            match registrar
+                .create(client::kinds::STORAGECLASS, None, class)
+                .await
+            {
+                Err(error) if error.code != 409 => {
+                    tracing::warn!(%error, "could not create the default StorageClass");
+                }
+                _ => {}
+            }
+        }));
+        run!(kubelet::Kubelet::new(client("kubelet"), delay));
         run!(replicaset::ReplicaSets::new(client(
             "replicaset-controller"
         )));
@@ -124,9 +124,25 @@ impl Simulation {
         run!(volume::Volumes::new(client(
             "persistentvolume-binder-controller"
         )));
-        run!(aggregation::Aggregation::new(client(
-            "clusterrole-aggregation-controller"
-        )));
         Self { tasks }
+    }
+}
+
+/// Registers a simulated Node (kept if it exists) and reports it Ready.
+async fn register(client: &client::Client, mut node: serde_json::Value) {
+    let name = crate::objects::text_at(&node, "/metadata/name").to_owned();
+    let status = serde_json::json!({"status": node["status"].take()});
+    match client.create(client::kinds::NODE, None, node).await {
+        Err(error) if error.code != 409 => {
+            tracing::warn!(%error, "could not register a simulated node");
+            return;
+        }
+        _ => {}
+    }
+    if let Err(error) = client
+        .patch(client::kinds::NODE, None, &name, Some("status"), &status)
+        .await
+    {
+        tracing::warn!(%error, "could not report a simulated node ready");
     }
 }

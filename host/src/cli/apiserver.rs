@@ -8,7 +8,7 @@ use std::time::Duration;
 use kubewasm_apiserver::http::api::{Api, ApiConfig};
 use kubewasm_apiserver::http::server::ApiServer;
 use kubewasm_apiserver::http::tls::Credentials;
-use kubewasm_apiserver::simulation::Simulation;
+use kubewasm_apiserver::simulation::{Simulation, Workloads};
 use kubewasm_apiserver::store::private::write_private;
 use kubewasm_apiserver::store::{DEFAULT_HISTORY, Store};
 
@@ -83,8 +83,8 @@ pub(super) fn run(args: Args) -> Result<(), CliError> {
 /// A running embedded API server and what it needs to be stopped cleanly.
 pub(super) struct Embedded {
     server: ApiServer,
-    /// The simulated cluster, when workloads are simulated.
-    simulation: Option<Simulation>,
+    /// The built-in controllers (the workload ones when simulated).
+    simulation: Simulation,
     store: Store,
     /// Where it serves (`https://ADDRESS`).
     pub(super) url: String,
@@ -115,10 +115,11 @@ impl Embedded {
         };
         kubewasm_apiserver::store::seed::seed(&store).map_err(failed("seed the store"))?;
         let api = Api::new(store.clone(), config);
-        let simulation = api
+        let workloads = api
             .config()
             .simulate_workloads
-            .map(|delay| Simulation::start(&api, nodes, delay));
+            .map(|delay| Workloads { nodes, delay });
+        let simulation = Simulation::start(&api, workloads);
         let server = ApiServer::start(listen, api, Some(credentials.clone()))
             .await
             .map_err(failed("listen"))?;
