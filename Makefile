@@ -134,7 +134,7 @@ kube-rs-tests: build
 	tests/kube-rs/run
 
 bench: plugins test-plugins
-	$(CARGO) bench -p kubewasm-tests --bench contract --bench languages --bench apiserver --bench hostile --bench engine --bench lifecycle --bench tenants --bench fleet -- --write BENCHMARKS.md
+	$(CARGO) bench -p kubewasm-tests --bench contract --bench languages --bench apiserver --bench hostile --bench engine --bench lifecycle --bench tenants --bench fleet --bench devcluster -- --write BENCHMARKS.md
 
 clean:
 	$(CARGO) clean

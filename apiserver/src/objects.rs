@@ -133,7 +133,8 @@ fn workload_defaults(kind: &str, object: &mut Value) {
 
 /// What the real API server's registry strategies do to a built-in object
 /// on every write: a Secret's `stringData` is merged into `data` (base64)
-/// and dropped; a Namespace without a phase is `Active`.
+/// and dropped; a Namespace without a phase is `Active`, a Pod `Pending`;
+/// workloads get their spec defaults.
 pub fn normalize_builtin(info: &kubewasm_types::info::ResourceInfo, object: &mut Value) {
     if info.custom {
         return;
@@ -166,6 +167,20 @@ pub fn normalize_builtin(info: &kubewasm_types::info::ResourceInfo, object: &mut
                         let encoded = base64::engine::general_purpose::STANDARD.encode(text);
                         data.insert(key, Value::String(encoded));
                     }
+                }
+            }
+        }
+        "Pod" => {
+            // Created Pending, as the registry writes it, for a kubelet to move.
+            if object.pointer("/status/phase").is_none()
+                && let Some(map) = object.as_object_mut()
+            {
+                let status = map.entry("status").or_insert_with(|| json!({}));
+                if let Some(status) = status.as_object_mut() {
+                    status.insert("phase".into(), "Pending".into());
+                    status
+                        .entry("qosClass")
+                        .or_insert_with(|| "BestEffort".into());
                 }
             }
         }

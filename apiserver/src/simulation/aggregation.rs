@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::client::{Client, ClientError, Kind, kinds};
 use super::reconcile::{Next, Reconciler};
-use crate::store::{Event, ListAt, Store};
+use crate::store::{Event, Store};
 
 /// The aggregation controller.
 #[derive(Debug)]
@@ -67,15 +67,11 @@ impl Reconciler for Aggregation {
             return Vec::new();
         }
         store
-            .list(&kinds::CLUSTERROLE.key(), None, ListAt::Latest)
-            .map(|s| {
-                s.items
-                    .iter()
-                    .filter(|r| r.get("aggregationRule").is_some())
-                    .filter_map(|r| ObjectKey::of(r))
-                    .collect()
-            })
-            .unwrap_or_default()
+            .objects(&kinds::CLUSTERROLE.key(), None)
+            .iter()
+            .filter(|r| r.get("aggregationRule").is_some())
+            .filter_map(|r| ObjectKey::of(r))
+            .collect()
     }
 
     async fn reconcile(&self, key: &ObjectKey) -> Result<Next, ClientError> {
@@ -89,12 +85,9 @@ impl Reconciler for Aggregation {
         else {
             return Ok(Next::Done);
         };
-        let Ok(all) = store.list(&kinds::CLUSTERROLE.key(), None, ListAt::Latest) else {
-            return Ok(Next::After(super::reconcile::RETRY));
-        };
+        let all = store.objects(&kinds::CLUSTERROLE.key(), None);
         let mut rules: Vec<Value> = Vec::new();
         for other in all
-            .items
             .iter()
             .filter(|r| r["metadata"]["name"] != key.name.as_str())
         {

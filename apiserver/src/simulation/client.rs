@@ -232,6 +232,23 @@ impl Client {
             .await
     }
 
+    /// Posts `body` to the object's `subresource` (`binding`).
+    ///
+    /// # Errors
+    /// What the server refused.
+    pub async fn post(
+        &self,
+        kind: Kind,
+        namespace: Option<&str>,
+        name: &str,
+        subresource: &str,
+        body: &Value,
+    ) -> Result<Value, ClientError> {
+        let path = format!("{}/{name}/{subresource}", kind.path(namespace));
+        self.send("POST", path, "application/json", Some(body))
+            .await
+    }
+
     /// Deletes the object; `grace` 0 removes a terminating Pod at once.
     /// Gone already is not an error.
     ///

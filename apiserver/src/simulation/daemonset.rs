@@ -14,7 +14,7 @@ use super::pods::{active, from_template, generation, owned, ready, template_hash
 use super::reconcile::{Next, Reconciler};
 use super::statefulset::REVISION_LABEL;
 use crate::objects::text_at;
-use crate::store::{Event, ListAt, Store};
+use crate::store::{Event, Store};
 
 /// The DaemonSet controller.
 #[derive(Debug)]
@@ -29,13 +29,6 @@ impl DaemonSets {
     }
 }
 
-fn list(store: &Store, kind: Kind) -> Vec<Arc<Value>> {
-    store
-        .list(&kind.key(), None, ListAt::Latest)
-        .map(|s| s.items.to_vec())
-        .unwrap_or_default()
-}
-
 impl Reconciler for DaemonSets {
     fn primary(&self) -> Kind {
         kinds::DAEMONSET
@@ -44,7 +37,8 @@ impl Reconciler for DaemonSets {
     /// A Node's change concerns every DaemonSet.
     fn keys(&self, store: &Store, event: &Event) -> Vec<ObjectKey> {
         if event.resource == kinds::NODE.key() {
-            return list(store, kinds::DAEMONSET)
+            return store
+                .objects(&kinds::DAEMONSET.key(), None)
                 .iter()
                 .filter_map(|d| ObjectKey::of(d))
                 .collect();
@@ -66,7 +60,8 @@ impl Reconciler for DaemonSets {
             return Ok(Next::Done);
         }
         let ns = key.namespace.as_deref();
-        let nodes: Vec<String> = list(store, kinds::NODE)
+        let nodes: Vec<String> = store
+            .objects(&kinds::NODE.key(), None)
             .iter()
             .filter(|n| n.pointer("/spec/unschedulable") != Some(&Value::Bool(true)))
             .map(|n| text_at(n, "/metadata/name").to_owned())

@@ -15,7 +15,7 @@ use super::client::{Client, ClientError, Kind, kinds};
 use super::pods::{owned, ready};
 use super::reconcile::{Next, Reconciler};
 use crate::objects::text_at;
-use crate::store::{Event, ListAt, Store};
+use crate::store::{Event, Store};
 
 /// The controller named in `endpointslice.kubernetes.io/managed-by`.
 pub const MANAGER: &str = "endpointslice-controller.k8s.io";
@@ -40,13 +40,6 @@ fn selects(selector: &Value, pod: &Value) -> bool {
             && s.iter()
                 .all(|(k, v)| pod.pointer("/metadata/labels").and_then(|l| l.get(k)) == Some(v))
     })
-}
-
-fn in_namespace(store: &Store, kind: Kind, ns: &str) -> Vec<Arc<Value>> {
-    store
-        .list(&kind.key(), Some(ns), ListAt::Latest)
-        .map(|s| s.items.to_vec())
-        .unwrap_or_default()
 }
 
 /// A Service port as the Pods serve it.
@@ -81,7 +74,8 @@ impl Reconciler for EndpointSlices {
     fn keys(&self, store: &Store, event: &Event) -> Vec<ObjectKey> {
         if event.resource == kinds::POD.key() {
             let ns = text_at(&event.object, "/metadata/namespace");
-            return in_namespace(store, kinds::SERVICE, ns)
+            return store
+                .objects(&kinds::SERVICE.key(), Some(ns))
                 .iter()
                 .filter(|s| {
                     let selector = s.pointer("/spec/selector").unwrap_or(&Value::Null);
@@ -115,7 +109,7 @@ impl Reconciler for EndpointSlices {
             return Ok(Next::Done);
         }
         let ns = key.namespace.as_deref().unwrap_or("");
-        let pods = in_namespace(store, kinds::POD, ns);
+        let pods = store.objects(&kinds::POD.key(), Some(ns));
         let mut chosen: Vec<&Arc<Value>> = pods
             .iter()
             .filter(|p| selects(&selector, p) && !text_at(p, "/status/podIP").is_empty())

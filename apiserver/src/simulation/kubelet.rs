@@ -4,7 +4,8 @@
 //!
 //! A Pod's life, each step [`Kubelet::delay`] after the one before:
 //! 1. *Unscheduled* (no `spec.nodeName`): bound to the schedulable Node
-//!    with the fewest Pods (`PodScheduled`).
+//!    with the fewest Pods, through `pods/binding` as the scheduler does
+//!    (`spec.nodeName` and `PodScheduled` in one write).
 //! 2. *Pending* on its Node: started. `phase: Running`, `podIP` from the
 //!    Node's `podCIDR` (each Pod its own), `hostIP` the Node's, `startTime`,
 //!    `containerStatuses` running and ready, init containers completed,
@@ -34,7 +35,6 @@ use tokio::time::Instant;
 use super::client::{Client, ClientError, Kind, kinds};
 use super::reconcile::{Next, Reconciler};
 use crate::objects::{new_uid, now, text_at};
-use crate::store::ListAt;
 
 /// The annotation that tells the simulated kubelet how a Pod should end.
 pub const SIMULATE: &str = "kubewasm.dev/simulate";
@@ -169,14 +169,13 @@ impl Kubelet {
     /// The schedulable Node with the fewest Pods.
     fn pick_node(&self) -> Option<String> {
         let store = self.client.store();
-        let nodes = store.list(&kinds::NODE.key(), None, ListAt::Latest).ok()?;
-        let pods = store.list(&kinds::POD.key(), None, ListAt::Latest).ok()?;
+        let nodes = store.objects(&kinds::NODE.key(), None);
+        let pods = store.objects(&kinds::POD.key(), None);
         let mut load: HashMap<&str, usize> = HashMap::new();
-        for pod in pods.items.iter() {
+        for pod in &pods {
             *load.entry(text_at(pod, "/spec/nodeName")).or_default() += 1;
         }
         nodes
-            .items
             .iter()
             .filter(|n| n.pointer("/spec/unschedulable") != Some(&Value::Bool(true)))
             .map(|n| text_at(n, "/metadata/name"))
@@ -333,7 +332,11 @@ impl Reconciler for Kubelet {
                 self.delay.min(Duration::from_secs(grace))
             }
             Stage::Running if matches!(Story::of(&pod), Story::Succeed) => self.delay,
-            Stage::Running | Stage::Finished => return Ok(Next::Done),
+            Stage::Running | Stage::Finished => {
+                // Nothing more to time: the clock of this Pod is dropped.
+                self.forget(key);
+                return Ok(Next::Done);
+            }
             Stage::Pending => self.delay,
         };
         if let Some(left) = self.wait(key, stage, wanted) {
@@ -344,19 +347,18 @@ impl Reconciler for Kubelet {
                 let Some(node) = self.pick_node() else {
                     return Ok(Next::After(self.delay));
                 };
-                let scheduled = json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null,
-                                       "lastTransitionTime": now()});
+                let binding = json!({"apiVersion": "v1", "kind": "Binding",
+                                     "metadata": {"name": key.name}, "target": {"kind": "Node", "name": node}});
                 self.client
-                    .patch(
+                    .post(
                         kinds::POD,
                         key.namespace.as_deref(),
                         &key.name,
-                        None,
-                        &json!({"spec": {"nodeName": node}}),
+                        "binding",
+                        &binding,
                     )
                     .await?;
-                self.patch_status(key, json!({"phase": "Pending", "conditions": [scheduled]}))
-                    .await
+                Ok(Next::Done)
             }
             Stage::Pending => {
                 let node_name = text_at(&pod, "/spec/nodeName");

@@ -374,6 +374,13 @@ impl Store {
             .collect()
     }
 
+    /// The current objects of `resource` (in `namespace`, or all), in key
+    /// order: a read of what is, for a controller, which records no list
+    /// snapshot (a snapshot keeps the versions it holds alive).
+    pub fn objects(&self, resource: &ResourceKey, namespace: Option<&str>) -> Vec<Arc<Value>> {
+        self.state().current(resource, namespace).cloned().collect()
+    }
+
     /// Every object of every type in `namespace`, with its type (one range
     /// read per type).
     pub fn in_namespace(&self, namespace: &str) -> Vec<(ResourceKey, Arc<Value>)> {

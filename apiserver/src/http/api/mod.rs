@@ -447,6 +447,11 @@ impl Api {
             ("PATCH", Some(name), Some(sub)) if write::part_of(&target.info, sub).is_some() => {
                 self.patch(&target, name, &request)
             }
+            ("POST", Some(name), Some("binding"))
+                if target.info.group.is_empty() && target.info.plural == "pods" =>
+            {
+                self.bind(&target, name, &request)
+            }
             ("POST", Some(name), Some("token")) if target.info.plural == "serviceaccounts" => {
                 self.request_token(&target, name, &request)
             }

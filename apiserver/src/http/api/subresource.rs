@@ -1,4 +1,5 @@
-//! Subresources beyond `/status`: `/scale` (as `autoscaling/v1` Scale).
+//! Subresources beyond `/status`: `/scale` (as `autoscaling/v1` Scale) and
+//! a Pod's `/binding` (the scheduler's write).
 
 use serde_json::{Value, json};
 
@@ -98,5 +99,62 @@ impl Api {
             Reply::Json(code, object) => Ok(Reply::Json(code, Self::scale_of(&object))),
             other => Ok(other),
         }
+    }
+
+    /// `pods/binding`, as the scheduler binds: the Pod's `spec.nodeName`
+    /// and its `PodScheduled` condition, in one write; a Pod already bound
+    /// is a conflict.
+    pub(super) fn bind(
+        &self,
+        target: &Target,
+        name: &str,
+        request: &Request<'_>,
+    ) -> Result<Reply, ApiError> {
+        let info = target.info.clone();
+        let binding: Value = request.document()?;
+        let node = binding
+            .pointer("/target/name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| ApiError::invalid_kind("Binding", name, "target.name: Required value"))?
+            .to_owned();
+        let manager = Self::manager(&request.query);
+        self.write(
+            target,
+            name,
+            Self::dry_run(&request.query),
+            &request.user,
+            |current| {
+                if let Some(bound) = current
+                    .pointer("/spec/nodeName")
+                    .and_then(Value::as_str)
+                    .filter(|n| !n.is_empty())
+                {
+                    return Err(ApiError::conflict(
+                        &info,
+                        name,
+                        &format!("pod {name} is already assigned to node \"{bound}\""),
+                    ));
+                }
+                let mut desired = current.clone();
+                desired["spec"]["nodeName"] = node.clone().into();
+                let scheduled = json!({"type": "PodScheduled", "status": "True",
+                    "lastProbeTime": null, "lastTransitionTime": crate::objects::now()});
+                let mut conditions: Vec<Value> = current
+                    .pointer("/status/conditions")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                conditions.retain(|c| c["type"] != "PodScheduled");
+                conditions.push(scheduled);
+                let mut next = Self::updated(&info, name, None, current, desired, &manager, false)?;
+                next["status"]["conditions"] = conditions.into();
+                Ok(next)
+            },
+        )?;
+        Ok(Reply::Json(
+            201,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+        ))
     }
 }
