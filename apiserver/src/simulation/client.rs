@@ -109,6 +109,15 @@ pub mod kinds {
     pub const STORAGECLASS: Kind = kind("storage.k8s.io", "v1", "storageclasses", "StorageClass");
 }
 
+/// An object's namespace (none when cluster-scoped) and name.
+fn namespace_and_name(object: &Value) -> (Option<&str>, &str) {
+    let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+    (
+        text("/metadata/namespace"),
+        text("/metadata/name").unwrap_or_default(),
+    )
+}
+
 /// A write the server refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("{method} {path}: {code} {message}")]
@@ -189,6 +198,72 @@ impl Client {
                 path,
             }),
         }
+    }
+
+    /// The object at `key`, unless it is gone or being deleted (what a
+    /// controller acts on).
+    pub fn live(
+        &self,
+        kind: Kind,
+        key: &kubewasm_core::ObjectKey,
+    ) -> Option<std::sync::Arc<Value>> {
+        self.store()
+            .get(&kind.key(), key)
+            .filter(|o| o.pointer("/metadata/deletionTimestamp").is_none())
+    }
+
+    /// Merge-patches `object` (found by its own namespace and name).
+    ///
+    /// # Errors
+    /// What the server refused.
+    pub async fn patch_object(
+        &self,
+        kind: Kind,
+        object: &Value,
+        patch: &Value,
+    ) -> Result<(), ClientError> {
+        let (namespace, name) = namespace_and_name(object);
+        self.patch(kind, namespace, name, None, patch)
+            .await
+            .map(drop)
+    }
+
+    /// Deletes `object` (found by its own namespace and name), in the
+    /// background; gone already is not an error.
+    ///
+    /// # Errors
+    /// What the server refused.
+    pub async fn delete_object(&self, kind: Kind, object: &Value) -> Result<(), ClientError> {
+        let (namespace, name) = namespace_and_name(object);
+        self.delete(kind, namespace, name, None).await
+    }
+
+    /// Writes `status` into `object`'s status subresource, unless every
+    /// field of it holds already (an absent field holds a null): a
+    /// reconcile that changes nothing writes nothing.
+    ///
+    /// # Errors
+    /// What the server refused.
+    pub async fn write_status(
+        &self,
+        kind: Kind,
+        object: &Value,
+        status: Value,
+    ) -> Result<(), ClientError> {
+        let current = object.get("status");
+        let holds = status.as_object().is_some_and(|fields| {
+            fields.iter().all(|(field, value)| {
+                current.and_then(|c| c.get(field)).unwrap_or(&Value::Null) == value
+            })
+        });
+        if holds {
+            return Ok(());
+        }
+        let (namespace, name) = namespace_and_name(object);
+        let patch = serde_json::json!({"status": status});
+        self.patch(kind, namespace, name, Some("status"), &patch)
+            .await
+            .map(drop)
     }
 
     /// Creates `object` (with `generateName` if it has no name).

@@ -13,7 +13,7 @@ use kubewasm_core::ObjectKey;
 use serde_json::{Value, json};
 
 use super::client::{Client, ClientError, Kind, kinds};
-use super::pods::{owned, owner_ref};
+use super::pods::{from_template, owned};
 use super::reconcile::{Next, Reconciler};
 use crate::objects::text_at;
 
@@ -195,28 +195,23 @@ impl Reconciler for CronJobs {
             let policy = text_at(&cj, "/spec/concurrencyPolicy");
             if policy == "Replace" {
                 for job in &active {
-                    self.client
-                        .delete(kinds::JOB, ns, text_at(job, "/metadata/name"), None)
-                        .await?;
+                    self.client.delete_object(kinds::JOB, job).await?;
                 }
             }
             if policy != "Forbid" || active.is_empty() {
                 let scheduled = Timestamp::from_second(due * 60)
                     .map(|t| t.to_string())
                     .unwrap_or_default();
-                let template = cj
-                    .pointer("/spec/jobTemplate")
-                    .cloned()
-                    .unwrap_or_else(|| json!({}));
-                let mut metadata = template
-                    .get("metadata")
-                    .cloned()
-                    .unwrap_or_else(|| json!({}));
-                metadata["name"] = format!("{}-{due}", key.name).into();
-                metadata["ownerReferences"] = owner_ref(kinds::CRONJOB, &cj);
-                metadata["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"] =
-                    scheduled.clone().into();
-                let job = json!({"metadata": metadata, "spec": template.get("spec").cloned().unwrap_or_else(|| json!({}))});
+                let annotations =
+                    json!({"batch.kubernetes.io/cronjob-scheduled-timestamp": scheduled});
+                let mut job = from_template(
+                    kinds::CRONJOB,
+                    &cj,
+                    "/spec/jobTemplate",
+                    &json!({}),
+                    &annotations,
+                );
+                job["metadata"]["name"] = format!("{}-{due}", key.name).into();
                 match self.client.create(kinds::JOB, ns, job).await {
                     Err(e) if e.code != 409 => return Err(e),
                     _ => {}
@@ -245,9 +240,7 @@ impl Reconciler for CronJobs {
                 .len()
                 .saturating_sub(usize::try_from(limit).unwrap_or(usize::MAX));
             for job in done.iter().take(extra) {
-                self.client
-                    .delete(kinds::JOB, ns, text_at(job, "/metadata/name"), None)
-                    .await?;
+                self.client.delete_object(kinds::JOB, job).await?;
             }
         }
         let refs: Vec<Value> = active

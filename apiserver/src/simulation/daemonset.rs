@@ -43,22 +43,14 @@ impl Reconciler for DaemonSets {
                 .filter_map(|d| ObjectKey::of(d))
                 .collect();
         }
-        if event.resource == kinds::DAEMONSET.key() {
-            return ObjectKey::of(&event.object).into_iter().collect();
-        }
-        super::controller_of(&event.object, kinds::DAEMONSET.kind)
-            .into_iter()
-            .collect()
+        super::reconcile::own_or_owner(kinds::DAEMONSET, event)
     }
 
     async fn reconcile(&self, key: &ObjectKey) -> Result<Next, ClientError> {
         let store = self.client.store();
-        let Some(ds) = store.get(&kinds::DAEMONSET.key(), key) else {
+        let Some(ds) = self.client.live(kinds::DAEMONSET, key) else {
             return Ok(Next::Done);
         };
-        if ds.pointer("/metadata/deletionTimestamp").is_some() {
-            return Ok(Next::Done);
-        }
         let ns = key.namespace.as_deref();
         let nodes: Vec<String> = store
             .objects(&kinds::NODE.key(), None)
@@ -79,6 +71,7 @@ impl Reconciler for DaemonSets {
             let mut pod = from_template(
                 kinds::DAEMONSET,
                 &ds,
+                "/spec/template",
                 &json!({REVISION_LABEL: revision}),
                 &json!({}),
             );
@@ -92,18 +85,14 @@ impl Reconciler for DaemonSets {
             .iter()
             .filter(|p| !nodes.iter().any(|n| n == text_at(p, "/spec/nodeName")))
         {
-            self.client
-                .delete(kinds::POD, ns, text_at(pod, "/metadata/name"), None)
-                .await?;
+            self.client.delete_object(kinds::POD, pod).await?;
         }
         let stale =
             |p: &&Arc<Value>| text_at(p, &format!("/metadata/labels/{REVISION_LABEL}")) != revision;
         if pods.iter().all(|p| ready(p))
             && let Some(pod) = pods.iter().find(stale)
         {
-            self.client
-                .delete(kinds::POD, ns, text_at(pod, "/metadata/name"), None)
-                .await?;
+            self.client.delete_object(kinds::POD, pod).await?;
         }
         let scheduled = nodes.iter().filter(|n| on(n).is_some()).count();
         let ready_count = pods.iter().filter(|p| ready(p)).count();
@@ -112,27 +101,9 @@ impl Reconciler for DaemonSets {
             "currentNumberScheduled": scheduled, "numberMisscheduled": 0, "numberReady": ready_count,
             "numberAvailable": ready_count, "updatedNumberScheduled": updated,
             "numberUnavailable": nodes.len().saturating_sub(ready_count)});
-        let current = ds.get("status").cloned().unwrap_or_else(|| json!({}));
-        if [
-            "observedGeneration",
-            "desiredNumberScheduled",
-            "currentNumberScheduled",
-            "numberReady",
-            "updatedNumberScheduled",
-        ]
-        .iter()
-        .any(|f| current.get(*f) != status.get(*f))
-        {
-            self.client
-                .patch(
-                    kinds::DAEMONSET,
-                    ns,
-                    &key.name,
-                    Some("status"),
-                    &json!({"status": status}),
-                )
-                .await?;
-        }
+        self.client
+            .write_status(kinds::DAEMONSET, &ds, status)
+            .await?;
         Ok(Next::Done)
     }
 }

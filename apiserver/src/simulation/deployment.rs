@@ -153,13 +153,9 @@ fn plan(deploy: &Value, new: i64, new_available: i64, olds: &[(i64, i64)]) -> (i
 }
 
 impl Deployments {
-    async fn scale(
-        &self,
-        ns: Option<&str>,
-        rs: &Value,
-        to: i64,
-        deploy: &Value,
-    ) -> Result<(), ClientError> {
+    /// Scales `rs` of `deploy` to `to` replicas, noting the Deployment's
+    /// size in its annotations.
+    async fn scale(&self, rs: &Value, to: i64, deploy: &Value) -> Result<(), ClientError> {
         if count(rs, "/spec/replicas") == to {
             return Ok(());
         }
@@ -170,15 +166,8 @@ impl Deployments {
                 deploy.pointer("/spec/strategy/rollingUpdate/maxSurge"), desired, "25%", true)).to_string()}},
             "spec": {"replicas": to}});
         self.client
-            .patch(
-                kinds::REPLICASET,
-                ns,
-                text_at(rs, "/metadata/name"),
-                None,
-                &patch,
-            )
+            .patch_object(kinds::REPLICASET, rs, &patch)
             .await
-            .map(drop)
     }
 
     /// Creates the ReplicaSet of the Deployment's current template.
@@ -232,121 +221,85 @@ impl Deployments {
             other => other.map(drop),
         }
     }
+}
 
-    async fn write_status(
-        &self,
-        key: &ObjectKey,
-        deploy: &Value,
-        new: Option<&Value>,
-        all: &[Arc<Value>],
-    ) -> Result<(), ClientError> {
-        let desired = replicas(deploy);
-        let sum = |pointer: &str| all.iter().map(|rs| count(rs, pointer)).sum::<i64>();
-        let updated = new.map_or(0, |rs| count(rs, "/status/replicas"));
-        let (total, ready, available) = (
-            sum("/status/replicas"),
-            sum("/status/readyReplicas"),
-            sum("/status/availableReplicas"),
-        );
-        let unavailable_allowed = scaled(
-            deploy.pointer("/spec/strategy/rollingUpdate/maxUnavailable"),
-            desired,
-            "25%",
+/// The status a Deployment reports with `new` its current ReplicaSet among
+/// `all` of its own: the sums of their counts, the generation observed,
+/// `Available` (at least `replicas - maxUnavailable` available) and
+/// `Progressing` (`NewReplicaSetAvailable` once the new one is complete).
+fn status_of(deploy: &Value, new: Option<&Value>, all: &[Arc<Value>]) -> Value {
+    let desired = replicas(deploy);
+    let sum = |pointer: &str| all.iter().map(|rs| count(rs, pointer)).sum::<i64>();
+    let updated = new.map_or(0, |rs| count(rs, "/status/replicas"));
+    let (total, ready, available) = (
+        sum("/status/replicas"),
+        sum("/status/readyReplicas"),
+        sum("/status/availableReplicas"),
+    );
+    let unavailable_allowed = scaled(
+        deploy.pointer("/spec/strategy/rollingUpdate/maxUnavailable"),
+        desired,
+        "25%",
+        false,
+    );
+    let minimum = if text_at(deploy, "/spec/strategy/type") == "Recreate" {
+        desired
+    } else {
+        desired - unavailable_allowed
+    };
+    let current = deploy.get("status").cloned().unwrap_or_else(|| json!({}));
+    let conditions = current
+        .get("conditions")
+        .cloned()
+        .unwrap_or_else(|| json!([]));
+    let available_condition = if available >= minimum {
+        condition(
+            "Available",
+            true,
+            "MinimumReplicasAvailable",
+            "Deployment has minimum availability.",
+        )
+    } else {
+        condition(
+            "Available",
             false,
-        );
-        let minimum = if text_at(deploy, "/spec/strategy/type") == "Recreate" {
-            desired
-        } else {
-            desired - unavailable_allowed
-        };
-        let current = deploy.get("status").cloned().unwrap_or_else(|| json!({}));
-        let conditions = current
-            .get("conditions")
-            .cloned()
-            .unwrap_or_else(|| json!([]));
-        let available_condition = if available >= minimum {
-            condition(
-                "Available",
-                true,
-                "MinimumReplicasAvailable",
-                "Deployment has minimum availability.",
-            )
-        } else {
-            condition(
-                "Available",
-                false,
-                "MinimumReplicasUnavailable",
-                "Deployment does not have minimum availability.",
-            )
-        };
-        let new_name = new.map_or("", |rs| text_at(rs, "/metadata/name"));
-        let complete = updated == desired
-            && total == desired
-            && available == desired
-            && new.is_some_and(|rs| count(rs, "/status/availableReplicas") == desired);
-        let progressing = if complete {
-            condition(
-                "Progressing",
-                true,
-                "NewReplicaSetAvailable",
-                &format!("ReplicaSet \"{new_name}\" has successfully progressed."),
-            )
-        } else {
-            condition(
-                "Progressing",
-                true,
-                "ReplicaSetUpdated",
-                &format!("ReplicaSet \"{new_name}\" is progressing."),
-            )
-        };
-        let conditions = set_condition(
-            &set_condition(&conditions, available_condition),
-            progressing,
-        );
-        let mut status = json!({"observedGeneration": generation(deploy), "replicas": total,
+            "MinimumReplicasUnavailable",
+            "Deployment does not have minimum availability.",
+        )
+    };
+    let new_name = new.map_or("", |rs| text_at(rs, "/metadata/name"));
+    let complete = updated == desired
+        && total == desired
+        && available == desired
+        && new.is_some_and(|rs| count(rs, "/status/availableReplicas") == desired);
+    let progressing = if complete {
+        condition(
+            "Progressing",
+            true,
+            "NewReplicaSetAvailable",
+            &format!("ReplicaSet \"{new_name}\" has successfully progressed."),
+        )
+    } else {
+        condition(
+            "Progressing",
+            true,
+            "ReplicaSetUpdated",
+            &format!("ReplicaSet \"{new_name}\" is progressing."),
+        )
+    };
+    let conditions = set_condition(
+        &set_condition(&conditions, available_condition),
+        progressing,
+    );
+    let mut status = json!({"observedGeneration": generation(deploy), "replicas": total,
             "updatedReplicas": updated, "readyReplicas": ready, "availableReplicas": available,
             "conditions": conditions});
-        if desired > available {
-            status["unavailableReplicas"] = (desired - available).into();
-        } else {
-            status["unavailableReplicas"] = Value::Null;
-        }
-        let fields = [
-            "observedGeneration",
-            "replicas",
-            "updatedReplicas",
-            "readyReplicas",
-            "availableReplicas",
-            "unavailableReplicas",
-        ];
-        let unchanged = fields.iter().all(|f| {
-            current.get(*f).and_then(Value::as_i64).unwrap_or(0) == status[*f].as_i64().unwrap_or(0)
-        }) && current
-            .get("conditions")
-            .and_then(Value::as_array)
-            .map(|c| {
-                c.iter()
-                    .map(|c| (&c["type"], &c["status"], &c["reason"]))
-                    .collect::<Vec<_>>()
-            })
-            == status["conditions"].as_array().map(|c| {
-                c.iter()
-                    .map(|c| (&c["type"], &c["status"], &c["reason"]))
-                    .collect::<Vec<_>>()
-            });
-        if !unchanged {
-            self.client
-                .patch(
-                    kinds::DEPLOYMENT,
-                    key.namespace.as_deref(),
-                    &key.name,
-                    Some("status"),
-                    &json!({"status": status}),
-                )
-                .await?;
-        }
-        Ok(())
+    if desired > available {
+        status["unavailableReplicas"] = (desired - available).into();
+    } else {
+        status["unavailableReplicas"] = Value::Null;
     }
+    status
 }
 
 impl Reconciler for Deployments {
@@ -355,12 +308,9 @@ impl Reconciler for Deployments {
     }
 
     async fn reconcile(&self, key: &ObjectKey) -> Result<Next, ClientError> {
-        let Some(deploy) = self.client.store().get(&kinds::DEPLOYMENT.key(), key) else {
+        let Some(deploy) = self.client.live(kinds::DEPLOYMENT, key) else {
             return Ok(Next::Done);
         };
-        if deploy.pointer("/metadata/deletionTimestamp").is_some() {
-            return Ok(Next::Done);
-        }
         let ns = key.namespace.as_deref();
         let mut all = owned(self.client.store(), &deploy, kinds::REPLICASET);
         all.sort_by_key(|rs| revision(rs));
@@ -406,20 +356,14 @@ impl Reconciler for Deployments {
                         // ReplicaSet becomes the newest revision.
                         let patch = json!({"metadata": {"annotations": {REVISION: (max_revision + 1).to_string()}}});
                         self.client
-                            .patch(
-                                kinds::REPLICASET,
-                                ns,
-                                text_at(rs, "/metadata/name"),
-                                None,
-                                &patch,
-                            )
+                            .patch_object(kinds::REPLICASET, rs, &patch)
                             .await?;
                     }
-                    self.scale(ns, rs, new_target, &deploy).await?;
+                    self.scale(rs, new_target, &deploy).await?;
                 }
             }
             for (rs, target) in olds.iter().zip(old_targets) {
-                self.scale(ns, rs, target, &deploy).await?;
+                self.scale(rs, target, &deploy).await?;
             }
             // History beyond the limit: the oldest empty ReplicaSets go.
             let limit =
@@ -434,9 +378,7 @@ impl Reconciler for Deployments {
                 .filter(|rs| count(rs, "/spec/replicas") == 0 && count(rs, "/status/replicas") == 0)
                 .collect();
             for rs in empty.iter().take(empty.len().saturating_sub(limit)) {
-                self.client
-                    .delete(kinds::REPLICASET, ns, text_at(rs, "/metadata/name"), None)
-                    .await?;
+                self.client.delete_object(kinds::REPLICASET, rs).await?;
             }
         }
         let new_revision = new.as_ref().map(|rs| {
@@ -457,7 +399,9 @@ impl Reconciler for Deployments {
                 .patch(kinds::DEPLOYMENT, ns, &key.name, None, &patch)
                 .await?;
         }
-        self.write_status(key, &deploy, new.as_deref(), &all)
+        let status = status_of(&deploy, new.as_deref(), &all);
+        self.client
+            .write_status(kinds::DEPLOYMENT, &deploy, status)
             .await?;
         Ok(Next::Done)
     }
@@ -501,6 +445,36 @@ mod tests {
         assert_eq!(plan(&d, 4, 4, &[(0, 0)]), (4, vec![0]));
         // Nothing old: the new takes every replica at once.
         assert_eq!(plan(&d, 0, 0, &[]), (4, vec![]));
+    }
+
+    #[test]
+    fn the_status_should_say_progressing_until_the_new_replica_set_is_complete() {
+        let d = json!({"metadata": {"generation": 2}, "spec": {"replicas": 3}});
+        let rs = |name: &str, replicas: i64, available: i64| {
+            Arc::new(json!({"metadata": {"name": name},
+                "status": {"replicas": replicas, "readyReplicas": available, "availableReplicas": available}}))
+        };
+        let (old, half) = (rs("web-a", 2, 2), rs("web-b", 2, 1));
+        let rolling = status_of(&d, Some(&half), &[Arc::clone(&old), Arc::clone(&half)]);
+        assert_eq!(
+            (
+                rolling["replicas"].as_i64(),
+                rolling["updatedReplicas"].as_i64()
+            ),
+            (Some(4), Some(2))
+        );
+        assert_eq!(rolling["unavailableReplicas"], Value::Null, "3 available of 3 wanted");
+        assert_eq!(rolling["conditions"][1]["reason"], "ReplicaSetUpdated");
+        let done = rs("web-b", 3, 3);
+        let complete = status_of(&d, Some(&done), &[rs("web-a", 0, 0), Arc::clone(&done)]);
+        assert_eq!(complete["observedGeneration"], 2);
+        assert_eq!(complete["conditions"][0]["type"], "Available");
+        assert_eq!(complete["conditions"][0]["status"], "True");
+        assert_eq!(
+            complete["conditions"][1]["reason"],
+            "NewReplicaSetAvailable"
+        );
+        assert_eq!(complete["unavailableReplicas"], Value::Null);
     }
 
     #[test]

@@ -88,12 +88,7 @@ impl Reconciler for EndpointSlices {
                 .filter_map(|s| ObjectKey::of(s))
                 .collect();
         }
-        if event.resource == kinds::SERVICE.key() {
-            return ObjectKey::of(&event.object).into_iter().collect();
-        }
-        super::controller_of(&event.object, kinds::SERVICE.kind)
-            .into_iter()
-            .collect()
+        super::reconcile::own_or_owner(kinds::SERVICE, event)
     }
 
     async fn reconcile(&self, key: &ObjectKey) -> Result<Next, ClientError> {

@@ -89,13 +89,10 @@ impl Reconciler for Jobs {
     }
 
     async fn reconcile(&self, key: &ObjectKey) -> Result<Next, ClientError> {
-        let Some(job) = self.client.store().get(&kinds::JOB.key(), key) else {
+        let Some(job) = self.client.live(kinds::JOB, key) else {
             return Ok(Next::Done);
         };
-        if job.pointer("/metadata/deletionTimestamp").is_some()
-            || finished(&job)
-            || job.pointer("/spec/suspend") == Some(&Value::Bool(true))
-        {
+        if finished(&job) || job.pointer("/spec/suspend") == Some(&Value::Bool(true)) {
             return Ok(Next::Done);
         }
         let ns = key.namespace.as_deref();
@@ -130,9 +127,7 @@ impl Reconciler for Jobs {
             .unwrap_or_else(|| json!([]));
         if failed > int(&job, "/spec/backoffLimit", 6) {
             for pod in &running {
-                self.client
-                    .delete(kinds::POD, ns, text_at(pod, "/metadata/name"), None)
-                    .await?;
+                self.client.delete_object(kinds::POD, pod).await?;
             }
             let message = "Job has reached the specified backoff limit";
             let conditions = set_condition(
@@ -173,6 +168,7 @@ impl Reconciler for Jobs {
                     let mut pod = from_template(
                         kinds::JOB,
                         &job,
+                        "/spec/template",
                         &labels,
                         &json!({INDEX: index.to_string()}),
                     );
@@ -184,32 +180,14 @@ impl Reconciler for Jobs {
                     .unwrap_or(0)
                     .saturating_sub(running.len());
                 for _ in 0..room.min(missing) {
-                    let mut pod = from_template(kinds::JOB, &job, &labels, &json!({}));
+                    let mut pod =
+                        from_template(kinds::JOB, &job, "/spec/template", &labels, &json!({}));
                     pod["metadata"]["generateName"] = format!("{}-", key.name).into();
                     self.client.create(kinds::POD, ns, pod).await?;
                 }
             }
         }
-        let current = job.get("status").cloned().unwrap_or_else(|| json!({}));
-        let same = ["active", "ready", "succeeded", "failed", "completedIndexes"]
-            .iter()
-            .all(|f| {
-                current.get(*f).unwrap_or(&Value::Null) == status.get(*f).unwrap_or(&Value::Null)
-                    || (current.get(*f).is_none() && status[*f] == 0)
-            })
-            && status.get("conditions").is_none()
-            && current.get("startTime").is_some();
-        if !same {
-            self.client
-                .patch(
-                    kinds::JOB,
-                    ns,
-                    &key.name,
-                    Some("status"),
-                    &json!({"status": status}),
-                )
-                .await?;
-        }
+        self.client.write_status(kinds::JOB, &job, status).await?;
         Ok(Next::Done)
     }
 }

@@ -34,21 +34,24 @@ pub fn owned(store: &Store, owner: &Value, kind: Kind) -> Vec<Arc<Value>> {
         .collect()
 }
 
-/// A Pod from `owner`'s `template` (at `/spec/template`), controlled by it,
-/// with `labels` and `annotations` added.
-pub fn from_template(kind: Kind, owner: &Value, labels: &Value, annotations: &Value) -> Value {
-    let template = owner
-        .pointer("/spec/template")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
+/// An object from `owner`'s template at `pointer` (`/spec/template`, a
+/// CronJob's `/spec/jobTemplate`), controlled by it, with `labels` and
+/// `annotations` added.
+pub fn from_template(
+    kind: Kind,
+    owner: &Value,
+    pointer: &str,
+    labels: &Value,
+    annotations: &Value,
+) -> Value {
+    let template = owner.pointer(pointer).cloned().unwrap_or_else(|| json!({}));
     let mut metadata = template
         .get("metadata")
         .cloned()
         .unwrap_or_else(|| json!({}));
     for (field, extra) in [("labels", labels), ("annotations", annotations)] {
         if let Some(extra) = extra.as_object().filter(|e| !e.is_empty()) {
-            let map = metadata[field].as_object().cloned().unwrap_or_default();
-            let mut map = map;
+            let mut map = metadata[field].as_object().cloned().unwrap_or_default();
             for (k, v) in extra {
                 map.insert(k.clone(), v.clone());
             }

@@ -48,17 +48,22 @@ pub trait Reconciler: Send + Sync + 'static {
     /// The keys of the primary type that `event` concerns: by default the
     /// object itself, or its controlling owner of the primary kind.
     fn keys(&self, _store: &Store, event: &Event) -> Vec<ObjectKey> {
-        let primary = self.primary();
-        if event.resource == primary.key() {
-            return ObjectKey::of(&event.object).into_iter().collect();
-        }
-        controller_of(&event.object, primary.kind)
-            .into_iter()
-            .collect()
+        own_or_owner(self.primary(), event)
     }
 
     /// Brings the world in line with the object at `key` (gone or not).
     fn reconcile(&self, key: &ObjectKey) -> impl Future<Output = Result<Next, ClientError>> + Send;
+}
+
+/// The key `event` names of the `primary` type: its object's own, or that
+/// of its controlling owner of that kind.
+pub fn own_or_owner(primary: Kind, event: &Event) -> Vec<ObjectKey> {
+    if event.resource == primary.key() {
+        return ObjectKey::of(&event.object).into_iter().collect();
+    }
+    controller_of(&event.object, primary.kind)
+        .into_iter()
+        .collect()
 }
 
 /// The key of the owner of `object` that controls it, if of `kind`.

@@ -40,12 +40,9 @@ impl Reconciler for ReplicaSets {
     }
 
     async fn reconcile(&self, key: &ObjectKey) -> Result<Next, ClientError> {
-        let Some(rs) = self.client.store().get(&kinds::REPLICASET.key(), key) else {
+        let Some(rs) = self.client.live(kinds::REPLICASET, key) else {
             return Ok(Next::Done);
         };
-        if rs.pointer("/metadata/deletionTimestamp").is_some() {
-            return Ok(Next::Done);
-        }
         let ns = key.namespace.as_deref();
         let mut pods: Vec<_> = owned(self.client.store(), &rs, kinds::POD)
             .into_iter()
@@ -53,7 +50,13 @@ impl Reconciler for ReplicaSets {
             .collect();
         let wanted = usize::try_from(replicas(&rs)).unwrap_or(0);
         if pods.len() < wanted {
-            let mut pod = from_template(kinds::REPLICASET, &rs, &json!({}), &json!({}));
+            let mut pod = from_template(
+                kinds::REPLICASET,
+                &rs,
+                "/spec/template",
+                &json!({}),
+                &json!({}),
+            );
             pod["metadata"]["generateName"] = format!("{}-", key.name).into();
             for _ in pods.len()..wanted {
                 self.client.create(kinds::POD, ns, pod.clone()).await?;
@@ -61,9 +64,7 @@ impl Reconciler for ReplicaSets {
         } else if pods.len() > wanted {
             pods.sort_by_key(|p| removal_order(p));
             for pod in &pods[..pods.len() - wanted] {
-                self.client
-                    .delete(kinds::POD, ns, text_at(pod, "/metadata/name"), None)
-                    .await?;
+                self.client.delete_object(kinds::POD, pod).await?;
             }
             pods.drain(..pods.len() - wanted);
         }
@@ -71,28 +72,9 @@ impl Reconciler for ReplicaSets {
         let ready = pods.iter().filter(|p| ready(p)).count();
         let status = json!({"replicas": count, "fullyLabeledReplicas": count, "readyReplicas": ready,
                             "availableReplicas": ready, "observedGeneration": generation(&rs)});
-        let current = rs.get("status").cloned().unwrap_or_else(|| json!({}));
-        if [
-            "replicas",
-            "readyReplicas",
-            "availableReplicas",
-            "observedGeneration",
-        ]
-        .iter()
-        .any(|f| {
-            current.get(*f).and_then(Value::as_i64).unwrap_or(0) != status[*f].as_i64().unwrap_or(0)
-        }) || current.get("replicas").is_none()
-        {
-            self.client
-                .patch(
-                    kinds::REPLICASET,
-                    ns,
-                    &key.name,
-                    Some("status"),
-                    &json!({"status": status}),
-                )
-                .await?;
-        }
+        self.client
+            .write_status(kinds::REPLICASET, &rs, status)
+            .await?;
         Ok(Next::Done)
     }
 }

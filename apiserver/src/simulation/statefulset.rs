@@ -81,12 +81,9 @@ impl Reconciler for StatefulSets {
     }
 
     async fn reconcile(&self, key: &ObjectKey) -> Result<Next, ClientError> {
-        let Some(sts) = self.client.store().get(&kinds::STATEFULSET.key(), key) else {
+        let Some(sts) = self.client.live(kinds::STATEFULSET, key) else {
             return Ok(Next::Done);
         };
-        if sts.pointer("/metadata/deletionTimestamp").is_some() {
-            return Ok(Next::Done);
-        }
         let ns = key.namespace.as_deref();
         let wanted = usize::try_from(replicas(&sts)).unwrap_or(0);
         let ordered = text_at(&sts, "/spec/podManagementPolicy") != "Parallel";
@@ -114,7 +111,13 @@ impl Reconciler for StatefulSets {
                     let name = format!("{}-{i}", key.name);
                     let labels = json!({"statefulset.kubernetes.io/pod-name": name, "apps.kubernetes.io/pod-index": i.to_string(),
                                         REVISION_LABEL: revision});
-                    let mut pod = from_template(kinds::STATEFULSET, &sts, &labels, &json!({}));
+                    let mut pod = from_template(
+                        kinds::STATEFULSET,
+                        &sts,
+                        "/spec/template",
+                        &labels,
+                        &json!({}),
+                    );
                     pod["metadata"]["name"] = name.clone().into();
                     pod["spec"]["hostname"] = name.into();
                     if let Some(service) = sts.pointer("/spec/serviceName").and_then(Value::as_str)
@@ -148,9 +151,7 @@ impl Reconciler for StatefulSets {
         // Down: from the highest ordinal.
         if let Some((_, pod)) = pods.iter().rev().find(|(i, p)| *i >= wanted && active(p)) {
             if all_ready || !ordered {
-                self.client
-                    .delete(kinds::POD, ns, text_at(pod, "/metadata/name"), None)
-                    .await?;
+                self.client.delete_object(kinds::POD, pod).await?;
             }
         } else if all_ready
             && let Some((_, stale)) = pods.iter().rev().find(|(i, p)| {
@@ -158,9 +159,7 @@ impl Reconciler for StatefulSets {
             })
         {
             // A rolling update: the highest stale Pod goes, and comes back new.
-            self.client
-                .delete(kinds::POD, ns, text_at(stale, "/metadata/name"), None)
-                .await?;
+            self.client.delete_object(kinds::POD, stale).await?;
         }
         let live: Vec<&Value> = pods
             .iter()
@@ -184,28 +183,9 @@ impl Reconciler for StatefulSets {
             "readyReplicas": ready_count, "availableReplicas": ready_count, "currentReplicas": updated,
             "updatedReplicas": updated, "currentRevision": current_revision, "updateRevision": revision,
             "collisionCount": 0});
-        let current = sts.get("status").cloned().unwrap_or_else(|| json!({}));
-        if [
-            "observedGeneration",
-            "replicas",
-            "readyReplicas",
-            "updatedReplicas",
-            "currentRevision",
-            "updateRevision",
-        ]
-        .iter()
-        .any(|f| current.get(*f) != status.get(*f))
-        {
-            self.client
-                .patch(
-                    kinds::STATEFULSET,
-                    ns,
-                    &key.name,
-                    Some("status"),
-                    &json!({"status": status}),
-                )
-                .await?;
-        }
+        self.client
+            .write_status(kinds::STATEFULSET, &sts, status)
+            .await?;
         Ok(Next::Done)
     }
 }

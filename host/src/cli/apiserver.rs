@@ -31,7 +31,8 @@ pub(super) struct Args {
     #[arg(long)]
     simulate_workloads: bool,
     /// How many simulated Nodes Pods are scheduled to (1 to 100).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=100))]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=100),
+          requires = "simulate_workloads")]
     nodes: u8,
     /// Keep state (objects, resource versions, credentials) in this
     /// directory across restarts; without it, state is in memory.

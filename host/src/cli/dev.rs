@@ -1,4 +1,4 @@
-//! `kubewasm dev`: the embedded API server (workload simulation on) and
+//! `kubewasm dev`: the embedded API server (its simulated cluster on) and
 //! the host in one process, with the CRDs found in the plugin directory
 //! installed; serves until Ctrl-C.
 
@@ -73,10 +73,11 @@ pub(super) fn run(args: Args) -> Result<(), CliError> {
         let mut crds = crate::daemon::install_plugin_crds(&client).await?;
         crds.extend(crate::daemon::install_crds(&client, &options.plugins).await?);
         eprintln!(
-            "kubewasm dev: API server at {} (workload simulation on); CRDs installed: {}\n\
+            "kubewasm dev: API server at {} (simulated cluster on); CRDs installed: {}\n\
              \x20 export KUBECONFIG={}\n\
              \x20 kubectl apply -f plugins/myapp/demo.yaml\n\
              \x20 kubectl get myapps,deployments,services\n\
+             \x20 kubectl get replicasets,pods\n\
              \x20 kubectl get myapp demo -o jsonpath='{{.status}}'\n\
              Ctrl-C stops it.",
             embedded.url,

@@ -49,9 +49,10 @@ enum Command {
     /// Run every plugin in a directory as a controller against a cluster,
     /// until SIGTERM or Ctrl-C.
     Run(run::Args),
-    /// The embedded API server (workload simulation on) and the host in one
-    /// process, with the CRDs found in the plugin directory installed; serves
-    /// until Ctrl-C.
+    /// The embedded API server with its simulated cluster (the built-in
+    /// workload controllers and a kubelet on simulated Nodes: README lists
+    /// what is simulated) and the host in one process, with the CRDs found in
+    /// the plugin directory installed; serves until Ctrl-C.
     #[cfg(feature = "apiserver")]
     Dev(dev::Args),
     /// Publish a plugin component to an OCI registry (CNCF Wasm layout);
