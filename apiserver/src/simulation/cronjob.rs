@@ -94,10 +94,12 @@ impl std::str::FromStr for Schedule {
 }
 
 impl Schedule {
-    /// Whether the minute starting at `unix_minute` is scheduled.
-    pub fn matches(&self, unix_minute: i64) -> bool {
+    /// How far `unix_minute` misses the schedule: `None` if it is
+    /// scheduled, else the unit that fails first (a day, an hour, a
+    /// minute), so that a search can skip the whole unit.
+    fn miss(&self, unix_minute: i64) -> Option<Unit> {
         let Ok(time) = Timestamp::from_second(unix_minute * 60) else {
-            return false;
+            return Some(Unit::Day);
         };
         let date = time.to_zoned(jiff::tz::TimeZone::UTC);
         let at = |v: &[bool], i: i64| {
@@ -117,23 +119,68 @@ impl Schedule {
         } else {
             day && weekday
         };
-        at(&self.minutes, i64::from(date.minute()))
-            && at(&self.hours, i64::from(date.hour()))
-            && at(&self.months, i64::from(date.month()))
-            && day_ok
+        if !day_ok || !at(&self.months, i64::from(date.month())) {
+            Some(Unit::Day)
+        } else if !at(&self.hours, i64::from(date.hour())) {
+            Some(Unit::Hour)
+        } else if !at(&self.minutes, i64::from(date.minute())) {
+            Some(Unit::Minute)
+        } else {
+            None
+        }
+    }
+
+    /// Whether the minute starting at `unix_minute` is scheduled.
+    pub fn matches(&self, unix_minute: i64) -> bool {
+        self.miss(unix_minute).is_none()
     }
 
     /// The latest scheduled minute in `(after, until]`, looking back at
-    /// most a week.
+    /// most a week (a missed day or hour is skipped whole).
     pub fn last(&self, after: i64, until: i64) -> Option<i64> {
-        (after.max(until - 7 * 24 * 60) + 1..=until)
-            .rev()
-            .find(|m| self.matches(*m))
+        let floor = after.max(until - 7 * 24 * 60);
+        let mut minute = until;
+        while minute > floor {
+            match self.miss(minute) {
+                None => return Some(minute),
+                // Back to the last minute of the unit before.
+                Some(unit) => minute -= minute.rem_euclid(unit.minutes()) + 1,
+            }
+        }
+        None
     }
 
-    /// The first scheduled minute after `now`, within a year.
+    /// The first scheduled minute after `now`, within a year (a missed day
+    /// or hour is skipped whole).
     pub fn next(&self, now: i64) -> Option<i64> {
-        (now + 1..=now + 366 * 24 * 60).find(|m| self.matches(*m))
+        let ceiling = now + 366 * 24 * 60;
+        let mut minute = now + 1;
+        while minute <= ceiling {
+            match self.miss(minute) {
+                None => return Some(minute),
+                // On to the first minute of the next unit.
+                Some(unit) => minute += unit.minutes() - minute.rem_euclid(unit.minutes()),
+            }
+        }
+        None
+    }
+}
+
+/// A unit of a schedule's search.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unit {
+    Day,
+    Hour,
+    Minute,
+}
+
+impl Unit {
+    fn minutes(self) -> i64 {
+        match self {
+            Self::Day => 24 * 60,
+            Self::Hour => 60,
+            Self::Minute => 1,
+        }
     }
 }
 
@@ -318,6 +365,14 @@ mod tests {
         assert!(
             !weekdays.matches(minute("2026-12-06T09:30:00Z")),
             "a Sunday"
+        );
+        let never: Schedule = "0 0 31 2 *".parse().expect("valid, never due");
+        assert_eq!(never.next(minute("2026-12-02T20:06:00Z")), None);
+        assert_eq!(never.last(0, minute("2026-12-02T20:06:00Z")), None);
+        let leap: Schedule = "15 3 29 2 *".parse().expect("valid");
+        assert_eq!(
+            leap.next(minute("2027-03-01T00:00:00Z")),
+            Some(minute("2028-02-29T03:15:00Z"))
         );
         for bad in ["* * * *", "61 * * * *", "*/0 * * * *", "a b c d e"] {
             assert!(bad.parse::<Schedule>().is_err(), "{bad}");

@@ -463,7 +463,11 @@ mod tests {
             ),
             (Some(4), Some(2))
         );
-        assert_eq!(rolling["unavailableReplicas"], Value::Null, "3 available of 3 wanted");
+        assert_eq!(
+            rolling["unavailableReplicas"],
+            Value::Null,
+            "3 available of 3 wanted"
+        );
         assert_eq!(rolling["conditions"][1]["reason"], "ReplicaSetUpdated");
         let done = rs("web-b", 3, 3);
         let complete = status_of(&d, Some(&done), &[rs("web-a", 0, 0), Arc::clone(&done)]);

@@ -14,7 +14,9 @@ use kubewasm_core::ObjectKey;
 use serde_json::{Value, json};
 
 use super::client::{Client, ClientError, Kind, kinds};
-use super::pods::{active, condition, from_template, generation, owned, ready, set_condition};
+use super::pods::{
+    BURST, active, condition, from_template, generation, owned, ready, set_condition,
+};
 use super::reconcile::{Next, Reconciler};
 use crate::objects::{now, text_at};
 
@@ -161,7 +163,7 @@ impl Reconciler for Jobs {
                 let taken: BTreeSet<i64> = running.iter().filter_map(|p| index_of(p)).collect();
                 for index in (0..completions)
                     .filter(|i| !done_indexes.contains(i) && !taken.contains(i))
-                    .take(room)
+                    .take(room.min(BURST))
                 {
                     let mut labels = labels.clone();
                     labels[INDEX] = index.to_string().into();
@@ -179,7 +181,7 @@ impl Reconciler for Jobs {
                 let missing = usize::try_from(completions - succeeded)
                     .unwrap_or(0)
                     .saturating_sub(running.len());
-                for _ in 0..room.min(missing) {
+                for _ in 0..room.min(missing).min(BURST) {
                     let mut pod =
                         from_template(kinds::JOB, &job, "/spec/template", &labels, &json!({}));
                     pod["metadata"]["generateName"] = format!("{}-", key.name).into();

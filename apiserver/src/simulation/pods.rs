@@ -9,6 +9,11 @@ use super::client::Kind;
 use crate::objects::text_at;
 use crate::store::Store;
 
+/// The most Pods a controller creates in one reconcile, as the real
+/// controllers' burst: the created Pods' own events bring the owner back
+/// for the rest, so one huge `replicas` cannot hold a controller.
+pub const BURST: usize = 500;
+
 /// The controlling owner reference to `owner`, of `kind`.
 pub fn owner_ref(kind: Kind, owner: &Value) -> Value {
     json!([{"apiVersion": kind.api_version(), "kind": kind.kind,

@@ -8,7 +8,7 @@ use kubewasm_core::ObjectKey;
 use serde_json::{Value, json};
 
 use super::client::{Client, ClientError, Kind, kinds};
-use super::pods::{active, from_template, generation, owned, ready, replicas};
+use super::pods::{BURST, active, from_template, generation, owned, ready, replicas};
 use super::reconcile::{Next, Reconciler};
 use crate::objects::text_at;
 
@@ -58,7 +58,7 @@ impl Reconciler for ReplicaSets {
                 &json!({}),
             );
             pod["metadata"]["generateName"] = format!("{}-", key.name).into();
-            for _ in pods.len()..wanted {
+            for _ in pods.len()..wanted.min(pods.len() + BURST) {
                 self.client.create(kinds::POD, ns, pod.clone()).await?;
             }
         } else if pods.len() > wanted {

@@ -11,7 +11,9 @@ use kubewasm_core::ObjectKey;
 use serde_json::{Value, json};
 
 use super::client::{Client, ClientError, Kind, kinds};
-use super::pods::{active, from_template, generation, owned, ready, replicas, template_hash};
+use super::pods::{
+    BURST, active, from_template, generation, owned, ready, replicas, template_hash,
+};
 use super::reconcile::{Next, Reconciler};
 use crate::objects::text_at;
 
@@ -103,7 +105,11 @@ impl Reconciler for StatefulSets {
         pods.sort_by_key(|(i, _)| *i);
         let at = |i: usize| pods.iter().find(|(o, _)| *o == i).map(|(_, p)| p);
         // Up: in order.
+        let mut created = 0;
         for i in 0..wanted {
+            if created == BURST {
+                break;
+            }
             match at(i) {
                 Some(pod) if ordered && !(active(pod) && ready(pod)) => break,
                 Some(_) => {}
@@ -137,6 +143,7 @@ impl Reconciler for StatefulSets {
                         Err(e) if e.code != 409 => return Err(e),
                         _ => {}
                     }
+                    created += 1;
                     if ordered {
                         break;
                     }
