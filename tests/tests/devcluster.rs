@@ -395,6 +395,23 @@ fn a_statefulset_should_make_ordered_pods_with_their_claims() {
         || names(&server, &["get", "pods"]) == ["db-0"],
     );
     assert_eq!(names(&server, &["get", "pvc"]).len(), 3);
+    // Foreground deletion: the Pods go first, the claims stay (as on a
+    // real cluster, unless a retention policy says otherwise).
+    server.ok(&[
+        "delete",
+        "statefulset",
+        "db",
+        "--cascade=foreground",
+        "--timeout=30s",
+    ]);
+    until(
+        &server,
+        "the pods gone",
+        Duration::from_secs(30),
+        &["get", "pods"],
+        || names(&server, &["get", "pods"]).is_empty(),
+    );
+    assert_eq!(names(&server, &["get", "pvc"]).len(), 3);
 }
 
 #[test]
@@ -582,13 +599,70 @@ fn endpoint_slices_should_follow_pod_readiness() {
         slice["items"][0]["ports"][0]["port"], 8080,
         "named targetPort resolved: {slice}"
     );
-    // A deleted Pod leaves the slice once its kubelet stopped it.
+    // A deleted Pod is Terminating for its grace period (its kubelet stops
+    // it within a step), no longer ready, then leaves the slice.
     server.ok(&["delete", "pod", "ready", "--wait=false"]);
+    let terminating = json_of(&server, &["get", "pod", "ready"]);
+    assert_eq!(
+        terminating["metadata"]["deletionGracePeriodSeconds"], 30,
+        "{terminating}"
+    );
+    assert!(
+        terminating["metadata"]["deletionTimestamp"].is_string(),
+        "{terminating}"
+    );
     until(
         &server,
         "the deleted pod gone",
         Duration::from_secs(20),
         &["get", "endpointslices", "-o", "yaml"],
         || endpoints() == [("unready".to_owned(), false)].into(),
+    );
+}
+
+#[test]
+fn aggregated_cluster_roles_should_show_the_rules_they_select() {
+    // Aggregation runs without the simulation too.
+    let server = Apiserver::start();
+    let rules = |role: &str| json_of(&server, &["get", "clusterrole", role])["rules"].clone();
+    until(
+        &server,
+        "view filled",
+        Duration::from_secs(10),
+        &["get", "clusterrole", "view", "-o", "yaml"],
+        || rules("view").as_array().is_some_and(|r| !r.is_empty()),
+    );
+    assert!(
+        rules("view").to_string().contains("configmaps"),
+        "{}",
+        rules("view")
+    );
+    assert!(
+        !rules("view").to_string().contains("secrets"),
+        "view reads no Secrets: {}",
+        rules("view")
+    );
+    assert!(
+        rules("edit").to_string().contains("secrets"),
+        "{}",
+        rules("edit")
+    );
+    let (ok, out, err) = apply(
+        &server,
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\n\
+        metadata: {name: widgets-view, labels: {rbac.authorization.k8s.io/aggregate-to-view: \"true\"}}\n\
+        rules: [{apiGroups: [example.com], resources: [widgets], verbs: [get, list, watch]}]\n",
+    );
+    assert!(ok, "{out}{err}");
+    until(
+        &server,
+        "widgets in view, edit and admin",
+        Duration::from_secs(10),
+        &["get", "clusterrole", "admin", "-o", "yaml"],
+        || {
+            ["view", "edit", "admin"]
+                .iter()
+                .all(|r| rules(r).to_string().contains("widgets"))
+        },
     );
 }

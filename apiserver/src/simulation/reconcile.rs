@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::future::Future;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use kubewasm_core::ObjectKey;
@@ -133,7 +133,7 @@ impl Queue {
 
 /// Runs `reconciler` over `store` until the task is aborted.
 pub async fn run<R: Reconciler>(reconciler: R, store: Store) {
-    let queue = Arc::new((Mutex::new(Queue::default()), Notify::new()));
+    let queue = (Mutex::new(Queue::default()), Notify::new());
     fn lock(q: &(Mutex<Queue>, Notify)) -> std::sync::MutexGuard<'_, Queue> {
         q.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
