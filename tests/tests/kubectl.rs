@@ -616,6 +616,16 @@ fn describe_get_watch_and_finalized_deletes_should_work() {
 #[test]
 fn namespaces_should_be_active_and_secret_string_data_merged() {
     let server = Apiserver::start();
+    for immortal in ["default", "kube-system", "kube-public"] {
+        let (ok, out, err) = server.kubectl(&["delete", "namespace", immortal]);
+        assert!(!ok, "{out}");
+        assert!(
+            err.contains(&format!(
+                "namespaces \"{immortal}\" is forbidden: this namespace may not be deleted"
+            )),
+            "{err}"
+        );
+    }
     server.ok(&["create", "namespace", "team-x"]);
     assert_eq!(
         server.ok(&[

@@ -15,6 +15,9 @@ use crate::store::ListAt;
 use kubewasm_types::crd;
 use kubewasm_types::info::ResourceInfo;
 
+/// Namespaces no delete removes, as a real server's admission has it.
+const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
+
 /// What a delete asks for: `DeleteOptions` from the body, or the query.
 #[derive(Debug, Default)]
 struct DeleteOptions {
@@ -164,6 +167,15 @@ impl Api {
             .store
             .get(&info.storage_key(), key)
             .ok_or_else(|| ApiError::not_found(info, name))?;
+        // The namespaces a cluster cannot live without (NamespaceLifecycle).
+        if info.group.is_empty()
+            && info.plural == "namespaces"
+            && IMMORTAL_NAMESPACES.contains(&name)
+        {
+            return Err(ApiError::forbidden(format!(
+                "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
+            )));
+        }
         if let Some(uid) = &options.uid
             && current.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str())
         {
