@@ -45,21 +45,26 @@ fn revision(rs: &Value) -> i64 {
 }
 
 fn count(object: &Value, pointer: &str) -> i64 {
-    object.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
+    super::pods::count_at(object, pointer, 0)
 }
 
 /// An int-or-percent of `total`, rounded up or down, as `maxSurge` and
 /// `maxUnavailable` are read.
 pub fn scaled(value: Option<&Value>, total: i64, default: &str, round_up: bool) -> i64 {
     let text = match value {
-        Some(Value::Number(n)) => return n.as_i64().unwrap_or(0),
+        Some(Value::Number(n)) => return n.as_i64().unwrap_or(0).clamp(0, i64::from(i32::MAX)),
         Some(Value::String(s)) => s.as_str(),
         _ => default,
     };
+    // Within bounds whatever was written, so that no sum overflows.
+    let percent = |p: i64| p.clamp(0, 10_000);
     match text.strip_suffix('%').and_then(|p| p.parse::<i64>().ok()) {
-        Some(percent) if round_up => (total * percent + 99) / 100,
-        Some(percent) => total * percent / 100,
-        None => text.parse().unwrap_or(0),
+        Some(p) if round_up => (total * percent(p) + 99) / 100,
+        Some(p) => total * percent(p) / 100,
+        None => text
+            .parse::<i64>()
+            .unwrap_or(0)
+            .clamp(0, i64::from(i32::MAX)),
     }
 }
 
@@ -432,6 +437,15 @@ mod tests {
         assert_eq!(scaled(None, 3, "25%", false), 0);
         assert_eq!(scaled(Some(&json!(2)), 3, "25%", false), 2);
         assert_eq!(scaled(Some(&json!("50%")), 5, "25%", true), 3);
+        // Whatever a user writes, the controller's sums do not overflow.
+        let huge = json!({"spec": {"replicas": i64::MAX, "strategy": {"rollingUpdate": {"maxSurge": i64::MAX}}}});
+        let desired = super::super::pods::replicas(&huge);
+        assert_eq!(desired, i64::from(i32::MAX));
+        assert_eq!(plan(&huge, 0, 0, &[(desired, desired)]).0, desired);
+        assert_eq!(
+            super::super::pods::replicas(&json!({"spec": {"replicas": -5}})),
+            0
+        );
     }
 
     #[test]

@@ -37,9 +37,7 @@ impl Jobs {
 }
 
 fn int(job: &Value, pointer: &str, default: i64) -> i64 {
-    job.pointer(pointer)
-        .and_then(Value::as_i64)
-        .unwrap_or(default)
+    super::pods::count_at(job, pointer, default)
 }
 
 fn index_of(pod: &Value) -> Option<i64> {

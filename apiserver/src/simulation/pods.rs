@@ -84,10 +84,18 @@ pub fn ready(pod: &Value) -> bool {
 
 /// `spec.replicas`, 1 when absent.
 pub fn replicas(object: &Value) -> i64 {
+    count_at(object, "/spec/replicas", 1)
+}
+
+/// The count at `pointer` (`default` when absent), within `0..=i32::MAX` as
+/// the API's int32 fields are: whatever a user wrote there, the
+/// controllers' sums cannot overflow.
+pub fn count_at(object: &Value, pointer: &str, default: i64) -> i64 {
     object
-        .pointer("/spec/replicas")
+        .pointer(pointer)
         .and_then(Value::as_i64)
-        .unwrap_or(1)
+        .unwrap_or(default)
+        .clamp(0, i64::from(i32::MAX))
 }
 
 /// `metadata.generation`.

@@ -20,6 +20,7 @@ use std::future::Future;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use kubewasm_core::ObjectKey;
 use serde_json::Value;
 use tokio::sync::Notify;
@@ -30,6 +31,9 @@ use crate::store::{Event, ListAt, Store};
 
 /// How long a failed reconcile waits before it is tried again.
 pub const RETRY: Duration = Duration::from_secs(1);
+
+/// How long the key of a reconcile that panicked waits.
+const PANIC_RETRY: Duration = Duration::from_secs(60);
 
 /// What a reconcile asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -185,7 +189,17 @@ pub async fn run<R: Reconciler>(reconciler: R, store: Store) {
                     continue;
                 }
             };
-            match reconciler.reconcile(&key).await {
+            // A reconcile that panics (a bug) loses its key for a while,
+            // never the controller.
+            let outcome = std::panic::AssertUnwindSafe(reconciler.reconcile(&key))
+                .catch_unwind()
+                .await;
+            let Ok(outcome) = outcome else {
+                tracing::error!(controller = reconciler.primary().plural, %key, "reconcile panicked; retrying later");
+                lock(&queue).later(key, PANIC_RETRY);
+                continue;
+            };
+            match outcome {
                 Ok(Next::Done) => {}
                 Ok(Next::After(after)) => lock(&queue).later(key, after),
                 Err(error) => {
