@@ -1,11 +1,12 @@
 //! Authentication and authorization as a real cluster does them: a
 //! ServiceAccount token from TokenRequest reads what its Role grants and is
 //! refused the rest, with kubectl and kube-rs; impersonation needs the
-//! `impersonate` verb; self access reviews answer for the caller; deleting
-//! the account revokes its tokens.
+//! `impersonate` verb; self access reviews answer for the caller, access
+//! reviews of others for the subject named (and need their own right);
+//! deleting the account revokes its tokens.
 
 use k8s_openapi::api::authentication::v1::TokenRequest;
-use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
+use k8s_openapi::api::authorization::v1::{SelfSubjectAccessReview, SubjectAccessReview};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{DeleteParams, PostParams};
@@ -142,6 +143,49 @@ async fn a_service_account_token_should_get_what_its_role_grants_and_nothing_els
             "{verb} {resource}"
         );
     }
+
+    // An access review of another answers for the subject named, with
+    // exactly the groups named; the bot may not ask about others.
+    let subject = |verb: &str, resource: &str, groups: serde_json::Value| {
+        serde_json::from_value::<SubjectAccessReview>(json!({"spec": {
+            "user": "system:serviceaccount:team:bot", "groups": groups,
+            "resourceAttributes": {"namespace": "team", "verb": verb, "resource": resource}}}))
+    };
+    let admin_reviews: Api<SubjectAccessReview> = Api::all(admin.clone());
+    for (verb, resource, expected) in [
+        ("watch", "configmaps", true),
+        ("list", "secrets", false),
+        ("patch", "configmaps", false),
+    ] {
+        let answer = admin_reviews
+            .create(&PostParams::default(), &subject(verb, resource, json!([]))?)
+            .await?;
+        assert_eq!(
+            answer.status.map(|s| s.allowed),
+            Some(expected),
+            "{verb} {resource} as the bot"
+        );
+    }
+    let refused = Api::<SubjectAccessReview>::all(as_bot.clone())
+        .create(
+            &PostParams::default(),
+            &subject("get", "secrets", json!([]))?,
+        )
+        .await;
+    assert!(
+        matches!(&refused, Err(kube::Error::Api(s)) if s.code == 403),
+        "{refused:?}"
+    );
+    let nobody = admin_reviews
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"spec": {"resourceAttributes": {"verb": "get"}}}))?,
+        )
+        .await;
+    assert!(
+        matches!(&nobody, Err(kube::Error::Api(s)) if s.code == 422),
+        "{nobody:?}"
+    );
 
     // Deleting the account revokes its token.
     accounts.delete("bot", &DeleteParams::default()).await?;

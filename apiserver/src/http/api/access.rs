@@ -1,6 +1,7 @@
 //! Who may do what: authentication of bearer tokens, impersonation, RBAC
 //! authorization of every resource request (see [`crate::http::auth`]), the
-//! self-reviews (`kubectl auth can-i`, `kubectl auth whoami`) and
+//! self-reviews (`kubectl auth can-i`, `kubectl auth whoami`), the
+//! reviews of others (`SubjectAccessReview`, `TokenReview`) and
 //! TokenRequest (`kubectl create token`).
 //!
 //! Non-resource requests (discovery, OpenAPI, `/version`, health) are open
@@ -29,6 +30,11 @@ pub(super) enum Review {
     /// `TokenReview`: whom does this token stand for? (Needs `create
     /// tokenreviews`, as `system:auth-delegator` grants it.)
     Token,
+    /// `SubjectAccessReview`: may this user, with these groups, do this?
+    /// (Needs `create subjectaccessreviews`, as `system:auth-delegator`
+    /// grants it.) Evaluated for exactly the user and groups named, as the
+    /// real server does: a ServiceAccount's groups are not implied.
+    Subject,
 }
 
 impl Api {
@@ -182,34 +188,31 @@ impl Api {
         let policy = Policy::of(&self.store);
         match review {
             Review::Access => {
-                let attributes = match body.pointer("/spec/nonResourceAttributes") {
-                    Some(n) => Attributes {
-                        verb: text(n, "verb"),
-                        path: Some(text(n, "path")),
-                        ..Attributes::default()
-                    },
-                    None => {
-                        let r = body
-                            .pointer("/spec/resourceAttributes")
-                            .cloned()
-                            .unwrap_or_else(|| json!({}));
-                        Attributes {
-                            verb: text(&r, "verb"),
-                            group: text(&r, "group"),
-                            resource: text(&r, "resource"),
-                            subresource: text(&r, "subresource"),
-                            name: text(&r, "name"),
-                            namespace: text(&r, "namespace"),
-                            path: None,
-                        }
-                    }
+                let allowed = policy.allows(user, &reviewed_attributes(&body));
+                body["status"] = access_status(allowed);
+            }
+            Review::Subject => {
+                delegated(
+                    &policy,
+                    user,
+                    "subjectaccessreviews",
+                    "authorization.k8s.io",
+                )?;
+                let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
+                let subject = User {
+                    name: text(&spec, "user"),
+                    uid: spec.get("uid").and_then(Value::as_str).map(str::to_owned),
+                    groups: strings_at(&spec, "/groups"),
                 };
-                let allowed = policy.allows(user, &attributes);
-                body["status"] = json!({"allowed": allowed, "reason": if allowed {
-                    "allowed by RBAC"
-                } else {
-                    ""
-                }});
+                if subject.name.is_empty() && subject.groups.is_empty() {
+                    return Err(ApiError::invalid_kind(
+                        "SubjectAccessReview",
+                        "",
+                        "spec.user: Invalid value: \"\": at least one of user or group must be specified",
+                    ));
+                }
+                let allowed = policy.allows(&subject, &reviewed_attributes(&body));
+                body["status"] = access_status(allowed);
             }
             Review::Rules => {
                 let namespace = body
@@ -232,15 +235,7 @@ impl Api {
                 body["status"] = json!({"userInfo": user.info()});
             }
             Review::Token => {
-                let create = Attributes {
-                    verb: "create".into(),
-                    group: "authentication.k8s.io".into(),
-                    resource: "tokenreviews".into(),
-                    ..Attributes::default()
-                };
-                if !policy.allows(user, &create) {
-                    return Err(ApiError::forbidden(create.forbidden_message(user)));
-                }
+                delegated(&policy, user, "tokenreviews", "authentication.k8s.io")?;
                 let token = body
                     .pointer("/spec/token")
                     .and_then(Value::as_str)
@@ -321,6 +316,54 @@ impl Api {
         body["status"] = json!({"token": token, "expirationTimestamp": expires});
         Ok(Reply::Json(201, body))
     }
+}
+
+/// Refuses `user` unless it may `create` `resource` of `group`: the
+/// reviews of others are delegated rights.
+fn delegated(policy: &Policy, user: &User, resource: &str, group: &str) -> Result<(), ApiError> {
+    let create = Attributes {
+        verb: "create".into(),
+        group: group.into(),
+        resource: resource.into(),
+        ..Attributes::default()
+    };
+    if policy.allows(user, &create) {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden(create.forbidden_message(user)))
+    }
+}
+
+/// What an access review's `spec` asks about: its resource or its
+/// non-resource attributes.
+fn reviewed_attributes(body: &Value) -> Attributes {
+    match body.pointer("/spec/nonResourceAttributes") {
+        Some(n) => Attributes {
+            verb: text(n, "verb"),
+            path: Some(text(n, "path")),
+            ..Attributes::default()
+        },
+        None => {
+            let r = body
+                .pointer("/spec/resourceAttributes")
+                .cloned()
+                .unwrap_or_else(|| json!({}));
+            Attributes {
+                verb: text(&r, "verb"),
+                group: text(&r, "group"),
+                resource: text(&r, "resource"),
+                subresource: text(&r, "subresource"),
+                name: text(&r, "name"),
+                namespace: text(&r, "namespace"),
+                path: None,
+            }
+        }
+    }
+}
+
+/// An access review's `status`.
+fn access_status(allowed: bool) -> Value {
+    json!({"allowed": allowed, "reason": if allowed { "allowed by RBAC" } else { "" }})
 }
 
 fn text(value: &Value, field: &str) -> String {

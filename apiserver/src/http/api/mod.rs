@@ -346,6 +346,9 @@ impl Api {
             ] => {
                 return Ok(Route::Review(Review::Rules));
             }
+            ["apis", "authorization.k8s.io", "v1", "subjectaccessreviews"] => {
+                return Ok(Route::Review(Review::Subject));
+            }
             ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"] => {
                 return Ok(Route::Review(Review::WhoAmI));
             }
