@@ -44,6 +44,7 @@ mod plugin_cache;
 pub mod plugin_dir;
 pub mod plugin_resource;
 pub mod queue;
+pub mod rights;
 pub mod ring;
 pub mod serve;
 pub mod share;

@@ -76,6 +76,9 @@ pub enum Refused {
     /// A plugin resource's spec cannot be run as it is.
     #[error(transparent)]
     Spec(#[from] SpecError),
+    /// A tenant's account may not read what its plugin declares.
+    #[error(transparent)]
+    Rights(#[from] crate::rights::RightsError),
 }
 
 /// Why a plugin resource's spec cannot be run as it is.

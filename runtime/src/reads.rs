@@ -7,7 +7,9 @@
 //!   by group, version and kind; the read uses the type as the host resolved
 //!   it, never the plural or scope the plugin passed.
 //! - A namespace the operator did not grant is denied when named, and its
-//!   objects are left out of a list across all namespaces.
+//!   objects are left out of a list across all namespaces; so is its
+//!   `Namespace` object (a plugin confined to `team-a` that lists Namespaces
+//!   sees `team-a` alone).
 //! - A type declared with a label selector (a secondary's, or the primary's
 //!   `primary-selector`) shows only the objects it matches, whatever
 //!   selector the read passes.
@@ -35,10 +37,15 @@ pub enum ReadError {
     InvalidSelector(#[from] SelectorError),
 }
 
-/// Whether an object may be returned: in a granted namespace and matching
-/// the type's declared selector.
+/// Whether an object may be returned: in a granted namespace (a
+/// `Namespace` is in itself) and matching the type's declared selector.
 fn visible(grants: &Grants, resource: &ResourceType, object: &Value) -> bool {
-    let namespace = ObjectKey::of(object).and_then(|k| k.namespace);
+    let key = ObjectKey::of(object);
+    let namespace = if resource.group.is_empty() && resource.kind == "Namespace" {
+        key.map(|k| k.name)
+    } else {
+        key.and_then(|k| k.namespace)
+    };
     namespace.is_none_or(|ns| grants.reads_namespace(&ns))
         && grants
             .selector(resource)
@@ -87,4 +94,90 @@ pub fn list(
     let mut found = cache.list(resource, namespace, &selector);
     found.retain(|o| visible(grants, resource, o.value()));
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::MemoryCache;
+    use crate::declaration::{Declaration, Mapping, Secondary};
+    use crate::grants::OperatorGrants;
+    use serde_json::json;
+
+    fn namespaces() -> ResourceType {
+        ResourceType {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "Namespace".into(),
+            plural: "namespaces".into(),
+            namespaced: false,
+        }
+    }
+
+    #[test]
+    fn a_confined_plugin_should_see_its_own_namespace_object_only() {
+        let primary = ResourceType {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+            plural: "configmaps".into(),
+            namespaced: true,
+        };
+        let declaration = Declaration {
+            name: "demo".into(),
+            version: "0.1.0".into(),
+            primary,
+            primary_verbs: [Verb::Get, Verb::List, Verb::Watch].into(),
+            primary_selector: String::new(),
+            secondaries: vec![Secondary {
+                resource: namespaces(),
+                verbs: [Verb::Get, Verb::List].into(),
+                label_selector: String::new(),
+                mapping: Mapping::None,
+            }],
+            managed_finalizer: false,
+            resync_seconds: None,
+            max_concurrency: None,
+            config_schema: None,
+        };
+        let cache = MemoryCache::from_objects(
+            ["team-a", "team-b", "kube-system"]
+                .iter()
+                .map(|n| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}))
+                .collect::<Vec<_>>(),
+        )
+        .expect("cached");
+        let grants = |namespaces: Option<&[&str]>| {
+            let operator = OperatorGrants {
+                namespaces: namespaces.map(|n| n.iter().map(|s| (*s).to_owned()).collect()),
+                rules: None,
+            };
+            Grants::new(&declaration, &operator).expect("granted")
+        };
+        let names = |grants: &Grants| -> Vec<String> {
+            list(&cache, grants, &namespaces(), None, "")
+                .expect("listed")
+                .iter()
+                .filter_map(|o| ObjectKey::of(o.value()).map(|k| k.name))
+                .collect()
+        };
+        let confined = grants(Some(&["team-a"]));
+        assert_eq!(names(&confined), ["team-a"]);
+        let key = |name: &str| ObjectKey {
+            namespace: None,
+            name: name.into(),
+        };
+        assert!(
+            get(&cache, &confined, &namespaces(), &key("team-a"))
+                .expect("read")
+                .is_some()
+        );
+        assert!(
+            get(&cache, &confined, &namespaces(), &key("team-b"))
+                .expect("read")
+                .is_none()
+        );
+        let unconfined = grants(None);
+        assert_eq!(names(&unconfined), ["kube-system", "team-a", "team-b"]);
+    }
 }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 pub mod bench;
 pub mod host;
 pub mod registry;
+pub mod resources;
 
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {

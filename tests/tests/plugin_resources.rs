@@ -10,47 +10,11 @@ use kubewasm_tests::host::{
     get_json, wait_for,
 };
 use kubewasm_tests::registry::Registry;
-use kubewasm_tests::{Apiserver, example_file, example_plugin, test_plugin, workspace_root};
+use kubewasm_tests::resources::{
+    condition, counted, plugin, server_with_crds, status, tenant_rights, tenant_role,
+};
+use kubewasm_tests::{example_file, example_plugin, test_plugin, workspace_root};
 use serde_json::Value;
-
-/// An API server with the plugin CRDs installed from `deploy/crds.yaml`.
-fn server_with_crds(flags: &[&str]) -> Apiserver {
-    let server = Apiserver::start_with(flags);
-    apply(&server, &workspace_root().join("deploy/crds.yaml"));
-    server
-}
-
-/// A `Plugin` in `namespace` running `source`, with more of its spec
-/// (YAML lines indented by two) after `source`.
-fn plugin(namespace: &str, name: &str, source: &str, spec: &str) -> String {
-    format!(
-        "apiVersion: kubewasm.dev/v1alpha1\nkind: Plugin\nmetadata:\n  name: {name}\n  \
-         namespace: {namespace}\nspec:\n  source: {source}\n{spec}"
-    )
-}
-
-/// The status of the Plugin `namespace/name`.
-fn status(server: &Apiserver, namespace: &str, name: &str) -> Value {
-    get_json(server, &["plugin", name, "-n", namespace])
-        .map(|p| p["status"].clone())
-        .unwrap_or(Value::Null)
-}
-
-/// The condition `kind` of a status.
-fn condition(status: &Value, kind: &str) -> Value {
-    status["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["type"] == kind)
-        .cloned()
-        .unwrap_or(Value::Null)
-}
-
-/// The number a metric series shows, 0 when absent.
-fn counted(host: &Host, series: &str) -> f64 {
-    host.metric(series).unwrap_or(0.0)
-}
 
 #[test]
 fn a_plugin_resource_should_load_swap_keep_its_last_good_version_suspend_and_stop() {
@@ -358,36 +322,6 @@ fn pull_secrets_should_open_a_private_registry_to_their_own_namespace_only() {
     );
 }
 
-/// A Role in `namespace` with `verbs` on `resources`, bound to the
-/// tenant's ServiceAccount `kubewasm-tenant`.
-fn tenant_rights(server: &Apiserver, namespace: &str, verbs: &str, resources: &str) {
-    server.ok(&[
-        "-n",
-        namespace,
-        "create",
-        "serviceaccount",
-        "kubewasm-tenant",
-    ]);
-    server.ok(&[
-        "-n",
-        namespace,
-        "create",
-        "role",
-        "kubewasm-tenant",
-        &format!("--verb={verbs}"),
-        &format!("--resource={resources}"),
-    ]);
-    server.ok(&[
-        "-n",
-        namespace,
-        "create",
-        "rolebinding",
-        "kubewasm-tenant",
-        "--role=kubewasm-tenant",
-        &format!("--serviceaccount={namespace}:kubewasm-tenant"),
-    ]);
-}
-
 #[test]
 fn a_hostile_tenant_should_be_stopped_at_every_turn_while_another_converges() {
     let server = server_with_crds(&["--simulate-workloads"]);
@@ -407,6 +341,14 @@ fn a_hostile_tenant_should_be_stopped_at_every_turn_while_another_converges() {
         "myapps.example.com,myapps.example.com/status,deployments.apps,services,events.events.k8s.io",
     );
     tenant_rights(&server, "tenant-b", "create,patch", "events.events.k8s.io");
+    // What misbehave reads, its account may read (else it never runs).
+    tenant_role(
+        &server,
+        "tenant-b",
+        "reads",
+        "get,list,watch",
+        "configmaps,pods",
+    );
     server.ok(&[
         "-n",
         "tenant-a",
@@ -570,6 +512,13 @@ fn the_deploy_manifests_should_run_the_host_with_no_right_beyond_its_needs() {
     ]);
     server.ok(&["create", "namespace", "team-a"]);
     tenant_rights(&server, "team-a", "create,patch", "events.events.k8s.io");
+    tenant_role(
+        &server,
+        "team-a",
+        "reads",
+        "get,list,watch",
+        "configmaps,pods",
+    );
     let registry = Registry::start();
     let (source, _) = registry.push(&test_plugin("misbehave"), "tenants/lang:1");
 
@@ -601,6 +550,10 @@ fn the_deploy_manifests_should_run_the_host_with_no_right_beyond_its_needs() {
         &["update", "leases", "-n", "kubewasm-system"],
         &["watch", "configmaps", "-A"],
         &["create", "events.events.k8s.io", "-n", "team-a"],
+        // Tenants' rights watched for changes (and reviewed: the tenant's
+        // plugin below runs only once its SubjectAccessReviews answered).
+        &["watch", "rolebindings.rbac.authorization.k8s.io", "-A"],
+        &["list", "clusterroles.rbac.authorization.k8s.io"],
     ] {
         assert!(can(allowed), "{account} needs to {allowed:?}");
     }

@@ -78,8 +78,9 @@ use tokio::task::JoinSet;
 
 use crate::controller::Settings;
 use crate::listing::Key;
-use crate::loader::{Loaded, Loads, Prepared};
+use crate::loader::{Loaded, Loads, Prepared, Refused};
 use crate::queue::{Backoff, Done, WorkQueue};
+use crate::rights::{Reads, RightsError};
 use crate::{Engine, LoadResult};
 use spec::{Asked, load};
 pub use spec::{Generation, ResourceId, ResourceOptions};
@@ -108,6 +109,16 @@ pub enum Event {
     Loaded(String, Box<Loaded<Generation>>),
     /// A status write ended: the resource, and why it failed if it did.
     Written(ResourceId, Option<String>),
+    /// A review of a running tenant plugin's rights ended.
+    Checked(Checked),
+}
+
+/// How a review of a running tenant plugin's rights ended.
+#[derive(Debug)]
+pub struct Checked {
+    id: ResourceId,
+    uid: String,
+    result: Result<(), RightsError>,
 }
 
 /// The plugin resources of a cluster and what runs of them (see the module
@@ -130,6 +141,12 @@ pub struct PluginResources {
     writes: JoinSet<(ResourceId, Option<String>)>,
     /// Refusal events in flight.
     events: JoinSet<()>,
+    /// The RBAC epoch: it moves whenever RBAC changes (with impersonation
+    /// on; else never).
+    rbac: tokio::sync::watch::Receiver<u64>,
+    /// Reviews of running tenant plugins' rights in flight: one per key at
+    /// most (its key processing).
+    checks: JoinSet<Checked>,
 }
 
 impl PluginResources {
@@ -160,6 +177,11 @@ impl PluginResources {
             &listed[1],
             &mut watches,
         );
+        let rbac = if options.impersonate.is_some() {
+            watch::rbac(client.clone(), plugins.clone(), &queue, &mut watches)
+        } else {
+            tokio::sync::watch::channel(0).1
+        };
         watch::resync_when_leading(
             leading.clone(),
             (plugins.clone(), cluster.clone()),
@@ -180,6 +202,8 @@ impl PluginResources {
             leading,
             writes: JoinSet::new(),
             events: JoinSet::new(),
+            rbac,
+            checks: JoinSet::new(),
         }
     }
 
@@ -194,6 +218,10 @@ impl PluginResources {
                     Ok((id, error)) => return Event::Written(id, error),
                     Err(error) => tracing::error!(%error, "a status write task failed"),
                 },
+                Some(checked) = self.checks.join_next() => match checked {
+                    Ok(checked) => return Event::Checked(checked),
+                    Err(error) => tracing::error!(%error, "a rights review task failed"),
+                },
                 Some((key, _)) = self.queue.next() => return Event::Due(key),
                 else => std::future::pending::<()>().await,
             }
@@ -207,6 +235,7 @@ impl PluginResources {
             Event::Due(key) => self.reconcile(engine, &ResourceId::from(&*key)).await,
             Event::Loaded(name, loaded) => self.finish(engine, name, *loaded).await,
             Event::Written(id, error) => self.end(&id, error),
+            Event::Checked(checked) => self.checked(engine, checked).await,
         }
     }
 
@@ -268,9 +297,15 @@ impl PluginResources {
             };
         }
         // A refusal that may pass is tried again each time its key comes
-        // back: after its backoff, or at once on a change.
+        // back: after its backoff, or at once on a change; one for want of
+        // rights, once RBAC changed.
+        let epoch = *self.rbac.borrow();
+        let rights_changed = tracked.rights_epoch != Some(epoch);
         let retry = tracked.observed == Some(asked.generation)
-            && tracked.refused.as_ref().is_some_and(|r| r.may_pass);
+            && tracked
+                .refused
+                .as_ref()
+                .is_some_and(|r| r.may_pass || (r.on_rbac && rights_changed));
         if tracked.generation != Some(asked.generation) || retry {
             tracked.generation = Some(asked.generation);
             if asked.common.suspend {
@@ -286,12 +321,85 @@ impl PluginResources {
                 tracked.suspended = false;
                 tracked.observed = None;
                 tracked.loading = true;
+                // The load reviews the rights as they are from now on.
+                tracked.rights_epoch = Some(epoch);
                 self.spawn(&asked);
                 // The key stays processing until the load is run or refused.
                 return;
             }
         }
+        if rights_changed
+            && let (Some(reads), Some((namespace, account))) =
+                (&tracked.reads, self.options.tenant_account(id))
+        {
+            // RBAC changed under a running tenant plugin: its rights are
+            // reviewed again; the key stays processing until they are.
+            tracked.rights_epoch = Some(epoch);
+            let (client, reads) = (self.client.clone(), reads.clone());
+            let (namespace, account) = (namespace.to_owned(), account.to_owned());
+            let (id, uid) = (id.clone(), tracked.uid.clone());
+            self.checks.spawn(async move {
+                let result = reads.check(&client, &namespace, &account).await;
+                Checked { id, uid, result }
+            });
+            return;
+        }
         self.write_status(engine, id);
+    }
+
+    /// Acts on a review of a running tenant plugin's rights: one lost stops
+    /// it (its reads would be the host's), refused until RBAC grants it
+    /// again; a review that failed is tried again with backoff.
+    async fn checked(&mut self, engine: &mut Engine, checked: Checked) {
+        let Checked { id, uid, result } = checked;
+        let name = id.plugin_name();
+        let Some(tracked) = self.tracked.get_mut(&id).filter(|t| t.uid == uid) else {
+            return; // the resource went: its key already ended
+        };
+        match result {
+            Ok(()) => {}
+            Err(RightsError::Review { .. }) if tracked.running.is_some() => {
+                tracked.rights_epoch = None;
+                let message = result.err().map(|e| e.to_string()).unwrap_or_default();
+                tracing::warn!(resource = %id, plugin = %name, %message,
+                    "rights not reviewed; tried again with backoff");
+                self.queue.done(&id.key(), Done::Retry(message));
+                return;
+            }
+            Err(error) => {
+                let refused = Refused::Rights(error);
+                tracing::error!(resource = %id, plugin = %name, error = %refused,
+                    "the tenant's account lost a right its plugin reads with: stopped");
+                tracked.reads = None;
+                if tracked.running.take().is_some() && engine.stop(&name).await {
+                    engine.record_load(&name, LoadResult::Removed);
+                }
+                self.refuse(&id, &refused);
+            }
+        }
+        self.write_status(engine, &id);
+    }
+
+    /// Records that the latest generation of `id` was refused, and tells
+    /// it in an event (only while leading).
+    fn refuse(&mut self, id: &ResourceId, refused: &Refused) {
+        let refusal = Refusal::of(refused);
+        let Some(tracked) = self.tracked.get_mut(id) else {
+            return;
+        };
+        if *self.leading.borrow()
+            && let Some(generation) = tracked.observed.or(tracked.generation)
+        {
+            let origin = Generation {
+                id: id.clone(),
+                uid: tracked.uid.clone(),
+                generation,
+                concurrency: None,
+            };
+            self.events
+                .spawn(status::report(self.client.clone(), origin, refusal.clone()));
+        }
+        tracked.refused = Some(refusal);
     }
 
     fn spawn(&mut self, asked: &Asked) {
@@ -347,51 +455,39 @@ impl PluginResources {
             return;
         }
         tracked.observed = Some(origin.generation);
-        let refusal = match loaded {
+        match loaded {
             Loaded::Ready { prepared, .. } if engine.running(&name) && !runs_here => {
                 drop(prepared);
                 let message = format!(
                     "a plugin named `{name}` runs from the plugin directory; this resource does not displace it"
                 );
                 tracing::error!(resource = %origin.id, plugin = %name, "{message}");
-                Some(Refusal {
+                tracked.refused = Some(Refusal {
                     reason: "NameTaken",
                     message,
                     may_pass: false,
-                })
+                    on_rbac: false,
+                });
             }
             Loaded::Ready { prepared, .. } => {
+                let reads = Reads::of(prepared.plugin.declaration());
                 let running = self.run(engine, &name, &origin, prepared).await;
                 if let Some(tracked) = self.tracked.get_mut(&origin.id) {
                     tracked.running = Some(running);
+                    tracked.reads = Some(reads);
+                    tracked.refused = None;
                 }
-                None
             }
             Loaded::Refused { error, .. } => {
                 engine.record_load(&name, LoadResult::Refused);
-                if self
-                    .tracked
-                    .get(&origin.id)
-                    .is_some_and(|t| t.running.is_some())
-                {
+                if tracked.running.is_some() {
                     tracing::error!(resource = %origin.id, plugin = %name, %error,
                         "new version refused; the running version keeps serving");
                 } else {
                     tracing::error!(resource = %origin.id, plugin = %name, %error, "plugin refused");
                 }
-                let refusal = Refusal::of(&error);
-                if *self.leading.borrow() {
-                    self.events.spawn(status::report(
-                        self.client.clone(),
-                        origin.clone(),
-                        refusal.clone(),
-                    ));
-                }
-                Some(refusal)
+                self.refuse(&origin.id, &error);
             }
-        };
-        if let Some(tracked) = self.tracked.get_mut(&origin.id) {
-            tracked.refused = refusal;
         }
         self.write_status(engine, &origin.id);
     }

@@ -14,6 +14,7 @@ use kubewasm_runtime::resource::ObjectKey;
 use super::types::{ClusterPluginResource, CommonSpec, PluginLimits, PluginResource, PluginStatus};
 use crate::loader::{self, Prepared, Refused, Setup, Sources, SpecError};
 use crate::oci::{self, Credentials};
+use crate::rights::Reads;
 
 /// How the host runs plugin resources.
 #[derive(Clone, Debug, Default)]
@@ -21,8 +22,17 @@ pub struct ResourceOptions {
     /// Where a ClusterPlugin's pull secrets are by default: the host's
     /// namespace.
     pub host_namespace: String,
-    /// Make a Plugin's writes as this ServiceAccount of its namespace.
+    /// Make a Plugin's writes as this ServiceAccount of its namespace, and
+    /// run it only while that account may read what it declares.
     pub impersonate: Option<String>,
+}
+
+impl ResourceOptions {
+    /// The account `id`'s plugin acts as, namespace and name: a Plugin's,
+    /// with impersonation on.
+    pub(super) fn tenant_account<'a>(&'a self, id: &'a ResourceId) -> Option<(&'a str, &'a str)> {
+        Some((id.namespace.as_deref()?, self.impersonate.as_deref()?))
+    }
 }
 
 /// A plugin resource: a namespaced `Plugin` or a `ClusterPlugin`.
@@ -287,6 +297,10 @@ pub(super) fn load(
     };
     let mut prepared = loader::prepare(sources, loader::Source::Bytes(&pulled.bytes), setup)?;
     prepared.artifact = Some(pulled.digest);
+    if let Some((namespace, account)) = options.tenant_account(id) {
+        let reads = Reads::of(prepared.plugin.declaration());
+        tokio::runtime::Handle::current().block_on(reads.check(client, namespace, account))?;
+    }
     Ok(prepared)
 }
 

@@ -12,6 +12,7 @@ use super::spec::{Generation, ResourceId};
 use super::types::{ClusterPluginResource, Phase, PluginResource, PluginStatus};
 use crate::loader::{Refused, SpecError};
 use crate::oci::OciError;
+use crate::rights::{Reads, RightsError};
 
 /// The field manager of status writes.
 const MANAGER: &str = "kubewasm";
@@ -33,6 +34,12 @@ pub(super) struct Tracked {
     pub(super) suspended: bool,
     /// The latest generation's refusal.
     pub(super) refused: Option<Refusal>,
+    /// What the running version reads (a tenant's account must be allowed).
+    pub(super) reads: Option<Reads>,
+    /// The RBAC epoch ([`super::watch::rbac`]) at which the tenant's
+    /// rights were last reviewed (by a load, or a check of the running
+    /// version); `None`: not yet.
+    pub(super) rights_epoch: Option<u64>,
 }
 
 /// Why the latest generation was refused, as its status says it.
@@ -45,6 +52,9 @@ pub(super) struct Refusal {
     /// Whether it may pass on its own (a registry or a pull secret not
     /// reachable yet): the load is tried again with backoff.
     pub(super) may_pass: bool,
+    /// Whether it may pass when RBAC changes (the tenant's account lacked
+    /// a read): the load is tried again then.
+    pub(super) on_rbac: bool,
 }
 
 impl Refusal {
@@ -60,6 +70,8 @@ impl Refusal {
             Refused::NameTaken(_) => "NameTaken",
             Refused::Spec(SpecError::PullSecret { .. }) => "PullSecretUnreadable",
             Refused::Spec(_) => "InvalidSpec",
+            Refused::Rights(RightsError::Missing(_)) => "ReadsForbidden",
+            Refused::Rights(RightsError::Review { .. }) => "AccessReviewFailed",
         };
         Self {
             reason,
@@ -68,7 +80,9 @@ impl Refusal {
                 refused,
                 Refused::Oci(OciError::Registry { .. })
                     | Refused::Spec(SpecError::PullSecret { .. })
+                    | Refused::Rights(RightsError::Review { .. })
             ),
+            on_rbac: matches!(refused, Refused::Rights(RightsError::Missing(_))),
         }
     }
 }
@@ -221,6 +235,7 @@ mod tests {
             reason: "ExceedsGrants",
             message: "declares more".into(),
             may_pass: false,
+            on_rbac: false,
         });
         let degraded = tracked.status("p", &first);
         assert_eq!(

@@ -105,6 +105,75 @@ where
     store
 }
 
+/// The RBAC epoch: a number that moves whenever a Role, RoleBinding,
+/// ClusterRole or ClusterRoleBinding changes or goes (or their watch
+/// relisted, when a change may have been missed). Each change also queues
+/// the Plugins it may concern: those of a namespaced object's namespace,
+/// every Plugin for a cluster-scoped one, so that their tenants' rights are
+/// reviewed again at once.
+pub(super) fn rbac(
+    client: kube::Client,
+    plugins: Store<super::PluginResource>,
+    queue: &Arc<WorkQueue>,
+    tasks: &mut JoinSet<()>,
+) -> tokio::sync::watch::Receiver<u64> {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    use kube::core::PartialObjectMeta;
+
+    /// A change's namespace: `Some(None)` for cluster-wide, `None` for no
+    /// change (an object of a relist).
+    fn changed<K: Resource>(event: &watcher::Event<K>) -> Option<Option<String>> {
+        match event {
+            watcher::Event::Apply(o) | watcher::Event::Delete(o) => Some(o.namespace()),
+            watcher::Event::InitDone => Some(None),
+            watcher::Event::Init | watcher::Event::InitApply(_) => None,
+        }
+    }
+    fn changes<K>(
+        client: &kube::Client,
+    ) -> futures_util::stream::BoxStream<'static, Option<Option<String>>>
+    where
+        K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + 'static,
+    {
+        let api = Api::<PartialObjectMeta<K>>::all(client.clone());
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .filter_map(|event| async move {
+                match event {
+                    Ok(event) => Some(changed(&event)),
+                    Err(error) => {
+                        tracing::warn!(%error, "RBAC watch failed; retrying");
+                        None
+                    }
+                }
+            })
+            .boxed()
+    }
+
+    let (epoch, receiver) = tokio::sync::watch::channel(0_u64);
+    let queue = Arc::clone(queue);
+    let streams = futures_util::stream::select_all([
+        changes::<Role>(&client),
+        changes::<RoleBinding>(&client),
+        changes::<ClusterRole>(&client),
+        changes::<ClusterRoleBinding>(&client),
+    ]);
+    tasks.spawn(async move {
+        let mut streams = std::pin::pin!(streams);
+        while let Some(change) = streams.next().await {
+            let Some(namespace) = change else { continue };
+            epoch.send_modify(|e| *e += 1);
+            for plugin in plugins.state() {
+                let key = key_of(plugin.as_ref());
+                if namespace.is_none() || key.namespace == namespace {
+                    queue.add(key, Priority::Event);
+                }
+            }
+        }
+    });
+    receiver
+}
+
 /// Queues every key of `stores` whenever `leading` turns true.
 pub(super) fn resync_when_leading<A, B>(
     mut leading: tokio::sync::watch::Receiver<bool>,

@@ -1,0 +1,233 @@
+//! Tenants bounded by their own rights, end to end: the real `kubewasm run`
+//! with `--impersonate-tenants`, the embedded API server, plugins pulled
+//! from a real registry. A tenant's plugin runs only while the tenant's
+//! own account may read what the plugin reads; RBAC granted or taken away
+//! counts within 30 s; a confined plugin sees its own Namespace only.
+
+use std::time::Duration;
+
+use kubewasm_tests::host::{Host, apply, apply_text, event_notes, wait_for};
+use kubewasm_tests::registry::Registry;
+use kubewasm_tests::resources::{
+    condition, plugin, server_with_crds, status, tenant_rights, tenant_role,
+};
+use kubewasm_tests::{Apiserver, example_file, example_plugin, test_plugin};
+
+/// How soon an RBAC change must count.
+const WITHIN: Duration = Duration::from_secs(30);
+
+/// Whether the Plugin `namespace/name` is refused for its reads, its
+/// message naming each of `named`.
+fn refused_for_reads(server: &Apiserver, namespace: &str, name: &str, named: &[&str]) -> bool {
+    let status = status(server, namespace, name);
+    let degraded = condition(&status, "Degraded");
+    let message = degraded["message"].as_str().unwrap_or_default();
+    status["phase"] == "Failed"
+        && degraded["reason"] == "ReadsForbidden"
+        && condition(&status, "Ready")["status"] == "False"
+        && named.iter().all(|n| message.contains(n))
+}
+
+fn running(server: &Apiserver, namespace: &str, name: &str) -> bool {
+    status(server, namespace, name)["phase"] == "Running"
+}
+
+#[test]
+fn a_tenant_plugin_should_run_only_while_its_account_may_read_what_it_reads() {
+    let server = server_with_crds(&[]);
+    apply(&server, &example_file("myapp", "crd.yaml"));
+    let registry = Registry::start();
+    let (myapp, _) = registry.push(&example_plugin("myapp"), "tenants/myapp:1");
+    let (snoop, _) = registry.push(&test_plugin("snoop"), "tenants/snoop:1");
+    for ns in ["weak", "no-secrets", "confined"] {
+        server.ok(&["create", "namespace", ns]);
+    }
+    // weak: its account reads MyApps only, though it may write what myapp
+    // writes.
+    tenant_rights(&server, "weak", "get,list,watch", "myapps.example.com");
+    tenant_role(
+        &server,
+        "weak",
+        "writes",
+        "create,patch,update",
+        "myapps.example.com/status,deployments.apps,services,events.events.k8s.io",
+    );
+    // no-secrets: reads ConfigMaps and its Namespace, not Secrets.
+    tenant_rights(
+        &server,
+        "no-secrets",
+        "get,list,watch",
+        "configmaps,namespaces",
+    );
+    tenant_role(
+        &server,
+        "no-secrets",
+        "events",
+        "create,patch",
+        "events.events.k8s.io",
+    );
+    // confined: may read all snoop reads.
+    tenant_rights(
+        &server,
+        "confined",
+        "get,list,watch",
+        "configmaps,secrets,namespaces",
+    );
+    tenant_role(
+        &server,
+        "confined",
+        "events",
+        "create,patch",
+        "events.events.k8s.io",
+    );
+    server.ok(&[
+        "-n",
+        "confined",
+        "create",
+        "secret",
+        "generic",
+        "mine",
+        "--from-literal=a=b",
+    ]);
+    server.ok(&[
+        "-n",
+        "no-secrets",
+        "create",
+        "secret",
+        "generic",
+        "theirs",
+        "--from-literal=a=b",
+    ]);
+    let host = Host::start(
+        &server,
+        &[],
+        &[],
+        &["--plain-http", "--impersonate-tenants"],
+    );
+    host.wait_ready();
+
+    apply_text(&server, &plugin("weak", "myapp", &myapp, ""));
+    apply_text(&server, &plugin("no-secrets", "snoop", &snoop, ""));
+    apply_text(&server, &plugin("confined", "snoop", &snoop, ""));
+    let statuses = || {
+        ["weak/myapp", "no-secrets/snoop", "confined/snoop"]
+            .iter()
+            .filter_map(|id| id.split_once('/'))
+            .map(|(ns, name)| format!("{ns}/{name}: {:#}", status(&server, ns, name)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    wait_for(
+        "the weak tenant is refused, naming each type and verb it lacks",
+        &host,
+        Duration::from_secs(60),
+        statuses,
+        || {
+            refused_for_reads(
+                &server,
+                "weak",
+                "myapp",
+                &[
+                    "weak/kubewasm-tenant",
+                    "get, list, watch deployments.apps",
+                    "services",
+                ],
+            )
+        },
+    );
+
+    // Granted: it runs, the Plugin untouched.
+    tenant_role(
+        &server,
+        "weak",
+        "reads",
+        "get,list,watch",
+        "deployments.apps,services",
+    );
+    wait_for(
+        "a right granted lets it run",
+        &host,
+        WITHIN,
+        statuses,
+        || running(&server, "weak", "myapp"),
+    );
+    apply_text(
+        &server,
+        "apiVersion: example.com/v1\nkind: MyApp\nmetadata:\n  name: web\n  namespace: weak\n\
+         spec:\n  replicas: 1\n  image: nginx:1.27\n  port: 8080\n",
+    );
+    wait_for(
+        "it reconciles",
+        &host,
+        Duration::from_secs(60),
+        statuses,
+        || {
+            server
+                .kubectl(&["-n", "weak", "get", "deployment", "web"])
+                .0
+        },
+    );
+
+    // Taken away: stopped, refused again.
+    server.ok(&["-n", "weak", "delete", "rolebinding", "reads"]);
+    wait_for(
+        "a right taken away stops it",
+        &host,
+        WITHIN,
+        statuses,
+        || refused_for_reads(&server, "weak", "myapp", &["deployments.apps", "services"]),
+    );
+    assert!(
+        host.metric(r#"kubewasm_plugin_loads_total{plugin="weak.myapp",result="removed"}"#)
+            .is_some_and(|n| n >= 1.0),
+        "the stop is counted"
+    );
+
+    // A plugin reading Secrets where the account may not never runs; the
+    // confined one sees its own Namespace and Secrets only.
+    for ns in ["no-secrets", "confined"] {
+        server.ok(&[
+            "-n",
+            ns,
+            "create",
+            "configmap",
+            "probe",
+            "--from-literal=a=b",
+        ]);
+    }
+    wait_for(
+        "the confined plugin lists its own Namespace only",
+        &host,
+        Duration::from_secs(60),
+        || {
+            format!(
+                "{statuses}\n{:?}",
+                event_notes(&server, "confined", "Saw"),
+                statuses = statuses()
+            )
+        },
+        || {
+            event_notes(&server, "confined", "Saw")
+                .get("probe")
+                .is_some_and(|notes| {
+                    notes
+                        .iter()
+                        .any(|n| n == "namespaces=confined secrets=mine")
+                })
+        },
+    );
+    assert!(
+        refused_for_reads(&server, "no-secrets", "snoop", &["get, list secrets"]),
+        "{}",
+        statuses()
+    );
+    assert!(
+        event_notes(&server, "no-secrets", "Saw").is_empty(),
+        "it never ran"
+    );
+    assert!(
+        host.metric(r#"kubewasm_plugin_loads_total{plugin="no-secrets.snoop",result="loaded"}"#)
+            .is_none(),
+        "it never loaded"
+    );
+}
