@@ -141,9 +141,8 @@ pub struct PluginResources {
     writes: JoinSet<(ResourceId, Option<String>)>,
     /// Refusal events in flight.
     events: JoinSet<()>,
-    /// The RBAC epoch: it moves whenever RBAC changes (with impersonation
-    /// on; else never).
-    rbac: tokio::sync::watch::Receiver<u64>,
+    /// How far RBAC has changed (with impersonation on; else never).
+    rbac: tokio::sync::watch::Receiver<watch::RbacEpochs>,
     /// Reviews of running tenant plugins' rights in flight: one per key at
     /// most (its key processing).
     checks: JoinSet<Checked>,
@@ -180,7 +179,7 @@ impl PluginResources {
         let rbac = if options.impersonate.is_some() {
             watch::rbac(client.clone(), plugins.clone(), &queue, &mut watches)
         } else {
-            tokio::sync::watch::channel(0).1
+            tokio::sync::watch::channel(watch::RbacEpochs::default()).1
         };
         watch::resync_when_leading(
             leading.clone(),
@@ -299,7 +298,7 @@ impl PluginResources {
         // A refusal that may pass is tried again each time its key comes
         // back: after its backoff, or at once on a change; one for want of
         // rights, once RBAC changed.
-        let epoch = *self.rbac.borrow();
+        let epoch = self.rbac.borrow().of(id.namespace.as_deref());
         let rights_changed = tracked.rights_epoch != Some(epoch);
         let retry = tracked.observed == Some(asked.generation)
             && tracked

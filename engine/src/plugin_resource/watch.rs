@@ -105,18 +105,43 @@ where
     store
 }
 
-/// The RBAC epoch: a number that moves whenever a Role, RoleBinding,
-/// ClusterRole or ClusterRoleBinding changes or goes (or their watch
-/// relisted, when a change may have been missed). Each change also queues
-/// the Plugins it may concern: those of a namespaced object's namespace,
-/// every Plugin for a cluster-scoped one, so that their tenants' rights are
-/// reviewed again at once.
+/// How far RBAC has changed: counters that only grow, one for
+/// cluster-wide objects (ClusterRoles, ClusterRoleBindings, and a relist,
+/// when a change may have been missed) and one per namespace (its Roles and
+/// RoleBindings).
+#[derive(Clone, Debug, Default)]
+pub(super) struct RbacEpochs {
+    cluster: u64,
+    namespaces: HashMap<String, u64>,
+}
+
+impl RbacEpochs {
+    /// The epoch of the rights of an account of `namespace`: it moves
+    /// exactly when RBAC that may concern them changes.
+    pub(super) fn of(&self, namespace: Option<&str>) -> u64 {
+        let own = namespace.and_then(|ns| self.namespaces.get(ns)).copied();
+        self.cluster.wrapping_add(own.unwrap_or(0))
+    }
+
+    fn changed(&mut self, namespace: Option<String>) {
+        match namespace {
+            Some(ns) => *self.namespaces.entry(ns).or_default() += 1,
+            None => self.cluster += 1,
+        }
+    }
+}
+
+/// The RBAC epochs, moved whenever a Role, RoleBinding, ClusterRole or
+/// ClusterRoleBinding changes or goes. Each change also queues the Plugins
+/// it may concern (those of a Role's namespace; every Plugin for a
+/// cluster-wide change), so that their tenants' rights are reviewed again
+/// at once.
 pub(super) fn rbac(
     client: kube::Client,
     plugins: Store<super::PluginResource>,
     queue: &Arc<WorkQueue>,
     tasks: &mut JoinSet<()>,
-) -> tokio::sync::watch::Receiver<u64> {
+) -> tokio::sync::watch::Receiver<RbacEpochs> {
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
     use kube::core::PartialObjectMeta;
 
@@ -150,7 +175,7 @@ pub(super) fn rbac(
             .boxed()
     }
 
-    let (epoch, receiver) = tokio::sync::watch::channel(0_u64);
+    let (epochs, receiver) = tokio::sync::watch::channel(RbacEpochs::default());
     let queue = Arc::clone(queue);
     let streams = futures_util::stream::select_all([
         changes::<Role>(&client),
@@ -162,7 +187,7 @@ pub(super) fn rbac(
         let mut streams = std::pin::pin!(streams);
         while let Some(change) = streams.next().await {
             let Some(namespace) = change else { continue };
-            epoch.send_modify(|e| *e += 1);
+            epochs.send_modify(|e| e.changed(namespace.clone()));
             for plugin in plugins.state() {
                 let key = key_of(plugin.as_ref());
                 if namespace.is_none() || key.namespace == namespace {
@@ -222,6 +247,22 @@ mod tests {
             .expect("the queue runs");
         queue.done(&key, Done::Forget);
         (*key).clone()
+    }
+
+    #[test]
+    fn a_role_should_move_the_epoch_of_its_namespace_and_a_cluster_role_of_all() {
+        let mut epochs = RbacEpochs::default();
+        let before = (epochs.of(Some("a")), epochs.of(Some("b")), epochs.of(None));
+        epochs.changed(Some("a".into()));
+        assert_ne!(epochs.of(Some("a")), before.0);
+        assert_eq!(
+            (epochs.of(Some("b")), epochs.of(None)),
+            (before.1, before.2)
+        );
+        let after_role = (epochs.of(Some("a")), epochs.of(Some("b")));
+        epochs.changed(None);
+        assert_ne!(epochs.of(Some("a")), after_role.0);
+        assert_ne!(epochs.of(Some("b")), after_role.1);
     }
 
     #[tokio::test]
