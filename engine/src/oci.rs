@@ -107,6 +107,23 @@ pub enum OciError {
     },
 }
 
+impl OciError {
+    /// Whether the registry could not be reached or failed on its side (a
+    /// connection refused or timed out, a 5xx), rather than answered: then
+    /// nothing was said about who may pull what.
+    pub fn is_unreachable(&self) -> bool {
+        use oci_client::errors::OciDistributionError as E;
+        match self {
+            Self::Registry { source, .. } => match source.as_ref() {
+                E::RequestError(error) => error.is_connect() || error.is_timeout(),
+                E::ServerError { code, .. } => *code >= 500,
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+}
+
 /// An error and its causes, `: `-separated (the client's own message
 /// alone says only which request failed, not why).
 fn causes(error: &dyn std::error::Error) -> String {
@@ -400,13 +417,23 @@ pub struct Pulled {
     pub digest: String,
 }
 
-/// Fetches the component at `reference` (by tag or digest) and verifies
-/// it (see the module documentation).
+/// A manifest fetched and checked: the plugin's layer it names, and its
+/// digest (`sha256:...`, computed here).
+#[derive(Clone, Debug)]
+pub struct Resolved {
+    /// The manifest's digest: what a tag resolved to.
+    pub digest: String,
+    layer: OciDescriptor,
+}
+
+/// Fetches the manifest at `reference` (by tag or digest) and checks it
+/// names a plugin (see the module documentation): the registry, asked with
+/// `access`'s credentials, resolved the reference.
 ///
 /// # Errors
 /// [`OciError`]: unreachable or refusing registry, digest mismatch, not a
 /// plugin.
-pub async fn pull(reference: &Reference, access: &Access) -> Result<Pulled, OciError> {
+pub async fn resolve(reference: &Reference, access: &Access) -> Result<Resolved, OciError> {
     let client = access.client();
     let auth = access.credentials.auth(reference);
     let (manifest, _) = client
@@ -435,7 +462,29 @@ pub async fn pull(reference: &Reference, access: &Access) -> Result<Pulled, OciE
     let parsed: OciImageManifest = serde_json::from_slice(&manifest)
         .map_err(|e| not_a_plugin(format!("its manifest is not an OCI image manifest: {e}")))?;
     let (layer, layout) = plugin_layer(&parsed).map_err(not_a_plugin)?;
-    tracing::debug!(reference = %reference, %digest, ?layout, "pulling the plugin's layer");
+    tracing::debug!(reference = %reference, %digest, ?layout, "resolved the plugin's manifest");
+    Ok(Resolved {
+        digest,
+        layer: layer.clone(),
+    })
+}
+
+/// Fetches the layer of a resolved manifest and verifies it.
+async fn pull_layer(
+    reference: &Reference,
+    access: &Access,
+    resolved: Resolved,
+) -> Result<Pulled, OciError> {
+    let client = access.client();
+    // oci-client authenticates a blob pull with what it stored for the
+    // registry when the manifest was pulled: this client pulled none yet.
+    client
+        .store_auth_if_needed(
+            reference.resolve_registry(),
+            &access.credentials.auth(reference),
+        )
+        .await;
+    let layer = &resolved.layer;
     // The manifest's size bounds what is read: a registry that sends more
     // is cut off, not buffered.
     let size = usize::try_from(layer.size).unwrap_or(0);
@@ -456,7 +505,21 @@ pub async fn pull(reference: &Reference, access: &Access) -> Result<Pulled, OciE
             actual,
         });
     }
-    Ok(Pulled { bytes, digest })
+    Ok(Pulled {
+        bytes,
+        digest: resolved.digest,
+    })
+}
+
+/// Fetches the component at `reference` (by tag or digest) and verifies
+/// it (see the module documentation).
+///
+/// # Errors
+/// [`OciError`]: unreachable or refusing registry, digest mismatch, not a
+/// plugin.
+pub async fn pull(reference: &Reference, access: &Access) -> Result<Pulled, OciError> {
+    let resolved = resolve(reference, access).await?;
+    pull_layer(reference, access, resolved).await
 }
 
 /// Writes `bytes` beside `path`, then renames it over `path`: a reader
@@ -532,38 +595,70 @@ impl Artifacts {
     }
 
     /// The component at `reference` and the manifest digest it resolved
-    /// to: from the cache when pinned by a digest it holds, else pulled,
-    /// verified and cached.
+    /// to, for the operator (the plugin directory): see [`Puller::Operator`].
     ///
     /// # Errors
     /// [`OciError`] as [`pull`] says.
     pub async fn fetch(&self, reference: &Reference) -> Result<Pulled, OciError> {
-        self.fetch_with(reference, &Credentials::default()).await
+        self.fetch_for(reference, &Puller::Operator(Credentials::default()))
+            .await
     }
 
-    /// As [`Self::fetch`], with `credentials` (a pull secret's) used before
-    /// the host's own.
+    /// The component at `reference` and the manifest digest it resolved to,
+    /// for `puller` (see [`Puller`]): from the cache when it may use it,
+    /// else pulled, verified and cached.
     ///
     /// # Errors
     /// [`OciError`] as [`pull`] says.
-    pub async fn fetch_with(
+    pub async fn fetch_for(
         &self,
         reference: &Reference,
-        credentials: &Credentials,
+        puller: &Puller<'_>,
     ) -> Result<Pulled, OciError> {
-        if let Some(digest) = reference.digest()
-            && let Ok(bytes) = std::fs::read(self.path(digest))
-        {
-            return Ok(Pulled {
+        let cached = |digest: &str| {
+            std::fs::read(self.path(digest)).ok().map(|bytes| Pulled {
                 bytes,
                 digest: digest.to_owned(),
-            });
-        }
+            })
+        };
         let access = Access {
             plain_http: self.access.plain_http,
-            credentials: self.access.credentials.overridden_by(credentials),
+            credentials: match puller {
+                Puller::Operator(own) => self.access.credentials.overridden_by(own),
+                Puller::Tenant {
+                    credentials,
+                    share_host: true,
+                    ..
+                } => self.access.credentials.overridden_by(credentials),
+                Puller::Tenant { credentials, .. } => credentials.clone(),
+            },
         };
-        let pulled = pull(reference, &access).await?;
+        if let (Puller::Operator(_), Some(digest)) = (puller, reference.digest())
+            && let Some(pulled) = cached(digest)
+        {
+            return Ok(pulled);
+        }
+        let resolved = match resolve(reference, &access).await {
+            Ok(resolved) => resolved,
+            // Unreachable (not refusing): a tenant keeps the digest it ran.
+            Err(error @ OciError::Registry { .. }) => {
+                let kept = match (puller, reference.digest()) {
+                    (Puller::Tenant { ran: Some(ran), .. }, Some(digest))
+                        if *ran == digest && error.is_unreachable() =>
+                    {
+                        cached(digest)
+                    }
+                    _ => None,
+                };
+                return kept.ok_or(error);
+            }
+            Err(error) => return Err(error),
+        };
+        // Authorized for this digest: the cache saves the download.
+        if let Some(pulled) = cached(&resolved.digest) {
+            return Ok(pulled);
+        }
+        let pulled = pull_layer(reference, &access, resolved).await?;
         // A cache that cannot be written only costs a pull next time.
         let written = std::fs::create_dir_all(&self.dir)
             .and_then(|()| write_atomically(&self.path(&pulled.digest), &pulled.bytes));
@@ -572,6 +667,30 @@ impl Artifacts {
         }
         Ok(pulled)
     }
+}
+
+/// Whose pull it is, and so which credentials and cached artifacts it may
+/// use.
+#[derive(Clone, Debug)]
+pub enum Puller<'a> {
+    /// The operator's (the plugin directory, a `ClusterPlugin`): these
+    /// credentials, then the host's; a digest already cached needs no
+    /// registry at all (a host restarted while its registry is down still
+    /// loads it).
+    Operator(Credentials),
+    /// A tenant's (a `Plugin`): its own credentials only (the host's too
+    /// when the operator shares them); a cached artifact only once those
+    /// credentials resolved its digest at the registry, so the cache saves
+    /// the download, never the authorization. With the registry
+    /// unreachable, the digest it `ran` last is taken from the cache.
+    Tenant {
+        /// Its pull secrets' credentials.
+        credentials: Credentials,
+        /// Whether the host's own credentials may be used too.
+        share_host: bool,
+        /// The digest it ran last, if any.
+        ran: Option<&'a str>,
+    },
 }
 
 /// The one Wasm layer of a plugin artifact, and its layout.

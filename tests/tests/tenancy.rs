@@ -231,3 +231,134 @@ fn a_tenant_plugin_should_run_only_while_its_account_may_read_what_it_reads() {
         "it never loaded"
     );
 }
+
+/// A `kubernetes.io/dockerconfigjson` Secret `regcred` in `namespace`
+/// holding `config` (a docker config's text).
+fn pull_secret(server: &Apiserver, namespace: &str, config: &str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("config.json");
+    std::fs::write(&file, config).expect("written");
+    server.ok(&[
+        "-n",
+        namespace,
+        "create",
+        "secret",
+        "generic",
+        "regcred",
+        "--type=kubernetes.io/dockerconfigjson",
+        &format!("--from-file=.dockerconfigjson={}", file.display()),
+    ]);
+}
+
+#[test]
+fn a_tenant_should_pull_with_its_own_credentials_and_never_run_another_tenants_artifact() {
+    let server = server_with_crds(&[]);
+    let registry = Registry::start_with_user("alice", "s3cret");
+    let (_, digest) = registry.push(&test_plugin("misbehave"), "private/lang:1");
+    let pinned = format!("oci://{}/private/lang@{digest}", registry.addr);
+    for ns in ["owner", "thief"] {
+        server.ok(&["create", "namespace", ns]);
+    }
+    pull_secret(
+        &server,
+        "owner",
+        &registry.docker_config_json("alice", "s3cret"),
+    );
+    // The host itself may pull from the registry.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let host_config = dir.path().join("config.json");
+    std::fs::write(&host_config, registry.docker_config_json("alice", "s3cret")).expect("written");
+    let host_config = host_config.display().to_string();
+    let flags = ["--plain-http", "--docker-config", host_config.as_str()];
+    let host = Host::start(&server, &[], &[], &flags);
+    host.wait_ready();
+    let config = "  config:\n    mode: language\n";
+    apply_text(
+        &server,
+        &plugin(
+            "owner",
+            "lang",
+            &pinned,
+            &format!("  imagePullSecrets:\n  - name: regcred\n{config}"),
+        ),
+    );
+    let statuses = || {
+        format!(
+            "owner: {:#}\nthief: {:#}",
+            status(&server, "owner", "lang"),
+            status(&server, "thief", "lang")
+        )
+    };
+    wait_for(
+        "the owner pulls with its secret",
+        &host,
+        Duration::from_secs(60),
+        statuses,
+        || {
+            let owner = status(&server, "owner", "lang");
+            owner["phase"] == "Running" && owner["digest"] == digest.as_str()
+        },
+    );
+    // The host now holds the artifact; the thief names its digest, with no
+    // secret of its own: the host's credentials and its cache are not its.
+    apply_text(&server, &plugin("thief", "lang", &pinned, config));
+    wait_for(
+        "the thief is refused",
+        &host,
+        Duration::from_secs(60),
+        statuses,
+        || {
+            let thief = status(&server, "thief", "lang");
+            thief["phase"] == "Failed"
+                && condition(&thief, "Degraded")["reason"] == "PullFailed"
+                && thief["lastError"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("401") || e.contains("authoriz"))
+        },
+    );
+    assert_ne!(status(&server, "thief", "lang")["phase"], "Running");
+    drop(host);
+
+    // The operator shares the host's credentials: now the thief may pull.
+    let shared = [
+        "--plain-http",
+        "--docker-config",
+        host_config.as_str(),
+        "--share-registry-credentials",
+    ];
+    let host = Host::start(&server, &[], &[], &shared);
+    host.wait_ready();
+    wait_for(
+        "shared credentials open the registry to tenants",
+        &host,
+        Duration::from_secs(60),
+        statuses,
+        || status(&server, "thief", "lang")["phase"] == "Running",
+    );
+    drop(host);
+
+    // The registry gone, a restarted host runs what each tenant ran from
+    // its cache; nothing more.
+    drop(registry);
+    server.ok(&["-n", "thief", "delete", "plugin", "lang"]);
+    apply_text(&server, &plugin("thief", "lang", &pinned, config));
+    let host = Host::start(&server, &[], &[], &flags);
+    host.wait_ready();
+    wait_for(
+        "the owner keeps its digest with the registry down",
+        &host,
+        Duration::from_secs(60),
+        statuses,
+        || {
+            let owner = status(&server, "owner", "lang");
+            let thief = status(&server, "thief", "lang");
+            // Loaded by this host (a status alone may be the last host's).
+            host.metric(r#"kubewasm_plugin_loads_total{plugin="owner.lang",result="loaded"}"#)
+                .is_some_and(|n| n >= 1.0)
+                && owner["phase"] == "Running"
+                && owner["digest"] == digest.as_str()
+                && thief["phase"] == "Failed"
+                && condition(&thief, "Degraded")["reason"] == "PullFailed"
+        },
+    );
+}

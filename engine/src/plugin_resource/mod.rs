@@ -410,11 +410,10 @@ impl PluginResources {
             self.client.clone(),
             self.options.clone(),
         );
-        let (id, common, grants) = (asked.id.clone(), asked.common.clone(), asked.grants.clone());
-        self.loads
-            .spawn(&name.clone(), asked.generation(), move || {
-                load(&sources, &client, &options, &id, name, &common, grants)
-            });
+        let owned = asked.clone();
+        self.loads.spawn(&name, asked.generation(), move || {
+            load(&sources, &client, &options, owned)
+        });
     }
 
     /// Runs what a load gave (see the module documentation).

@@ -13,7 +13,7 @@ use kubewasm_runtime::resource::ObjectKey;
 
 use super::types::{ClusterPluginResource, CommonSpec, PluginLimits, PluginResource, PluginStatus};
 use crate::loader::{self, Prepared, Refused, Setup, Sources, SpecError};
-use crate::oci::{self, Credentials};
+use crate::oci::{self, Credentials, Puller};
 use crate::rights::Reads;
 
 /// How the host runs plugin resources.
@@ -25,6 +25,9 @@ pub struct ResourceOptions {
     /// Make a Plugin's writes as this ServiceAccount of its namespace, and
     /// run it only while that account may read what it declares.
     pub impersonate: Option<String>,
+    /// Let a Plugin's pulls use the host's registry credentials too (by
+    /// default a tenant pulls with its own pull secrets only).
+    pub share_registry_credentials: bool,
 }
 
 impl ResourceOptions {
@@ -165,6 +168,7 @@ fn limits(spec: Option<&PluginLimits>, host: CallLimits) -> Result<CallLimits, S
 }
 
 /// What a resource asks for, with the grants its kind implies.
+#[derive(Clone)]
 pub(super) struct Asked {
     pub(super) id: ResourceId,
     pub(super) uid: String,
@@ -264,24 +268,38 @@ fn pull_credentials(
     Ok(credentials)
 }
 
-/// Loads one generation of a resource (on a blocking thread of the tokio
-/// runtime).
+/// Loads the generation `asked` of a resource (on a blocking thread of
+/// the tokio runtime).
 pub(super) fn load(
     sources: &Sources,
     client: &kube::Client,
     options: &ResourceOptions,
-    id: &ResourceId,
-    name: String,
-    common: &CommonSpec,
-    grants: OperatorGrants,
+    asked: Asked,
 ) -> Result<Prepared, Refused> {
+    let Asked {
+        id,
+        common,
+        grants,
+        status,
+        ..
+    } = asked;
+    let name = id.plugin_name();
+    let ran = status.and_then(|s| s.digest);
     id.checked_plugin_name()?;
     grants.validate()?;
     let limits = limits(common.limits.as_ref(), sources.runtime.call_limits())?;
-    let credentials = pull_credentials(client, options, id, common)?;
+    let credentials = pull_credentials(client, options, &id, &common)?;
     let reference = oci::parse_reference(&common.source)?;
+    let puller = match &id.namespace {
+        Some(_) => Puller::Tenant {
+            credentials,
+            share_host: options.share_registry_credentials,
+            ran: ran.as_deref(),
+        },
+        None => Puller::Operator(credentials),
+    };
     let pulled = tokio::runtime::Handle::current()
-        .block_on(sources.artifacts.fetch_with(&reference, &credentials))?;
+        .block_on(sources.artifacts.fetch_for(&reference, &puller))?;
     let config = match &common.config {
         Some(config) => Some((
             serde_json::to_string(config).map_err(SpecError::Config)?,
@@ -297,7 +315,7 @@ pub(super) fn load(
     };
     let mut prepared = loader::prepare(sources, loader::Source::Bytes(&pulled.bytes), setup)?;
     prepared.artifact = Some(pulled.digest);
-    if let Some((namespace, account)) = options.tenant_account(id) {
+    if let Some((namespace, account)) = options.tenant_account(&id) {
         let reads = Reads::of(prepared.plugin.declaration());
         tokio::runtime::Handle::current().block_on(reads.check(client, namespace, account))?;
     }

@@ -73,13 +73,17 @@ where
             match event {
                 Ok(watcher::Event::Init) => relisted.clear(),
                 Ok(watcher::Event::InitApply(object)) => {
-                    let (key, now) = (key_of(&object), fingerprint(&object));
-                    if changed(&seen, &key, &now) {
-                        queue.add(key.clone(), Priority::Event);
-                    }
-                    relisted.insert(key, now);
+                    relisted.insert(key_of(&object), fingerprint(&object));
                 }
                 Ok(watcher::Event::InitDone) => {
+                    // Queued only now: the store shows a relist's objects
+                    // from its end on, and a key handed out before would
+                    // find its object missing.
+                    for (key, now) in &relisted {
+                        if changed(&seen, key, now) {
+                            queue.add(key.clone(), Priority::Event);
+                        }
+                    }
                     for gone in seen.keys().filter(|k| !relisted.contains_key(*k)) {
                         queue.add(gone.clone(), Priority::Event);
                     }

@@ -182,6 +182,11 @@ pub(super) struct HostFlags {
     /// The ServiceAccount a tenant's writes are made as.
     #[arg(long, default_value = "kubewasm-tenant")]
     tenant_service_account: String,
+    /// Let namespaced Plugins pull with the host's registry credentials
+    /// too (by default a tenant pulls with its own pull secrets only; the
+    /// host's serve the plugin directory and ClusterPlugins).
+    #[arg(long)]
+    share_registry_credentials: bool,
 }
 
 impl HostFlags {
@@ -219,6 +224,7 @@ impl HostFlags {
                 impersonate: self
                     .impersonate_tenants
                     .then(|| self.tenant_service_account.clone()),
+                share_registry_credentials: self.share_registry_credentials,
             },
         })
     }
