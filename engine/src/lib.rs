@@ -34,6 +34,7 @@
 pub mod applier;
 pub mod controller;
 pub mod discovery;
+pub mod fair;
 pub mod informer;
 pub mod leader;
 pub mod listing;
@@ -53,8 +54,6 @@ mod store;
 mod testing;
 
 use std::sync::Arc;
-
-use tokio::sync::Semaphore;
 
 use controller::{Controller, Settings, Shared};
 use kubewasm_runtime::Plugin;
@@ -108,7 +107,7 @@ impl Engine {
             shared: Shared {
                 informers: informer::Informers::new(client.clone()),
                 applier: applier::Applier::new(client),
-                permits: Arc::new(Semaphore::new(workers.max(1))),
+                workers: fair::Workers::new(workers),
                 metrics: Arc::default(),
                 leading,
                 shard: None,
@@ -156,11 +155,7 @@ impl Engine {
             self.start(plugin, settings);
             return;
         };
-        let swapped = self.controllers[index].swap(
-            Arc::clone(&plugin),
-            settings.config.clone(),
-            &self.shared,
-        );
+        let swapped = self.controllers[index].swap(Arc::clone(&plugin), &settings, &self.shared);
         match swapped {
             Ok(()) => self.shared.metrics.runs(&name, plugin.digest()),
             Err(error) => {

@@ -389,6 +389,31 @@ impl WorkQueue {
         }
     }
 
+    /// The next ready key, if one is ready now (as [`Self::next`], without
+    /// waiting).
+    pub fn try_next(&self) -> Option<(Key, Duration)> {
+        let mut inner = self.lock();
+        if inner.shut_down || inner.paused {
+            return None;
+        }
+        inner.pop(Instant::now())
+    }
+
+    /// Whether a key is ready to be handed out now.
+    pub fn has_ready(&self) -> bool {
+        let mut inner = self.lock();
+        let now = Instant::now();
+        !inner.shut_down
+            && !inner.paused
+            && (!inner.ready.is_empty()
+                || inner
+                    .waiting
+                    .keys()
+                    .next()
+                    .is_some_and(|(at, _)| *at <= now)
+                || !inner.listed.is_empty())
+    }
+
     /// Pauses (or resumes) handing out keys; queued keys stay queued.
     pub fn set_paused(&self, paused: bool) {
         self.lock().paused = paused;

@@ -47,6 +47,7 @@
 //! the directory's plugins; a name is never taken from one source by the
 //! other. Ready waits for their first loads too.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -59,6 +60,7 @@ use serde_json::Value;
 
 use kubewasm_engine::controller::Settings;
 use kubewasm_engine::discovery::{self, DiscoveryError};
+use kubewasm_engine::fair::DEFAULT_SHARE;
 use kubewasm_engine::informer::InitialList;
 use kubewasm_engine::leader::{self, LeaseConfig};
 use kubewasm_engine::loader::{Loaded, Loader, Loads, Prepared, Refused};
@@ -95,6 +97,9 @@ pub struct HostOptions {
     /// How `Plugin` and `ClusterPlugin` resources run (watched when the
     /// cluster serves them).
     pub resources: ResourceOptions,
+    /// The shares of the host's workers of the directory's plugins, by
+    /// name (default [`kubewasm_engine::fair::DEFAULT_SHARE`]).
+    pub shares: BTreeMap<String, u32>,
 }
 
 /// Why the host could not run.
@@ -208,6 +213,7 @@ async fn run_loaded(
     engine: &mut Engine,
     loads: &mut Loads<PluginFiles>,
     resources: Option<&PluginResources>,
+    shares: &BTreeMap<String, u32>,
     name: &str,
     loaded: Loaded<PluginFiles>,
 ) {
@@ -236,6 +242,7 @@ async fn run_loaded(
             loads.tier_up(name, files.clone(), &plugin, &config, artifact);
             let settings = Settings {
                 config,
+                share: shares.get(name).copied().unwrap_or(DEFAULT_SHARE),
                 ..Settings::default()
             };
             let result = engine.run_loaded(plugin, settings, tier_up).await;
@@ -349,7 +356,15 @@ pub async fn run(
         };
         match next {
             Next::File(name, loaded) => {
-                run_loaded(&mut engine, &mut loads, resources.as_ref(), &name, *loaded).await;
+                run_loaded(
+                    &mut engine,
+                    &mut loads,
+                    resources.as_ref(),
+                    &options.shares,
+                    &name,
+                    *loaded,
+                )
+                .await;
             }
             Next::Rescan => rescan(&mut loader, &mut loads, &mut engine).await,
             Next::Resource(event) => {

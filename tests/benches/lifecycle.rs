@@ -128,6 +128,7 @@ async fn main() -> anyhow::Result<()> {
         initial_list: InitialList::Streaming,
         artifacts: Artifacts::new(work.path().join("artifacts"), access.clone()),
         resources: kubewasm_engine::plugin_resource::ResourceOptions::default(),
+        shares: Default::default(),
     };
 
     // Every event the plugins write, with the instant it was seen.

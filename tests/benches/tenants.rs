@@ -161,6 +161,7 @@ async fn main() -> anyhow::Result<()> {
         initial_list: InitialList::Streaming,
         artifacts: Artifacts::new(work.path().join("artifacts"), access),
         resources: ResourceOptions::default(),
+        shares: Default::default(),
     };
     std::fs::create_dir_all(&options.plugins)?;
 

@@ -31,20 +31,24 @@
 //! it) is another controller ([`SwapError`]).
 //!
 //! # Fairness
-//! Every plugin's workers take a permit of one host-wide, first-come
-//! first-served semaphore for each step. A plugin holds at most its
-//! concurrency in permits and queues at most as many waiters, so however
-//! long its backlog, another plugin's key waits for at most one round of
-//! every plugin's concurrency, never for the backlog.
+//! Every plugin's workers take a permit of the host's [`Workers`] for each
+//! step, handed out by weighted fair queueing over tenants, then their
+//! plugins ([`crate::fair`]): two saturated tenants get worker time by
+//! their shares, a newcomer's key is served at the next free permit, and a
+//! plugin still runs at most its concurrency in steps at once. A worker
+//! with another key ready when its step ends asks for its next turn then
+//! and there ([`crate::fair::Permit::next_turn`]), so a busy plugin
+//! competes for every permit by its share.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
 use super::applier::Applier;
+use super::fair::{DEFAULT_SHARE, Flow, Workers};
 use super::informer::{Change, Handler, InformerKey, Informers, Subscription};
 use super::listing::Key;
 use super::metrics::Metrics;
@@ -75,6 +79,22 @@ pub struct Settings {
     /// Writes through this applier rather than the host's (a tenant's,
     /// impersonating its ServiceAccount).
     pub applier: Option<Applier>,
+    /// Its tenant (a `Plugin`'s namespace) for the workers' fair shares;
+    /// `None`: a tenant of its own.
+    pub tenant: Option<String>,
+    /// Its share of the host's workers ([`fair`](crate::fair)).
+    pub share: u32,
+}
+
+impl Settings {
+    /// Whose steps `plugin`'s are, for the workers' fair shares.
+    fn flow(&self, plugin: &Plugin) -> Flow {
+        Flow {
+            tenant: self.tenant.clone(),
+            plugin: plugin.declaration().name.clone(),
+            share: self.share.max(1),
+        }
+    }
 }
 
 impl Default for Settings {
@@ -85,6 +105,8 @@ impl Default for Settings {
             backoff: Backoff::default(),
             config: "{}".to_owned(),
             applier: None,
+            tenant: None,
+            share: DEFAULT_SHARE,
         }
     }
 }
@@ -96,8 +118,8 @@ pub struct Shared {
     pub informers: Informers,
     /// The writer.
     pub applier: Applier,
-    /// Permits for steps, host-wide and first come first served.
-    pub permits: Arc<Semaphore>,
+    /// The host's workers: a permit per step, shared fairly.
+    pub workers: Arc<Workers>,
     /// The metrics registry.
     pub metrics: Arc<Metrics>,
     /// Whether this process leads (always, without leader election): the
@@ -130,6 +152,7 @@ struct Version {
     plugin: Arc<Plugin>,
     cache: Arc<InformerCache>,
     config: String,
+    flow: Flow,
     _subscriptions: Vec<Subscription>,
 }
 
@@ -170,7 +193,7 @@ impl Version {
     /// changes mapped to keys of `queue`.
     fn subscribe(
         plugin: Arc<Plugin>,
-        config: String,
+        settings: &Settings,
         shared: &Shared,
         queue: &Arc<WorkQueue>,
         custom: &mpsc::UnboundedSender<Mapped>,
@@ -225,9 +248,10 @@ impl Version {
             subscribe(&secondary.resource, &secondary.label_selector, handler);
         }
         Self {
+            flow: settings.flow(&plugin),
+            config: settings.config.clone(),
             plugin,
             cache: Arc::new(InformerCache::new(types)),
-            config,
             _subscriptions: subscriptions,
         }
     }
@@ -253,7 +277,7 @@ impl Controller {
         let mut workers = JoinSet::new();
         let mut background = JoinSet::new();
         let (custom, custom_rx) = mpsc::unbounded_channel::<Mapped>();
-        let version = Version::subscribe(plugin, settings.config, shared, &queue, &custom);
+        let version = Version::subscribe(plugin, &settings, shared, &queue, &custom);
         let current = Current(Arc::new(RwLock::new(Arc::new(version))));
 
         let worker = Worker {
@@ -312,7 +336,7 @@ impl Controller {
     pub fn swap(
         &self,
         plugin: Arc<Plugin>,
-        config: String,
+        settings: &Settings,
         shared: &Shared,
     ) -> Result<(), SwapError> {
         let new = &plugin.declaration().primary;
@@ -332,7 +356,7 @@ impl Controller {
         }
         let digest = plugin.digest().to_owned();
         self.current
-            .replace(|| Version::subscribe(plugin, config, shared, &self.queue, &self.custom));
+            .replace(|| Version::subscribe(plugin, settings, shared, &self.queue, &self.custom));
         tracing::info!(plugin = %self.name, %digest, "plugin swapped");
         Ok(())
     }

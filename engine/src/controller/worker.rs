@@ -1,12 +1,16 @@
 //! One of a controller's workers: takes a key from the queue, passes the
-//! ring's gate, runs the step on a blocking thread under a host-wide
-//! permit, sends its actions through the applier, and tells the queue how
-//! it went.
+//! ring's gate, runs the step on a blocking thread under a permit of the
+//! host's workers (kept for the next step when one is ready and its turn
+//! comes, [`crate::fair`]), sends its actions through the applier, and
+//! tells the queue how it went.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::{Current, Shared, Version};
 use crate::applier::ApplyError;
+use crate::fair::Permit;
+use crate::listing::Key;
 use crate::queue::{Done, WorkQueue};
 use crate::ring::InFlight;
 use kubewasm_runtime::Request;
@@ -22,8 +26,21 @@ pub(super) struct Worker {
 }
 
 impl Worker {
+    /// The next key: with a permit kept from the last step (`turn`), one
+    /// ready now, else the permit goes and the worker waits for a key.
+    async fn next_key(&self, turn: &mut Option<Permit>) -> Option<(Key, Duration)> {
+        if turn.is_some() {
+            if let Some(next) = self.queue.try_next() {
+                return Some(next);
+            }
+            *turn = None;
+        }
+        self.queue.next().await
+    }
+
     pub(super) async fn run(self) {
-        while let Some((key, waited)) = self.queue.next().await {
+        let mut turn: Option<Permit> = None;
+        while let Some((key, waited)) = self.next_key(&mut turn).await {
             // The step runs on the version current when it starts.
             let version = self.current.get();
             let name = &version.plugin.declaration().name;
@@ -44,13 +61,21 @@ impl Worker {
                     None => {
                         // Its slot's holder has it, or lists it on acquiring.
                         self.queue.done(&key, Done::Forget);
+                        turn = None;
                         continue;
                     }
                 },
                 None => None,
             };
             let gate = in_flight.as_ref().map(|(_, f)| f);
-            let done = self.reconcile(&version, &key, gate).await;
+            let permit = match turn.take() {
+                Some(permit) => Ok(permit),
+                None => self.shared.workers.acquire(&version.flow).await,
+            };
+            let (done, permit) = match permit {
+                Ok(permit) => (self.reconcile(&version, &key, gate).await, Some(permit)),
+                Err(closed) => (Done::Retry(closed.to_string()), None),
+            };
             if let Some((shard, in_flight)) = in_flight {
                 // Fenced: what it had not written when the slot went was
                 // never sent.
@@ -60,6 +85,13 @@ impl Worker {
             }
             if let Some(backoff) = self.queue.done(&key, done) {
                 self.shared.metrics.backed_off(name, backoff);
+            }
+            // More ready: the next turn is asked for now, competing by the
+            // plugin's share; else the permit goes.
+            if let Some(permit) = permit
+                && self.queue.has_ready()
+            {
+                turn = permit.next_turn(&version.flow).await.ok();
             }
             // Nothing left to do: an idle plugin holds no instance.
             if self.queue.is_idle() {
@@ -82,9 +114,6 @@ impl Worker {
     ) -> Done {
         let name = version.plugin.declaration().name.clone();
         let metrics = &self.shared.metrics;
-        let Ok(_permit) = self.shared.permits.acquire().await else {
-            return Done::Retry("the host is shutting down".to_owned());
-        };
         let failure = self.queue.failure(key);
         let request = Request {
             config: version.config.clone(),

@@ -394,6 +394,7 @@ impl PluginResources {
                 uid: tracked.uid.clone(),
                 generation,
                 concurrency: None,
+                share: crate::fair::DEFAULT_SHARE,
             };
             self.events
                 .spawn(status::report(self.client.clone(), origin, refusal.clone()));
@@ -516,6 +517,8 @@ impl PluginResources {
         let settings = Settings {
             config,
             applier,
+            tenant: origin.id.namespace.clone(),
+            share: origin.share,
             // Within the host's, as every limit.
             concurrency: origin.concurrency.map_or(defaults.concurrency, |c| {
                 usize::try_from(c)

@@ -118,6 +118,7 @@ pub struct Generation {
     pub(super) uid: String,
     pub(super) generation: i64,
     pub(super) concurrency: Option<u32>,
+    pub(super) share: u32,
 }
 
 /// Parses a quantity of bytes: an integer with an optional binary
@@ -222,6 +223,7 @@ impl Asked {
             uid: self.uid.clone(),
             generation: self.generation,
             concurrency: self.common.limits.as_ref().and_then(|l| l.concurrency),
+            share: self.common.share.unwrap_or(crate::fair::DEFAULT_SHARE),
         }
     }
 }

@@ -115,6 +115,13 @@ pub struct CommonSpec {
     /// Stop the plugin (its queue and informers go) until unset.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub suspend: bool,
+    /// Its share of the host's workers when plugins compete for them
+    /// (default 1): worker time goes by weighted fair queueing over
+    /// tenants (a Plugin's namespace; a ClusterPlugin is one of its own),
+    /// then their plugins. An idle plugin's share goes to the busy ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub share: Option<u32>,
 }
 
 /// A Secret by name (and namespace, for a ClusterPlugin).

@@ -187,6 +187,27 @@ pub(super) struct HostFlags {
     /// host's serve the plugin directory and ClusterPlugins).
     #[arg(long)]
     share_registry_credentials: bool,
+    /// A directory plugin's share of the host's workers when plugins
+    /// compete for them, `NAME=SHARE` (1 to 1000; default 1), repeated per
+    /// plugin. A Plugin or ClusterPlugin sets its own `spec.share`.
+    #[arg(long = "share", value_name = "NAME=SHARE", value_parser = parse_share)]
+    shares: Vec<(String, u32)>,
+}
+
+/// Parses `NAME=SHARE`.
+fn parse_share(text: &str) -> Result<(String, u32), String> {
+    let (name, share) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}` is not NAME=SHARE"))?;
+    if !kubewasm_runtime::is_plugin_name(name) {
+        return Err(format!("`{name}` is no plugin name (a DNS label)"));
+    }
+    match share.parse::<u32>() {
+        Ok(share @ 1..=1000) => Ok((name.to_owned(), share)),
+        _ => Err(format!(
+            "the share `{share}` is not a whole number from 1 to 1000"
+        )),
+    }
 }
 
 impl HostFlags {
@@ -226,6 +247,7 @@ impl HostFlags {
                     .then(|| self.tenant_service_account.clone()),
                 share_registry_credentials: self.share_registry_credentials,
             },
+            shares: self.shares.iter().cloned().collect(),
         })
     }
 }
@@ -246,4 +268,25 @@ pub(super) enum LogFormat {
     Text,
     /// One JSON object per line.
     Json,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_share;
+
+    #[test]
+    fn a_share_should_name_a_plugin_and_a_weight_from_1_to_1000() {
+        assert_eq!(parse_share("reporter=3"), Ok(("reporter".to_owned(), 3)));
+        assert_eq!(parse_share("a=1000"), Ok(("a".to_owned(), 1000)));
+        for bad in [
+            "reporter",
+            "reporter=0",
+            "reporter=1001",
+            "reporter=x",
+            "Bad_Name=2",
+            "=2",
+        ] {
+            assert!(parse_share(bad).is_err(), "{bad}");
+        }
+    }
 }
