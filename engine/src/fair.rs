@@ -80,6 +80,9 @@ struct Lane {
     tag: f64,
     running: usize,
     waiting: usize,
+    /// When it last became busy (a sequence number): among equal tags, the
+    /// latest comer goes first (it starts at the lowest tag).
+    since: u64,
 }
 
 impl Lane {
@@ -121,6 +124,8 @@ struct State {
     /// Virtual time among tenants: the tag of the one served last.
     clock: f64,
     tenants: BTreeMap<String, TenantLane>,
+    /// Lanes that became busy so far.
+    activations: u64,
 }
 
 impl State {
@@ -135,34 +140,40 @@ impl State {
     }
 
     fn enqueue(&mut self, flow: &Flow, waiter: oneshot::Sender<Permit>) {
+        self.activations += 1;
+        let activation = self.activations;
         let start = Self::start_of(self.clock, self.tenants.values().map(|t| &t.lane));
         let tenant = self.tenants.entry(flow.tenant_key()).or_default();
         if !tenant.lane.busy() {
             tenant.lane.tag = tenant.lane.tag.max(start);
+            tenant.lane.since = activation;
         }
         let start = Self::start_of(tenant.clock, tenant.plugins.values().map(|p| &p.lane));
         let plugin = tenant.plugins.entry(flow.plugin.clone()).or_default();
         plugin.share = flow.share;
         if !plugin.lane.busy() {
             plugin.lane.tag = plugin.lane.tag.max(start);
+            plugin.lane.since = activation;
         }
         plugin.waiters.push_back(waiter);
         plugin.lane.waiting += 1;
         tenant.lane.waiting += 1;
     }
 
-    /// The tenant and plugin to serve next: lowest tags, then names.
+    /// The tenant and plugin to serve next: lowest tags, then the latest
+    /// to become busy (a newcomer, starting at the lowest tag, goes first).
     fn pick(&self) -> Option<(String, String)> {
+        let first = |a: &Lane, b: &Lane| a.tag.total_cmp(&b.tag).then(b.since.cmp(&a.since));
         let (tenant_key, tenant) = self
             .tenants
             .iter()
             .filter(|(_, t)| t.lane.waiting > 0)
-            .min_by(|a, b| a.1.lane.tag.total_cmp(&b.1.lane.tag))?;
+            .min_by(|a, b| first(&a.1.lane, &b.1.lane))?;
         let (plugin_key, _) = tenant
             .plugins
             .iter()
             .filter(|(_, p)| p.lane.waiting > 0)
-            .min_by(|a, b| a.1.lane.tag.total_cmp(&b.1.lane.tag))?;
+            .min_by(|a, b| first(&a.1.lane, &b.1.lane))?;
         Some((tenant_key.clone(), plugin_key.clone()))
     }
 

@@ -11,6 +11,14 @@
 //! its memory limit, floods of actions, writes and reads outside its
 //! namespace, every one failing and retried with backoff.
 //!
+//! Then the shares of the host's workers: on a host of two workers, two
+//! saturated tenants of shares 1 and 3 (the same component, mode `busy`:
+//! each call holds its worker 0.5 ms, and asks to be called again 1 ms
+//! later; sixteen keys each, concurrency 2), their reconciles counted from
+//! the host's metrics over a window; and a third tenant's single key at a
+//! time, its latency measured as above, alone and while the two saturate
+//! the workers.
+//!
 //! Run with `make bench`; `cargo test --all-targets` runs it small.
 
 use std::collections::HashMap;
@@ -83,10 +91,35 @@ async fn config_map(
     Ok(())
 }
 
-/// Creates `rounds` ConfigMaps in tenant-a one after the other, each once
-/// the previous one's event was seen: their latencies.
+/// Every event written in `namespace`, by the object it regards, with
+/// the instant a watch saw it.
+fn watch_events(
+    client: &kube::Client,
+    namespace: &str,
+) -> mpsc::UnboundedReceiver<(String, Instant)> {
+    let (tx, events) = mpsc::unbounded_channel();
+    let watched = watcher(
+        Api::<Event>::namespaced(client.clone(), namespace),
+        watcher::Config::default(),
+    )
+    .applied_objects();
+    tokio::spawn(async move {
+        let mut watched = std::pin::pin!(watched);
+        while let Some(Ok(event)) = watched.next().await {
+            let regarding = event.regarding.and_then(|r| r.name).unwrap_or_default();
+            if tx.send((regarding, Instant::now())).is_err() {
+                break;
+            }
+        }
+    });
+    events
+}
+
+/// Creates `rounds` ConfigMaps in `namespace` one after the other, each
+/// `pause` after the previous one's event was seen: their latencies.
 async fn measure(
     client: &kube::Client,
+    (namespace, pause): (&str, Duration),
     events: &mut mpsc::UnboundedReceiver<(String, Instant)>,
     seen: &mut HashMap<String, Instant>,
     prefix: &str,
@@ -94,9 +127,10 @@ async fn measure(
 ) -> anyhow::Result<Vec<Duration>> {
     let mut latencies = Vec::new();
     for round in 0..rounds {
+        tokio::time::sleep(pause).await;
         let name = format!("{prefix}-{round}");
         let at = Instant::now();
-        config_map(client, "tenant-a", &name, json!({"a": "b"})).await?;
+        config_map(client, namespace, &name, json!({"a": "b"})).await?;
         let deadline = tokio::time::sleep(Duration::from_secs(120));
         tokio::pin!(deadline);
         let observed = loop {
@@ -117,6 +151,176 @@ async fn measure(
     Ok(latencies)
 }
 
+/// The host's options for these runs: plugins from resources only,
+/// `workers` workers, metrics on `metrics`.
+fn host_options(
+    work: &std::path::Path,
+    workers: usize,
+    metrics: std::net::SocketAddr,
+) -> anyhow::Result<HostOptions> {
+    let access = Access {
+        plain_http: true,
+        ..Access::default()
+    };
+    let options = HostOptions {
+        plugins: work.join("plugins"),
+        metrics_addr: metrics,
+        trust_declarations: false,
+        workers,
+        shutdown_grace: Duration::from_secs(5),
+        leader_election: None,
+        sharding: None,
+        initial_list: InitialList::Streaming,
+        artifacts: Artifacts::new(work.join("artifacts"), access),
+        resources: ResourceOptions::default(),
+        shares: std::collections::BTreeMap::new(),
+    };
+    std::fs::create_dir_all(&options.plugins)?;
+    Ok(options)
+}
+
+/// The value of a series of the host's metrics at `metrics` (0 when
+/// absent).
+async fn metric(metrics: std::net::SocketAddr, series: &str) -> anyhow::Result<f64> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(metrics).await?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .await?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).await?;
+    let prefix = format!("{series} ");
+    Ok(text
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0))
+}
+
+/// The successful reconciles of `plugin`.
+async fn reconciles(metrics: std::net::SocketAddr, plugin: &str) -> anyhow::Result<f64> {
+    metric(
+        metrics,
+        &format!(r#"kubewasm_reconcile_total{{plugin="{plugin}",result="success"}}"#),
+    )
+    .await
+}
+
+/// The shares scenario (see the module documentation): written as its own
+/// section.
+async fn shares(
+    client: &kube::Client,
+    runtime: &Runtime,
+    reference: &str,
+    work: &std::path::Path,
+    real: bool,
+) -> anyhow::Result<()> {
+    let (rounds, window) = if real {
+        (40, Duration::from_secs(30))
+    } else {
+        (3, Duration::from_secs(2))
+    };
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let options = host_options(&work.join("shares"), 2, metrics)?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let host = tokio::spawn(kubewasm::daemon::run(
+        client.clone(),
+        runtime.clone(),
+        options,
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let mut events = watch_events(client, "share-c");
+    // One key at a time, each arriving a while after the last was done (a
+    // key back to back is a third saturating tenant, served by its share).
+    let probe = ("share-c", Duration::ZERO);
+    apply_plugin(
+        client,
+        "share-c",
+        "probe",
+        json!({"source": reference, "config": {"mode": "language"}}),
+    )
+    .await?;
+    let mut seen = HashMap::new();
+    measure(client, probe, &mut events, &mut seen, "warm", 1).await?;
+    let alone = measure(client, probe, &mut events, &mut seen, "alone", rounds).await?;
+
+    for (namespace, share) in [("share-a", 1), ("share-b", 3)] {
+        apply_plugin(
+            client,
+            namespace,
+            "busy",
+            json!({"source": reference, "share": share, "limits": {"concurrency": 2},
+                   "config": {"mode": "busy", "micros": 500}}),
+        )
+        .await?;
+        for key in 0..16 {
+            config_map(client, namespace, &format!("k-{key}"), json!({"a": "b"})).await?;
+        }
+    }
+    // Both saturate before the window opens.
+    tokio::time::sleep(Duration::from_secs(if real { 2 } else { 1 })).await;
+    let started = Instant::now();
+    let before = (
+        reconciles(metrics, "share-a.busy").await?,
+        reconciles(metrics, "share-b.busy").await?,
+    );
+    let beside = measure(client, probe, &mut events, &mut seen, "beside", rounds).await?;
+    if let Some(rest) = window.checked_sub(started.elapsed()) {
+        tokio::time::sleep(rest).await;
+    }
+    let after = (
+        reconciles(metrics, "share-a.busy").await?,
+        reconciles(metrics, "share-b.busy").await?,
+    );
+    let seconds = started.elapsed().as_secs_f64();
+    let _ = stop.send(());
+    host.await??;
+
+    let (a, b) = (after.0 - before.0, after.1 - before.1);
+    let ratio = b / a.max(1.0);
+    let (alone_median, beside_median) = (median(alone), median(beside));
+    let wait = beside_median.as_secs_f64() / alone_median.as_secs_f64().max(1e-9);
+    eprintln!(
+        "shares 1:3 ran {a} and {b} reconciles in {seconds:.1} s: 1:{ratio:.2}; the third tenant's \
+         latency alone {}, beside {}: {wait:.2}x",
+        ms(alone_median),
+        ms(beside_median)
+    );
+    if let Some(path) = out_path().filter(|_| real) {
+        let body = format!(
+            "The host's own loop (`daemon::run`) with two workers, against the embedded API server \
+             in the same process, on this machine's two cores. Two tenants' `Plugin`s of shares 1 \
+             and 3 (`misbehave`, mode `busy`: each call holds its worker 0.5 ms, then asks to be called again 1 ms later; \
+             sixteen keys each, concurrency 2) saturate the two workers; their successful reconciles are \
+             counted from the host's metrics over {seconds:.0} s. A third tenant's plugin (mode \
+             `language`: an event per ConfigMap) gets one ConfigMap at a time, each once the last \
+             one's event was seen, {rounds} in all; its latency runs from the create to a watch \
+             seeing the event, alone and during the window (it waits for the next free worker, \
+             which fair queueing gives it first). Alone, the host is otherwise idle and its \
+             parked threads wake for each key: that figure varies most between runs.\n\n\
+             | | share-a (share 1) | share-b (share 3) | ratio (goal: 1:3 within 15%) |\n\
+             |---|---|---|---|\n\
+             | reconciles | {a:.0} | {b:.0} | 1:{ratio:.2} |\n\n\
+             | third tenant's latency | median |\n|---|---|\n\
+             | alone | {} |\n\
+             | beside the two saturating tenants | {} |\n\
+             | ratio (goal: within 1.5x) | {wait:.2}x |\n",
+            ms(alone_median),
+            ms(beside_median),
+        );
+        write_section(
+            &path,
+            "shares",
+            "Tenants: weighted shares of the host's workers",
+            "make bench",
+            &body,
+        )?;
+    }
+    Ok(())
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let real = is_real_run();
@@ -124,7 +328,7 @@ async fn main() -> anyhow::Result<()> {
     let (_server, client) =
         in_process_cluster(kubewasm_apiserver::store::Store::new(100_000)).await?;
     kubewasm::daemon::install_plugin_crds(&client).await?;
-    for namespace in ["tenant-a", "tenant-b"] {
+    for namespace in ["tenant-a", "tenant-b", "share-a", "share-b", "share-c"] {
         let object = serde_json::from_value(json!({"metadata": {"name": namespace}}))?;
         Api::<Namespace>::all(client.clone())
             .create(&PostParams::default(), &object)
@@ -150,37 +354,10 @@ async fn main() -> anyhow::Result<()> {
         &access,
     )
     .await?;
-    let options = HostOptions {
-        plugins: work.path().join("plugins"),
-        metrics_addr: "127.0.0.1:0".parse()?,
-        trust_declarations: false,
-        workers: 8,
-        shutdown_grace: Duration::from_secs(5),
-        leader_election: None,
-        sharding: None,
-        initial_list: InitialList::Streaming,
-        artifacts: Artifacts::new(work.path().join("artifacts"), access),
-        resources: ResourceOptions::default(),
-        shares: Default::default(),
-    };
-    std::fs::create_dir_all(&options.plugins)?;
+    let options = host_options(work.path(), 8, "127.0.0.1:0".parse()?)?;
 
     // Every event tenant-a's plugin writes, by the object it regards.
-    let (tx, mut events) = mpsc::unbounded_channel();
-    let watched = watcher(
-        Api::<Event>::namespaced(client.clone(), "tenant-a"),
-        watcher::Config::default(),
-    )
-    .applied_objects();
-    tokio::spawn(async move {
-        let mut watched = std::pin::pin!(watched);
-        while let Some(Ok(event)) = watched.next().await {
-            let regarding = event.regarding.and_then(|r| r.name).unwrap_or_default();
-            if tx.send((regarding, Instant::now())).is_err() {
-                break;
-            }
-        }
-    });
+    let mut events = watch_events(&client, "tenant-a");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let host = tokio::spawn(kubewasm::daemon::run(
         client.clone(),
@@ -199,8 +376,24 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     let mut seen = HashMap::new();
     // The first reconcile loads the plugin: not measured.
-    measure(&client, &mut events, &mut seen, "warm", 1).await?;
-    let alone = measure(&client, &mut events, &mut seen, "alone", rounds).await?;
+    measure(
+        &client,
+        ("tenant-a", Duration::ZERO),
+        &mut events,
+        &mut seen,
+        "warm",
+        1,
+    )
+    .await?;
+    let alone = measure(
+        &client,
+        ("tenant-a", Duration::ZERO),
+        &mut events,
+        &mut seen,
+        "alone",
+        rounds,
+    )
+    .await?;
 
     apply_plugin(
         &client,
@@ -229,7 +422,15 @@ async fn main() -> anyhow::Result<()> {
     });
     // Let the attacks pile up before measuring.
     tokio::time::sleep(Duration::from_secs(if real { 5 } else { 1 })).await;
-    let beside = measure(&client, &mut events, &mut seen, "beside", rounds).await?;
+    let beside = measure(
+        &client,
+        ("tenant-a", Duration::ZERO),
+        &mut events,
+        &mut seen,
+        "beside",
+        rounds,
+    )
+    .await?;
     attacker.abort();
 
     let _ = stop.send(());
@@ -272,6 +473,7 @@ async fn main() -> anyhow::Result<()> {
             &body,
         )?;
     }
+    shares(&client, &runtime, &reference, work.path(), real).await?;
     drop(registry);
     Ok(())
 }

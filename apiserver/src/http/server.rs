@@ -114,6 +114,13 @@ impl ApiServer {
                         continue;
                     }
                 };
+                // Responses go out as written: with Nagle's algorithm a
+                // response's last small write waits for the client's
+                // delayed acknowledgement (up to 200 ms on an idle
+                // connection), as kube-apiserver's Go server never lets it.
+                if let Err(error) = stream.set_nodelay(true) {
+                    tracing::debug!(%error, "TCP_NODELAY not set");
+                }
                 let connection = Connection {
                     api: api.clone(),
                     limits,

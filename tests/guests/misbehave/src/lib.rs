@@ -3,6 +3,10 @@
 //!
 //! - `ok`: applies a copy of the primary named `<name>-copy`;
 //! - `noop`: returns at once (measures a bare call);
+//! - `busy`: holds its worker for the configuration's `micros`
+//!   microseconds (blocked, as a step waiting on the API server is), then
+//!   asks to be called again in 1 ms (a saturating tenant);
+//! - `spin`: the same, computing all along;
 //! - `read`: reads the primary, parses it, returns nothing (one typed read);
 //! - `read-text`: reads the primary's JSON text unparsed (the crossing alone);
 //! - `count`: returns an event whose note is how many calls this instance
@@ -37,8 +41,8 @@
 //!   one plugin runs every attack at once, one ConfigMap each.
 //!
 //! Its configuration must match its `config-schema`: an object with a
-//! string `mode`, an optional integer `port` and an optional string
-//! `victim`.
+//! string `mode`, an optional integer `port`, an optional string `victim`
+//! and an optional integer `micros`.
 //! - `loop`: never returns;
 //! - `oom`: allocates until the memory limit stops it;
 //! - `panic`: panics;
@@ -68,6 +72,8 @@ struct Config {
     port: u16,
     #[serde(default)]
     victim: String,
+    #[serde(default)]
+    micros: u64,
 }
 
 fn config_map(name: &str, namespace: Option<&str>, data: &str) -> serde_json::Value {
@@ -92,7 +98,8 @@ impl Reconciler for Misbehave {
                 "properties": {
                     "mode": {"type": "string"},
                     "port": {"type": "integer", "minimum": 0, "maximum": 65535},
-                    "victim": {"type": "string"}
+                    "victim": {"type": "string"},
+                    "micros": {"type": "integer", "minimum": 0, "maximum": 1000000}
                 }
             }))
     }
@@ -123,6 +130,18 @@ impl Reconciler for Misbehave {
                 Ok(Outcome::new().apply(&copy))
             }
             "noop" => Ok(Outcome::new()),
+            "busy" => {
+                std::thread::sleep(Duration::from_micros(config.micros));
+                Ok(Outcome::new().requeue_after(Duration::from_millis(1)))
+            }
+            "spin" => {
+                let started = std::time::Instant::now();
+                let mut spins = 0_u64;
+                while started.elapsed() < Duration::from_micros(config.micros) {
+                    spins = std::hint::black_box(spins.wrapping_add(1));
+                }
+                Ok(Outcome::new().requeue_after(Duration::from_millis(1)))
+            }
             "read" => {
                 ctx.primary::<ConfigMap>()?;
                 Ok(Outcome::new())
