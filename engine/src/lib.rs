@@ -49,6 +49,7 @@ pub mod rights;
 pub mod ring;
 pub mod serve;
 pub mod share;
+pub mod signature;
 mod store;
 #[cfg(test)]
 mod testing;

@@ -33,6 +33,7 @@ use tokio::task::JoinSet;
 
 use crate::oci::{self, Artifacts, OciError};
 use crate::plugin_dir::{self, Change, Listing, PluginFiles, ScanError};
+use crate::signature::{self, PublicKeys, SignatureError};
 use kubewasm_runtime::grants::{GrantsFileError, OperatorGrants};
 use kubewasm_runtime::mapper::RestMapper;
 use kubewasm_runtime::{CallLimits, LoadError, LoadOptions, Plugin, Runtime};
@@ -79,6 +80,9 @@ pub enum Refused {
     /// A tenant's account may not read what its plugin declares.
     #[error(transparent)]
     Rights(#[from] crate::rights::RightsError),
+    /// Its artifact's signature was not accepted.
+    #[error("signature refused: {0}")]
+    Signature(#[from] SignatureError),
 }
 
 /// Why a plugin resource's spec cannot be run as it is.
@@ -94,7 +98,7 @@ pub enum SpecError {
     Memory(String),
     /// A tenant named a Secret in another namespace.
     #[error(
-        "pull secret {name}: a Plugin reads Secrets of its own namespace only, not of `{namespace}`"
+        "{name}: a Plugin reads Secrets and ConfigMaps of its own namespace only, not of `{namespace}`"
     )]
     ForeignSecret {
         /// The Secret.
@@ -109,6 +113,14 @@ pub enum SpecError {
         namespace: String,
         /// Its name.
         name: String,
+        /// Why.
+        reason: String,
+    },
+    /// A key `spec.verify` names could not be read or is none.
+    #[error("verify key {origin}: {reason}")]
+    VerifyKey {
+        /// Where it is.
+        origin: String,
         /// Why.
         reason: String,
     },
@@ -162,6 +174,9 @@ pub struct Sources {
     pub trust: bool,
     /// Where `NAME.oci` references are fetched from and cached.
     pub artifacts: Artifacts,
+    /// Every artifact (a `NAME.oci`, a plugin resource's) must be signed by
+    /// one of these keys (none: no signature is required host-wide).
+    pub required_signatures: PublicKeys,
 }
 
 /// Where a component comes from.
@@ -189,7 +204,19 @@ fn pull(sources: &Sources, files: &PluginFiles) -> Result<(Vec<u8>, String), Ref
     )
     .map_err(Refused::Read)?;
     let reference = oci::parse_reference(text.lines().next().unwrap_or_default().trim())?;
-    let pulled = tokio::runtime::Handle::current().block_on(sources.artifacts.fetch(&reference))?;
+    let handle = tokio::runtime::Handle::current();
+    let pulled = handle.block_on(sources.artifacts.fetch(&reference))?;
+    if !sources.required_signatures.is_empty() {
+        let access = sources
+            .artifacts
+            .access_for(&oci::Puller::Operator(oci::Credentials::default()));
+        handle.block_on(signature::verify(
+            &reference,
+            &pulled.digest,
+            &sources.required_signatures,
+            &access,
+        ))?;
+    }
     tracing::info!(plugin = %files.name, reference = %reference, digest = %pulled.digest,
         "plugin artifact fetched");
     Ok((pulled.bytes, pulled.digest))
@@ -492,6 +519,7 @@ mod tests {
             mapper: Arc::new(RestMapper::builtin()),
             trust,
             artifacts: Artifacts::new(dir.join("artifacts"), oci::Access::default()),
+            required_signatures: PublicKeys::default(),
         };
         (Loader::new(dir, sources), Loads::default())
     }

@@ -44,6 +44,8 @@ use kubewasm_runtime::Interfaces;
 
 /// The manifest's media type (OCI image manifest).
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+/// Docker's v2 manifest, as older tools push signatures.
+pub const DOCKER_MANIFEST_MEDIA_TYPE: &str = "application/vnd.docker.distribution.manifest.v2+json";
 /// The CNCF Wasm config.
 pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 /// The CNCF Wasm layer: a component, as is.
@@ -108,6 +110,24 @@ pub enum OciError {
 }
 
 impl OciError {
+    /// Whether the registry answered that nothing is there (a 404, or the
+    /// registry's `MANIFEST_UNKNOWN`, `NAME_UNKNOWN`).
+    pub fn is_not_found(&self) -> bool {
+        use oci_client::errors::{OciDistributionError as E, OciErrorCode as C};
+        match self {
+            Self::Registry { source, .. } => match source.as_ref() {
+                E::ImageManifestNotFoundError(_) => true,
+                E::ServerError { code, .. } => *code == 404,
+                E::RegistryError { envelope, .. } => envelope
+                    .errors
+                    .iter()
+                    .any(|e| matches!(e.code, C::ManifestUnknown | C::NameUnknown | C::NotFound)),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
     /// Whether the registry could not be reached or failed on its side (a
     /// connection refused or timed out, a 5xx), rather than answered: then
     /// nothing was said about who may pull what.
@@ -373,6 +393,31 @@ pub async fn push(
     access: &Access,
 ) -> Result<String, OciError> {
     let (manifest, blobs) = layout(component);
+    push_raw(reference, manifest, blobs.into(), access).await
+}
+
+/// Publishes `manifest` and its `blobs` (bytes and digest) at `reference`;
+/// returns the manifest's digest.
+///
+/// # Errors
+/// [`OciError`]: the registry's refusal.
+pub async fn push_manifest(
+    reference: &Reference,
+    manifest: &OciImageManifest,
+    blobs: Vec<(bytes::Bytes, String)>,
+    access: &Access,
+) -> Result<String, OciError> {
+    // A struct of strings and numbers always serializes.
+    let text = serde_json::to_vec(manifest).unwrap_or_default();
+    push_raw(reference, text, blobs, access).await
+}
+
+async fn push_raw(
+    reference: &Reference,
+    manifest: Vec<u8>,
+    blobs: Vec<(bytes::Bytes, String)>,
+    access: &Access,
+) -> Result<String, OciError> {
     let client = access.client();
     let auth = access.credentials.auth(reference);
     client
@@ -434,20 +479,42 @@ pub struct Resolved {
 /// [`OciError`]: unreachable or refusing registry, digest mismatch, not a
 /// plugin.
 pub async fn resolve(reference: &Reference, access: &Access) -> Result<Resolved, OciError> {
-    let client = access.client();
-    let auth = access.credentials.auth(reference);
-    let (manifest, _) = client
-        .pull_manifest_raw(reference, &auth, &[MANIFEST_MEDIA_TYPE])
-        .await
-        .map_err(Access::fetch_error(reference, "manifest"))?;
+    let (manifest, digest) = fetch_manifest_raw(reference, access).await?;
     let not_a_plugin = |reason: String| OciError::NotAPlugin {
         reference: reference.whole(),
         reason,
     };
+    let parsed: OciImageManifest = serde_json::from_slice(&manifest)
+        .map_err(|e| not_a_plugin(format!("its manifest is not an OCI image manifest: {e}")))?;
+    let (layer, layout) = plugin_layer(&parsed).map_err(not_a_plugin)?;
+    tracing::debug!(reference = %reference, %digest, ?layout, "resolved the plugin's manifest");
+    Ok(Resolved {
+        digest,
+        layer: layer.clone(),
+    })
+}
+
+/// The manifest at `reference` (OCI, or Docker's v2 as older tools push
+/// it), its text and digest (checked against a digest the reference names).
+async fn fetch_manifest_raw(
+    reference: &Reference,
+    access: &Access,
+) -> Result<(Vec<u8>, String), OciError> {
+    let client = access.client();
+    let auth = access.credentials.auth(reference);
+    let (manifest, _) = client
+        .pull_manifest_raw(
+            reference,
+            &auth,
+            &[MANIFEST_MEDIA_TYPE, DOCKER_MANIFEST_MEDIA_TYPE],
+        )
+        .await
+        .map_err(Access::fetch_error(reference, "manifest"))?;
     if manifest.len() > MAX_MANIFEST_BYTES {
-        return Err(not_a_plugin(format!(
-            "its manifest is over {MAX_MANIFEST_BYTES} bytes"
-        )));
+        return Err(OciError::NotAPlugin {
+            reference: reference.whole(),
+            reason: format!("its manifest is over {MAX_MANIFEST_BYTES} bytes"),
+        });
     }
     let digest = digest_of(&manifest);
     if let Some(expected) = reference.digest()
@@ -459,14 +526,71 @@ pub async fn resolve(reference: &Reference, access: &Access) -> Result<Resolved,
             actual: digest,
         });
     }
-    let parsed: OciImageManifest = serde_json::from_slice(&manifest)
-        .map_err(|e| not_a_plugin(format!("its manifest is not an OCI image manifest: {e}")))?;
-    let (layer, layout) = plugin_layer(&parsed).map_err(not_a_plugin)?;
-    tracing::debug!(reference = %reference, %digest, ?layout, "resolved the plugin's manifest");
-    Ok(Resolved {
-        digest,
-        layer: layer.clone(),
+    Ok((manifest.to_vec(), digest))
+}
+
+/// The image manifest at `reference`, parsed.
+///
+/// # Errors
+/// [`OciError`]: the registry's, or a manifest that is none.
+pub async fn fetch_manifest(
+    reference: &Reference,
+    access: &Access,
+) -> Result<OciImageManifest, OciError> {
+    let (manifest, _) = fetch_manifest_raw(reference, access).await?;
+    serde_json::from_slice(&manifest).map_err(|e| OciError::NotAPlugin {
+        reference: reference.whole(),
+        reason: format!("its manifest is not an image manifest: {e}"),
     })
+}
+
+/// The blob `descriptor` names in `reference`'s repository, at most
+/// `limit` bytes, verified against its digest and size.
+///
+/// # Errors
+/// [`OciError`]: the registry's, a blob over `limit` or not as named.
+pub async fn fetch_blob(
+    reference: &Reference,
+    descriptor: &OciDescriptor,
+    limit: usize,
+    access: &Access,
+) -> Result<Vec<u8>, OciError> {
+    let size = usize::try_from(descriptor.size).unwrap_or(usize::MAX);
+    if size > limit {
+        return Err(OciError::NotAPlugin {
+            reference: reference.whole(),
+            reason: format!("a blob of {} bytes, over {limit}", descriptor.size),
+        });
+    }
+    let client = access.client();
+    // oci-client authenticates a blob pull with what it stored for the
+    // registry when a manifest was pulled: this client pulled none yet.
+    client
+        .store_auth_if_needed(
+            reference.resolve_registry(),
+            &access.credentials.auth(reference),
+        )
+        .await;
+    // The descriptor's size bounds what is read: a registry that sends
+    // more is cut off, not buffered.
+    let mut bytes = Bounded {
+        bytes: Vec::with_capacity(size.min(16 << 20)),
+        limit: size,
+    };
+    client
+        .pull_blob(reference, descriptor, &mut bytes)
+        .await
+        .map_err(Access::fetch_error(reference, "layer"))?;
+    let bytes = bytes.bytes;
+    let actual = digest_of(&bytes);
+    if actual != descriptor.digest || bytes.len() != size {
+        return Err(OciError::DigestMismatch {
+            what: "layer",
+            expected: descriptor.digest.clone(),
+            actual,
+        });
+    }
+    Ok(bytes)
 }
 
 /// Fetches the layer of a resolved manifest and verifies it.
@@ -475,36 +599,8 @@ async fn pull_layer(
     access: &Access,
     resolved: Resolved,
 ) -> Result<Pulled, OciError> {
-    let client = access.client();
-    // oci-client authenticates a blob pull with what it stored for the
-    // registry when the manifest was pulled: this client pulled none yet.
-    client
-        .store_auth_if_needed(
-            reference.resolve_registry(),
-            &access.credentials.auth(reference),
-        )
-        .await;
-    let layer = &resolved.layer;
-    // The manifest's size bounds what is read: a registry that sends more
-    // is cut off, not buffered.
-    let size = usize::try_from(layer.size).unwrap_or(0);
-    let mut bytes = Bounded {
-        bytes: Vec::with_capacity(size.min(16 << 20)),
-        limit: size,
-    };
-    client
-        .pull_blob(reference, layer, &mut bytes)
-        .await
-        .map_err(Access::fetch_error(reference, "layer"))?;
-    let bytes = bytes.bytes;
-    let actual = digest_of(&bytes);
-    if actual != layer.digest || u64::try_from(bytes.len()).ok() != u64::try_from(layer.size).ok() {
-        return Err(OciError::DigestMismatch {
-            what: "layer",
-            expected: layer.digest.clone(),
-            actual,
-        });
-    }
+    let limit = usize::try_from(MAX_LAYER_BYTES).unwrap_or(usize::MAX);
+    let bytes = fetch_blob(reference, &resolved.layer, limit, access).await?;
     Ok(Pulled {
         bytes,
         digest: resolved.digest,
@@ -594,6 +690,22 @@ impl Artifacts {
         self.dir.join(format!("{}.wasm", digest.replace(':', "-")))
     }
 
+    /// How `puller` reaches registries: with which credentials.
+    pub fn access_for(&self, puller: &Puller<'_>) -> Access {
+        Access {
+            plain_http: self.access.plain_http,
+            credentials: match puller {
+                Puller::Operator(own) => self.access.credentials.overridden_by(own),
+                Puller::Tenant {
+                    credentials,
+                    share_host: true,
+                    ..
+                } => self.access.credentials.overridden_by(credentials),
+                Puller::Tenant { credentials, .. } => credentials.clone(),
+            },
+        }
+    }
+
     /// The component at `reference` and the manifest digest it resolved
     /// to, for the operator (the plugin directory): see [`Puller::Operator`].
     ///
@@ -621,18 +733,7 @@ impl Artifacts {
                 digest: digest.to_owned(),
             })
         };
-        let access = Access {
-            plain_http: self.access.plain_http,
-            credentials: match puller {
-                Puller::Operator(own) => self.access.credentials.overridden_by(own),
-                Puller::Tenant {
-                    credentials,
-                    share_host: true,
-                    ..
-                } => self.access.credentials.overridden_by(credentials),
-                Puller::Tenant { credentials, .. } => credentials.clone(),
-            },
-        };
+        let access = self.access_for(puller);
         if let (Puller::Operator(_), Some(digest)) = (puller, reference.digest())
             && let Some(pulled) = cached(digest)
         {

@@ -100,6 +100,9 @@ pub struct HostOptions {
     /// The shares of the host's workers of the directory's plugins, by
     /// name (default [`kubewasm_engine::fair::DEFAULT_SHARE`]).
     pub shares: BTreeMap<String, u32>,
+    /// Every artifact pulled must be signed by one of these keys (none:
+    /// only what a resource's `spec.verify` asks).
+    pub required_signatures: kubewasm_engine::signature::PublicKeys,
 }
 
 /// Why the host could not run.
@@ -328,6 +331,7 @@ pub async fn run(
         mapper,
         trust: options.trust_declarations,
         artifacts: options.artifacts.clone(),
+        required_signatures: options.required_signatures.clone(),
     };
     let mut resources = plugin_resources(&client_for_resources, &sources, &options, &statuses_by);
     let mut loader = Loader::new(&options.plugins, sources);

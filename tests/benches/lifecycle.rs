@@ -129,6 +129,7 @@ async fn main() -> anyhow::Result<()> {
         artifacts: Artifacts::new(work.path().join("artifacts"), access.clone()),
         resources: kubewasm_engine::plugin_resource::ResourceOptions::default(),
         shares: Default::default(),
+        required_signatures: Default::default(),
     };
 
     // Every event the plugins write, with the instant it was seen.

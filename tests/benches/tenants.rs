@@ -174,6 +174,7 @@ fn host_options(
         artifacts: Artifacts::new(work.join("artifacts"), access),
         resources: ResourceOptions::default(),
         shares: std::collections::BTreeMap::new(),
+        required_signatures: Default::default(),
     };
     std::fs::create_dir_all(&options.plugins)?;
     Ok(options)

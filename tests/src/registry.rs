@@ -67,6 +67,19 @@ impl Registry {
     /// # Panics
     /// If the push fails.
     pub fn push(&self, component: &std::path::Path, repository_tag: &str) -> (String, String) {
+        self.push_with(component, repository_tag, &[])
+    }
+
+    /// The same, with more flags for `kubewasm push` (`--sign KEY`).
+    ///
+    /// # Panics
+    /// If the push fails.
+    pub fn push_with(
+        &self,
+        component: &std::path::Path,
+        repository_tag: &str,
+        flags: &[&str],
+    ) -> (String, String) {
         let reference = format!("oci://{}/{repository_tag}", self.addr);
         let mut push = Command::new(crate::kubewasm_bin());
         push.arg("push")
@@ -74,7 +87,8 @@ impl Registry {
             .arg(&reference)
             .arg("--plain-http")
             .arg("--cache-dir")
-            .arg(crate::compiled_cache_dir());
+            .arg(crate::compiled_cache_dir())
+            .args(flags);
         if let Some(config) = &self.docker_config {
             push.arg("--docker-config").arg(config);
         }

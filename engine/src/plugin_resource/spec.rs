@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::ResourceExt;
 use kube::api::Api;
 use kubewasm_runtime::CallLimits;
@@ -15,6 +15,7 @@ use super::types::{ClusterPluginResource, CommonSpec, PluginLimits, PluginResour
 use crate::loader::{self, Prepared, Refused, Setup, Sources, SpecError};
 use crate::oci::{self, Credentials, Puller};
 use crate::rights::Reads;
+use crate::signature::{self, PublicKeys, SignatureError};
 
 /// How the host runs plugin resources.
 #[derive(Clone, Debug, Default)]
@@ -228,6 +229,27 @@ impl Asked {
     }
 }
 
+/// The namespace a resource's reference to a Secret or ConfigMap reads:
+/// a Plugin's own (naming another is refused), a ClusterPlugin's named one
+/// or the host's.
+fn namespace_of(
+    options: &ResourceOptions,
+    id: &ResourceId,
+    name: &str,
+    named: Option<&String>,
+) -> Result<String, SpecError> {
+    match (&id.namespace, named) {
+        (Some(own), Some(named)) if own != named => Err(SpecError::ForeignSecret {
+            name: name.to_owned(),
+            namespace: named.clone(),
+        }),
+        (Some(own), _) => Ok(own.clone()),
+        (None, named) => Ok(named
+            .cloned()
+            .unwrap_or_else(|| options.host_namespace.clone())),
+    }
+}
+
 /// The credentials of a resource's pull secrets.
 fn pull_credentials(
     client: &kube::Client,
@@ -237,18 +259,7 @@ fn pull_credentials(
 ) -> Result<Credentials, SpecError> {
     let mut credentials = Credentials::default();
     for secret in &common.image_pull_secrets {
-        let namespace = match (&id.namespace, &secret.namespace) {
-            (Some(own), Some(named)) if own != named => {
-                return Err(SpecError::ForeignSecret {
-                    name: secret.name.clone(),
-                    namespace: named.clone(),
-                });
-            }
-            (Some(own), _) => own.clone(),
-            (None, named) => named
-                .clone()
-                .unwrap_or_else(|| options.host_namespace.clone()),
-        };
+        let namespace = namespace_of(options, id, &secret.name, secret.namespace.as_ref())?;
         let failed = |reason: String| SpecError::PullSecret {
             namespace: namespace.clone(),
             name: secret.name.clone(),
@@ -268,6 +279,61 @@ fn pull_credentials(
         credentials = credentials.overridden_by(&Credentials::parse(text).map_err(failed)?);
     }
     Ok(credentials)
+}
+
+/// The public keys a resource's `spec.verify` names.
+fn verify_keys(
+    client: &kube::Client,
+    options: &ResourceOptions,
+    id: &ResourceId,
+    common: &CommonSpec,
+) -> Result<PublicKeys, SpecError> {
+    let mut keys = PublicKeys::default();
+    let references = common
+        .verify
+        .as_ref()
+        .map_or(&[][..], |v| v.keys.as_slice());
+    for reference in references {
+        let data_key = reference
+            .key
+            .clone()
+            .unwrap_or_else(|| "cosign.pub".to_owned());
+        let (kind, name) = match (&reference.secret, &reference.config_map) {
+            (Some(secret), None) => ("Secret", secret),
+            (None, Some(map)) => ("ConfigMap", map),
+            _ => {
+                return Err(SpecError::VerifyKey {
+                    origin: "spec.verify.keys".to_owned(),
+                    reason: "each key names exactly one of `secret` and `configMap`".to_owned(),
+                });
+            }
+        };
+        let namespace = namespace_of(options, id, name, reference.namespace.as_ref())?;
+        let origin = format!("{kind} {namespace}/{name} `{data_key}`");
+        let failed = |reason: String| SpecError::VerifyKey {
+            origin: origin.clone(),
+            reason,
+        };
+        let handle = tokio::runtime::Handle::current();
+        let text = if kind == "Secret" {
+            let found = handle
+                .block_on(Api::<Secret>::namespaced(client.clone(), &namespace).get(name))
+                .map_err(|e| failed(e.to_string()))?;
+            let bytes = found
+                .data
+                .and_then(|d| d.get(&data_key).map(|b| b.0.clone()));
+            bytes.and_then(|b| String::from_utf8(b).ok())
+        } else {
+            let found = handle
+                .block_on(Api::<ConfigMap>::namespaced(client.clone(), &namespace).get(name))
+                .map_err(|e| failed(e.to_string()))?;
+            found.data.and_then(|d| d.get(&data_key).cloned())
+        };
+        let text = text.ok_or_else(|| failed("no such data key (UTF-8 PEM)".to_owned()))?;
+        keys.add_pem(&origin, &text)
+            .map_err(|e| failed(e.to_string()))?;
+    }
+    Ok(keys)
 }
 
 /// Loads the generation `asked` of a resource (on a blocking thread of
@@ -300,8 +366,31 @@ pub(super) fn load(
         },
         None => Puller::Operator(credentials),
     };
-    let pulled = tokio::runtime::Handle::current()
-        .block_on(sources.artifacts.fetch_for(&reference, &puller))?;
+    let handle = tokio::runtime::Handle::current();
+    let pulled = handle.block_on(sources.artifacts.fetch_for(&reference, &puller))?;
+    // Signed by a key the host or the resource requires, on this digest.
+    let keys = sources
+        .required_signatures
+        .with(&verify_keys(client, options, &id, &common)?);
+    if !keys.is_empty() {
+        let access = sources.artifacts.access_for(&puller);
+        match handle.block_on(signature::verify(
+            &reference,
+            &pulled.digest,
+            &keys,
+            &access,
+        )) {
+            Ok(()) => {}
+            // Verified when it ran: the registry down, it keeps running.
+            Err(SignatureError::Oci(error))
+                if error.is_unreachable() && ran.as_deref() == Some(pulled.digest.as_str()) =>
+            {
+                tracing::warn!(resource = %id, digest = %pulled.digest, %error,
+                    "signature not checked again (registry unreachable); the digest it ran is kept");
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
     let config = match &common.config {
         Some(config) => Some((
             serde_json::to_string(config).map_err(SpecError::Config)?,

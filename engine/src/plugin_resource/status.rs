@@ -13,6 +13,7 @@ use super::types::{ClusterPluginResource, Phase, PluginResource, PluginStatus};
 use crate::loader::{Refused, SpecError};
 use crate::oci::OciError;
 use crate::rights::{Reads, RightsError};
+use crate::signature::SignatureError;
 
 /// The field manager of status writes.
 const MANAGER: &str = "kubewasm";
@@ -72,6 +73,7 @@ impl Refusal {
             Refused::Spec(_) => "InvalidSpec",
             Refused::Rights(RightsError::Missing(_)) => "ReadsForbidden",
             Refused::Rights(RightsError::Review { .. }) => "AccessReviewFailed",
+            Refused::Signature(_) => "SignatureRefused",
         };
         Self {
             reason,
@@ -81,6 +83,7 @@ impl Refusal {
                 Refused::Oci(OciError::Registry { .. })
                     | Refused::Spec(SpecError::PullSecret { .. })
                     | Refused::Rights(RightsError::Review { .. })
+                    | Refused::Signature(SignatureError::Oci(OciError::Registry { .. }))
             ),
             on_rbac: matches!(refused, Refused::Rights(RightsError::Missing(_))),
         }

@@ -112,6 +112,10 @@ pub struct CommonSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "any_object")]
     pub config: Option<Value>,
+    /// Signatures its artifact must carry (checked on the manifest digest,
+    /// again whenever it changes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<VerifySpec>,
     /// Stop the plugin (its queue and informers go) until unset.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub suspend: bool,
@@ -122,6 +126,34 @@ pub struct CommonSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1000))]
     pub share: Option<u32>,
+}
+
+/// Signatures a plugin resource's artifact must carry.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifySpec {
+    /// Public keys (cosign's `cosign.pub`, ECDSA P-256 PEM): the artifact's
+    /// manifest digest must be signed (cosign's layout) by one of them.
+    pub keys: Vec<KeyReference>,
+}
+
+/// A public key held in a Secret or a ConfigMap.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyReference {
+    /// The Secret holding it (this or `configMap`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+    /// The ConfigMap holding it (this or `secret`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<String>,
+    /// The data key (default `cosign.pub`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Its namespace: a Plugin's own only; a ClusterPlugin's default is the
+    /// host's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
 
 /// A Secret by name (and namespace, for a ClusterPlugin).

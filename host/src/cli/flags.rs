@@ -192,6 +192,11 @@ pub(super) struct HostFlags {
     /// plugin. A Plugin or ClusterPlugin sets its own `spec.share`.
     #[arg(long = "share", value_name = "NAME=SHARE", value_parser = parse_share)]
     shares: Vec<(String, u32)>,
+    /// Public keys (PEM files, as `cosign.pub`), repeated: every plugin
+    /// artifact the host pulls (`NAME.oci`, Plugin, ClusterPlugin) must be
+    /// signed by one of them on its manifest digest (cosign's layout).
+    #[arg(long = "require-signatures", value_name = "PUB")]
+    require_signatures: Vec<PathBuf>,
 }
 
 /// Parses `NAME=SHARE`.
@@ -248,6 +253,7 @@ impl HostFlags {
                 share_registry_credentials: self.share_registry_credentials,
             },
             shares: self.shares.iter().cloned().collect(),
+            required_signatures: super::verify::read_keys(&self.require_signatures)?,
         })
     }
 }

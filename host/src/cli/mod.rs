@@ -18,6 +18,7 @@ mod push;
 mod replay;
 mod run;
 mod types;
+mod verify;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -61,6 +62,9 @@ enum Command {
     /// Fetch a plugin component from an OCI registry by tag or digest,
     /// verify it and write it to a file; prints the manifest's digest.
     Pull(pull::Args),
+    /// Check that an artifact's manifest digest is signed (cosign's layout)
+    /// by one of the public keys given; prints the digest verified.
+    Verify(verify::Args),
     /// Print the CustomResourceDefinitions of `Plugin` and `ClusterPlugin`
     /// (`deploy/crds.yaml`).
     Crds,
@@ -147,6 +151,9 @@ pub enum CliError {
     /// A push or a pull failed.
     #[error(transparent)]
     Oci(#[from] oci::OciError),
+    /// Signing or verifying failed.
+    #[error(transparent)]
+    Signature(#[from] kubewasm_engine::signature::SignatureError),
     /// No client could be configured for the cluster.
     #[error("failed to configure the cluster client: {0}")]
     Client(#[source] BoxError),
@@ -222,6 +229,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Dev(args) => dev::run(args),
         Command::Push(args) => push::run(args),
         Command::Pull(args) => pull::run(args),
+        Command::Verify(args) => verify::run(args),
         Command::Crds => {
             crds::run();
             Ok(())
