@@ -162,14 +162,16 @@ fn the_host_should_run_only_what_its_keys_signed_and_keep_the_last_good_version(
     let registry = Registry::start();
     let dir = tempfile::tempdir().expect("tempdir");
     let (key_a, pub_a) = key_pair(dir.path(), "a", 1);
-    let (_, pub_b) = key_pair(dir.path(), "b", 2);
-    let key_a = key_a.display().to_string();
+    let (key_b, pub_b) = key_pair(dir.path(), "b", 2);
+    let (key_a, key_b) = (key_a.display().to_string(), key_b.display().to_string());
     let (signed, digest) = registry.push_with(
         &test_plugin("misbehave"),
         "team/lang:1",
         &["--sign", &key_a],
     );
     let (unsigned, _) = registry.push(&test_plugin("misbehave"), "other/lang:1");
+    let (operators, _) =
+        registry.push_with(&test_plugin("misbehave"), "ops/lang:1", &["--sign", &key_b]);
     server.ok(&["create", "namespace", "team"]);
     server.ok(&[
         "-n",
@@ -181,13 +183,35 @@ fn the_host_should_run_only_what_its_keys_signed_and_keep_the_last_good_version(
     ]);
     // Host-wide, key b is required; team's Plugin adds key a of its own.
     let pub_b = pub_b.display().to_string();
+    // The directory's plugins too: one signed by key b, one unsigned.
+    let (good, bad) = (format!("{operators}\n"), format!("{unsigned}\n"));
+    let files = [
+        ("good.oci", good.as_str()),
+        ("good.config.yaml", "mode: language\n"),
+        ("bad.oci", bad.as_str()),
+        ("bad.config.yaml", "mode: language\n"),
+    ];
     let host = Host::start(
         &server,
         &[],
-        &[],
+        &files,
         &["--plain-http", "--require-signatures", &pub_b],
     );
     host.wait_ready();
+    wait_for(
+        "the directory's signed plugin runs, its unsigned one is refused",
+        &host,
+        Duration::from_secs(60),
+        || host.log(),
+        || {
+            host.metric(r#"kubewasm_plugin_loads_total{plugin="good",result="loaded"}"#)
+                .is_some_and(|n| n >= 1.0)
+                && host
+                    .metric(r#"kubewasm_plugin_loads_total{plugin="bad",result="refused"}"#)
+                    .is_some_and(|n| n >= 1.0)
+                && host.log().contains("is not signed")
+        },
+    );
     let verified = "  verify:\n    keys:\n    - configMap: signers\n";
     let config = |mode: &str| format!("  config:\n    mode: {mode}\n");
     apply_text(
