@@ -116,10 +116,10 @@ fn watch_events(
 }
 
 /// Creates `rounds` ConfigMaps in `namespace` one after the other, each
-/// `pause` after the previous one's event was seen: their latencies.
+/// once the previous one's event was seen: their latencies.
 async fn measure(
     client: &kube::Client,
-    (namespace, pause): (&str, Duration),
+    namespace: &str,
     events: &mut mpsc::UnboundedReceiver<(String, Instant)>,
     seen: &mut HashMap<String, Instant>,
     prefix: &str,
@@ -127,7 +127,6 @@ async fn measure(
 ) -> anyhow::Result<Vec<Duration>> {
     let mut latencies = Vec::new();
     for round in 0..rounds {
-        tokio::time::sleep(pause).await;
         let name = format!("{prefix}-{round}");
         let at = Instant::now();
         config_map(client, namespace, &name, json!({"a": "b"})).await?;
@@ -207,6 +206,27 @@ async fn reconciles(metrics: std::net::SocketAddr, plugin: &str) -> anyhow::Resu
     .await
 }
 
+/// The host's own loop on this runtime: the sender stops it.
+fn start_host(
+    client: &kube::Client,
+    runtime: &Runtime,
+    options: HostOptions,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), kubewasm::daemon::DaemonError>>,
+) {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let host = tokio::spawn(kubewasm::daemon::run(
+        client.clone(),
+        runtime.clone(),
+        options,
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    (stop, host)
+}
+
 /// The shares scenario (see the module documentation): written as its own
 /// section.
 async fn shares(
@@ -223,19 +243,9 @@ async fn shares(
     };
     let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     let options = host_options(&work.join("shares"), 2, metrics)?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let host = tokio::spawn(kubewasm::daemon::run(
-        client.clone(),
-        runtime.clone(),
-        options,
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let (stop, host) = start_host(client, runtime, options);
     let mut events = watch_events(client, "share-c");
-    // One key at a time, each arriving a while after the last was done (a
-    // key back to back is a third saturating tenant, served by its share).
-    let probe = ("share-c", Duration::ZERO);
+    let probe = "share-c";
     apply_plugin(
         client,
         "share-c",
@@ -359,15 +369,7 @@ async fn main() -> anyhow::Result<()> {
 
     // Every event tenant-a's plugin writes, by the object it regards.
     let mut events = watch_events(&client, "tenant-a");
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let host = tokio::spawn(kubewasm::daemon::run(
-        client.clone(),
-        runtime.clone(),
-        options,
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let (stop, host) = start_host(&client, &runtime, options);
     apply_plugin(
         &client,
         "tenant-a",
@@ -377,24 +379,8 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     let mut seen = HashMap::new();
     // The first reconcile loads the plugin: not measured.
-    measure(
-        &client,
-        ("tenant-a", Duration::ZERO),
-        &mut events,
-        &mut seen,
-        "warm",
-        1,
-    )
-    .await?;
-    let alone = measure(
-        &client,
-        ("tenant-a", Duration::ZERO),
-        &mut events,
-        &mut seen,
-        "alone",
-        rounds,
-    )
-    .await?;
+    measure(&client, "tenant-a", &mut events, &mut seen, "warm", 1).await?;
+    let alone = measure(&client, "tenant-a", &mut events, &mut seen, "alone", rounds).await?;
 
     apply_plugin(
         &client,
@@ -425,7 +411,7 @@ async fn main() -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_secs(if real { 5 } else { 1 })).await;
     let beside = measure(
         &client,
-        ("tenant-a", Duration::ZERO),
+        "tenant-a",
         &mut events,
         &mut seen,
         "beside",
