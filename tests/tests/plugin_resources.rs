@@ -541,6 +541,7 @@ fn the_deploy_manifests_should_run_the_host_with_no_right_beyond_its_needs() {
             "team-a",
         ],
         &["get", "secrets", "-n", "team-a"],
+        &["get", "configmaps", "-n", "team-a"],
         &[
             "impersonate",
             "serviceaccounts/kubewasm-tenant",
