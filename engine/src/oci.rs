@@ -690,6 +690,29 @@ impl Artifacts {
         self.dir.join(format!("{}.wasm", digest.replace(':', "-")))
     }
 
+    fn receipt_path(&self, receipt: Receipt, resource: &str, digest: &str) -> PathBuf {
+        let name = digest_of(format!("{receipt:?}\n{resource}\n{digest}").as_bytes());
+        self.dir.join("receipts").join(name.replace(':', "-"))
+    }
+
+    /// Whether the host gave `resource` (a uid) this receipt for `digest`.
+    pub fn has_receipt(&self, receipt: Receipt, resource: &str, digest: &str) -> bool {
+        self.receipt_path(receipt, resource, digest).is_file()
+    }
+
+    /// Records that the host saw `receipt` for `resource` and `digest` (a
+    /// receipt not written costs only the registry being needed next time).
+    pub fn give_receipt(&self, receipt: Receipt, resource: &str, digest: &str) {
+        let path = self.receipt_path(receipt, resource, digest);
+        let written = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&path, b""));
+        if let Err(error) = written {
+            tracing::warn!(path = %path.display(), %error, "receipt not kept");
+        }
+    }
+
     /// How `puller` reaches registries: with which credentials.
     pub fn access_for(&self, puller: &Puller<'_>) -> Access {
         Access {
@@ -741,11 +764,13 @@ impl Artifacts {
         }
         let resolved = match resolve(reference, &access).await {
             Ok(resolved) => resolved,
-            // Unreachable (not refusing): a tenant keeps the digest it ran.
+            // Unreachable (not refusing): a tenant keeps a digest its own
+            // credentials resolved before.
             Err(error @ OciError::Registry { .. }) => {
                 let kept = match (puller, reference.digest()) {
-                    (Puller::Tenant { ran: Some(ran), .. }, Some(digest))
-                        if *ran == digest && error.is_unreachable() =>
+                    (Puller::Tenant { resource, .. }, Some(digest))
+                        if error.is_unreachable()
+                            && self.has_receipt(Receipt::Resolved, resource, digest) =>
                     {
                         cached(digest)
                     }
@@ -755,6 +780,9 @@ impl Artifacts {
             }
             Err(error) => return Err(error),
         };
+        if let Puller::Tenant { resource, .. } = puller {
+            self.give_receipt(Receipt::Resolved, resource, &resolved.digest);
+        }
         // Authorized for this digest: the cache saves the download.
         if let Some(pulled) = cached(&resolved.digest) {
             return Ok(pulled);
@@ -783,15 +811,28 @@ pub enum Puller<'a> {
     /// when the operator shares them); a cached artifact only once those
     /// credentials resolved its digest at the registry, so the cache saves
     /// the download, never the authorization. With the registry
-    /// unreachable, the digest it `ran` last is taken from the cache.
+    /// unreachable, a digest they resolved before ([`Receipt::Resolved`])
+    /// is taken from the cache.
     Tenant {
         /// Its pull secrets' credentials.
         credentials: Credentials,
         /// Whether the host's own credentials may be used too.
         share_host: bool,
-        /// The digest it ran last, if any.
-        ran: Option<&'a str>,
+        /// The resource's uid: whose receipts count.
+        resource: &'a str,
     },
+}
+
+/// What the host itself saw of a resource and a digest, kept beside the
+/// cache: never taken from the cluster (a tenant may write its resource's
+/// status, never the host's disk), and tied to the resource's uid (a
+/// resource deleted and made again starts with none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Receipt {
+    /// The resource's own credentials resolved the digest at its registry.
+    Resolved,
+    /// The digest's signature verified with the keys the resource required.
+    Verified,
 }
 
 /// The one Wasm layer of a plugin artifact, and its layout.

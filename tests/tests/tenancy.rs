@@ -337,11 +337,23 @@ fn a_tenant_should_pull_with_its_own_credentials_and_never_run_another_tenants_a
     );
     drop(host);
 
-    // The registry gone, a restarted host runs what each tenant ran from
-    // its cache; nothing more.
+    // The registry gone, a restarted host runs from its cache what each
+    // tenant's credentials resolved before; nothing more.
     drop(registry);
     server.ok(&["-n", "thief", "delete", "plugin", "lang"]);
     apply_text(&server, &plugin("thief", "lang", &pinned, config));
+    // A status claiming the digest ran proves nothing: it is writable.
+    server.ok(&[
+        "-n",
+        "thief",
+        "patch",
+        "plugin",
+        "lang",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &format!(r#"{{"status": {{"digest": "{digest}"}}}}"#),
+    ]);
     let host = Host::start(&server, &[], &[], &flags);
     host.wait_ready();
     wait_for(

@@ -13,7 +13,7 @@ use kubewasm_runtime::resource::ObjectKey;
 
 use super::types::{ClusterPluginResource, CommonSpec, PluginLimits, PluginResource, PluginStatus};
 use crate::loader::{self, Prepared, Refused, Setup, Sources, SpecError};
-use crate::oci::{self, Credentials, Puller};
+use crate::oci::{self, Credentials, Puller, Receipt};
 use crate::rights::Reads;
 use crate::signature::{self, PublicKeys, SignatureError};
 
@@ -346,13 +346,12 @@ pub(super) fn load(
 ) -> Result<Prepared, Refused> {
     let Asked {
         id,
+        uid,
         common,
         grants,
-        status,
         ..
     } = asked;
     let name = id.plugin_name();
-    let ran = status.and_then(|s| s.digest);
     id.checked_plugin_name()?;
     grants.validate()?;
     let limits = limits(common.limits.as_ref(), sources.runtime.call_limits())?;
@@ -362,7 +361,7 @@ pub(super) fn load(
         Some(_) => Puller::Tenant {
             credentials,
             share_host: options.share_registry_credentials,
-            ran: ran.as_deref(),
+            resource: &uid,
         },
         None => Puller::Operator(credentials),
     };
@@ -374,19 +373,21 @@ pub(super) fn load(
         .with(&verify_keys(client, options, &id, &common)?);
     if !keys.is_empty() {
         let access = sources.artifacts.access_for(&puller);
+        let artifacts = &sources.artifacts;
         match handle.block_on(signature::verify(
             &reference,
             &pulled.digest,
             &keys,
             &access,
         )) {
-            Ok(()) => {}
-            // Verified when it ran: the registry down, it keeps running.
+            Ok(()) => artifacts.give_receipt(Receipt::Verified, &uid, &pulled.digest),
+            // Verified for it before: the registry down, it keeps that digest.
             Err(SignatureError::Oci(error))
-                if error.is_unreachable() && ran.as_deref() == Some(pulled.digest.as_str()) =>
+                if error.is_unreachable()
+                    && artifacts.has_receipt(Receipt::Verified, &uid, &pulled.digest) =>
             {
                 tracing::warn!(resource = %id, digest = %pulled.digest, %error,
-                    "signature not checked again (registry unreachable); the digest it ran is kept");
+                    "signature not checked again (registry unreachable): verified for it before");
             }
             Err(error) => return Err(error.into()),
         }
