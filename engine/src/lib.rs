@@ -250,8 +250,11 @@ impl Engine {
         }
     }
 
-    /// Stops taking keys and waits for every in-flight step.
+    /// Stops taking keys and waits for every in-flight step (a step still
+    /// waiting for a worker does not start: its key is left for the next
+    /// leader).
     pub async fn shutdown(self) {
+        self.shared.workers.close();
         for controller in self.controllers {
             controller.shutdown().await;
         }
