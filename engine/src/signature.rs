@@ -287,15 +287,14 @@ pub async fn verify(
     access: &Access,
 ) -> Result<(), SignatureError> {
     let target = signature_reference(reference, digest);
+    let unsigned = || SignatureError::Unsigned {
+        digest: digest.to_owned(),
+        tag: signature_tag(digest),
+        repository: format!("{}/{}", reference.registry(), reference.repository()),
+    };
     let manifest = match oci::fetch_manifest(&target, access).await {
         Ok(manifest) => manifest,
-        Err(error) if error.is_not_found() => {
-            return Err(SignatureError::Unsigned {
-                digest: digest.to_owned(),
-                tag: signature_tag(digest),
-                repository: format!("{}/{}", reference.registry(), reference.repository()),
-            });
-        }
+        Err(error) if error.is_not_found() => return Err(unsigned()),
         Err(error) => return Err(error.into()),
     };
     let layers: Vec<&OciDescriptor> = manifest
@@ -305,11 +304,7 @@ pub async fn verify(
         .take(MAX_SIGNATURES)
         .collect();
     if layers.is_empty() {
-        return Err(SignatureError::Unsigned {
-            digest: digest.to_owned(),
-            tag: signature_tag(digest),
-            repository: format!("{}/{}", reference.registry(), reference.repository()),
-        });
+        return Err(unsigned());
     }
     let mut found = Vec::new();
     for layer in layers {

@@ -32,15 +32,19 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use base64::Engine as _;
 use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
 use oci_client::manifest::{OciDescriptor, OciImageManifest};
-use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
-use serde_json::{Value, json};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use kubewasm_runtime::Interfaces;
+
+mod artifacts;
+mod credentials;
+
+pub use artifacts::{Artifacts, Puller, Receipt};
+pub use credentials::Credentials;
 
 /// The manifest's media type (OCI image manifest).
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -216,103 +220,6 @@ impl Access {
                 actual,
             },
             other => Self::registry_error(reference)(other),
-        }
-    }
-}
-
-/// Credentials by registry, from a docker config file.
-#[derive(Clone, Debug, Default)]
-pub struct Credentials {
-    basic: BTreeMap<String, (String, String)>,
-}
-
-impl Credentials {
-    /// The credentials of `path`, or of the default docker config file
-    /// when `None` (none at all if it does not exist).
-    ///
-    /// # Errors
-    /// [`OciError::Credentials`] if the file exists but is not a docker
-    /// config.
-    pub fn load(path: Option<&Path>) -> Result<Self, OciError> {
-        let path = match path {
-            Some(path) => path.to_owned(),
-            None => match default_docker_config() {
-                Some(path) if path.is_file() => path,
-                _ => return Ok(Self::default()),
-            },
-        };
-        let text = std::fs::read_to_string(&path).map_err(|e| OciError::Credentials {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
-        Self::parse(&text).map_err(|reason| OciError::Credentials { path, reason })
-    }
-
-    /// Parses a docker config (`{"auths": {"HOST": {"auth": base64 of
-    /// "user:password"}}}`, or `username` and `password` fields): a
-    /// `config.json`, or a Kubernetes pull secret's `.dockerconfigjson`.
-    ///
-    /// # Errors
-    /// What is wrong with it.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let config: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
-        let mut basic = BTreeMap::new();
-        let auths = config.get("auths").and_then(Value::as_object);
-        for (host, entry) in auths.into_iter().flatten() {
-            let pair = match entry.get("auth").and_then(Value::as_str) {
-                Some(encoded) => {
-                    let decoded = base64::engine::general_purpose::STANDARD
-                        .decode(encoded)
-                        .map_err(|e| format!("`auth` of {host} is not base64: {e}"))?;
-                    let text = String::from_utf8(decoded)
-                        .map_err(|_| format!("`auth` of {host} is not UTF-8"))?;
-                    let (user, password) = text
-                        .split_once(':')
-                        .ok_or_else(|| format!("`auth` of {host} is not user:password"))?;
-                    (user.to_owned(), password.to_owned())
-                }
-                None => {
-                    let field = |name: &str| {
-                        entry
-                            .get(name)
-                            .and_then(Value::as_str)
-                            .map(str::to_owned)
-                            .ok_or_else(|| format!("{host} has neither `auth` nor `{name}`"))
-                    };
-                    (field("username")?, field("password")?)
-                }
-            };
-            let host = host
-                .trim_start_matches("https://")
-                .trim_start_matches("http://")
-                .trim_end_matches('/');
-            basic.insert(host.to_owned(), pair);
-        }
-        Ok(Self { basic })
-    }
-
-    /// These credentials, with `first`'s taking precedence for the
-    /// registries it names.
-    #[must_use]
-    pub fn overridden_by(&self, first: &Self) -> Self {
-        let mut basic = self.basic.clone();
-        basic.extend(first.basic.clone());
-        Self { basic }
-    }
-
-    fn auth(&self, reference: &Reference) -> RegistryAuth {
-        match self.basic.get(reference.resolve_registry()) {
-            Some((user, password)) => RegistryAuth::Basic(user.clone(), password.clone()),
-            None => RegistryAuth::Anonymous,
-        }
-    }
-}
-
-fn default_docker_config() -> Option<PathBuf> {
-    match std::env::var_os("DOCKER_CONFIG") {
-        Some(dir) => Some(PathBuf::from(dir).join("config.json")),
-        None => {
-            std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".docker/config.json"))
         }
     }
 }
@@ -667,174 +574,6 @@ impl tokio::io::AsyncWrite for Bounded {
     }
 }
 
-/// Pulled components cached on disk by manifest digest: a reference
-/// pinned by digest that is cached needs no registry at all (a host
-/// restarted while its registry is down still loads it).
-#[derive(Clone, Debug)]
-pub struct Artifacts {
-    dir: PathBuf,
-    access: Access,
-}
-
-impl Artifacts {
-    /// Artifacts cached in `dir` (created when first needed), fetched
-    /// with `access`.
-    pub fn new(dir: impl Into<PathBuf>, access: Access) -> Self {
-        Self {
-            dir: dir.into(),
-            access,
-        }
-    }
-
-    fn path(&self, digest: &str) -> PathBuf {
-        self.dir.join(format!("{}.wasm", digest.replace(':', "-")))
-    }
-
-    fn receipt_path(&self, receipt: Receipt, resource: &str, digest: &str) -> PathBuf {
-        let name = digest_of(format!("{receipt:?}\n{resource}\n{digest}").as_bytes());
-        self.dir.join("receipts").join(name.replace(':', "-"))
-    }
-
-    /// Whether the host gave `resource` (a uid) this receipt for `digest`.
-    pub fn has_receipt(&self, receipt: Receipt, resource: &str, digest: &str) -> bool {
-        self.receipt_path(receipt, resource, digest).is_file()
-    }
-
-    /// Records that the host saw `receipt` for `resource` and `digest` (a
-    /// receipt not written costs only the registry being needed next time).
-    pub fn give_receipt(&self, receipt: Receipt, resource: &str, digest: &str) {
-        let path = self.receipt_path(receipt, resource, digest);
-        let written = path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| std::fs::write(&path, b""));
-        if let Err(error) = written {
-            tracing::warn!(path = %path.display(), %error, "receipt not kept");
-        }
-    }
-
-    /// How `puller` reaches registries: with which credentials.
-    pub fn access_for(&self, puller: &Puller<'_>) -> Access {
-        Access {
-            plain_http: self.access.plain_http,
-            credentials: match puller {
-                Puller::Operator(own) => self.access.credentials.overridden_by(own),
-                Puller::Tenant {
-                    credentials,
-                    share_host: true,
-                    ..
-                } => self.access.credentials.overridden_by(credentials),
-                Puller::Tenant { credentials, .. } => credentials.clone(),
-            },
-        }
-    }
-
-    /// The component at `reference` and the manifest digest it resolved
-    /// to, for the operator (the plugin directory): see [`Puller::Operator`].
-    ///
-    /// # Errors
-    /// [`OciError`] as [`pull`] says.
-    pub async fn fetch(&self, reference: &Reference) -> Result<Pulled, OciError> {
-        self.fetch_for(reference, &Puller::Operator(Credentials::default()))
-            .await
-    }
-
-    /// The component at `reference` and the manifest digest it resolved to,
-    /// for `puller` (see [`Puller`]): from the cache when it may use it,
-    /// else pulled, verified and cached.
-    ///
-    /// # Errors
-    /// [`OciError`] as [`pull`] says.
-    pub async fn fetch_for(
-        &self,
-        reference: &Reference,
-        puller: &Puller<'_>,
-    ) -> Result<Pulled, OciError> {
-        let cached = |digest: &str| {
-            std::fs::read(self.path(digest)).ok().map(|bytes| Pulled {
-                bytes,
-                digest: digest.to_owned(),
-            })
-        };
-        let access = self.access_for(puller);
-        if let (Puller::Operator(_), Some(digest)) = (puller, reference.digest())
-            && let Some(pulled) = cached(digest)
-        {
-            return Ok(pulled);
-        }
-        let resolved = match resolve(reference, &access).await {
-            Ok(resolved) => resolved,
-            // Unreachable (not refusing): a tenant keeps a digest its own
-            // credentials resolved before.
-            Err(error @ OciError::Registry { .. }) => {
-                let kept = match (puller, reference.digest()) {
-                    (Puller::Tenant { resource, .. }, Some(digest))
-                        if error.is_unreachable()
-                            && self.has_receipt(Receipt::Resolved, resource, digest) =>
-                    {
-                        cached(digest)
-                    }
-                    _ => None,
-                };
-                return kept.ok_or(error);
-            }
-            Err(error) => return Err(error),
-        };
-        if let Puller::Tenant { resource, .. } = puller {
-            self.give_receipt(Receipt::Resolved, resource, &resolved.digest);
-        }
-        // Authorized for this digest: the cache saves the download.
-        if let Some(pulled) = cached(&resolved.digest) {
-            return Ok(pulled);
-        }
-        let pulled = pull_layer(reference, &access, resolved).await?;
-        // A cache that cannot be written only costs a pull next time.
-        let written = std::fs::create_dir_all(&self.dir)
-            .and_then(|()| write_atomically(&self.path(&pulled.digest), &pulled.bytes));
-        if let Err(error) = written {
-            tracing::warn!(dir = %self.dir.display(), %error, "artifact not cached");
-        }
-        Ok(pulled)
-    }
-}
-
-/// Whose pull it is, and so which credentials and cached artifacts it may
-/// use.
-#[derive(Clone, Debug)]
-pub enum Puller<'a> {
-    /// The operator's (the plugin directory, a `ClusterPlugin`): these
-    /// credentials, then the host's; a digest already cached needs no
-    /// registry at all (a host restarted while its registry is down still
-    /// loads it).
-    Operator(Credentials),
-    /// A tenant's (a `Plugin`): its own credentials only (the host's too
-    /// when the operator shares them); a cached artifact only once those
-    /// credentials resolved its digest at the registry, so the cache saves
-    /// the download, never the authorization. With the registry
-    /// unreachable, a digest they resolved before ([`Receipt::Resolved`])
-    /// is taken from the cache.
-    Tenant {
-        /// Its pull secrets' credentials.
-        credentials: Credentials,
-        /// Whether the host's own credentials may be used too.
-        share_host: bool,
-        /// The resource's uid: whose receipts count.
-        resource: &'a str,
-    },
-}
-
-/// What the host itself saw of a resource and a digest, kept beside the
-/// cache: never taken from the cluster (a tenant may write its resource's
-/// status, never the host's disk), and tied to the resource's uid (a
-/// resource deleted and made again starts with none).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Receipt {
-    /// The resource's own credentials resolved the digest at its registry.
-    Resolved,
-    /// The digest's signature verified with the keys the resource required.
-    Verified,
-}
-
 /// The one Wasm layer of a plugin artifact, and its layout.
 fn plugin_layer(manifest: &OciImageManifest) -> Result<(&OciDescriptor, Layout), String> {
     let layout = match manifest.config.media_type.as_str() {
@@ -867,23 +606,6 @@ fn plugin_layer(manifest: &OciImageManifest) -> Result<(&OciDescriptor, Layout),
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn credentials_should_come_from_auth_or_username_and_password() {
-        let encoded = base64::engine::general_purpose::STANDARD.encode("robot:s3cret");
-        let config = format!(
-            r#"{{"auths": {{"https://registry.example:5000/": {{"auth": "{encoded}"}},
-                "other.example": {{"username": "u", "password": "p"}}}}}}"#
-        );
-        let credentials = Credentials::parse(&config).expect("parses");
-        let auth = |r: &str| credentials.auth(&parse_reference(r).expect("reference"));
-        assert!(matches!(auth("registry.example:5000/a/b:1"),
-            RegistryAuth::Basic(u, p) if u == "robot" && p == "s3cret"));
-        assert!(matches!(auth("oci://other.example/x:1"), RegistryAuth::Basic(u, _) if u == "u"));
-        assert!(matches!(auth("third.example/x:1"), RegistryAuth::Anonymous));
-        assert!(Credentials::parse(r#"{"auths": {"h": {"auth": "bm9jb2xvbg=="}}}"#).is_err());
-        assert!(Credentials::parse("not json").is_err());
-    }
 
     fn manifest(config: &str, layers: &[(&str, i64)]) -> OciImageManifest {
         OciImageManifest {
