@@ -37,6 +37,7 @@ setup:
 
 plugins: rust-plugins $(OUT)/tenant-bootstrap.wasm $(OUT)/configmap-replicator.wasm
 	@cp plugins/myapp/crd.yaml $(OUT)/myapp.crd.yaml  # kubewasm dev installs the CRDs beside the plugins
+	@cp plugins/myapp/demo.yaml $(OUT)/myapp.demo.yaml  # and prints what to try from NAME.demo.yaml
 	@ls -l $(OUT)
 
 test-plugins: rust-test-plugins $(TEST_OUT)/misbehave-py.wasm $(TEST_OUT)/misbehave-js.wasm $(TEST_OUT)/liar-py.wasm

@@ -67,7 +67,8 @@ pub struct Denied {
     pub plugin: String,
     /// What it tried.
     pub verb: Verb,
-    /// On what (`apiVersion Kind`).
+    /// On what (`apiVersion Kind`; for a write refused by its namespace,
+    /// followed by the object's key).
     pub resource: String,
     /// Why not.
     pub why: Reason,
@@ -256,7 +257,11 @@ pub fn check_target(
         .as_deref()
         .or(is_namespace.then_some(key.name.as_str()));
     if let Some(namespace) = namespace {
-        check_namespace(holdings, verb, resource, namespace)?;
+        // The refusal names the object: one child of many was refused.
+        check_namespace(holdings, verb, resource, namespace).map_err(|mut denied| {
+            denied.resource = format!("{resource} `{key}`");
+            denied
+        })?;
     }
     Ok(())
 }

@@ -18,7 +18,8 @@
 //!   as a walk over the store;
 //! - [`controller`]: one plugin as a controller (mapping, workers, resync);
 //! - [`applier`]: the writes;
-//! - [`discovery`]: the cluster's types, for the REST mapper;
+//! - [`discovery`]: the cluster's types, for the REST mapper, kept up as
+//!   CRDs and APIServices change;
 //! - [`leader`]: leader election with a Lease (workers wait for it, caches
 //!   do not);
 //! - [`metrics`] and [`serve`]: `/metrics`, `/healthz`, `/readyz`;
@@ -58,6 +59,7 @@ use std::sync::Arc;
 
 use controller::{Controller, Settings, Shared};
 use kubewasm_runtime::Plugin;
+use kubewasm_runtime::mapper::{MapperError, RestMapper};
 
 /// What became of a plugin's load (`kubewasm_plugin_loads_total`'s
 /// `result`).
@@ -74,6 +76,9 @@ pub enum LoadResult {
     Refused,
     /// Its component went: stopped.
     Removed,
+    /// A type it declares is not served: refused (a running version keeps
+    /// serving), or stopped if it ran; it loads again once the type is.
+    Unserved,
 }
 
 impl LoadResult {
@@ -85,6 +90,7 @@ impl LoadResult {
             Self::Optimized => "optimized",
             Self::Refused => "refused",
             Self::Removed => "removed",
+            Self::Unserved => "unserved",
         }
     }
 }
@@ -190,6 +196,20 @@ impl Engine {
     /// Whether a plugin called `name` runs.
     pub fn running(&self, name: &str) -> bool {
         self.controllers.iter().any(|c| c.name() == name)
+    }
+
+    /// The plugins running, by name.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.controllers.iter().map(Controller::name)
+    }
+
+    /// Why the running plugin `name` declares a type `mapper` does not
+    /// serve as it was resolved, if it does.
+    pub fn unserved(&self, name: &str, mapper: &RestMapper) -> Option<MapperError> {
+        self.controllers
+            .iter()
+            .find(|c| c.name() == name)
+            .and_then(|c| c.plugin().declaration().unserved(mapper))
     }
 
     /// Counts a load of the plugin `name` by its result.

@@ -25,17 +25,19 @@
 //!   [`Loaded::Refused`] with its reason; what the caller runs meanwhile is
 //!   its business (the daemon keeps the running version).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tokio::task::JoinSet;
 
+use crate::discovery::Discovered;
 use crate::oci::{self, Artifacts, OciError};
 use crate::plugin_dir::{self, Change, Listing, PluginFiles, ScanError};
 use crate::signature::{self, PublicKeys, SignatureError};
+use kubewasm_runtime::declaration::DeclarationError;
 use kubewasm_runtime::grants::{GrantsFileError, OperatorGrants};
-use kubewasm_runtime::mapper::RestMapper;
+use kubewasm_runtime::mapper::MapperError;
 use kubewasm_runtime::{CallLimits, LoadError, LoadOptions, Plugin, Runtime};
 
 /// Why a plugin was not loaded.
@@ -83,6 +85,37 @@ pub enum Refused {
     /// Its artifact's signature was not accepted.
     #[error("signature refused: {0}")]
     Signature(#[from] SignatureError),
+    /// A type it declares is not served (as declared) by the cluster now:
+    /// it waits, and loads again when the cluster's types change.
+    #[error("declared type refused: {source}; it loads once the cluster serves it")]
+    Unserved {
+        /// Why, naming the type.
+        #[source]
+        source: MapperError,
+        /// The epoch of the types it was refused at
+        /// ([`crate::discovery::Snapshot::epoch`]).
+        epoch: u64,
+    },
+}
+
+impl Refused {
+    /// How the load is counted.
+    pub fn result(&self) -> crate::LoadResult {
+        match self {
+            Self::Unserved { .. } => crate::LoadResult::Unserved,
+            _ => crate::LoadResult::Refused,
+        }
+    }
+
+    /// The epoch of the cluster's types at which a type this plugin
+    /// declares was not served, if that is why it was refused: it loads
+    /// again at any later one.
+    pub fn unserved_at(&self) -> Option<u64> {
+        match self {
+            Self::Unserved { epoch, .. } => Some(*epoch),
+            _ => None,
+        }
+    }
 }
 
 /// Why a plugin resource's spec cannot be run as it is.
@@ -163,13 +196,37 @@ pub enum Loaded<O> {
     },
 }
 
+impl<O> Loaded<O> {
+    /// What the load gives under the cluster's types as they are now: a
+    /// plugin loaded before they changed may declare a type no longer
+    /// served, and is refused as its load would be now.
+    pub fn under(self, discovered: &Discovered) -> Self {
+        match self {
+            Self::Ready { origin, prepared } => {
+                let types = discovered.now();
+                match prepared.plugin.declaration().unserved(&types.mapper) {
+                    Some(source) => Self::Refused {
+                        origin,
+                        error: Refused::Unserved {
+                            source,
+                            epoch: types.epoch,
+                        },
+                    },
+                    None => Self::Ready { origin, prepared },
+                }
+            }
+            refused @ Self::Refused { .. } => refused,
+        }
+    }
+}
+
 /// What plugins are loaded with.
 #[derive(Clone)]
 pub struct Sources {
     /// The runtime that compiles and runs them.
     pub runtime: Runtime,
-    /// How the cluster serves each type.
-    pub mapper: Arc<RestMapper>,
+    /// How the cluster serves each type, now.
+    pub discovered: Discovered,
     /// Grant a plugin with no grants file what it declares.
     pub trust: bool,
     /// Where `NAME.oci` references are fetched from and cached.
@@ -241,16 +298,24 @@ pub struct Setup {
 /// # Errors
 /// [`Refused`] says why.
 pub fn prepare(sources: &Sources, source: Source<'_>, setup: Setup) -> Result<Prepared, Refused> {
-    let mut options = LoadOptions::new(Arc::clone(&sources.mapper))
+    let types = sources.discovered.now();
+    let mut options = LoadOptions::new(types.mapper)
         .grants(setup.grants)
         .name(&setup.name);
     if let Some(limits) = setup.limits {
         options = options.limits(limits);
     }
     let plugin = match source {
-        Source::File(path) => sources.runtime.load_file(path, &options)?,
-        Source::Bytes(bytes) => sources.runtime.load(bytes, &options)?,
-    };
+        Source::File(path) => sources.runtime.load_file(path, &options),
+        Source::Bytes(bytes) => sources.runtime.load(bytes, &options),
+    }
+    .map_err(|error| match error {
+        LoadError::Declaration(DeclarationError::Mapping(source)) => Refused::Unserved {
+            source,
+            epoch: types.epoch,
+        },
+        other => Refused::Load(other),
+    })?;
     let config = match setup.config {
         Some((config, origin)) => {
             plugin
@@ -463,6 +528,9 @@ pub struct Loader {
     dir: PathBuf,
     sources: Sources,
     listing: Listing,
+    /// Plugins waiting for a type they declare to be served: loaded again
+    /// whenever the cluster's types change.
+    waiting: BTreeSet<String>,
 }
 
 impl Loader {
@@ -472,6 +540,46 @@ impl Loader {
             dir: dir.to_owned(),
             sources,
             listing: Listing::default(),
+            waiting: BTreeSet::new(),
+        }
+    }
+
+    /// The cluster's types its plugins are loaded against.
+    pub fn discovered(&self) -> &Discovered {
+        &self.sources.discovered
+    }
+
+    /// Starts loading the plugin `name` as its files are now, if it has
+    /// any.
+    fn load_again<O: From<PluginFiles> + Send + 'static>(&self, name: &str, loads: &mut Loads<O>) {
+        if let Some(files) = self.listing.plugins().find(|f| f.name == name) {
+            let (files, sources) = (files.clone(), self.sources.clone());
+            loads.spawn(name, O::from(files.clone()), move || load(&sources, &files));
+        }
+    }
+
+    /// The plugin `name` waits for a type it declares, not served at
+    /// `epoch`: it is loaded again when the types change (at once if they
+    /// changed since).
+    pub fn wait<O: From<PluginFiles> + Send + 'static>(
+        &mut self,
+        name: &str,
+        epoch: u64,
+        loads: &mut Loads<O>,
+    ) {
+        if epoch == self.sources.discovered.epoch() {
+            self.waiting.insert(name.to_owned());
+        } else {
+            self.load_again(name, loads);
+        }
+    }
+
+    /// The cluster's types changed: every plugin waiting for one is
+    /// loaded again (those still waiting come back refused, and wait).
+    pub fn types_changed<O: From<PluginFiles> + Send + 'static>(&mut self, loads: &mut Loads<O>) {
+        for name in std::mem::take(&mut self.waiting) {
+            tracing::info!(plugin = %name, "the cluster's types changed: loading it again");
+            self.load_again(&name, loads);
         }
     }
 
@@ -489,6 +597,7 @@ impl Loader {
         for change in self.listing.changes(&now) {
             match change {
                 Change::Added(files) | Change::Changed(files) => {
+                    self.waiting.remove(&files.name);
                     tracing::info!(plugin = %files.name, path = %files.component.display(),
                         "loading plugin (compiled on first load, cached after)");
                     let (name, sources) = (files.name.clone(), self.sources.clone());
@@ -498,6 +607,7 @@ impl Loader {
                 }
                 Change::Removed(name) => {
                     loads.cancel(&name);
+                    self.waiting.remove(&name);
                     removed.push(name);
                 }
             }
@@ -516,7 +626,7 @@ mod tests {
         let runtime = Runtime::new(RuntimeConfig::default().pooling(false)).expect("engine");
         let sources = Sources {
             runtime,
-            mapper: Arc::new(RestMapper::builtin()),
+            discovered: Discovered::fixed(kubewasm_runtime::mapper::RestMapper::builtin()),
             trust,
             artifacts: Artifacts::new(dir.join("artifacts"), oci::Access::default()),
             required_signatures: PublicKeys::default(),

@@ -16,7 +16,7 @@
 //! | `kubewasm_shard_handover_seconds` | | with `--sharding`: per slot acquired, from the first round this replica saw it should be its own (the previous holder released it, or its Lease expired, meanwhile) to its acquisition (histogram) |
 //! | `kubewasm_guest_memory_bytes` | plugin | linear memory of the instance that ran the plugin's last call (a high-water mark: Wasm memory never shrinks) |
 //! | `kubewasm_plugin_info` | plugin, digest | 1 for the component each plugin runs now (`sha256:` of its bytes) |
-//! | `kubewasm_plugin_loads_total` | plugin, result | loads of the plugin directory's plugins and of plugin resources: `loaded`, `swapped` (a new version in place), `optimized` (its optimized code in place of its baseline code), `refused` (the running version, if any, keeps serving), `removed` |
+//! | `kubewasm_plugin_loads_total` | plugin, result | loads of the plugin directory's plugins and of plugin resources: `loaded`, `swapped` (a new version in place), `optimized` (its optimized code in place of its baseline code), `refused` (the running version, if any, keeps serving), `removed`, `unserved` (refused or stopped because a type it declares is not served; it loads again once the type is) |
 //! | `kubewasm_actions_total` | plugin, result | actions sent (`applied`, `failed`) |
 //! | `kubewasm_workqueue_depth` | plugin | keys queued |
 //! | `kubewasm_workqueue_queue_duration_seconds` | plugin | how long a ready key waited for a worker (histogram) |

@@ -3,7 +3,13 @@
 //! process).
 //!
 //! # `run`
-//! 1. Reads the cluster's discovery into a [`RestMapper`](kubewasm_runtime::mapper::RestMapper).
+//! 1. Reads the cluster's discovery into a [`RestMapper`](kubewasm_runtime::mapper::RestMapper),
+//!    and keeps it up while it runs ([`discovery::keep_up`]: CRDs and
+//!    APIServices watched). A plugin declaring a type not served waits
+//!    (`kubewasm_plugin_loads_total{result="unserved"}`) and loads once the
+//!    type is; one running when a type it declares goes stops, and waits
+//!    the same way. `Plugin` resources are watched once their CRDs are
+//!    served, at start or later.
 //! 2. Loads every `*.wasm` in the plugin directory as the plugin named by
 //!    the file (`NAME.wasm` runs as `NAME`: its field manager, finalizer,
 //!    logs and metrics; one component copied under two names runs twice),
@@ -143,8 +149,8 @@ const SETTLE: Duration = Duration::from_millis(5);
 
 /// Looks at the plugin directory: loads start for what was added or
 /// changed, removed plugins stop.
-async fn rescan(loader: &mut Loader, loads: &mut Loads<PluginFiles>, engine: &mut Engine) {
-    match loader.rescan(loads) {
+async fn rescan(directory: &mut Directory, engine: &mut Engine) {
+    match directory.loader.rescan(&mut directory.loads) {
         Ok(removed) => {
             for name in removed {
                 if engine.stop(&name).await {
@@ -165,11 +171,14 @@ fn plugin_resources(
     options: &HostOptions,
     leading: &tokio::sync::watch::Receiver<bool>,
 ) -> Option<PluginResources> {
+    let mapper = sources.discovered.mapper();
     let served = ["Plugin", "ClusterPlugin"]
         .iter()
-        .all(|kind| sources.mapper.serves("kubewasm.dev", "v1alpha1", kind));
+        .all(|kind| mapper.serves("kubewasm.dev", "v1alpha1", kind));
     if !served {
-        tracing::info!("Plugin resources are not installed (kubewasm crds): not watched");
+        tracing::info!(
+            "Plugin resources are not installed (kubewasm crds): watched once they are served"
+        );
         return None;
     }
     tracing::info!("watching Plugin and ClusterPlugin resources");
@@ -190,6 +199,8 @@ enum Next {
     /// A plugin resource's key is due, its load finished or its status
     /// write ended.
     Resource(kubewasm_engine::plugin_resource::Event),
+    /// The cluster's types changed.
+    TypesChanged,
     /// Time to look again.
     Tick,
 }
@@ -210,17 +221,25 @@ async fn changed(watch: Option<&kubewasm_engine::plugin_dir::Watch>) {
     }
 }
 
+/// The directory's plugins, and their loads in flight.
+struct Directory {
+    loader: Loader,
+    loads: Loads<PluginFiles>,
+}
+
 /// Starts, swaps in or refuses what a load of a directory's plugin gave
-/// (refused as well when a plugin resource runs under its name).
+/// (refused as well when a plugin resource runs under its name, or when
+/// it declares a type the cluster no longer serves: it waits for it).
 async fn run_loaded(
     engine: &mut Engine,
-    loads: &mut Loads<PluginFiles>,
+    directory: &mut Directory,
     resources: Option<&PluginResources>,
-    shares: &BTreeMap<String, u32>,
+    options: &HostOptions,
     name: &str,
     loaded: Loaded<PluginFiles>,
 ) {
-    let loaded = match loaded {
+    let Directory { loader, loads } = directory;
+    let loaded = match loaded.under(loader.discovered()) {
         Loaded::Ready { origin, .. } if resources.is_some_and(|r| r.runs(name)) => {
             Loaded::Refused {
                 origin,
@@ -245,7 +264,7 @@ async fn run_loaded(
             loads.tier_up(name, files.clone(), &plugin, &config, artifact);
             let settings = Settings {
                 config,
-                share: shares.get(name).copied().unwrap_or(DEFAULT_SHARE),
+                share: options.shares.get(name).copied().unwrap_or(DEFAULT_SHARE),
                 ..Settings::default()
             };
             let result = engine.run_loaded(plugin, settings, tier_up).await;
@@ -256,7 +275,10 @@ async fn run_loaded(
             origin: files,
             error,
         } => {
-            engine.record_load(&files.name, LoadResult::Refused);
+            engine.record_load(&files.name, error.result());
+            if let Some(epoch) = error.unserved_at() {
+                loader.wait(&files.name, epoch, loads);
+            }
             if engine.running(&files.name) {
                 tracing::error!(plugin = %files.name, path = %files.component.display(), %error,
                     "new version refused; the running version keeps serving");
@@ -265,6 +287,38 @@ async fn run_loaded(
                     "plugin refused");
             }
         }
+    }
+}
+
+/// The cluster's types changed: a directory plugin declaring a type no
+/// longer served stops and waits for it, those waiting load again, and
+/// plugin resources are watched once their CRDs are served (they look
+/// again at their own).
+async fn types_changed(
+    engine: &mut Engine,
+    directory: &mut Directory,
+    resources: &mut Option<PluginResources>,
+    start_resources: impl FnOnce() -> Option<PluginResources>,
+) {
+    directory.loader.types_changed(&mut directory.loads);
+    let types = directory.loader.discovered().now();
+    let gone: Vec<(String, _)> = engine
+        .names()
+        .filter(|name| !resources.as_ref().is_some_and(|r| r.runs(name)))
+        .filter_map(|name| Some((name.to_owned(), engine.unserved(name, &types.mapper)?)))
+        .collect();
+    for (name, error) in gone {
+        if engine.stop(&name).await {
+            engine.record_load(&name, LoadResult::Unserved);
+            tracing::warn!(plugin = %name, %error,
+                "a type the plugin declares is no longer served: stopped; it loads again once it is");
+        }
+        directory
+            .loader
+            .wait(&name, types.epoch, &mut directory.loads);
+    }
+    if resources.is_none() {
+        *resources = start_resources();
     }
 }
 
@@ -280,7 +334,9 @@ pub async fn run(
     options: HostOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), DaemonError> {
-    let mapper = Arc::new(discovery::mapper(&client).await?);
+    let (discovered, keeping_up) =
+        discovery::keep_up(client.clone(), discovery::mapper(&client).await?);
+    let discovery_task = tokio::spawn(keeping_up);
     let client_for_resources = client.clone();
     let (leading, leading_rx) = tokio::sync::watch::channel(options.leader_election.is_none());
     let (stop_electing, stopped) = tokio::sync::watch::channel(false);
@@ -328,21 +384,24 @@ pub async fn run(
     // changed or removed is loaded, swapped or stopped while the host runs.
     let sources = kubewasm_engine::loader::Sources {
         runtime,
-        mapper,
+        discovered: discovered.clone(),
         trust: options.trust_declarations,
         artifacts: options.artifacts.clone(),
         required_signatures: options.required_signatures.clone(),
     };
     let mut resources = plugin_resources(&client_for_resources, &sources, &options, &statuses_by);
-    let mut loader = Loader::new(&options.plugins, sources);
-    let mut loads = Loads::default();
+    let mut types = discovered;
+    let mut directory = Directory {
+        loader: Loader::new(&options.plugins, sources.clone()),
+        loads: Loads::default(),
+    };
     let watch = kubewasm_engine::plugin_dir::watch(&options.plugins)
         .inspect_err(|error| {
             tracing::warn!(%error, dir = %options.plugins.display(),
                 "no change notifications for the plugin directory; looking every 500 ms");
         })
         .ok();
-    loader.rescan(&mut loads)?;
+    directory.loader.rescan(&mut directory.loads)?;
     let mut tick = tokio::time::interval(RESCAN);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut shutdown = std::pin::pin!(shutdown);
@@ -350,37 +409,44 @@ pub async fn run(
     loop {
         let next = tokio::select! {
             () = shutdown.as_mut() => break,
-            Some((name, loaded)) = loads.next() => Next::File(name, Box::new(loaded)),
+            Some((name, loaded)) = directory.loads.next() => Next::File(name, Box::new(loaded)),
             () = changed(watch.as_ref()) => {
                 tokio::time::sleep(SETTLE).await;
                 Next::Rescan
             }
             next = resource_event(resources.as_mut()) => next,
+            () = types.changed() => Next::TypesChanged,
             _ = tick.tick() => Next::Tick,
         };
         match next {
             Next::File(name, loaded) => {
                 run_loaded(
                     &mut engine,
-                    &mut loads,
+                    &mut directory,
                     resources.as_ref(),
-                    &options.shares,
+                    &options,
                     &name,
                     *loaded,
                 )
                 .await;
             }
-            Next::Rescan => rescan(&mut loader, &mut loads, &mut engine).await,
+            Next::Rescan => rescan(&mut directory, &mut engine).await,
             Next::Resource(event) => {
                 if let Some(resources) = resources.as_mut() {
                     resources.handle(&mut engine, event).await;
                 }
             }
-            Next::Tick => rescan(&mut loader, &mut loads, &mut engine).await,
+            Next::TypesChanged => {
+                types_changed(&mut engine, &mut directory, &mut resources, || {
+                    plugin_resources(&client_for_resources, &sources, &options, &statuses_by)
+                })
+                .await;
+            }
+            Next::Tick => rescan(&mut directory, &mut engine).await,
         }
         // Ready once the first loads are done and every informer listed.
         let resources_ready = resources.as_ref().is_none_or(PluginResources::settled);
-        if !synced && loads.pending() == 0 && resources_ready && engine.ready() {
+        if !synced && directory.loads.pending() == 0 && resources_ready && engine.ready() {
             synced = true;
             tracing::info!("caches synced; ready");
         }
@@ -409,6 +475,7 @@ pub async fn run(
         let _ = task.await;
     }
     server.abort();
+    discovery_task.abort();
     Ok(())
 }
 

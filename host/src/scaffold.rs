@@ -12,8 +12,8 @@
 //! The primary is a built-in type (its plural and scope from the registry
 //! of the Kubernetes version kubewasm serves; Python and JavaScript name it
 //! by the SDK's generated constant, `core_v1.ConfigMap`) or a custom one:
-//! then the plural is the lowercase kind plus `s`, the type is namespaced,
-//! and the project gets a `crd.yaml` serving it, for replay and for a
+//! then the plural is the lowercase kind plus `s`, the type is namespaced
+//! (cluster-scoped when asked: `--cluster-scoped`), and the project gets a `crd.yaml` serving it, for replay and for a
 //! cluster, and for Python and JavaScript the constants generated from it
 //! (`resource_types.py`, `resource-types.js`: [`crate::typegen`]).
 
@@ -49,6 +49,9 @@ pub enum ScaffoldError {
         "`{0}` is not a type: use GROUP/VERSION/KIND, or VERSION/KIND for the core group (`v1/ConfigMap`)"
     )]
     InvalidPrimary(String),
+    /// A cluster-scoped primary was asked of a built-in namespaced type.
+    #[error("`{0}` is a built-in namespaced type: --cluster-scoped is for a custom type")]
+    NamespacedBuiltin(String),
     /// The directory exists and is not empty.
     #[error("{0} exists and is not empty: pick another name or --dir")]
     NotEmpty(PathBuf),
@@ -85,6 +88,8 @@ pub struct Project {
     pub language: Language,
     /// `GROUP/VERSION/KIND` of its primary.
     pub primary: String,
+    /// Whether a custom primary is cluster-scoped (its CRD's scope).
+    pub cluster_scoped: bool,
     /// The kubewasm checkout the SDK comes from.
     pub sdk: PathBuf,
     /// The `kubewasm` binary the Makefile runs.
@@ -148,7 +153,7 @@ impl Project {
         if !kubewasm_runtime::is_plugin_name(&self.name) || self.name.contains('.') {
             return Err(ScaffoldError::InvalidName(self.name.clone()));
         }
-        let (primary, custom) = primary_type(&self.primary)?;
+        let (primary, custom) = primary_type(&self.primary, self.cluster_scoped)?;
         if std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) {
             return Err(ScaffoldError::NotEmpty(dir.to_owned()));
         }
@@ -326,7 +331,7 @@ impl Project {
 
 /// `GROUP/VERSION/KIND` (or `VERSION/KIND`) as the cluster serves it, or
 /// as a custom type would be served; with whether it is custom.
-fn primary_type(text: &str) -> Result<(ResourceType, bool), ScaffoldError> {
+fn primary_type(text: &str, cluster_scoped: bool) -> Result<(ResourceType, bool), ScaffoldError> {
     let invalid = || ScaffoldError::InvalidPrimary(text.to_owned());
     let (group, version, kind) = match text.split('/').collect::<Vec<_>>().as_slice() {
         [version, kind] => ("", *version, *kind),
@@ -345,6 +350,9 @@ fn primary_type(text: &str) -> Result<(ResourceType, bool), ScaffoldError> {
         return Err(invalid());
     }
     Ok(match RestMapper::builtin().lookup(group, version, kind) {
+        Some(builtin) if cluster_scoped && builtin.namespaced => {
+            return Err(ScaffoldError::NamespacedBuiltin(text.to_owned()));
+        }
         Some(builtin) => (builtin, false),
         None => (
             ResourceType {
@@ -352,7 +360,7 @@ fn primary_type(text: &str) -> Result<(ResourceType, bool), ScaffoldError> {
                 version: version.to_owned(),
                 kind: kind.to_owned(),
                 plural: format!("{}s", kind.to_ascii_lowercase()),
-                namespaced: true,
+                namespaced: !cluster_scoped,
             },
             true,
         ),
@@ -426,6 +434,7 @@ mod tests {
             name: "hello-world".into(),
             language,
             primary: primary.into(),
+            cluster_scoped: false,
             sdk: sdk.to_owned(),
             kubewasm: "kubewasm".into(),
         }
@@ -477,15 +486,32 @@ mod tests {
 
     #[test]
     fn primaries_should_come_from_the_registry_or_be_guessed_as_custom() {
-        let ns = primary_type("v1/Namespace").expect("built-in").0;
+        let ns = primary_type("v1/Namespace", false).expect("built-in").0;
         assert_eq!((ns.plural.as_str(), ns.namespaced), ("namespaces", false));
-        let deployment = primary_type("apps/v1/Deployment").expect("built-in").0;
+        let deployment = primary_type("apps/v1/Deployment", false)
+            .expect("built-in")
+            .0;
         assert_eq!(deployment.plural, "deployments");
-        let widget = primary_type("example.com/v1/Widget").expect("custom").0;
+        let widget = primary_type("example.com/v1/Widget", false)
+            .expect("custom")
+            .0;
         assert_eq!(
             (widget.plural.as_str(), widget.namespaced),
             ("widgets", true)
         );
+        let cluster = primary_type("example.com/v1/Widget", true)
+            .expect("custom")
+            .0;
+        assert!(!cluster.namespaced);
+        assert_eq!(crd(&cluster)["spec"]["scope"], "Cluster");
+        assert!(
+            primary_type("v1/Namespace", true).is_ok(),
+            "cluster-scoped already"
+        );
+        assert!(matches!(
+            primary_type("v1/ConfigMap", true),
+            Err(ScaffoldError::NamespacedBuiltin(_))
+        ));
         for bad in [
             "ConfigMap",
             "v1/configmap",
@@ -494,7 +520,10 @@ mod tests {
             "v1/Config-Map",
         ] {
             assert!(
-                matches!(primary_type(bad), Err(ScaffoldError::InvalidPrimary(_))),
+                matches!(
+                    primary_type(bad, false),
+                    Err(ScaffoldError::InvalidPrimary(_))
+                ),
                 "{bad}"
             );
         }

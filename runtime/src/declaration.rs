@@ -235,6 +235,15 @@ impl Declaration {
         Ok(self)
     }
 
+    /// Why `mapper` does not serve a type of this declaration as declared
+    /// (the first such type), if it does not: what a running plugin is
+    /// checked with when the cluster's types change.
+    pub fn unserved(&self, mapper: &RestMapper) -> Option<MapperError> {
+        std::iter::once(&self.primary)
+            .chain(self.secondaries.iter().map(|s| &s.resource))
+            .find_map(|declared| mapper.resolve(declared).err())
+    }
+
     /// The compiled configuration schema, if the plugin declared one.
     /// Remote references are never fetched: a schema is self-contained.
     /// Patterns compile to the linear-time `regex` engine (with a size

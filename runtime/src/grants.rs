@@ -24,7 +24,12 @@
 //! - A plugin confined to namespaces (a `namespaces` list, every tenant's
 //!   `Plugin`) may declare no cluster-scoped type but `v1 Namespace`: a
 //!   cluster-scoped object is in no namespace, so it is outside any list.
-//!   Such a declaration is refused at load the same way.
+//!   Such a declaration is refused at load the same way. One exception: an
+//!   operator's grants (a file, a `ClusterPlugin`'s) may list namespaces
+//!   for a plugin whose *primary* is cluster-scoped (a "copy this into
+//!   these namespaces" controller): the primary is read and written
+//!   cluster-wide, everything else within the list, system namespaces
+//!   included when named. A tenant's never.
 //! - Reads (`get`, `list`) and writes (apply, status, delete, events) of
 //!   namespaced objects are confined to the granted namespaces; a list
 //!   across all namespaces returns only objects of granted ones. A
@@ -126,6 +131,11 @@ pub struct OperatorGrants {
     /// Types and verbs; `None`: whatever the plugin declares.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rules: Option<Vec<Rule>>,
+    /// A tenant's grants (a namespaced `Plugin`'s), never a file's: no
+    /// cluster-scoped type but `v1 Namespace`, its primary included.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub tenant: bool,
 }
 
 impl OperatorGrants {
@@ -242,7 +252,10 @@ impl Grants {
                 let what = format!("{} {resource}", verb.as_str());
                 if !operator.allows(verb, resource) {
                     Some(what)
-                } else if operator.namespaces.is_some() && !in_a_namespace(resource) {
+                } else if operator.namespaces.is_some()
+                    && !in_a_namespace(resource)
+                    && (operator.tenant || *resource != declaration.primary)
+                {
                     Some(format!(
                         "{what} (cluster-scoped, and it is confined to namespaces)"
                     ))
@@ -355,6 +368,7 @@ impl Holdings for Grants {
 mod tests {
     use super::*;
     use crate::declaration::tests::{sample, ty};
+    use crate::resource::ObjectKey;
 
     #[test]
     fn grants_should_follow_the_declaration_exactly() {
@@ -446,6 +460,50 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn an_operator_should_list_namespaces_for_a_cluster_scoped_primary_and_a_tenant_never() {
+        let mut decl = sample().validate().expect("valid");
+        decl.primary = ty("example.com/v1", "ClusterSource", "clustersources", false);
+        let configmaps = ty("v1", "ConfigMap", "configmaps", true);
+        let operator = OperatorGrants::parse("namespaces: [kube-system, team-a]\n").expect("valid");
+        let grants =
+            Grants::new(&decl, &operator).expect("a cluster-scoped primary, namespaces listed");
+        assert!(
+            grants
+                .check_namespace(Verb::Apply, &configmaps, "kube-system")
+                .is_ok(),
+            "a system namespace, named"
+        );
+        assert!(
+            grants
+                .check_namespace(Verb::Apply, &configmaps, "team-b")
+                .is_err()
+        );
+        let child = ObjectKey::namespaced("team-b", "copy");
+        let refused = kubewasm_core::rules::check_target(&grants, Verb::Apply, &configmaps, &child)
+            .expect_err("not listed");
+        assert!(
+            format!("{:?}", refused).contains("v1 ConfigMap `team-b/copy`"),
+            "the refusal names the child: {refused:?}"
+        );
+        // A secondary of a cluster-scoped type stays refused.
+        let mut other = decl.clone();
+        other.secondaries[0].resource = ty("v1", "Node", "nodes", false);
+        assert!(Grants::new(&other, &operator).is_err());
+        // A tenant's grants never reach a cluster-scoped type, primary or not.
+        let tenant = OperatorGrants {
+            tenant: true,
+            ..operator
+        };
+        let err = Grants::new(&decl, &tenant).expect_err("a tenant's");
+        assert!(
+            err.to_string().contains(
+                "example.com/v1 ClusterSource (cluster-scoped, and it is confined to namespaces)"
+            ),
+            "{err}"
+        );
     }
 
     #[test]

@@ -37,7 +37,7 @@ struct Served {
 }
 
 /// The types a cluster serves, by group, version and kind.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RestMapper {
     types: BTreeMap<Gvk, Served>,
 }

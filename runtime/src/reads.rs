@@ -151,6 +151,7 @@ mod tests {
             let operator = OperatorGrants {
                 namespaces: namespaces.map(|n| n.iter().map(|s| (*s).to_owned()).collect()),
                 rules: None,
+                tenant: false,
             };
             Grants::new(&declaration, &operator).expect("granted")
         };

@@ -122,6 +122,45 @@ pub fn parse_objects(text: &str) -> Result<Vec<Value>, ReplayError> {
     Ok(objects)
 }
 
+/// Gives each object without a `metadata.uid` a stable one, derived from
+/// its identity (API version, kind, namespace, name): a fixture written by
+/// hand replays as one read from a cluster, and the same fixture always
+/// gives the same uids (hence the same owner references).
+pub fn stable_uids(objects: &mut [Value]) {
+    use sha2::Digest;
+    for object in objects {
+        let Some(metadata) = object.get("metadata").and_then(Value::as_object) else {
+            continue;
+        };
+        if metadata
+            .get("uid")
+            .is_some_and(|uid| uid.as_str().is_some())
+        {
+            continue;
+        }
+        let field =
+            |value: Option<&Value>| value.and_then(Value::as_str).unwrap_or_default().to_owned();
+        let identity = [
+            field(object.get("apiVersion")),
+            field(object.get("kind")),
+            field(metadata.get("namespace")),
+            field(metadata.get("name")),
+        ]
+        .join("\n");
+        let digest = hex::encode(sha2::Sha256::digest(identity.as_bytes()));
+        // Shaped as a version-4 UUID, as the API server's are.
+        let uid = format!(
+            "{}-{}-4{}-8{}-{}",
+            &digest[0..8],
+            &digest[8..12],
+            &digest[13..16],
+            &digest[17..20],
+            &digest[20..32]
+        );
+        object["metadata"]["uid"] = Value::String(uid);
+    }
+}
+
 /// Parses a configuration (YAML or JSON) into JSON text.
 ///
 /// # Errors
@@ -173,6 +212,26 @@ mod tests {
     fn parse_objects_should_name_the_bad_document() {
         let err = parse_objects("a: 1\n---\n: : :\n").expect_err("bad yaml");
         assert!(err.to_string().contains("document #2"), "{err}");
+    }
+
+    #[test]
+    fn objects_without_uids_should_get_stable_ones() {
+        let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: x}\n---\n\
+                    apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b, namespace: x}\n---\n\
+                    apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, uid: kept}\n";
+        let mut objects = parse_objects(text).expect("valid yaml");
+        stable_uids(&mut objects);
+        let uids: Vec<_> = objects
+            .iter()
+            .map(|o| o["metadata"]["uid"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        assert_eq!(uids[2], "kept");
+        assert_ne!(uids[0], uids[1]);
+        assert_eq!(uids[0].len(), 36, "{}", uids[0]);
+        assert_eq!(&uids[0][14..15], "4");
+        let mut again = parse_objects(text).expect("valid yaml");
+        stable_uids(&mut again);
+        assert_eq!(again[0]["metadata"]["uid"], uids[0].as_str(), "stable");
     }
 
     #[test]

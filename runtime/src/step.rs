@@ -85,6 +85,10 @@ pub struct StepError {
     /// The failure.
     #[source]
     pub source: Box<ReconcileError>,
+    /// When the outcome was refused by the rules (an action denied or
+    /// malformed, such as a child in a namespace not granted): the host's
+    /// Warning event on the primary saying which, to send beside the retry.
+    pub report: Option<Action>,
 }
 
 /// A reply planned: the checked actions the host sends and an optional
@@ -206,6 +210,16 @@ pub fn run(plugin: &Plugin, cache: Arc<dyn Cache>, request: &Request) -> Result<
     .map_err(|source| StepError {
         call: call.name(),
         key: request.key.clone(),
+        report: match (&source, primary) {
+            (ReconcileError::Action(refused), Some(primary)) => Some(Action::refused_outcome(
+                declaration,
+                &request.key,
+                primary,
+                refused,
+                request.now,
+            )),
+            _ => None,
+        },
         source: Box::new(source),
     })?;
 

@@ -366,6 +366,11 @@ impl Controller {
         &self.name
     }
 
+    /// The plugin's current version.
+    pub fn plugin(&self) -> Arc<Plugin> {
+        Arc::clone(&self.current.get().plugin)
+    }
+
     /// Whether every informer this plugin reads has listed once.
     pub fn synced(&self) -> bool {
         self.current.get().cache.stores().all(|s| s.synced())

@@ -132,6 +132,7 @@ impl Worker {
             metrics.reads_denied(&name, denied);
             stepped
         });
+        let may_write = || in_flight.is_none_or(InFlight::valid);
         let message = match stepped {
             Err(error) => format!("reconcile task failed: {error}"),
             Ok(Err(error)) if !error.ran() => {
@@ -142,11 +143,20 @@ impl Worker {
             }
             Ok(Err(error)) => {
                 metrics.step_failed(&name, &error);
+                // A refused outcome is told on the primary (which child).
+                if let Some(report) = &error.report
+                    && let Err((_, failed)) = self
+                        .shared
+                        .applier
+                        .apply_while(std::slice::from_ref(report), may_write)
+                        .await
+                {
+                    tracing::debug!(error = %failed, "refusal event not written");
+                }
                 format!("{error}: {}", error.source)
             }
             Ok(Ok(step)) => {
                 metrics.stepped(&name, &step);
-                let may_write = || in_flight.is_none_or(InFlight::valid);
                 match self
                     .shared
                     .applier

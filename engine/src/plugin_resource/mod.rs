@@ -79,7 +79,7 @@ use tokio::task::JoinSet;
 use crate::controller::Settings;
 use crate::listing::Key;
 use crate::loader::{Loaded, Loads, Prepared, Refused};
-use crate::queue::{Backoff, Done, WorkQueue};
+use crate::queue::{Backoff, Done, Priority, WorkQueue};
 use crate::rights::{Reads, RightsError};
 use crate::{Engine, LoadResult};
 use spec::{Asked, load};
@@ -111,6 +111,8 @@ pub enum Event {
     Written(ResourceId, Option<String>),
     /// A review of a running tenant plugin's rights ended.
     Checked(Checked),
+    /// The cluster's types changed.
+    TypesChanged,
 }
 
 /// How a review of a running tenant plugin's rights ended.
@@ -146,6 +148,8 @@ pub struct PluginResources {
     /// Reviews of running tenant plugins' rights in flight: one per key at
     /// most (its key processing).
     checks: JoinSet<Checked>,
+    /// The cluster's types: when they change, every resource looks again.
+    discovered: crate::discovery::Discovered,
 }
 
 impl PluginResources {
@@ -189,7 +193,6 @@ impl PluginResources {
         );
         Self {
             client,
-            sources,
             options,
             plugins,
             cluster,
@@ -203,6 +206,8 @@ impl PluginResources {
             events: JoinSet::new(),
             rbac,
             checks: JoinSet::new(),
+            discovered: sources.discovered.clone(),
+            sources,
         }
     }
 
@@ -222,7 +227,7 @@ impl PluginResources {
                     Err(error) => tracing::error!(%error, "a rights review task failed"),
                 },
                 Some((key, _)) = self.queue.next() => return Event::Due(key),
-                else => std::future::pending::<()>().await,
+                () = self.discovered.changed() => return Event::TypesChanged,
             }
         }
     }
@@ -232,9 +237,19 @@ impl PluginResources {
         while self.events.try_join_next().is_some() {}
         match event {
             Event::Due(key) => self.reconcile(engine, &ResourceId::from(&*key)).await,
-            Event::Loaded(name, loaded) => self.finish(engine, name, *loaded).await,
+            Event::Loaded(name, loaded) => {
+                let loaded = loaded.under(&self.discovered);
+                self.finish(engine, name, loaded).await;
+            }
             Event::Written(id, error) => self.end(&id, error),
             Event::Checked(checked) => self.checked(engine, checked).await,
+            Event::TypesChanged => {
+                // Each resource looks again: one refused for a type not
+                // served loads, one running a type gone stops.
+                for id in self.tracked.keys() {
+                    self.queue.add(id.key(), Priority::Event);
+                }
+            }
         }
     }
 
@@ -300,11 +315,35 @@ impl PluginResources {
         // rights, once RBAC changed.
         let epoch = self.rbac.borrow().of(id.namespace.as_deref());
         let rights_changed = tracked.rights_epoch != Some(epoch);
+        let types = self.sources.discovered.now();
         let retry = tracked.observed == Some(asked.generation)
-            && tracked
-                .refused
-                .as_ref()
-                .is_some_and(|r| r.may_pass || (r.on_rbac && rights_changed));
+            && tracked.refused.as_ref().is_some_and(|r| {
+                r.may_pass
+                    || (r.on_rbac && rights_changed)
+                    || r.unserved_at.is_some_and(|at| at != types.epoch)
+            });
+        if tracked.running.is_some()
+            && !retry
+            && tracked.generation == Some(asked.generation)
+            && let Some(source) = engine.unserved(&name, &types.mapper)
+        {
+            // A type it declares went (its CRD deleted): it stops, and
+            // loads again once the type is served.
+            tracked.running = None;
+            tracked.reads = None;
+            let refused = Refused::Unserved {
+                source,
+                epoch: types.epoch,
+            };
+            tracing::warn!(resource = %id, plugin = %name, error = %refused,
+                "a type the plugin declares is no longer served: stopped");
+            if engine.stop(&name).await {
+                engine.record_load(&name, LoadResult::Unserved);
+            }
+            self.refuse(id, &refused);
+            self.write_status(engine, id);
+            return;
+        }
         if tracked.generation != Some(asked.generation) || retry {
             tracked.generation = Some(asked.generation);
             if asked.common.suspend {
@@ -466,6 +505,7 @@ impl PluginResources {
                     message,
                     may_pass: false,
                     on_rbac: false,
+                    unserved_at: None,
                 });
             }
             Loaded::Ready { prepared, .. } => {
@@ -478,7 +518,7 @@ impl PluginResources {
                 }
             }
             Loaded::Refused { error, .. } => {
-                engine.record_load(&name, LoadResult::Refused);
+                engine.record_load(&name, error.result());
                 if tracked.running.is_some() {
                     tracing::error!(resource = %origin.id, plugin = %name, %error,
                         "new version refused; the running version keeps serving");

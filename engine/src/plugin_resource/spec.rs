@@ -187,6 +187,7 @@ impl Asked {
             grants: OperatorGrants {
                 namespaces: Some([namespace.clone()].into()),
                 rules: object.spec.grants.as_ref().and_then(|g| g.rules.clone()),
+                tenant: true,
             },
             id: ResourceId {
                 namespace: Some(namespace),
@@ -205,6 +206,7 @@ impl Asked {
             grants: OperatorGrants {
                 namespaces: grants.namespaces,
                 rules: grants.rules,
+                tenant: false,
             },
             id: ResourceId {
                 namespace: None,

@@ -56,6 +56,9 @@ pub(super) struct Refusal {
     /// Whether it may pass when RBAC changes (the tenant's account lacked
     /// a read): the load is tried again then.
     pub(super) on_rbac: bool,
+    /// The epoch of the cluster's types at which a type it declares was
+    /// not served, if that is why: the load is tried again at a later one.
+    pub(super) unserved_at: Option<u64>,
 }
 
 impl Refusal {
@@ -74,6 +77,7 @@ impl Refusal {
             Refused::Rights(RightsError::Missing(_)) => "ReadsForbidden",
             Refused::Rights(RightsError::Review { .. }) => "AccessReviewFailed",
             Refused::Signature(_) => "SignatureRefused",
+            Refused::Unserved { .. } => "TypeNotServed",
         };
         Self {
             reason,
@@ -86,6 +90,7 @@ impl Refusal {
                     | Refused::Signature(SignatureError::Oci(OciError::Registry { .. }))
             ),
             on_rbac: matches!(refused, Refused::Rights(RightsError::Missing(_))),
+            unserved_at: refused.unserved_at(),
         }
     }
 }
@@ -239,6 +244,7 @@ mod tests {
             message: "declares more".into(),
             may_pass: false,
             on_rbac: false,
+            unserved_at: None,
         });
         let degraded = tracked.status("p", &first);
         assert_eq!(

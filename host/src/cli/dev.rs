@@ -3,7 +3,7 @@
 //! installed; serves until Ctrl-C.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kubewasm_apiserver::http::api::ApiConfig;
@@ -72,24 +72,107 @@ pub(super) fn run(args: Args) -> Result<(), CliError> {
         let client = client(Some(&kubeconfig_out)).await?;
         let mut crds = crate::daemon::install_plugin_crds(&client).await?;
         crds.extend(crate::daemon::install_crds(&client, &options.plugins).await?);
+        let plugins: Vec<String> = kubewasm_engine::plugin_dir::scan(&options.plugins)
+            .map(|listing| listing.plugins().map(|p| p.name.clone()).collect())
+            .unwrap_or_default();
         eprintln!(
-            "kubewasm dev: API server at {} (simulated cluster on); CRDs installed: {}\n\
-             \x20 export KUBECONFIG={}\n\
-             \x20 kubectl apply -f plugins/myapp/demo.yaml\n\
-             \x20 kubectl get myapps,deployments,services\n\
-             \x20 kubectl get replicasets,pods\n\
-             \x20 kubectl get myapp demo -o jsonpath='{{.status}}'\n\
+            "kubewasm dev: API server at {} (simulated cluster on)\n\
+             \x20 plugins in {}: {}\n\
+             \x20 CRDs installed: {}\n\
+             \x20 export KUBECONFIG={}\n{}\
              Ctrl-C stops it.",
             embedded.url,
-            if crds.is_empty() {
-                "none".to_owned()
-            } else {
-                crds.join(", ")
-            },
+            options.plugins.display(),
+            listed(&plugins),
+            listed(&crds),
             kubeconfig_out.display(),
+            tries(&options.plugins, &crds)
+                .iter()
+                .map(|line| format!("  {line}\n"))
+                .collect::<String>(),
         );
         let result = crate::daemon::run(client, runtime, options, wait_for_shutdown()).await;
         embedded.stop().await?;
         result.map_err(CliError::from)
     })
+}
+
+/// `items` joined, or `none`.
+fn listed(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".to_owned()
+    } else {
+        items.join(", ")
+    }
+}
+
+/// What to try with the plugins of `dir`: for each `NAME.demo.yaml` beside
+/// them, the command that applies it and the commands its `# try: `
+/// comment lines name; without any, a `kubectl get` of each CRD installed
+/// but kubewasm's own.
+fn tries(dir: &Path, crds: &[String]) -> Vec<String> {
+    let mut demos: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(".demo.yaml"))
+        })
+        .collect();
+    demos.sort();
+    let mut lines = Vec::new();
+    for demo in demos {
+        lines.push(format!("kubectl apply -f {}", demo.display()));
+        let text = std::fs::read_to_string(&demo).unwrap_or_default();
+        lines.extend(
+            text.lines()
+                .filter_map(|line| line.strip_prefix("# try: "))
+                .map(str::to_owned),
+        );
+    }
+    if lines.is_empty() {
+        lines.extend(
+            crds.iter()
+                .filter(|crd| !crd.ends_with(".kubewasm.dev"))
+                .map(|crd| format!("kubectl get {crd}")),
+        );
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_to_try_should_come_from_the_plugin_directory() {
+        let dir = tempfile::tempdir().expect("dir");
+        let crds = [
+            "plugins.kubewasm.dev".to_owned(),
+            "widgets.example.com".to_owned(),
+        ];
+        assert_eq!(
+            tries(dir.path(), &crds),
+            ["kubectl get widgets.example.com"]
+        );
+        std::fs::write(
+            dir.path().join("widget.demo.yaml"),
+            "# A widget.\n# try: kubectl get widgets\nkind: Widget\n",
+        )
+        .expect("written");
+        assert_eq!(
+            tries(dir.path(), &crds),
+            [
+                format!(
+                    "kubectl apply -f {}",
+                    dir.path().join("widget.demo.yaml").display()
+                ),
+                "kubectl get widgets".to_owned(),
+            ]
+        );
+        assert!(tries(&dir.path().join("absent"), &[]).is_empty());
+    }
 }

@@ -20,6 +20,10 @@ pub(super) struct Args {
     /// project gets its CRD.
     #[arg(long, default_value = "v1/ConfigMap")]
     primary: String,
+    /// A custom primary is cluster-scoped (its CRD's scope `Cluster`, its
+    /// keys without a namespace).
+    #[arg(long)]
+    cluster_scoped: bool,
     /// Where to create it [default: ./NAME].
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -40,6 +44,7 @@ pub(super) fn run(args: Args) -> Result<(), CliError> {
         name: args.name,
         language: args.lang,
         primary: args.primary,
+        cluster_scoped: args.cluster_scoped,
         sdk: args.sdk.unwrap_or_else(|| {
             Path::new(env!("CARGO_MANIFEST_DIR"))
                 .parent()

@@ -22,7 +22,8 @@ pub(super) struct Args {
     plugin: PathBuf,
     /// Objects to fill the cache with (multi-document YAML or JSON);
     /// repeatable. CustomResourceDefinitions among them say how their
-    /// types are served, as discovery would.
+    /// types are served, as discovery would. An object without a uid
+    /// gets a stable one, derived from its identity.
     #[arg(long, required = true)]
     objects: Vec<PathBuf>,
     /// The plugin's configuration (YAML or JSON).
@@ -73,6 +74,7 @@ pub(super) fn run(args: Args) -> Result<(), CliError> {
     for path in args.objects {
         objects.extend(replay::parse_objects(&read_text(path)?)?);
     }
+    replay::stable_uids(&mut objects);
     let cache = MemoryCache::from_objects(objects.iter().cloned()).map_err(ReplayError::from)?;
     let mapper = Arc::new(RestMapper::for_fixtures(&objects)?);
     let mut options = LoadOptions::new(Arc::clone(&mapper));

@@ -449,6 +449,45 @@ fn plan_event(ctx: PlanContext<'_>, event: DesiredEvent) -> Result<Action, Refus
     Ok(Action(Planned::Event { object }))
 }
 
+impl Action {
+    /// The host's Warning event (reason `OutcomeRefused`) on the primary
+    /// `key` (as cached: `primary`) saying why the plugin's outcome was
+    /// refused, naming the action and its object: made by the host, not
+    /// the plugin, as the finalizer patches are, so a plugin that declares
+    /// no events still has its refusals told.
+    pub fn refused_outcome(
+        declaration: &Declaration,
+        key: &ObjectKey,
+        primary: &Value,
+        refused: &ActionError,
+        now: jiff::Timestamp,
+    ) -> Self {
+        let resource = &declaration.primary;
+        let mut regarding = json!({
+            "apiVersion": resource.api_version(),
+            "kind": resource.kind,
+            "name": key.name,
+        });
+        if let Some(namespace) = &key.namespace {
+            regarding["namespace"] = namespace.clone().into();
+        }
+        if let Some(uid) = primary.pointer("/metadata/uid") {
+            regarding["uid"] = uid.clone();
+        }
+        let object = EventBody {
+            regarding,
+            namespace: key.namespace.as_deref().unwrap_or("default"),
+            controller: &format!("kubewasm.dev/{}", declaration.name),
+            event_type: EventType::Warning,
+            reason: "OutcomeRefused",
+            action: "Reconcile",
+            note: format!("{refused}; nothing of this outcome was sent, retried with backoff"),
+        }
+        .object(now);
+        Self(Planned::Event { object })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
