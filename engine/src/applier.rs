@@ -124,14 +124,6 @@ impl Applier {
         })
     }
 
-    /// Applies `actions` in order; stops at the first failure.
-    ///
-    /// # Errors
-    /// The first [`ApplyError`], with how many actions were applied before.
-    pub async fn apply(&self, actions: &[Action]) -> Result<(), (usize, ApplyError)> {
-        self.apply_while(actions, || true).await
-    }
-
     /// [`Self::apply`], asking `may_write` before each action: the first
     /// it refuses, and every one after, is not sent ([`ApplyError::Fenced`]).
     ///
@@ -141,18 +133,20 @@ impl Applier {
         &self,
         actions: &[Action],
         may_write: impl Fn() -> bool,
-    ) -> Result<(), (usize, ApplyError)> {
+    ) -> Result<Vec<Option<Box<str>>>, (usize, ApplyError)> {
+        let mut versions = Vec::with_capacity(actions.len());
         for (done, action) in actions.iter().enumerate() {
             if !may_write() {
                 let ApiRequest { action, path, .. } = action.request();
                 return Err((done, ApplyError::Fenced { action, path }));
             }
-            self.send(action).await.map_err(|error| (done, error))?;
+            versions.push(self.send(action).await.map_err(|error| (done, error))?);
         }
-        Ok(())
+        Ok(versions)
     }
 
-    async fn send(&self, to_apply: &Action) -> Result<(), ApplyError> {
+    /// Sends one action: the resourceVersion the response carries, if any.
+    async fn send(&self, to_apply: &Action) -> Result<Option<Box<str>>, ApplyError> {
         let ApiRequest {
             action,
             method,
@@ -181,8 +175,8 @@ impl Applier {
                 source,
             })?;
         match self.client.request_text(http_request).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(status)) if status.code == 404 && to_apply.removes() => Ok(()),
+            Ok(text) => Ok(resource_version(&text)),
+            Err(kube::Error::Api(status)) if status.code == 404 && to_apply.removes() => Ok(None),
             Err(kube::Error::Api(status)) => Err(ApplyError::Refused {
                 action,
                 path,
@@ -196,5 +190,36 @@ impl Applier {
                 source,
             }),
         }
+    }
+}
+
+/// The `metadata.resourceVersion` of a response's object, if it has one
+/// (the rest of the body is skipped, not parsed into values).
+fn resource_version(text: &str) -> Option<Box<str>> {
+    #[derive(serde::Deserialize)]
+    struct Object {
+        metadata: Option<Metadata>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Metadata {
+        #[serde(rename = "resourceVersion")]
+        resource_version: Option<Box<str>>,
+    }
+    serde_json::from_str::<Object>(text)
+        .ok()?
+        .metadata?
+        .resource_version
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_response_should_give_its_resource_version() {
+        let text = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","resourceVersion":"42","labels":{"x":"y"}},"data":{"k":"v"}}"#;
+        assert_eq!(resource_version(text).as_deref(), Some("42"));
+        assert_eq!(resource_version(r#"{"kind":"Status"}"#), None);
+        assert_eq!(resource_version("not json"), None);
     }
 }

@@ -177,49 +177,91 @@ pub fn keep_up(
     first: RestMapper,
 ) -> (Discovered, impl Future<Output = ()> + Send + 'static) {
     // Metadata only: a change's content never matters, only that it came.
-    let watched = [
+    let watched: Vec<ApiResource> = [
         (
             "apiextensions.k8s.io",
             "CustomResourceDefinition",
             "customresourcedefinitions",
         ),
         ("apiregistration.k8s.io", "APIService", "apiservices"),
-    ];
-    let streams: Vec<_> = watched
-        .into_iter()
-        .filter(|(group, kind, _)| first.serves(group, "v1", kind))
-        .map(|(group, kind, plural)| {
-            let resource = ApiResource {
-                group: group.to_owned(),
-                version: "v1".to_owned(),
-                api_version: format!("{group}/v1"),
-                kind: kind.to_owned(),
-                plural: plural.to_owned(),
-            };
-            changes(Api::all_with(client.clone(), &resource), kind)
-        })
-        .collect();
+    ]
+    .into_iter()
+    .filter(|(group, kind, _)| first.serves(group, "v1", kind))
+    .map(|(group, kind, plural)| ApiResource {
+        group: group.to_owned(),
+        version: "v1".to_owned(),
+        api_version: format!("{group}/v1"),
+        kind: kind.to_owned(),
+        plural: plural.to_owned(),
+    })
+    .collect();
     let (sender, discovered) = Discovered::publisher(first);
-    let task = refresh(
-        sender,
-        futures_util::stream::select_all(streams),
-        move || {
+    let task = async move {
+        let mut streams = Vec::new();
+        for resource in watched {
+            if may_watch(&client, &resource).await {
+                streams.push(changes(
+                    Api::all_with(client.clone(), &resource),
+                    resource.kind,
+                ));
+            } else {
+                tracing::info!(kind = %resource.kind, every = ?RESYNC,
+                    "this host may not list and watch them: the cluster's types are read again periodically instead");
+            }
+        }
+        let read = move || {
             let client = client.clone();
             async move { mapper(&client).await }
-        },
-    );
+        };
+        refresh(sender, futures_util::stream::select_all(streams), read).await;
+    };
     (discovered, task)
+}
+
+/// Whether this host's account may list and watch `resource` cluster-wide
+/// (a SelfSubjectAccessReview each; a host confined to a namespace may
+/// not, and falls back to reading discovery every [`RESYNC`]). A review
+/// that fails counts as allowed: the watch says the rest.
+async fn may_watch(client: &Client, resource: &ApiResource) -> bool {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    };
+    let api = Api::<SelfSubjectAccessReview>::all(client.clone());
+    for verb in ["list", "watch"] {
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    group: Some(resource.group.clone()),
+                    resource: Some(resource.plural.clone()),
+                    verb: Some(verb.to_owned()),
+                    ..ResourceAttributes::default()
+                }),
+                ..SelfSubjectAccessReviewSpec::default()
+            },
+            ..SelfSubjectAccessReview::default()
+        };
+        match api.create(&kube::api::PostParams::default(), &review).await {
+            Ok(answer) if !answer.status.as_ref().is_some_and(|s| s.allowed) => return false,
+            Ok(_) => {}
+            Err(error) => {
+                tracing::debug!(%error, "access review failed; watching anyway");
+            }
+        }
+    }
+    true
 }
 
 /// A unit for each change of the objects `api` reaches (and each relist:
 /// what changed meanwhile is unknown).
 fn changes(
     api: Api<PartialObjectMeta<DynamicObject>>,
-    kind: &'static str,
+    kind: String,
 ) -> futures_util::stream::BoxStream<'static, ()> {
     watcher(api, watcher::Config::default())
         .default_backoff()
-        .filter_map(move |event| async move {
+        .filter_map(move |event| {
+            let kind = kind.clone();
+            async move {
             match event {
                 Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone) => {
                     Some(())
@@ -229,6 +271,7 @@ fn changes(
                     tracing::warn!(%error, kind, "watch of what changes the served types failed; retrying");
                     None
                 }
+            }
             }
         })
         .boxed()

@@ -118,6 +118,7 @@ impl Engine {
                 metrics: Arc::default(),
                 leading,
                 shard: None,
+                resync: controller::DEFAULT_RESYNC,
             },
             controllers: Vec::new(),
         }
@@ -139,6 +140,15 @@ impl Engine {
     #[must_use]
     pub fn with_initial_list(mut self, initial_list: informer::InitialList) -> Self {
         self.shared.informers = self.shared.informers.with_initial_list(initial_list);
+        self
+    }
+
+    /// An engine queuing every primary again each `period`, for the
+    /// plugins that declare no `resync-seconds`; set before the first
+    /// plugin starts.
+    #[must_use]
+    pub fn with_resync(mut self, period: std::time::Duration) -> Self {
+        self.shared.resync = period;
         self
     }
 

@@ -3,6 +3,7 @@
 //! | metric | labels | what |
 //! |---|---|---|
 //! | `kubewasm_reconcile_total` | plugin, result | steps by result (`success`, `error`) |
+//! | `kubewasm_reconcile_skipped_total` | plugin | keys not called: the inputs of their last successful reconcile unchanged (primary, what it read, version, configuration) |
 //! | `kubewasm_reconcile_errors_total` | plugin, kind | failures by kind: `plugin` (its own failure), `denied`, `config`, `deadline` (overruns), `memory`, `limit`, `trap`, `call`, `api` |
 //! | `kubewasm_reads_denied_total` | plugin | cache reads its grants refused (another namespace, an undeclared type or verb) |
 //! | `kubewasm_reconcile_time_seconds` | plugin | step duration, call and writes (histogram) |
@@ -99,6 +100,7 @@ fn backoffs() -> Histogram {
 pub struct Metrics {
     registry: Registry,
     reconciles: Family<ResultLabel, Counter>,
+    skipped: Family<PluginLabel, Counter>,
     errors: Family<KindLabel, Counter>,
     reads_denied: Family<PluginLabel, Counter>,
     reconcile_time: Family<PluginLabel, Histogram, fn() -> Histogram>,
@@ -132,6 +134,7 @@ impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("kubewasm");
         let reconciles = Family::default();
+        let skipped = Family::default();
         let errors = Family::default();
         let reads_denied = Family::default();
         let reconcile_time = Family::new_with_constructor(seconds as fn() -> Histogram);
@@ -151,6 +154,11 @@ impl Default for Metrics {
         let watch_restarts = Family::default();
         registry.register("reconcile", "Reconcile steps by result", reconciles.clone());
         registry.register("reconcile_errors", "Failed steps by kind", errors.clone());
+        registry.register(
+            "reconcile_skipped",
+            "Keys not called: their inputs unchanged since their last successful reconcile",
+            skipped.clone(),
+        );
         registry.register(
             "reads_denied",
             "Cache reads the grants refused",
@@ -249,6 +257,7 @@ impl Default for Metrics {
         Self {
             registry,
             reconciles,
+            skipped,
             errors,
             reads_denied,
             reconcile_time,
@@ -298,6 +307,11 @@ impl Metrics {
     pub(super) fn watch_shard(&self, shard: &Arc<Shard>) {
         shard.record_handovers(self.shard_handover_time.clone());
         *self.shard.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(shard));
+    }
+
+    /// Counts a key of `plugin` not called: its inputs were unchanged.
+    pub(super) fn skipped(&self, plugin: &str) {
+        self.skipped.get_or_create(&label(plugin)).inc();
     }
 
     /// Counts a step of `plugin` that did not run: no instance slot came

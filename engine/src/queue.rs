@@ -153,8 +153,15 @@ impl Slot {
 /// The key's state, as in the module's diagram.
 #[derive(Debug)]
 enum State {
-    Queued { slot: Slot, seq: u64 },
-    Processing { pending: Option<Slot> },
+    Queued {
+        slot: Slot,
+        seq: u64,
+    },
+    /// Handed out; `cause`: the priority it was queued with.
+    Processing {
+        pending: Option<Slot>,
+        cause: Priority,
+    },
 }
 
 /// Ready keys ordered by priority (highest first), then arrival.
@@ -299,7 +306,7 @@ impl WorkQueue {
         let now = Instant::now();
         let mut inner = self.lock();
         let (key, pending) = match inner.states.remove_entry(key) {
-            Some((key, State::Processing { pending })) => {
+            Some((key, State::Processing { pending, .. })) => {
                 inner.processing = inner.processing.saturating_sub(1);
                 (key, pending)
             }
@@ -399,6 +406,15 @@ impl WorkQueue {
         inner.pop(Instant::now())
     }
 
+    /// Why `key`, handed out and not done yet, was queued: the priority it
+    /// had (the highest of its causes); `None` when it is not processing.
+    pub fn cause(&self, key: &ObjectKey) -> Option<Priority> {
+        match self.lock().states.get(key) {
+            Some(State::Processing { cause, .. }) => Some(*cause),
+            _ => None,
+        }
+    }
+
     /// Whether a key is ready to be handed out now.
     pub fn has_ready(&self) -> bool {
         let mut inner = self.lock();
@@ -455,7 +471,7 @@ impl Inner {
     /// Queues `key` at `slot`, or marks it pending if it is processing.
     fn insert(&mut self, key: Key, slot: Slot) {
         match self.states.get_mut(&key) {
-            Some(State::Processing { pending }) => {
+            Some(State::Processing { pending, .. }) => {
                 *pending = Some(pending.map_or(slot, |p| merge(p, slot)));
             }
             Some(State::Queued { slot: old, seq }) => {
@@ -515,12 +531,19 @@ impl Inner {
             return Some(next);
         }
         let (_, key) = self.ready.pop_first()?;
-        let waited = match self.states.get(&key) {
-            Some(State::Queued { slot, .. }) => now.saturating_duration_since(slot.ready_at),
-            _ => Duration::ZERO,
+        let (waited, cause) = match self.states.get(&key) {
+            Some(State::Queued { slot, .. }) => {
+                (now.saturating_duration_since(slot.ready_at), slot.priority)
+            }
+            _ => (Duration::ZERO, Priority::Event),
         };
-        self.states
-            .insert(Arc::clone(&key), State::Processing { pending: None });
+        self.states.insert(
+            Arc::clone(&key),
+            State::Processing {
+                pending: None,
+                cause,
+            },
+        );
         self.processing += 1;
         Some((key, waited))
     }
@@ -547,8 +570,13 @@ impl Inner {
         if self.listed.is_empty() {
             self.listed_since = None;
         }
-        self.states
-            .insert(Arc::clone(&key), State::Processing { pending: None });
+        self.states.insert(
+            Arc::clone(&key),
+            State::Processing {
+                pending: None,
+                cause: Priority::Event,
+            },
+        );
         self.processing += 1;
         Some((key, waited))
     }

@@ -109,6 +109,9 @@ pub struct HostOptions {
     /// Every artifact pulled must be signed by one of these keys (none:
     /// only what a resource's `spec.verify` asks).
     pub required_signatures: kubewasm_engine::signature::PublicKeys,
+    /// How often every primary is queued again (a plugin's own
+    /// `resync-seconds` prevails).
+    pub resync: Duration,
 }
 
 /// Why the host could not run.
@@ -358,7 +361,8 @@ pub async fn run(
     });
     let (shard, ring_task) = ring.unzip();
     let mut engine = Engine::new(client, options.workers, leading_rx.clone())
-        .with_initial_list(options.initial_list);
+        .with_initial_list(options.initial_list)
+        .with_resync(options.resync);
     if let Some(shard) = &shard {
         engine = engine.with_shard(Arc::clone(shard));
     }

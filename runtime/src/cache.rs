@@ -16,7 +16,7 @@ use crate::resource::{ObjectKey, ResourceType, split_api_version};
 use crate::selector::Selector;
 
 /// One cached object: parsed, and as the JSON text handed to plugins.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub struct CachedObject {
     value: Value,
     json: String,

@@ -59,17 +59,17 @@ impl cache::Host for PluginState {
     ) -> wasmtime::Result<Result<Option<String>, cache::CacheError>> {
         self.usage.hostcall(&self.limits)?;
         let started = Instant::now();
-        let found = reads::get(
-            &*self.cache,
-            &self.grants,
-            &ResourceType::from(resource),
-            &ObjectKey::from(key),
-        );
+        let (resource, key) = (ResourceType::from(resource), ObjectKey::from(key));
+        let found = self.counted(reads::get(&*self.cache, &self.grants, &resource, &key));
+        let answer = found.map(|found| {
+            let text = found.as_ref().map(|o| o.json().to_owned());
+            if let Some(set) = self.reads.as_mut() {
+                set.get(resource, key, found);
+            }
+            text
+        });
         self.imports += started.elapsed();
-        Ok(self
-            .counted(found)
-            .map(|o| o.map(|o| o.json().to_owned()))
-            .map_err(Into::into))
+        Ok(answer.map_err(Into::into))
     }
 
     #[tracing::instrument(name = "kubewasm.cache.list", level = "trace", skip_all, fields(plugin = %self.plugin))]
@@ -81,18 +81,23 @@ impl cache::Host for PluginState {
     ) -> wasmtime::Result<Result<Vec<String>, cache::CacheError>> {
         self.usage.hostcall(&self.limits)?;
         let started = Instant::now();
-        let found = reads::list(
+        let resource = ResourceType::from(resource);
+        let found = self.counted(reads::list(
             &*self.cache,
             &self.grants,
-            &ResourceType::from(resource),
+            &resource,
             namespace.as_deref(),
             &label_selector,
-        );
+        ));
+        let answer = found.map(|found| {
+            let texts = found.iter().map(|o| o.json().to_owned()).collect();
+            if let Some(set) = self.reads.as_mut() {
+                set.list(resource, namespace, label_selector, found);
+            }
+            texts
+        });
         self.imports += started.elapsed();
-        Ok(self
-            .counted(found)
-            .map(|objects| objects.iter().map(|o| o.json().to_owned()).collect())
-            .map_err(Into::into))
+        Ok(answer.map_err(Into::into))
     }
 }
 

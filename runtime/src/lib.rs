@@ -67,6 +67,7 @@ mod host;
 mod limits;
 pub mod mapper;
 mod pool;
+pub mod read_set;
 pub mod reads;
 pub mod replay;
 mod state;
@@ -156,6 +157,8 @@ pub struct Reply {
     pub finalizer: Option<bool>,
     /// Where the call's time went (planning is the step's).
     pub stats: CallStats,
+    /// What the call read through the cache.
+    pub reads: read_set::ReadSet,
 }
 
 /// Where the time of one reconcile went: the figures behind the plugin
@@ -556,15 +559,18 @@ impl Plugin {
         let limits = self.limits.output;
         let busy = self.checkout(Arc::clone(&cache), Some(&request.key))?;
         let (outcome, spent) = self.with_instance(busy, |c, store| {
+            store.data_mut().reads = Some(read_set::ReadSet::default());
             store.data().clock.set(Some(request.now));
             let outcome = c.call(store, &wit_request, call);
             store.data().clock.set(None);
+            let reads = store.data_mut().reads.take().unwrap_or_default();
             let outcome = outcome?;
             if let Ok(outcome) = &outcome {
                 limits.check_outcome(outcome)?;
             }
-            Ok(outcome)
+            Ok((outcome, reads))
         })?;
+        let (outcome, reads) = outcome;
         let outcome = outcome.map_err(|failure| ReconcileError::Failed {
             message: action::truncate(failure.message, MAX_FAILURE_BYTES),
         })?;
@@ -582,6 +588,7 @@ impl Plugin {
                 plan: Duration::ZERO,
                 memory: spent.memory,
             },
+            reads,
         })
     }
 }

@@ -245,6 +245,9 @@ pub(crate) struct PluginState {
     pub(crate) stderr: CapturedOutput,
     /// The wall clock the plugin reads.
     pub(crate) clock: CallClock,
+    /// What the reconcile or finalize in progress read (`None`: another
+    /// call, whose reads are not recorded).
+    pub(crate) reads: Option<crate::read_set::ReadSet>,
 }
 
 /// The wall clock a plugin reads: during a reconcile or finalize, the time
@@ -315,6 +318,7 @@ impl PluginState {
             stdout,
             stderr,
             clock,
+            reads: None,
         }
     }
 }

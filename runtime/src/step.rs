@@ -35,6 +35,7 @@ use serde_json::Value;
 
 use crate::action::{self, Action, PlanContext};
 use crate::cache::Cache;
+use crate::read_set::ReadSet;
 use crate::resource::ObjectKey;
 use crate::{CallError, CallStats, Plugin, ReconcileError, Reply, Request};
 
@@ -72,6 +73,9 @@ pub struct Step {
     pub requeue_after: Option<Duration>,
     /// Where the call's time went (zero when nothing was called).
     pub stats: CallStats,
+    /// What the call read through the cache (nothing when nothing was
+    /// called).
+    pub reads: ReadSet,
 }
 
 /// Why a step failed: the plugin's call did.
@@ -88,7 +92,7 @@ pub struct StepError {
     /// When the outcome was refused by the rules (an action denied or
     /// malformed, such as a child in a namespace not granted): the host's
     /// Warning event on the primary saying which, to send beside the retry.
-    pub report: Option<Action>,
+    pub report: Option<Box<Action>>,
 }
 
 /// A reply planned: the checked actions the host sends and an optional
@@ -104,6 +108,8 @@ pub struct Outcome {
     pub finalizer: Option<bool>,
     /// Where the time went, planning included.
     pub stats: CallStats,
+    /// What the call read through the cache.
+    pub reads: ReadSet,
 }
 
 /// Plans a plugin's `reply` to `request`: its desired actions checked
@@ -141,6 +147,7 @@ pub fn plan(
             plan: planning.elapsed(),
             ..reply.stats
         },
+        reads: reply.reads,
     })
 }
 
@@ -203,6 +210,7 @@ pub fn run(plugin: &Plugin, cache: Arc<dyn Cache>, request: &Request) -> Result<
                 actions: Vec::new(),
                 requeue_after: None,
                 stats: CallStats::default(),
+                reads: ReadSet::default(),
             });
         }
     }
@@ -211,12 +219,8 @@ pub fn run(plugin: &Plugin, cache: Arc<dyn Cache>, request: &Request) -> Result<
         call: call.name(),
         key: request.key.clone(),
         report: match (&source, primary) {
-            (ReconcileError::Action(refused), Some(primary)) => Some(Action::refused_outcome(
-                declaration,
-                &request.key,
-                primary,
-                refused,
-                request.now,
+            (ReconcileError::Action(refused), Some(primary)) => Some(Box::new(
+                Action::refused_outcome(declaration, &request.key, primary, refused, request.now),
             )),
             _ => None,
         },
@@ -247,5 +251,6 @@ pub fn run(plugin: &Plugin, cache: Arc<dyn Cache>, request: &Request) -> Result<
         actions,
         requeue_after: outcome.requeue_after,
         stats: outcome.stats,
+        reads: outcome.reads,
     })
 }

@@ -130,6 +130,7 @@ async fn main() -> anyhow::Result<()> {
         resources: kubewasm_engine::plugin_resource::ResourceOptions::default(),
         shares: Default::default(),
         required_signatures: Default::default(),
+        resync: kubewasm_engine::controller::DEFAULT_RESYNC,
     };
 
     // Every event the plugins write, with the instant it was seen.

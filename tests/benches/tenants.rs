@@ -174,6 +174,7 @@ fn host_options(
         resources: ResourceOptions::default(),
         shares: std::collections::BTreeMap::new(),
         required_signatures: Default::default(),
+        resync: kubewasm_engine::controller::DEFAULT_RESYNC,
     };
     std::fs::create_dir_all(&options.plugins)?;
     Ok(options)

@@ -237,6 +237,39 @@ fn replay_should_print_deployment_service_and_status_applies() {
 }
 
 #[test]
+fn replay_should_give_a_fixture_without_uids_stable_ones() {
+    // The demo a user applies, written by hand: no uid anywhere.
+    let demo = example_file("myapp", "demo.yaml");
+    let crd = example_file("myapp", "crd.yaml");
+    let replay = || {
+        let out = kubewasm(&[
+            "replay",
+            path(&example_plugin("myapp")),
+            "--objects",
+            path(&demo),
+            "--objects",
+            path(&crd),
+            "--key",
+            "default/demo",
+            "--now",
+            "2026-01-01T00:00:00Z",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let first = replay();
+    let report: Value = serde_yaml::from_slice(&first).expect("yaml");
+    let owner = &report["actions"][0]["body"]["metadata"]["ownerReferences"][0];
+    assert_eq!(owner["name"], "demo");
+    assert_eq!(owner["uid"].as_str().map(str::len), Some(36), "{owner}");
+    assert_eq!(replay(), first, "the same bytes, the same uid");
+}
+
+#[test]
 fn replay_should_pass_config_and_fail_clearly_on_plugin_errors() {
     let dir = tempfile::tempdir().expect("tempdir");
     let objects = dir.path().join("objects.yaml");

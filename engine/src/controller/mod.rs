@@ -63,6 +63,7 @@ use mapping::{Mapped, enqueue, map_custom, mapping_handler};
 use worker::Worker;
 
 mod mapping;
+mod memo;
 mod worker;
 
 /// How the engine runs a plugin.
@@ -70,8 +71,6 @@ mod worker;
 pub struct Settings {
     /// Workers for this plugin (the plugin's wish, capped by the host).
     pub concurrency: usize,
-    /// Resync period when the plugin sets none.
-    pub resync: Duration,
     /// Backoff and retry rate.
     pub backoff: Backoff,
     /// The plugin's configuration, JSON text.
@@ -101,7 +100,6 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             concurrency: 2,
-            resync: Duration::from_secs(10 * 3600),
             backoff: Backoff::default(),
             config: "{}".to_owned(),
             applier: None,
@@ -127,7 +125,13 @@ pub struct Shared {
     pub leading: watch::Receiver<bool>,
     /// With sharding, the slots this replica may start steps for.
     pub shard: Option<Arc<Shard>>,
+    /// How often every primary is queued again when a plugin declares no
+    /// `resync-seconds`.
+    pub resync: Duration,
 }
+
+/// The resync period when neither the host nor the plugin sets one.
+pub const DEFAULT_RESYNC: Duration = Duration::from_secs(10 * 3600);
 
 /// A plugin running as a controller. Dropping it stops its workers and
 /// releases its informers.
@@ -149,6 +153,9 @@ pub struct Controller {
 /// whole; a step that began on a version finishes on it (it holds the
 /// `Arc`), and the version's subscriptions go with its last step.
 struct Version {
+    /// Told apart from every other version of every plugin: a key's
+    /// remembered inputs hold it ([`memo`]).
+    serial: u64,
     plugin: Arc<Plugin>,
     cache: Arc<InformerCache>,
     config: String,
@@ -247,7 +254,9 @@ impl Version {
             );
             subscribe(&secondary.resource, &secondary.label_selector, handler);
         }
+        static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         Self {
+            serial: SERIALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             flow: settings.flow(&plugin),
             config: settings.config.clone(),
             plugin,
@@ -283,6 +292,7 @@ impl Controller {
         let worker = Worker {
             current: current.clone(),
             queue: Arc::clone(&queue),
+            memo: Arc::default(),
             shared: Shared {
                 applier: settings.applier.unwrap_or_else(|| shared.applier.clone()),
                 ..shared.clone()
@@ -299,7 +309,7 @@ impl Controller {
             workers.spawn(worker.clone().run());
         }
         background.spawn(map_custom(current.clone(), Arc::clone(&queue), custom_rx));
-        let resync = resync_seconds.map_or(settings.resync, |s| Duration::from_secs(u64::from(s)));
+        let resync = resync_seconds.map_or(shared.resync, |s| Duration::from_secs(u64::from(s)));
         background.spawn(resync_loop(current.clone(), Arc::clone(&queue), resync));
         shared.metrics.register_queue(&name, Arc::clone(&queue));
         background.spawn({

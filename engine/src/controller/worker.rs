@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::memo::{Memo, primary_version};
 use super::{Current, Shared, Version};
 use crate::applier::ApplyError;
 use crate::fair::Permit;
@@ -22,6 +23,9 @@ use kubewasm_runtime::step;
 pub(super) struct Worker {
     pub(super) current: Current,
     pub(super) queue: Arc<WorkQueue>,
+    /// The inputs of each key's last successful reconcile, shared by the
+    /// plugin's workers.
+    pub(super) memo: Arc<Memo>,
     pub(super) shared: Shared,
 }
 
@@ -67,6 +71,13 @@ impl Worker {
                 },
                 None => None,
             };
+            // Its inputs unchanged since its last successful reconcile:
+            // not called, nothing resent.
+            if self.memo.unchanged(&key, self.queue.cause(&key), &version) {
+                self.shared.metrics.skipped(name);
+                self.queue.done(&key, Done::Forget);
+                continue;
+            }
             let gate = in_flight.as_ref().map(|(_, f)| f);
             let permit = match turn.take() {
                 Some(permit) => Ok(permit),
@@ -109,7 +120,7 @@ impl Worker {
     async fn reconcile(
         &self,
         version: &Version,
-        key: &ObjectKey,
+        key: &Key,
         in_flight: Option<&InFlight<'_>>,
     ) -> Done {
         let name = version.plugin.declaration().name.clone();
@@ -119,9 +130,10 @@ impl Worker {
             config: version.config.clone(),
             retries: failure.as_ref().map_or(0, |f| f.count),
             last_failure: failure.map(|f| f.message),
-            ..Request::new(key.clone())
+            ..Request::new(ObjectKey::clone(key))
         };
         let started = std::time::Instant::now();
+        let primary = primary_version(version, key);
         let (plugin, cache) = (Arc::clone(&version.plugin), Arc::clone(&version.cache));
         let stepped = tokio::task::spawn_blocking(move || {
             let stepped = step::run(&plugin, cache, &request);
@@ -163,7 +175,8 @@ impl Worker {
                     .apply_while(&step.actions, may_write)
                     .await
                 {
-                    Ok(()) => {
+                    Ok(written) => {
+                        self.memo.succeeded(key, primary, version, &step, &written);
                         tracing::debug!(call = step.call.name(), actions = step.actions.len(),
                             requeue_after = ?step.requeue_after, "reconciled");
                         metrics.applied(&name, step.actions.len(), 0);
@@ -182,6 +195,7 @@ impl Worker {
                 }
             }
         };
+        self.memo.forget(key);
         metrics.reconciled(&name, "error", started.elapsed());
         tracing::warn!(error = %message, "reconcile failed; retrying with backoff");
         Done::Retry(message)

@@ -197,6 +197,13 @@ pub(super) struct HostFlags {
     /// signed by one of them on its manifest digest (cosign's layout).
     #[arg(long = "require-signatures", value_name = "PUB")]
     require_signatures: Vec<PathBuf>,
+    /// How often every primary is queued again, for plugins that declare
+    /// no `resync-seconds`, in seconds (controller-runtime's SyncPeriod). A
+    /// key whose inputs are unchanged since its last successful reconcile
+    /// is not called (`kubewasm_reconcile_skipped_total`), unless its
+    /// plugin declared its own resync.
+    #[arg(long, default_value_t = 36_000, value_parser = clap::value_parser!(u64).range(1..))]
+    resync_seconds: u64,
 }
 
 /// Parses `NAME=SHARE`.
@@ -253,6 +260,7 @@ impl HostFlags {
                 share_registry_credentials: self.share_registry_credentials,
             },
             shares: self.shares.iter().cloned().collect(),
+            resync: Duration::from_secs(self.resync_seconds),
             required_signatures: super::verify::read_keys(&self.require_signatures)?,
         })
     }

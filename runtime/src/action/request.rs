@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::{Action, Planned};
-use crate::resource::ResourceType;
+use crate::resource::{ObjectKey, ResourceType};
 
 /// The HTTP method of an [`ApiRequest`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -101,6 +101,17 @@ impl Action {
             self.0,
             Planned::Delete { .. } | Planned::Finalizer { add: false, .. }
         )
+    }
+
+    /// The object this action writes and leaves in the cluster (an apply:
+    /// not a status, a finalizer patch or an event), or removes (a delete):
+    /// its type, its key, and whether it remains.
+    pub fn object(&self) -> Option<(&ResourceType, &ObjectKey, bool)> {
+        match &self.0 {
+            Planned::Apply { resource, key, .. } => Some((resource, key, true)),
+            Planned::Delete { resource, key, .. } => Some((resource, key, false)),
+            _ => None,
+        }
     }
 
     /// The API request that performs this action.
