@@ -35,6 +35,7 @@ pub struct RuntimeConfig {
     pub(super) pooling: bool,
     limits: Limits,
     pub(super) baseline: bool,
+    pub(super) record_reads: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -50,11 +51,22 @@ impl Default for RuntimeConfig {
             pooling: true,
             limits: Limits::default(),
             baseline: false,
+            record_reads: true,
         }
     }
 }
 
 impl RuntimeConfig {
+    /// Whether each reconcile's reads are recorded (on by default): the
+    /// engine skips a call whose reads and other inputs are unchanged
+    /// ([`crate::read_set`]); off, no call is ever skipped. What recording
+    /// costs is in BENCHMARKS.md.
+    #[must_use]
+    pub fn record_reads(mut self, enabled: bool) -> Self {
+        self.record_reads = enabled;
+        self
+    }
+
     /// What a call may spend and return unless a plugin is held tighter.
     pub(super) fn call_limits(&self) -> CallLimits {
         CallLimits {

@@ -558,12 +558,17 @@ impl Plugin {
         self.check_config(&request.config)?;
         let limits = self.limits.output;
         let busy = self.checkout(Arc::clone(&cache), Some(&request.key))?;
+        let record = self.runtime.inner.config.record_reads;
         let (outcome, spent) = self.with_instance(busy, |c, store| {
-            store.data_mut().reads = Some(read_set::ReadSet::default());
+            store.data_mut().reads = record.then(read_set::ReadSet::default);
             store.data().clock.set(Some(request.now));
             let outcome = c.call(store, &wit_request, call);
             store.data().clock.set(None);
-            let reads = store.data_mut().reads.take().unwrap_or_default();
+            let reads = store
+                .data_mut()
+                .reads
+                .take()
+                .unwrap_or_else(read_set::ReadSet::not_recorded);
             let outcome = outcome?;
             if let Ok(outcome) = &outcome {
                 limits.check_outcome(outcome)?;

@@ -62,7 +62,8 @@ pub enum Read {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ReadSet {
     reads: Vec<Read>,
-    /// More reads were made than [`MAX_READS`].
+    /// Reads were left out: more were made than [`MAX_READS`], or none
+    /// was recorded.
     overflowed: bool,
 }
 
@@ -72,6 +73,16 @@ impl ReadSet {
             self.reads.push(read);
         } else {
             self.overflowed = true;
+        }
+    }
+
+    /// The reads of a call that recorded none
+    /// ([`RuntimeConfig::record_reads`](crate::RuntimeConfig::record_reads)
+    /// off): no witness.
+    pub(crate) fn not_recorded() -> Self {
+        Self {
+            reads: Vec::new(),
+            overflowed: true,
         }
     }
 
@@ -110,7 +121,8 @@ impl ReadSet {
         &self.reads
     }
 
-    /// Whether reads were left out (more than [`MAX_READS`]).
+    /// Whether reads were left out (more than [`MAX_READS`], or none
+    /// recorded).
     pub fn overflowed(&self) -> bool {
         self.overflowed
     }

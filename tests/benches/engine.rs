@@ -28,7 +28,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use kubewasm_apiserver::http::server::ApiServer;
 use kubewasm_engine::Engine;
-use kubewasm_engine::controller::Settings;
+use kubewasm_engine::controller::{DEFAULT_RESYNC, Settings};
 use kubewasm_runtime::{LoadOptions, Runtime, RuntimeConfig};
 use kubewasm_tests::bench::{is_real_run, median, ms, out_path, write_section};
 use kubewasm_tests::{
@@ -91,15 +91,20 @@ async fn converged(client: &Client, n: usize) -> anyhow::Result<()> {
     anyhow::bail!("the watch ended")
 }
 
-/// kubewasm's engine running the `myapp` component.
-async fn wasm_engine(client: &Client, runtime: &Runtime) -> anyhow::Result<Engine> {
+/// kubewasm's engine running the `myapp` component, every primary queued
+/// again each `resync`.
+async fn wasm_engine(
+    client: &Client,
+    runtime: &Runtime,
+    resync: Duration,
+) -> anyhow::Result<Engine> {
     let mapper = Arc::new(kubewasm_engine::discovery::mapper(client).await?);
     let plugin = runtime.load(
         &std::fs::read(example_plugin("myapp"))?,
         &LoadOptions::new(mapper),
     )?;
     let (_, leading) = tokio::sync::watch::channel(true);
-    let mut engine = Engine::new(client.clone(), 8, leading);
+    let mut engine = Engine::new(client.clone(), 8, leading).with_resync(resync);
     engine.start(Arc::new(plugin), Settings::default());
     Ok(engine)
 }
@@ -194,7 +199,7 @@ async fn convergence(driver: Driver, n: usize, runtime: &Runtime) -> anyhow::Res
     let done = converged(&client, n);
     let took = match driver {
         Driver::Wasm => {
-            let engine = wasm_engine(&client, runtime).await?;
+            let engine = wasm_engine(&client, runtime, DEFAULT_RESYNC).await?;
             done.await?;
             let took = started.elapsed();
             engine.shutdown().await;
@@ -276,6 +281,84 @@ async fn fairness(backlog: usize, runtime: &Runtime) -> anyhow::Result<(Duration
         .count();
     engine.shutdown().await;
     Ok((took, backlog.saturating_sub(copies)))
+}
+
+/// The resync period of the skips scenario: longer than 10,000 MyApps
+/// take to converge.
+const RESYNC: Duration = Duration::from_secs(60);
+
+/// CPU time this process has used (the engine and the in-process API
+/// server), from `/proc/self/stat` (clock ticks of 10 ms).
+fn cpu_time() -> Duration {
+    let ticks = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|stat| {
+            // The fields after the command's closing parenthesis; utime
+            // and stime are the 14th and 15th of the whole line.
+            let rest = stat.rsplit_once(')')?.1;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let utime: u64 = fields.get(11)?.parse().ok()?;
+            let stime: u64 = fields.get(12)?.parse().ok()?;
+            Some(utime + stime)
+        })
+        .unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
+/// What a resync of `n` MyApps, converged and unchanged, costs: calls made,
+/// keys skipped, API writes, and the process's CPU time from the resync to
+/// the last key handled; with reads recorded (the default: unchanged keys
+/// skipped) or not (every key called).
+struct Resync {
+    calls: f64,
+    skipped: f64,
+    writes: f64,
+    cpu: Duration,
+}
+
+async fn resync(n: usize, record: bool) -> anyhow::Result<Resync> {
+    let (_server, client) = cluster().await?;
+    create_myapps(&client, n).await?;
+    let runtime = Runtime::new(
+        RuntimeConfig::default()
+            .cache_dir(compiled_cache_dir())
+            .record_reads(record),
+    )?;
+    let started = Instant::now();
+    let engine = wasm_engine(&client, &runtime, RESYNC).await?;
+    converged(&client, n).await?;
+    anyhow::ensure!(
+        started.elapsed() + Duration::from_secs(5) < RESYNC,
+        "converged too late for the resync"
+    );
+    let count = |engine: &Engine| {
+        let metrics = engine.metrics();
+        let total = |metric: &str, having: &str| {
+            kubewasm_tests::host::metric_total(&metrics, metric, having)
+        };
+        (
+            total("kubewasm_reconcile_total", "result=\"success\""),
+            total("kubewasm_reconcile_skipped_total", "myapp"),
+            total("kubewasm_actions_total", "result=\"applied\""),
+        )
+    };
+    tokio::time::sleep_until((started + RESYNC - Duration::from_secs(2)).into()).await;
+    let (calls, skipped, writes) = count(&engine);
+    let cpu = cpu_time();
+    loop {
+        let now = count(&engine);
+        if (now.0 - calls) + (now.1 - skipped) >= n as f64 {
+            let cpu = cpu_time().saturating_sub(cpu);
+            engine.shutdown().await;
+            return Ok(Resync {
+                calls: now.0 - calls,
+                skipped: now.1 - skipped,
+                writes: now.2 - writes,
+                cpu,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Resident memory of this process, in MiB.
@@ -449,6 +532,12 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let real = is_real_run();
+    if real || std::env::var("KUBEWASM_BENCH_SECTION").as_deref() == Ok("skips") {
+        skips(if real { 10_000 } else { 50 }).await?;
+        if std::env::var("KUBEWASM_BENCH_SECTION").is_ok() {
+            return Ok(());
+        }
+    }
     let (n, rounds, backlog) = if real {
         (10_000, 2, 10_000)
     } else {
@@ -566,6 +655,54 @@ async fn main() -> anyhow::Result<()> {
             "engine",
             "Controller engine: convergence against kube-runtime, fairness",
             "make bench",
+            &body,
+        )?;
+    }
+    Ok(())
+}
+
+/// The skips section: a resync of `n` unchanged MyApps, skipped and not.
+async fn skips(n: usize) -> anyhow::Result<()> {
+    let skipping = resync(n, true).await?;
+    let calling = resync(n, false).await?;
+    eprintln!(
+        "resync of {n} unchanged MyApps: skipping {} calls, {} skipped, {} CPU; \
+         calling {} calls, {} CPU",
+        skipping.calls,
+        skipping.skipped,
+        ms(skipping.cpu),
+        calling.calls,
+        ms(calling.cpu)
+    );
+    if let Some(path) = out_path().filter(|_| is_real_run()) {
+        let row = |what: &str, r: &Resync| {
+            format!(
+                "| {what} | {} | {} | {} | {} |\n",
+                r.calls,
+                r.skipped,
+                r.writes,
+                ms(r.cpu)
+            )
+        };
+        let body = format!(
+            "{n} MyApps created, the engine started with a resync every {} s, the MyApps \
+             converged (as in the engine section), then the first resync queued every one of \
+             them, nothing having changed. Counted from just before the resync to the last key \
+             handled; CPU time is the whole process's (the engine and the in-process API \
+             server).\n\n\
+             | reads recorded | calls | skipped | API writes | CPU time |\n|---|---|---|---|---|\n{}{}\n\
+             Skipping saves **{:.0}** of {n} calls and **{:.0}%** of the CPU time of the resync.\n",
+            RESYNC.as_secs(),
+            row("yes (the default: unchanged keys skipped)", &skipping),
+            row("no (`RuntimeConfig::record_reads(false)`: every key called)", &calling),
+            calling.calls - skipping.calls,
+            100.0 * (1.0 - skipping.cpu.as_secs_f64() / calling.cpu.as_secs_f64().max(1e-9)),
+        );
+        write_section(
+            &path,
+            "skips",
+            "Skipped calls: a resync of 10,000 unchanged MyApps",
+            "KUBEWASM_BENCH_SECTION=skips cargo bench -p kubewasm-tests --bench engine -- --write BENCHMARKS.md",
             &body,
         )?;
     }
