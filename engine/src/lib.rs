@@ -18,6 +18,7 @@
 //!   as a walk over the store;
 //! - [`controller`]: one plugin as a controller (mapping, workers, resync);
 //! - [`applier`]: the writes;
+//! - [`recorder`]: steps recorded as fixtures `replay` runs again;
 //! - [`discovery`]: the cluster's types, for the REST mapper, kept up as
 //!   CRDs and APIServices change;
 //! - [`leader`]: leader election with a Lease (workers wait for it, caches
@@ -46,6 +47,7 @@ mod plugin_cache;
 pub mod plugin_dir;
 pub mod plugin_resource;
 pub mod queue;
+pub mod recorder;
 pub mod rights;
 pub mod ring;
 pub mod serve;
@@ -119,6 +121,7 @@ impl Engine {
                 leading,
                 shard: None,
                 resync: controller::DEFAULT_RESYNC,
+                recorder: None,
             },
             controllers: Vec::new(),
         }
@@ -149,6 +152,14 @@ impl Engine {
     #[must_use]
     pub fn with_resync(mut self, period: std::time::Duration) -> Self {
         self.shared.resync = period;
+        self
+    }
+
+    /// An engine recording the steps of the plugins `recorder` records
+    /// (`kubewasm run --record`); set before the first plugin starts.
+    #[must_use]
+    pub fn with_recorder(mut self, recorder: Arc<recorder::Recorder>) -> Self {
+        self.shared.recorder = Some(recorder);
         self
     }
 

@@ -112,6 +112,8 @@ pub struct HostOptions {
     /// How often every primary is queued again (a plugin's own
     /// `resync-seconds` prevails).
     pub resync: Duration,
+    /// Record reconciles as fixtures (`--record`).
+    pub record: Option<kubewasm_engine::recorder::RecordOptions>,
 }
 
 /// Why the host could not run.
@@ -365,6 +367,10 @@ pub async fn run(
         .with_resync(options.resync);
     if let Some(shard) = &shard {
         engine = engine.with_shard(Arc::clone(shard));
+    }
+    if let Some(record) = options.record.clone() {
+        tracing::info!(dir = %record.dir.display(), "recording reconciles as fixtures");
+        engine = engine.with_recorder(Arc::new(kubewasm_engine::recorder::Recorder::new(record)));
     }
     let statuses_by = if shard.is_some() {
         status_writer_rx

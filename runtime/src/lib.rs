@@ -62,6 +62,7 @@ mod config;
 mod contract;
 pub mod declaration;
 mod error;
+pub mod fixture;
 pub mod grants;
 mod host;
 mod limits;

@@ -177,6 +177,17 @@ impl RestMapper {
         Ok(())
     }
 
+    /// Serves `resource` as it says (a recorded fixture's types).
+    pub fn serve(&mut self, resource: &ResourceType) {
+        self.insert(
+            &resource.group,
+            &resource.version,
+            &resource.kind,
+            &resource.plural,
+            resource.namespaced,
+        );
+    }
+
     fn insert(&mut self, group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) {
         self.types.insert(
             (group.to_owned(), version.to_owned(), kind.to_owned()),

@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::action::ApiRequest;
 use crate::cache::{Cache, MemoryCache, MemoryCacheError};
 use crate::resource::{ObjectKey, ResourceType};
-use crate::step::{self, StepError};
+use crate::step::{self, Step, StepError};
 use crate::{MapError, Plugin, Request};
 
 /// Why a replay failed.
@@ -45,6 +45,9 @@ pub enum ReplayError {
     /// The plugin's `map-keys` failed.
     #[error("map-keys failed: {0}")]
     Map(#[from] MapError),
+    /// A recorded fixture is not one.
+    #[error("invalid fixture: {0}")]
+    Fixture(String),
 }
 
 /// What `replay --map` prints.
@@ -95,6 +98,18 @@ pub struct Report {
     /// The requeue the plugin asked for, in milliseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requeue_after_ms: Option<u128>,
+}
+
+impl Report {
+    /// What `step`, run for `key`, prints.
+    pub fn of(step: &Step, key: &ObjectKey) -> Self {
+        Self {
+            call: step.call.name(),
+            key: key.to_string(),
+            actions: step.actions.iter().map(|a| a.request()).collect(),
+            requeue_after_ms: step.requeue_after.map(|d| d.as_millis()),
+        }
+    }
 }
 
 /// Parses multi-document YAML (or JSON) into objects; `kind: List`
@@ -187,12 +202,7 @@ pub fn replay(
 ) -> Result<Report, ReplayError> {
     let cache: Arc<dyn Cache> = Arc::new(cache);
     let step = step::run(plugin, cache, request).map_err(ReplayError::Step)?;
-    Ok(Report {
-        call: step.call.name(),
-        key: request.key.to_string(),
-        actions: step.actions.iter().map(|a| a.request()).collect(),
-        requeue_after_ms: step.requeue_after.map(|d| d.as_millis()),
-    })
+    Ok(Report::of(&step, &request.key))
 }
 
 #[cfg(test)]

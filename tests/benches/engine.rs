@@ -694,7 +694,10 @@ async fn skips(n: usize) -> anyhow::Result<()> {
              Skipping saves **{:.0}** of {n} calls and **{:.0}%** of the CPU time of the resync.\n",
             RESYNC.as_secs(),
             row("yes (the default: unchanged keys skipped)", &skipping),
-            row("no (`RuntimeConfig::record_reads(false)`: every key called)", &calling),
+            row(
+                "no (`RuntimeConfig::record_reads(false)`: every key called)",
+                &calling
+            ),
             calling.calls - skipping.calls,
             100.0 * (1.0 - skipping.cpu.as_secs_f64() / calling.cpu.as_secs_f64().max(1e-9)),
         );

@@ -131,6 +131,7 @@ async fn main() -> anyhow::Result<()> {
         shares: Default::default(),
         required_signatures: Default::default(),
         resync: kubewasm_engine::controller::DEFAULT_RESYNC,
+        record: None,
     };
 
     // Every event the plugins write, with the instant it was seen.

@@ -175,6 +175,7 @@ fn host_options(
         shares: std::collections::BTreeMap::new(),
         required_signatures: Default::default(),
         resync: kubewasm_engine::controller::DEFAULT_RESYNC,
+        record: None,
     };
     std::fs::create_dir_all(&options.plugins)?;
     Ok(options)

@@ -128,6 +128,8 @@ pub struct Shared {
     /// How often every primary is queued again when a plugin declares no
     /// `resync-seconds`.
     pub resync: Duration,
+    /// Where steps are recorded, if they are.
+    pub recorder: Option<Arc<crate::recorder::Recorder>>,
 }
 
 /// The resync period when neither the host nor the plugin sets one.

@@ -13,10 +13,13 @@ use crate::applier::ApplyError;
 use crate::fair::Permit;
 use crate::listing::Key;
 use crate::queue::{Done, WorkQueue};
+use crate::recorder::Recorder;
 use crate::ring::InFlight;
-use kubewasm_runtime::Request;
+use kubewasm_runtime::cache::Cache;
+use kubewasm_runtime::fixture::{Fixture, RecordingCache};
 use kubewasm_runtime::resource::ObjectKey;
 use kubewasm_runtime::step;
+use kubewasm_runtime::{Plugin, Request};
 
 /// One of a controller's workers.
 #[derive(Clone)]
@@ -135,8 +138,12 @@ impl Worker {
         let started = std::time::Instant::now();
         let primary = primary_version(version, key);
         let (plugin, cache) = (Arc::clone(&version.plugin), Arc::clone(&version.cache));
+        let recorder = self.shared.recorder.clone().filter(|r| r.records(&name));
         let stepped = tokio::task::spawn_blocking(move || {
-            let stepped = step::run(&plugin, cache, &request);
+            let stepped = match recorder {
+                Some(recorder) => recorded(&recorder, &plugin, cache, &request),
+                None => step::run(&plugin, cache, &request),
+            };
             (stepped, plugin.take_reads_denied())
         })
         .await
@@ -200,4 +207,29 @@ impl Worker {
         tracing::warn!(error = %message, "reconcile failed; retrying with backoff");
         Done::Retry(message)
     }
+}
+
+/// Runs a step against a recording of `cache`, and writes it as a fixture
+/// when the plugin was called (a step that ran nothing, or found no
+/// instance, is not one).
+fn recorded(
+    recorder: &Recorder,
+    plugin: &Plugin,
+    cache: Arc<dyn Cache>,
+    request: &Request,
+) -> Result<step::Step, step::StepError> {
+    let recording = Arc::new(RecordingCache::new(cache));
+    let stepped = step::run(plugin, Arc::clone(&recording) as Arc<dyn Cache>, request);
+    let called = match &stepped {
+        Ok(step) => step.call != step::Call::None,
+        Err(error) => error.ran(),
+    };
+    if called {
+        let fixture = Fixture::record(plugin, request, &recording, &stepped, recorder.secrets());
+        match recorder.write(&fixture) {
+            Ok(path) => tracing::debug!(path = %path.display(), "step recorded"),
+            Err(error) => tracing::warn!(%error, "step not recorded"),
+        }
+    }
+    stepped
 }

@@ -10,6 +10,7 @@ use clap::ValueEnum;
 use kubewasm_engine::informer::InitialList;
 use kubewasm_engine::oci;
 use kubewasm_engine::plugin_resource::ResourceOptions;
+use kubewasm_engine::recorder::RecordOptions;
 use kubewasm_runtime::{InstanceReuse, Limits, Runtime, RuntimeConfig};
 
 use super::CliError;
@@ -204,6 +205,25 @@ pub(super) struct HostFlags {
     /// plugin declared its own resync.
     #[arg(long, default_value_t = 36_000, value_parser = clap::value_parser!(u64).range(1..))]
     resync_seconds: u64,
+    /// Record every reconcile of the plugins into DIR (one directory per
+    /// plugin, a JSON fixture per call: key, configuration, clock, every
+    /// object read, the requests produced), for `kubewasm replay
+    /// --fixture`.
+    #[arg(long, value_name = "DIR")]
+    record: Option<PathBuf>,
+    /// Record only this plugin (repeated; default: all).
+    #[arg(long = "record-plugin", value_name = "NAME", requires = "record")]
+    record_plugins: Vec<String>,
+    /// Fixtures kept per plugin; the oldest go first.
+    #[arg(long, default_value_t = 1000, requires = "record")]
+    record_max_files: usize,
+    /// Bytes of fixtures kept per plugin; the oldest go first.
+    #[arg(long, default_value_t = 64 << 20, requires = "record")]
+    record_max_bytes: u64,
+    /// Keep Secrets' values in fixtures (by default each is replaced by
+    /// `redacted`).
+    #[arg(long, requires = "record")]
+    record_secrets: bool,
 }
 
 /// Parses `NAME=SHARE`.
@@ -261,6 +281,14 @@ impl HostFlags {
             },
             shares: self.shares.iter().cloned().collect(),
             resync: Duration::from_secs(self.resync_seconds),
+            record: self.record.clone().map(|dir| RecordOptions {
+                dir,
+                plugins: (!self.record_plugins.is_empty())
+                    .then(|| self.record_plugins.iter().cloned().collect()),
+                max_files: self.record_max_files,
+                max_bytes: self.record_max_bytes,
+                secrets: self.record_secrets,
+            }),
             required_signatures: super::verify::read_keys(&self.require_signatures)?,
         })
     }

@@ -118,6 +118,19 @@ pub enum CliError {
     /// Neither `--key` nor `--map` was given.
     #[error("replay needs --key NAMESPACE/NAME (or --map TYPE FILE)")]
     NoKey,
+    /// A recorded call replayed otherwise than recorded.
+    #[error(
+        "the replay differs from the recording in {fixture} (the report printed is the replay's){digest}"
+    )]
+    Differs {
+        /// The fixture.
+        fixture: PathBuf,
+        /// A note when the component is not the recorded one.
+        digest: String,
+    },
+    /// A recorded call failed, again.
+    #[error("the recorded call failed, as it did when recorded: {0}")]
+    FailedAgain(String),
     /// `--map`'s file holds no object.
     #[error("{} holds no object", .0.display())]
     NoObject(PathBuf),

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use clap::ValueEnum;
 use kubewasm_runtime::cache::MemoryCache;
+use kubewasm_runtime::fixture::Fixture;
 use kubewasm_runtime::grants::OperatorGrants;
 use kubewasm_runtime::mapper::RestMapper;
 use kubewasm_runtime::replay::{self, ReplayError};
@@ -24,13 +25,18 @@ pub(super) struct Args {
     /// repeatable. CustomResourceDefinitions among them say how their
     /// types are served, as discovery would. An object without a uid
     /// gets a stable one, derived from its identity.
-    #[arg(long, required = true)]
+    #[arg(long, required_unless_present = "fixture")]
     objects: Vec<PathBuf>,
+    /// A call recorded by `kubewasm run --record` (JSON): replayed with
+    /// what it recorded (objects, configuration, clock, confinement), its
+    /// report printed; fails if it differs from the recording.
+    #[arg(long, conflicts_with_all = ["objects", "config", "key", "map", "grants", "now"])]
+    fixture: Option<PathBuf>,
     /// The plugin's configuration (YAML or JSON).
     #[arg(long)]
     config: Option<PathBuf>,
     /// The primary to reconcile: NAMESPACE/NAME, or NAME when cluster-scoped.
-    #[arg(long, required_unless_present = "map")]
+    #[arg(long, required_unless_present_any = ["map", "fixture"])]
     key: Option<String>,
     /// Run `map-keys` instead, for the first object of FILE, of type
     /// TYPE (`GROUP/VERSION/KIND`, `v1/KIND` for the core group), and
@@ -64,6 +70,9 @@ enum Format {
 /// # Errors
 /// [`CliError`] says which input was refused, or why the call failed.
 pub(super) fn run(args: Args) -> Result<(), CliError> {
+    if let Some(path) = args.fixture.clone() {
+        return run_fixture(args, path);
+    }
     // Parsed first: a bad key is reported before any compile.
     let key: Option<ObjectKey> = args.key.as_deref().map(str::parse).transpose()?;
     // One call or none: the baseline compiler makes a first replay of an
@@ -109,6 +118,46 @@ pub(super) fn run(args: Args) -> Result<(), CliError> {
         request.now = now;
     }
     print_report(&replay::replay(&plugin, cache, &request)?, args.output)
+}
+
+/// Replays a recorded call: prints its report (or fails as it failed), and
+/// fails if that is not what was recorded.
+fn run_fixture(args: Args, path: PathBuf) -> Result<(), CliError> {
+    let fixture: Fixture = serde_json::from_str(&read_text(path.clone())?)
+        .map_err(|e| ReplayError::Fixture(format!("{}: {e}", path.display())))?;
+    let runtime = args.runtime.runtime(InstanceReuse::Fresh, None)?;
+    let options = LoadOptions::new(Arc::new(fixture.mapper())).grants(OperatorGrants {
+        namespaces: fixture.namespaces.clone(),
+        ..OperatorGrants::unrestricted()
+    });
+    let plugin = runtime
+        .load(&read_bytes(&args.plugin)?, &options)
+        .map_err(|source| CliError::Load {
+            path: args.plugin,
+            source,
+        })?;
+    let replayed = fixture.replay(&plugin)?;
+    let matches = fixture.matches(&replayed);
+    match replayed {
+        Ok(report) => print_report(&report, args.output)?,
+        Err(failure) if matches => return Err(CliError::FailedAgain(failure)),
+        Err(failure) => eprintln!("replayed: {failure}"),
+    }
+    if matches {
+        return Ok(());
+    }
+    Err(CliError::Differs {
+        fixture: path,
+        digest: if plugin.digest() == fixture.digest {
+            String::new()
+        } else {
+            format!(
+                "; recorded with component sha256:{}, replayed with sha256:{}",
+                fixture.digest,
+                plugin.digest()
+            )
+        },
+    })
 }
 
 /// Prints a replay's report as `output` says.

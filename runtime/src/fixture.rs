@@ -1,0 +1,300 @@
+//! Recorded calls: one reconcile step as the host ran it, kept as a fixture
+//! that `kubewasm replay --fixture` runs again, byte for byte.
+//!
+//! # Expected flow
+//! The engine runs a step recorded against a [`RecordingCache`] over its
+//! cache: every object the step reads (the plugin's `get`s and `list`s, and
+//! the step's own reads of the primary) is kept. [`Fixture::record`] then
+//! makes a fixture of the request (key, configuration, clock, retries), the
+//! plugin's confinement and declared types, the objects read, and what the
+//! step gave: its [`Report`] (the requests it produced) or its failure.
+//! [`Fixture::replay`] runs the same component on the fixture alone; what
+//! it gives is what was recorded, so `replay` prints the same bytes.
+//!
+//! # Guarantees
+//! - **What the step saw.** Objects are kept as the cache returned them,
+//!   the first version of each when a read is repeated.
+//! - **Secrets redacted.** Unless asked otherwise, each value of a
+//!   Secret's `data` and `stringData` is replaced by `redacted` (base64 in
+//!   `data`): a fixture can be attached to a bug report. A plugin that copies
+//!   a Secret's value then replays with the redacted one.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::cache::{Cache, CachedObject, MemoryCache};
+use crate::mapper::RestMapper;
+use crate::replay::{ReplayError, Report};
+use crate::resource::{ObjectKey, ResourceType};
+use crate::selector::Selector;
+use crate::step::{Step, StepError};
+use crate::{Plugin, Request};
+
+/// A cache that keeps every object read through it (see the module
+/// documentation).
+pub struct RecordingCache {
+    inner: Arc<dyn Cache>,
+    seen: Mutex<BTreeMap<(ResourceType, ObjectKey), Arc<CachedObject>>>,
+}
+
+impl RecordingCache {
+    /// Records the reads made through it of `inner`.
+    pub fn new(inner: Arc<dyn Cache>) -> Self {
+        Self {
+            inner,
+            seen: Mutex::default(),
+        }
+    }
+
+    fn keep(&self, resource: &ResourceType, object: &Arc<CachedObject>) {
+        if let Some(key) = ObjectKey::of(object.value()) {
+            self.seen
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry((resource.clone(), key))
+                .or_insert_with(|| Arc::clone(object));
+        }
+    }
+
+    /// The objects read, by type and key.
+    fn objects(&self) -> Vec<Value> {
+        self.seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .map(|o| o.value().clone())
+            .collect()
+    }
+}
+
+impl Cache for RecordingCache {
+    fn get(&self, resource: &ResourceType, key: &ObjectKey) -> Option<Arc<CachedObject>> {
+        let found = self.inner.get(resource, key);
+        if let Some(object) = &found {
+            self.keep(resource, object);
+        }
+        found
+    }
+
+    fn list(
+        &self,
+        resource: &ResourceType,
+        namespace: Option<&str>,
+        selector: &Selector,
+    ) -> Vec<Arc<CachedObject>> {
+        let found = self.inner.list(resource, namespace, selector);
+        for object in &found {
+            self.keep(resource, object);
+        }
+        found
+    }
+}
+
+/// One recorded step (see the module documentation).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Fixture {
+    /// The plugin that ran.
+    pub plugin: String,
+    /// Its component's sha256.
+    pub digest: String,
+    /// The primary's key (`NAMESPACE/NAME`, or `NAME`).
+    pub key: String,
+    /// The time of the call.
+    pub now: jiff::Timestamp,
+    /// Its configuration.
+    pub config: Value,
+    /// Consecutive failures of the key before this call.
+    #[serde(default)]
+    pub retries: u32,
+    /// Why the previous attempt failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<String>,
+    /// The namespaces it was confined to (`None`: all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespaces: Option<BTreeSet<String>>,
+    /// The types it declared, as the cluster served them.
+    pub types: Vec<ResourceType>,
+    /// Every object the step read.
+    pub objects: Vec<Value>,
+    /// The requests it produced (what `replay` prints), if it succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<Value>,
+    /// Why it failed, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
+/// The text a failed step is recorded and replayed with.
+fn failure_text(error: &StepError) -> String {
+    format!("{error}: {}", error.source)
+}
+
+impl Fixture {
+    /// The fixture of a step `plugin` ran for `request` against `cache`,
+    /// which gave `result`; Secrets' values redacted unless `secrets`.
+    pub fn record(
+        plugin: &Plugin,
+        request: &Request,
+        cache: &RecordingCache,
+        result: &Result<Step, StepError>,
+        secrets: bool,
+    ) -> Self {
+        let declaration = plugin.declaration();
+        let mut objects = cache.objects();
+        if !secrets {
+            objects.iter_mut().for_each(redact);
+        }
+        let (report, failure) = match result {
+            Ok(step) => (
+                serde_json::to_value(Report::of(step, &request.key)).ok(),
+                None,
+            ),
+            Err(error) => (None, Some(failure_text(error))),
+        };
+        Self {
+            plugin: declaration.name.clone(),
+            digest: plugin.digest().to_owned(),
+            key: request.key.to_string(),
+            now: request.now,
+            config: serde_json::from_str(&request.config).unwrap_or(Value::Null),
+            retries: request.retries,
+            last_failure: request.last_failure.clone(),
+            namespaces: plugin.grants().namespaces().cloned(),
+            types: std::iter::once(&declaration.primary)
+                .chain(declaration.secondaries.iter().map(|s| &s.resource))
+                .cloned()
+                .collect(),
+            objects,
+            report,
+            failure,
+        }
+    }
+
+    /// The mapper a replay of it resolves the plugin's types with: the
+    /// built-in types and those it recorded.
+    pub fn mapper(&self) -> RestMapper {
+        let mut mapper = RestMapper::builtin();
+        for resource in &self.types {
+            mapper.serve(resource);
+        }
+        mapper
+    }
+
+    /// The request it recorded.
+    ///
+    /// # Errors
+    /// [`ReplayError::Fixture`] when its key is none.
+    pub fn request(&self) -> Result<Request, ReplayError> {
+        let key = self
+            .key
+            .parse()
+            .map_err(|e: crate::resource::InvalidKey| ReplayError::Fixture(e.to_string()))?;
+        Ok(Request {
+            config: self.config.to_string(),
+            retries: self.retries,
+            last_failure: self.last_failure.clone(),
+            now: self.now,
+            ..Request::new(key)
+        })
+    }
+
+    /// Runs `plugin` (loaded with [`Self::mapper`] and these namespaces) on
+    /// the fixture alone: its report, or its failure's text.
+    ///
+    /// # Errors
+    /// [`ReplayError`] when the fixture's objects or key are not ones.
+    pub fn replay(&self, plugin: &Plugin) -> Result<Result<Report, String>, ReplayError> {
+        let cache: Arc<dyn Cache> = Arc::new(MemoryCache::from_objects(self.objects.clone())?);
+        let request = self.request()?;
+        Ok(match crate::step::run(plugin, cache, &request) {
+            Ok(step) => Ok(Report::of(&step, &request.key)),
+            Err(error) => Err(failure_text(&error)),
+        })
+    }
+
+    /// Whether `replayed` is what was recorded.
+    pub fn matches(&self, replayed: &Result<Report, String>) -> bool {
+        match replayed {
+            Ok(report) => {
+                self.failure.is_none() && serde_json::to_value(report).ok() == self.report
+            }
+            Err(failure) => self.failure.as_ref() == Some(failure),
+        }
+    }
+}
+
+/// Replaces each value of a Secret's `data` and `stringData`.
+fn redact(object: &mut Value) {
+    let is_secret = object.get("apiVersion").and_then(Value::as_str) == Some("v1")
+        && object.get("kind").and_then(Value::as_str) == Some("Secret");
+    if !is_secret {
+        return;
+    }
+    for (field, redacted) in [("data", "cmVkYWN0ZWQ="), ("stringData", "redacted")] {
+        if let Some(values) = object.get_mut(field).and_then(Value::as_object_mut) {
+            for value in values.values_mut() {
+                *value = Value::String(redacted.to_owned());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_secret_should_be_redacted_and_nothing_else() {
+        let mut secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+            "data": {"password": "aHVudGVyMg=="}, "stringData": {"token": "t"}});
+        redact(&mut secret);
+        assert_eq!(secret["data"]["password"], "cmVkYWN0ZWQ=");
+        assert_eq!(secret["stringData"]["token"], "redacted");
+        let mut config_map = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c"}, "data": {"password": "hunter2"}});
+        let before = config_map.clone();
+        redact(&mut config_map);
+        assert_eq!(config_map, before);
+    }
+
+    #[test]
+    fn a_recording_cache_should_keep_the_first_version_of_each_object_read() {
+        let config_map = |name: &str, version: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": "default", "resourceVersion": version}})
+        };
+        let inner: Arc<dyn Cache> = Arc::new(
+            MemoryCache::from_objects([config_map("a", "1"), config_map("b", "1")])
+                .expect("cached"),
+        );
+        let recording = RecordingCache::new(inner);
+        let resource = crate::declaration::tests::ty("v1", "ConfigMap", "configmaps", true);
+        assert!(
+            recording
+                .get(&resource, &ObjectKey::namespaced("default", "a"))
+                .is_some()
+        );
+        assert!(
+            recording
+                .get(&resource, &ObjectKey::namespaced("default", "nope"))
+                .is_none()
+        );
+        assert_eq!(
+            recording
+                .list(&resource, Some("default"), &Selector::default())
+                .len(),
+            2
+        );
+        let names: Vec<_> = recording
+            .objects()
+            .iter()
+            .map(|o| o["metadata"]["name"].clone())
+            .collect();
+        assert_eq!(names, ["a", "b"]);
+    }
+}
