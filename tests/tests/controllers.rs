@@ -2,7 +2,9 @@
 //! run` with its defaults but the flags named, the embedded API server,
 //! kubectl): calls skipped when their inputs are unchanged, and what a
 //! skip must never cost (a child deleted by hand still comes back); calls
-//! recorded by the host and replayed byte for byte.
+//! recorded by the host and replayed byte for byte; a cluster-scoped
+//! primary granted namespaces, system ones among them, and a refused child
+//! told on its primary.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -214,4 +216,91 @@ fn recorded_calls_should_replay_byte_for_byte_with_secrets_redacted() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+const PROPAGATION_CRD: &str = r"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: propagations.example.com
+spec:
+  group: example.com
+  scope: Cluster
+  names:
+    kind: Propagation
+    plural: propagations
+    singular: propagation
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+";
+
+/// A Propagation `everywhere` of `namespaces`.
+fn propagation(namespaces: &str) -> String {
+    format!(
+        "apiVersion: example.com/v1\nkind: Propagation\nmetadata:\n  name: everywhere\n\
+         spec:\n  namespaces: [{namespaces}]\n  data:\n    greeting: hello\n"
+    )
+}
+
+#[test]
+fn a_cluster_scoped_primary_should_reach_the_namespaces_granted_and_a_refused_child_be_told() {
+    let server = Apiserver::start();
+    apply_text(&server, PROPAGATION_CRD);
+    server.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/propagations.example.com",
+    ]);
+    server.ok(&["create", "namespace", "team-b"]);
+    // The grants file beside it is what it may do (trusting declarations
+    // only stands in for a missing one).
+    let host = Host::start(
+        &server,
+        &[("propagate", test_plugin("propagate"))],
+        &[(
+            "propagate.grants.yaml",
+            "namespaces: [default, kube-system]\n",
+        )],
+        &[],
+    );
+    host.wait_ready();
+    eventually("the plugin loaded under its grants", &host, || {
+        counted(
+            &host,
+            r#"kubewasm_plugin_loads_total{plugin="propagate",result="loaded"}"#,
+        ) >= 1.0
+    });
+    apply_text(&server, &propagation("default, kube-system"));
+    eventually("copied into default and kube-system (named)", &host, || {
+        get_json(&server, &["configmap", "propagated", "-n", "default"]).is_some()
+            && get_json(&server, &["configmap", "propagated", "-n", "kube-system"]).is_some()
+    });
+    apply_text(&server, &propagation("default, kube-system, team-b"));
+    eventually(
+        "the refusal is told on the Propagation, naming the copy",
+        &host,
+        || {
+            event_notes(&server, "default", "OutcomeRefused")
+                .get("everywhere")
+                .is_some_and(|notes| {
+                    notes
+                        .iter()
+                        .any(|n| n.contains("v1 ConfigMap `team-b/propagated`"))
+                })
+        },
+    );
+    assert!(
+        counted(
+            &host,
+            r#"kubewasm_reconcile_errors_total{plugin="propagate",kind="denied"}"#
+        ) >= 1.0,
+        "{}",
+        host.get("/metrics").1
+    );
+    assert!(get_json(&server, &["configmap", "propagated", "-n", "team-b"]).is_none());
 }
