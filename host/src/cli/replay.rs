@@ -11,7 +11,7 @@ use kubewasm_runtime::grants::OperatorGrants;
 use kubewasm_runtime::mapper::RestMapper;
 use kubewasm_runtime::replay::{self, ReplayError};
 use kubewasm_runtime::resource::{ObjectKey, ResourceType};
-use kubewasm_runtime::{InstanceReuse, LoadOptions, Request};
+use kubewasm_runtime::{InstanceReuse, LoadOptions, Plugin, Request, Runtime};
 
 use super::flags::RuntimeFlags;
 use super::{CliError, read_bytes, read_text};
@@ -90,12 +90,7 @@ pub(super) fn run(args: Args) -> Result<(), CliError> {
     if let Some(path) = args.grants {
         options = options.grants(OperatorGrants::from_file(&path)?);
     }
-    let plugin = runtime
-        .load(&read_bytes(&args.plugin)?, &options)
-        .map_err(|source| CliError::Load {
-            path: args.plugin,
-            source,
-        })?;
+    let plugin = load(&runtime, args.plugin, &options)?;
     let config = match args.config {
         Some(path) => replay::parse_config(&read_text(path)?)?,
         None => "{}".to_owned(),
@@ -130,12 +125,7 @@ fn run_fixture(args: Args, path: PathBuf) -> Result<(), CliError> {
         namespaces: fixture.namespaces.clone(),
         ..OperatorGrants::unrestricted()
     });
-    let plugin = runtime
-        .load(&read_bytes(&args.plugin)?, &options)
-        .map_err(|source| CliError::Load {
-            path: args.plugin,
-            source,
-        })?;
+    let plugin = load(&runtime, args.plugin, &options)?;
     let replayed = fixture.replay(&plugin)?;
     let matches = fixture.matches(&replayed);
     match replayed {
@@ -158,6 +148,13 @@ fn run_fixture(args: Args, path: PathBuf) -> Result<(), CliError> {
             )
         },
     })
+}
+
+/// Loads the component at `path`.
+fn load(runtime: &Runtime, path: PathBuf, options: &LoadOptions) -> Result<Plugin, CliError> {
+    runtime
+        .load(&read_bytes(&path)?, options)
+        .map_err(|source| CliError::Load { path, source })
 }
 
 /// Prints a replay's report as `output` says.

@@ -420,24 +420,13 @@ fn plan_event(ctx: PlanContext<'_>, event: DesiredEvent) -> Result<Action, Refus
             "an event needs a reason and an action of 1 to 128 characters",
         ));
     }
-    let mut regarding = json!({
-        "apiVersion": resource.api_version(),
-        "kind": resource.kind,
-        "name": key.name,
-    });
-    if let Some(namespace) = &key.namespace {
-        regarding["namespace"] = namespace.clone().into();
-    }
     let is_primary = resource == ctx.declaration.primary && &key == ctx.key;
-    if let Some(uid) = ctx
+    let uid = ctx
         .primary
         .filter(|_| is_primary)
-        .and_then(|p| p.pointer("/metadata/uid"))
-    {
-        regarding["uid"] = uid.clone();
-    }
+        .and_then(|p| p.pointer("/metadata/uid"));
     let object = EventBody {
-        regarding,
+        regarding: regarding(&resource, &key, uid),
         namespace: key.namespace.as_deref().unwrap_or("default"),
         controller: &format!("kubewasm.dev/{}", ctx.declaration.name),
         event_type: event.event_type,
@@ -447,6 +436,23 @@ fn plan_event(ctx: PlanContext<'_>, event: DesiredEvent) -> Result<Action, Refus
     }
     .object(ctx.now);
     Ok(Action(Planned::Event { object }))
+}
+
+/// An event's `regarding`: the object of `resource` and `key`, with its
+/// `uid` when known.
+fn regarding(resource: &ResourceType, key: &ObjectKey, uid: Option<&Value>) -> Value {
+    let mut regarding = json!({
+        "apiVersion": resource.api_version(),
+        "kind": resource.kind,
+        "name": key.name,
+    });
+    if let Some(namespace) = &key.namespace {
+        regarding["namespace"] = namespace.clone().into();
+    }
+    if let Some(uid) = uid {
+        regarding["uid"] = uid.clone();
+    }
+    regarding
 }
 
 impl Action {
@@ -462,20 +468,8 @@ impl Action {
         refused: &ActionError,
         now: jiff::Timestamp,
     ) -> Self {
-        let resource = &declaration.primary;
-        let mut regarding = json!({
-            "apiVersion": resource.api_version(),
-            "kind": resource.kind,
-            "name": key.name,
-        });
-        if let Some(namespace) = &key.namespace {
-            regarding["namespace"] = namespace.clone().into();
-        }
-        if let Some(uid) = primary.pointer("/metadata/uid") {
-            regarding["uid"] = uid.clone();
-        }
         let object = EventBody {
-            regarding,
+            regarding: regarding(&declaration.primary, key, primary.pointer("/metadata/uid")),
             namespace: key.namespace.as_deref().unwrap_or("default"),
             controller: &format!("kubewasm.dev/{}", declaration.name),
             event_type: EventType::Warning,
