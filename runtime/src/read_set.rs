@@ -127,13 +127,15 @@ impl ReadSet {
         self.overflowed
     }
 
-    /// What tells whether the reads would give the same again; `None` when
-    /// reads were left out.
-    pub fn witness(&self) -> Option<Witness> {
+    /// What tells whether the reads would give the same again, with
+    /// `inputs` (anything else the call depended on: the engine's version
+    /// and primary) compared too; `None` when reads were left out.
+    pub fn witness(&self, inputs: impl Hash) -> Option<Witness> {
         if self.overflowed {
             return None;
         }
-        let seen = self
+        let mut seen = std::hash::DefaultHasher::new();
+        let queries = self
             .reads
             .iter()
             .map(|read| match read {
@@ -141,37 +143,42 @@ impl ReadSet {
                     resource,
                     key,
                     found,
-                } => Seen::Get {
-                    resource: resource.clone(),
-                    key: key.clone(),
-                    version: found.as_deref().map(version),
-                },
+                } => {
+                    found.as_deref().map(version).hash(&mut seen);
+                    Query::Get {
+                        resource: resource.clone(),
+                        key: key.clone(),
+                    }
+                }
                 Read::List {
                     resource,
                     namespace,
                     selector,
                     found,
-                } => Seen::List {
-                    resource: resource.clone(),
-                    namespace: namespace.clone(),
-                    selector: selector.clone(),
-                    fingerprint: fingerprint(found),
-                },
+                } => {
+                    fingerprint(found).hash(&mut seen);
+                    Query::List {
+                        resource: resource.clone(),
+                        namespace: namespace.clone(),
+                        selector: selector.clone(),
+                    }
+                }
             })
             .collect();
-        Some(Witness(seen))
+        inputs.hash(&mut seen);
+        Some(Witness { queries, seen })
     }
 }
 
 /// An object's resourceVersion, or (none: a fixture) a fingerprint of its
 /// text.
-fn version(object: &CachedObject) -> Version {
+fn version(object: &CachedObject) -> Version<'_> {
     match object
         .value()
         .pointer("/metadata/resourceVersion")
         .and_then(serde_json::Value::as_str)
     {
-        Some(version) => Version::Resource(version.into()),
+        Some(version) => Version::Resource(version),
         None => {
             let mut hasher = std::hash::DefaultHasher::new();
             object.json().hash(&mut hasher);
@@ -181,9 +188,9 @@ fn version(object: &CachedObject) -> Version {
 }
 
 /// Which version of an object was seen.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Version {
-    Resource(Box<str>),
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Version<'a> {
+    Resource(&'a str),
     Text(u64),
 }
 
@@ -198,66 +205,45 @@ fn fingerprint(objects: &[Arc<CachedObject>]) -> u64 {
     hasher.finish()
 }
 
-/// One read as the witness keeps it.
+/// One read (or write) as the witness makes it again.
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Seen {
+enum Query {
     Get {
         resource: ResourceType,
         key: ObjectKey,
-        version: Option<Version>,
     },
     List {
         resource: ResourceType,
         namespace: Option<String>,
         selector: String,
-        fingerprint: u64,
     },
-    /// An object the outcome wrote (with the resourceVersion the write
-    /// gave it) or deleted (`None`): compared with what the host's cache
-    /// holds, whatever the plugin may read.
+    /// An object the outcome wrote or deleted: looked up in the host's
+    /// cache, whatever the plugin may read.
     Wrote {
         resource: ResourceType,
         key: ObjectKey,
-        version: Option<Box<str>>,
     },
 }
 
-/// The versions a call's reads saw: what a skipped call is compared by
-/// (see the module documentation).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Witness(Vec<Seen>);
+/// The queries a call made, and a hash of what they gave: what a skipped
+/// call is compared by (see the module documentation). Held per key, so
+/// kept small: the answers are hashed, never kept.
+#[derive(Clone, Debug)]
+pub struct Witness {
+    queries: Box<[Query]>,
+    seen: std::hash::DefaultHasher,
+}
+
+impl PartialEq for Witness {
+    fn eq(&self, other: &Self) -> bool {
+        self.queries == other.queries && self.digest() == other.digest()
+    }
+}
 
 impl Witness {
-    /// Whether every read, made again through `cache` under `grants`,
-    /// gives what it gave.
-    pub fn unchanged(&self, cache: &dyn Cache, grants: &Grants) -> bool {
-        self.0.iter().all(|seen| match seen {
-            Seen::Get {
-                resource,
-                key,
-                version: seen,
-            } => reads::get(cache, grants, resource, key)
-                .is_ok_and(|found| found.as_deref().map(version) == *seen),
-            Seen::List {
-                resource,
-                namespace,
-                selector,
-                fingerprint: seen,
-            } => reads::list(cache, grants, resource, namespace.as_deref(), selector)
-                .is_ok_and(|found| fingerprint(&found) == *seen),
-            Seen::Wrote {
-                resource,
-                key,
-                version: written,
-            } => {
-                let cached = cache.get(resource, key);
-                match (cached.as_deref().map(version), written) {
-                    (None, None) => true,
-                    (Some(Version::Resource(cached)), Some(written)) => cached == *written,
-                    _ => false,
-                }
-            }
-        })
+    /// A hash of everything the queries gave (and what was added to it).
+    pub fn digest(&self) -> u64 {
+        self.seen.finish()
     }
 
     /// Adds an object the outcome wrote, with the resourceVersion the
@@ -265,21 +251,87 @@ impl Witness {
     /// someone else makes the inputs differ, so a plugin that applies
     /// without reading still heals its children.
     pub fn wrote(&mut self, resource: &ResourceType, key: &ObjectKey, version: Option<&str>) {
-        self.0.push(Seen::Wrote {
+        let mut queries = std::mem::take(&mut self.queries).into_vec();
+        queries.push(Query::Wrote {
             resource: resource.clone(),
             key: key.clone(),
-            version: version.map(Into::into),
         });
+        self.queries = queries.into_boxed_slice();
+        version.map(Version::Resource).hash(&mut self.seen);
     }
 
-    /// How many reads it holds.
+    /// The queries alone, to be asked again ([`Queries::digest`]) and
+    /// compared with [`Self::digest`].
+    pub fn into_queries(self) -> Queries {
+        Queries(self.queries)
+    }
+
+    /// Whether every read, made again through `cache` under `grants`, and
+    /// every object written, looked up again, give what they gave, with the
+    /// same `inputs`.
+    pub fn unchanged(&self, cache: &dyn Cache, grants: &Grants, inputs: impl Hash) -> bool {
+        Queries::ask(&self.queries, cache, grants, inputs) == Some(self.digest())
+    }
+
+    /// How many queries it holds.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.queries.len()
     }
 
-    /// Whether the call read nothing.
+    /// Whether the call read and wrote nothing.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.queries.is_empty()
+    }
+}
+
+/// A witness's queries without their answers (what the engine keeps per
+/// key, beside the digest).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Queries(Box<[Query]>);
+
+impl Queries {
+    /// The digest the queries give now through `cache` under `grants`,
+    /// with `inputs` (hashed after the reads, before what was written, as
+    /// [`ReadSet::witness`] and [`Witness::wrote`] did); `None` when a read
+    /// fails.
+    fn ask(
+        queries: &[Query],
+        cache: &dyn Cache,
+        grants: &Grants,
+        inputs: impl Hash,
+    ) -> Option<u64> {
+        let mut seen = std::hash::DefaultHasher::new();
+        let mut wrote = Vec::new();
+        for query in queries {
+            match query {
+                Query::Get { resource, key } => {
+                    let found = reads::get(cache, grants, resource, key).ok()?;
+                    found.as_deref().map(version).hash(&mut seen);
+                }
+                Query::List {
+                    resource,
+                    namespace,
+                    selector,
+                } => {
+                    let found =
+                        reads::list(cache, grants, resource, namespace.as_deref(), selector)
+                            .ok()?;
+                    fingerprint(&found).hash(&mut seen);
+                }
+                Query::Wrote { resource, key } => wrote.push((resource, key)),
+            }
+        }
+        inputs.hash(&mut seen);
+        for (resource, key) in wrote {
+            let cached = cache.get(resource, key);
+            cached.as_deref().map(version).hash(&mut seen);
+        }
+        Some(seen.finish())
+    }
+
+    /// The digest the queries give now (see [`Witness::unchanged`]).
+    pub fn digest(&self, cache: &dyn Cache, grants: &Grants, inputs: impl Hash) -> Option<u64> {
+        Self::ask(&self.0, cache, grants, inputs)
     }
 }
 
@@ -333,29 +385,42 @@ mod tests {
             .expect("cached")
         };
         let before = cache("1", json!({"app": "x"}), "1", json!({}));
-        let witness = read(&before, &grants).witness().expect("bounded");
+        let witness = read(&before, &grants).witness(()).expect("bounded");
         assert_eq!(witness.len(), 2);
-        assert!(witness.unchanged(&before, &grants));
+        assert!(witness.unchanged(&before, &grants, ()));
+        assert!(
+            !witness.unchanged(&before, &grants, "another version"),
+            "other inputs"
+        );
         let unrelated = cache("1", json!({"app": "x"}), "2", json!({}));
         assert!(
-            witness.unchanged(&unrelated, &grants),
+            witness.unchanged(&unrelated, &grants, ()),
             "something else changed"
         );
         let got = cache("2", json!({"app": "x"}), "1", json!({}));
-        assert!(!witness.unchanged(&got, &grants), "the object got changed");
+        assert!(
+            !witness.unchanged(&got, &grants, ()),
+            "the object got changed"
+        );
         let left = cache("1", json!({"app": "y"}), "1", json!({}));
-        assert!(!witness.unchanged(&left, &grants), "one left the selector");
+        assert!(
+            !witness.unchanged(&left, &grants, ()),
+            "one left the selector"
+        );
         let entered = cache("1", json!({"app": "x"}), "2", json!({"app": "x"}));
-        assert!(!witness.unchanged(&entered, &grants), "one entered it");
+        assert!(!witness.unchanged(&entered, &grants, ()), "one entered it");
         let gone =
             MemoryCache::from_objects([config_map("b", "1", json!({"app": "x"}))]).expect("cached");
-        assert!(!witness.unchanged(&gone, &grants), "the object got went");
+        assert!(
+            !witness.unchanged(&gone, &grants, ()),
+            "the object got went"
+        );
     }
 
     #[test]
     fn a_witness_should_see_what_was_written_changed_or_deleted() {
         let grants = grants();
-        let mut witness = ReadSet::default().witness().expect("bounded");
+        let mut witness = ReadSet::default().witness(()).expect("bounded");
         let (a, b) = (
             ObjectKey::namespaced("default", "a"),
             ObjectKey::namespaced("default", "b"),
@@ -365,18 +430,24 @@ mod tests {
         let cache =
             |objects: Vec<serde_json::Value>| MemoryCache::from_objects(objects).expect("cached");
         let written = cache(vec![config_map("a", "5", json!({}))]);
-        assert!(witness.unchanged(&written, &grants));
+        assert!(witness.unchanged(&written, &grants, ()));
         let edited = cache(vec![config_map("a", "6", json!({}))]);
-        assert!(!witness.unchanged(&edited, &grants), "changed by someone");
         assert!(
-            !witness.unchanged(&cache(vec![]), &grants),
+            !witness.unchanged(&edited, &grants, ()),
+            "changed by someone"
+        );
+        assert!(
+            !witness.unchanged(&cache(vec![]), &grants, ()),
             "deleted by someone"
         );
         let back = cache(vec![
             config_map("a", "5", json!({})),
             config_map("b", "1", json!({})),
         ]);
-        assert!(!witness.unchanged(&back, &grants), "a deleted one is back");
+        assert!(
+            !witness.unchanged(&back, &grants, ()),
+            "a deleted one is back"
+        );
     }
 
     #[test]
@@ -391,6 +462,6 @@ mod tests {
         }
         assert!(set.overflowed());
         assert_eq!(set.reads().len(), MAX_READS);
-        assert!(set.witness().is_none());
+        assert!(set.witness(()).is_none());
     }
 }

@@ -29,7 +29,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
 use kubewasm_runtime::cache::Cache;
-use kubewasm_runtime::read_set::Witness;
+use kubewasm_runtime::read_set::Queries;
 use kubewasm_runtime::resource::ObjectKey;
 use kubewasm_runtime::step::{Call, Step};
 
@@ -37,11 +37,12 @@ use super::Version;
 use crate::listing::Key;
 use crate::queue::Priority;
 
-/// What a key's last successful reconcile ran with.
+/// What a key's last successful reconcile ran with: the queries it made
+/// and a hash of their answers and of its version and primary (kept
+/// small: one per key per plugin).
 struct Ran {
-    version: u64,
-    primary: Box<str>,
-    witness: Witness,
+    digest: u64,
+    queries: Queries,
 }
 
 /// The inputs of each key's last successful reconcile (see the module
@@ -78,15 +79,18 @@ impl Memo {
         {
             return false;
         }
+        let Some(primary) = primary_version(version, key) else {
+            return false;
+        };
         let memo = self.lock();
         let Some(ran) = memo.get(key) else {
             return false;
         };
-        ran.version == version.serial
-            && primary_version(version, key).as_deref() == Some(&*ran.primary)
-            && ran
-                .witness
-                .unchanged(version.cache.as_ref(), version.plugin.grants())
+        ran.queries.digest(
+            version.cache.as_ref(),
+            version.plugin.grants(),
+            (version.serial, &*primary),
+        ) == Some(ran.digest)
     }
 
     /// Remembers (or forgets) what `key`'s step that began with the
@@ -100,8 +104,8 @@ impl Memo {
         step: &Step,
         written: &[Option<Box<str>>],
     ) {
-        let witness = || {
-            let mut witness = step.reads.witness()?;
+        let witness = |primary: &str| {
+            let mut witness = step.reads.witness((version.serial, primary))?;
             // What it wrote is an input too: a child deleted or changed
             // since must be applied again, read or not.
             for (action, written) in step.actions.iter().zip(written) {
@@ -116,10 +120,9 @@ impl Memo {
             Some(witness)
         };
         let remembered = match (primary, step.call, step.requeue_after) {
-            (Some(primary), Call::Reconcile, None) => witness().map(|witness| Ran {
-                version: version.serial,
-                primary,
-                witness,
+            (Some(primary), Call::Reconcile, None) => witness(&primary).map(|witness| Ran {
+                digest: witness.digest(),
+                queries: witness.into_queries(),
             }),
             _ => None,
         };
