@@ -310,10 +310,15 @@ pub fn prepare(sources: &Sources, source: Source<'_>, setup: Setup) -> Result<Pr
         Source::Bytes(bytes) => sources.runtime.load(bytes, &options),
     }
     .map_err(|error| match error {
-        LoadError::Declaration(DeclarationError::Mapping(source)) => Refused::Unserved {
-            source,
-            epoch: types.epoch,
-        },
+        // Not served at all (a CRD not applied yet): it waits. A type
+        // served otherwise than declared (a lying plural) is the
+        // component's fault, refused as such.
+        LoadError::Declaration(DeclarationError::Mapping(source @ MapperError::Unknown { .. })) => {
+            Refused::Unserved {
+                source,
+                epoch: types.epoch,
+            }
+        }
         other => Refused::Load(other),
     })?;
     let config = match setup.config {
