@@ -128,11 +128,6 @@ pub struct Fixture {
     pub failure: Option<String>,
 }
 
-/// The text a failed step is recorded and replayed with.
-fn failure_text(error: &StepError) -> String {
-    format!("{error}: {}", error.source)
-}
-
 impl Fixture {
     /// The fixture of a step `plugin` ran for `request` against `cache`,
     /// which gave `result`; Secrets' values redacted unless `secrets`.
@@ -153,7 +148,7 @@ impl Fixture {
                 serde_json::to_value(Report::of(step, &request.key)).ok(),
                 None,
             ),
-            Err(error) => (None, Some(failure_text(error))),
+            Err(error) => (None, Some(error.detail())),
         };
         Self {
             plugin: declaration.name.clone(),
@@ -212,7 +207,7 @@ impl Fixture {
         let request = self.request()?;
         Ok(match crate::step::run(plugin, cache, &request) {
             Ok(step) => Ok(Report::of(&step, &request.key)),
-            Err(error) => Err(failure_text(&error)),
+            Err(error) => Err(error.detail()),
         })
     }
 

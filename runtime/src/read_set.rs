@@ -230,7 +230,7 @@ enum Query {
 /// kept small: the answers are hashed, never kept.
 #[derive(Clone, Debug)]
 pub struct Witness {
-    queries: Box<[Query]>,
+    queries: Vec<Query>,
     seen: std::hash::DefaultHasher,
 }
 
@@ -251,19 +251,17 @@ impl Witness {
     /// someone else makes the inputs differ, so a plugin that applies
     /// without reading still heals its children.
     pub fn wrote(&mut self, resource: &ResourceType, key: &ObjectKey, version: Option<&str>) {
-        let mut queries = std::mem::take(&mut self.queries).into_vec();
-        queries.push(Query::Wrote {
+        self.queries.push(Query::Wrote {
             resource: resource.clone(),
             key: key.clone(),
         });
-        self.queries = queries.into_boxed_slice();
         version.map(Version::Resource).hash(&mut self.seen);
     }
 
     /// The queries alone, to be asked again ([`Queries::digest`]) and
     /// compared with [`Self::digest`].
     pub fn into_queries(self) -> Queries {
-        Queries(self.queries)
+        Queries(self.queries.into_boxed_slice())
     }
 
     /// Whether every read, made again through `cache` under `grants`, and

@@ -167,6 +167,12 @@ pub fn reconcile(
 }
 
 impl StepError {
+    /// The whole failure: which call of which key, and why (what the
+    /// engine retries with, and what a recorded call keeps).
+    pub fn detail(&self) -> String {
+        format!("{self}: {}", self.source)
+    }
+
     /// Whether the plugin was called at all: not when no instance slot came
     /// free in time ([`CallError::NoInstance`]), which is no failure of the
     /// key's.

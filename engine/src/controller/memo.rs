@@ -79,11 +79,11 @@ impl Memo {
         {
             return false;
         }
-        let Some(primary) = primary_version(version, key) else {
-            return false;
-        };
         let memo = self.lock();
         let Some(ran) = memo.get(key) else {
+            return false;
+        };
+        let Some(primary) = primary_version(version, key) else {
             return false;
         };
         ran.queries.digest(

@@ -172,7 +172,7 @@ impl Worker {
                 {
                     tracing::debug!(error = %failed, "refusal event not written");
                 }
-                format!("{error}: {}", error.source)
+                error.detail()
             }
             Ok(Ok(step)) => {
                 metrics.stepped(&name, &step);

@@ -148,8 +148,6 @@ pub struct PluginResources {
     /// Reviews of running tenant plugins' rights in flight: one per key at
     /// most (its key processing).
     checks: JoinSet<Checked>,
-    /// The cluster's types: when they change, every resource looks again.
-    discovered: crate::discovery::Discovered,
 }
 
 impl PluginResources {
@@ -206,7 +204,6 @@ impl PluginResources {
             events: JoinSet::new(),
             rbac,
             checks: JoinSet::new(),
-            discovered: sources.discovered.clone(),
             sources,
         }
     }
@@ -227,7 +224,8 @@ impl PluginResources {
                     Err(error) => tracing::error!(%error, "a rights review task failed"),
                 },
                 Some((key, _)) = self.queue.next() => return Event::Due(key),
-                () = self.discovered.changed() => return Event::TypesChanged,
+                // The cluster's types changed: every resource looks again.
+                () = self.sources.discovered.changed() => return Event::TypesChanged,
             }
         }
     }
@@ -238,7 +236,7 @@ impl PluginResources {
         match event {
             Event::Due(key) => self.reconcile(engine, &ResourceId::from(&*key)).await,
             Event::Loaded(name, loaded) => {
-                let loaded = loaded.under(&self.discovered);
+                let loaded = loaded.under(&self.sources.discovered);
                 self.finish(engine, name, loaded).await;
             }
             Event::Written(id, error) => self.end(&id, error),
