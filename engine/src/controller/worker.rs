@@ -52,6 +52,14 @@ impl Worker {
             let version = self.current.get();
             let name = &version.plugin.declaration().name;
             self.shared.metrics.waited(name, waited);
+            // Its inputs unchanged since its last successful reconcile:
+            // not called, nothing resent (nor sent: no slot is needed).
+            if self.memo.unchanged(&key, self.queue.cause(&key), &version) {
+                tracing::debug!(plugin = %name, key = %key, "reconcile skipped");
+                self.shared.metrics.skipped(name);
+                self.queue.done(&key, Done::Forget);
+                continue;
+            }
             // With sharding, only a slot this replica holds starts a step,
             // and the step is in flight for the slot until it ends.
             let in_flight = match &self.shared.shard {
@@ -74,13 +82,6 @@ impl Worker {
                 },
                 None => None,
             };
-            // Its inputs unchanged since its last successful reconcile:
-            // not called, nothing resent.
-            if self.memo.unchanged(&key, self.queue.cause(&key), &version) {
-                self.shared.metrics.skipped(name);
-                self.queue.done(&key, Done::Forget);
-                continue;
-            }
             let gate = in_flight.as_ref().map(|(_, f)| f);
             let permit = match turn.take() {
                 Some(permit) => Ok(permit),
