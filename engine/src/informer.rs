@@ -104,8 +104,13 @@ pub enum Change<'a> {
     /// change the handler could have missed brought it. With the store,
     /// every key of which is listed with it (a queue walks it).
     Listed(&'a Key, &'a Arc<CachedObject>, &'a Arc<dyn Keys>),
-    /// Added or modified (also what a relist found new or changed).
-    Applied(&'a Key, &'a Arc<CachedObject>),
+    /// Added or modified (also what a relist found new or changed), with
+    /// the state the store held before, if it held one.
+    Applied(
+        &'a Key,
+        &'a Arc<CachedObject>,
+        Option<&'a Arc<CachedObject>>,
+    ),
     /// Deleted (also an object a relist no longer found).
     Deleted(&'a Key, &'a Arc<CachedObject>),
 }
@@ -114,14 +119,23 @@ impl<'a> Change<'a> {
     /// The object's key.
     pub fn key(&self) -> &'a Key {
         match self {
-            Self::Listed(k, _, _) | Self::Applied(k, _) | Self::Deleted(k, _) => k,
+            Self::Listed(k, _, _) | Self::Applied(k, _, _) | Self::Deleted(k, _) => k,
         }
     }
 
     /// The object, as it is now or as it was last.
     pub fn object(&self) -> &'a Arc<CachedObject> {
         match self {
-            Self::Listed(_, o, _) | Self::Applied(_, o) | Self::Deleted(_, o) => o,
+            Self::Listed(_, o, _) | Self::Applied(_, o, _) | Self::Deleted(_, o) => o,
+        }
+    }
+
+    /// The state a modified object had before the change, as the store
+    /// held it (`None` for an object new to the store, listed or deleted).
+    pub fn previous(&self) -> Option<&'a Arc<CachedObject>> {
+        match self {
+            Self::Applied(_, _, previous) => *previous,
+            Self::Listed(..) | Self::Deleted(..) => None,
         }
     }
 }
@@ -479,13 +493,16 @@ impl Feed {
                 }
                 if let Some((okey, cached)) = cached(object) {
                     // An update keeps the key the store (and queues) hold.
-                    let okey = {
+                    let (okey, previous) = {
                         let mut objects = self.store.write();
-                        let okey = objects.remove_entry(&*okey).map_or(okey, |(held, _)| held);
+                        let (okey, previous) = match objects.remove_entry(&*okey) {
+                            Some((held, previous)) => (held, Some(previous)),
+                            None => (okey, None),
+                        };
                         objects.insert(Arc::clone(&okey), Arc::clone(&cached));
-                        okey
+                        (okey, previous)
                     };
-                    self.notify(Change::Applied(&okey, &cached));
+                    self.notify(Change::Applied(&okey, &cached, previous.as_ref()));
                 }
             }
             Event::Delete(object) => {
@@ -516,7 +533,7 @@ impl Feed {
                 match old.get(k) {
                     None => new.push((Arc::clone(k), Arc::clone(o))),
                     Some(was) if version(was) != version(o) => {
-                        changed.push((Arc::clone(k), Arc::clone(o)));
+                        changed.push((Arc::clone(k), Arc::clone(o), Arc::clone(was)));
                     }
                     Some(_) => {}
                 }
@@ -538,12 +555,12 @@ impl Feed {
             self.notify(if listing {
                 Change::Listed(k, o, &self.listing)
             } else {
-                Change::Applied(k, o)
+                Change::Applied(k, o, None)
             });
         }
         changed
             .iter()
-            .for_each(|(k, o)| self.notify(Change::Applied(k, o)));
+            .for_each(|(k, o, was)| self.notify(Change::Applied(k, o, Some(was))));
         gone.iter()
             .for_each(|(k, o)| self.notify(Change::Deleted(k, o)));
         self.store.synced.send_replace(true);

@@ -14,7 +14,8 @@ pub enum Mapping {
     None,
     /// The owners of the primary's type.
     OwnerReferences,
-    /// The value of this label names the primary (`name` or `namespace/name`).
+    /// The value of this label names the primary (`name`, or `namespace.name`
+    /// for a namespaced primary: label values cannot hold `/`).
     Label(String),
     /// [`Reconciler::map_keys`](crate::Reconciler::map_keys) computes them.
     Custom,

@@ -10,9 +10,12 @@
 //   source and puts it back if it was edited by hand, or deletes it if its
 //   source is gone or no longer lists its namespace.
 // Deleting a source deletes every copy: the plugin asks for a managed
-// finalizer on sources only.
+// finalizer on sources only. A copy deleted by hand comes back: ConfigMaps
+// are declared again as a secondary mapped by the `replica-of` label
+// (`namespace.name` of the source), so a copy's change, its deletion
+// included, reconciles its source.
 
-import { Declaration, Event, ObjectKey, Outcome, Verb, log } from '@kubewasm/guest';
+import { Declaration, Event, Mapping, ObjectKey, Outcome, Verb, log } from '@kubewasm/guest';
 import { core_v1 } from '@kubewasm/guest/types';
 
 export const REPLICATE_TO = 'kubewasm.dev/replicate-to';
@@ -81,6 +84,7 @@ export const replicator = {
   declare() {
     return new Declaration('configmap-replicator', '0.1.0', CONFIG_MAP)
       .verbs(Verb.APPLY, Verb.DELETE)
+      .secondary({ type: CONFIG_MAP, verbs: [Verb.GET, Verb.LIST], mapping: Mapping.label(REPLICA_OF) })
       .finalizer();
   },
 

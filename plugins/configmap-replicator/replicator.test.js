@@ -82,3 +82,11 @@ test('plain ConfigMaps need no finalizer and no action', () => {
   assert.deepEqual(out.actions, []);
   assert.equal(out.needsFinalizer, false);
 });
+
+test('copies are mapped back to their source by their label, so a copy deleted by hand is reconciled from it', () => {
+  const declared = replicator.declare().secondaries;
+  assert.deepEqual(declared.map((s) => [s.type.kind, s.mapping]), [['ConfigMap', { tag: 'label', val: REPLICA_OF }]]);
+  // The source's reconcile after the copy went: the copy is applied again.
+  const out = new Harness(replicator).object(source('ns-a')).reconcile(SOURCE_KEY);
+  assert.deepEqual(out.applied().map((c) => c.metadata.namespace), ['ns-a']);
+});

@@ -6,7 +6,7 @@
 //! code. They serialize to the JSON that `kubewasm inspect` prints, and read
 //! it back (the conformance fixtures hold declarations in that form).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -23,7 +23,8 @@ pub enum Mapping {
     None,
     /// Owners of the primary's type in `metadata.ownerReferences`.
     OwnerReferences,
-    /// The value of this label names the primary (`name` or `namespace/name`).
+    /// The value of this label names the primary (`name`, or `namespace.name`
+    /// for a namespaced primary: label values cannot hold `/`).
     Label(String),
     /// The plugin's `map-keys` export computes the keys.
     Custom,
@@ -98,8 +99,11 @@ pub enum DeclarationError {
     /// A resource type lacks a version, kind or plural.
     #[error("invalid resource type `{0}`: version, kind and plural must be set")]
     InvalidResourceType(String),
-    /// A secondary repeats the primary or another secondary.
-    #[error("resource type `{0}` is declared twice")]
+    /// A type is declared again with another label selector (or another
+    /// version of it): a plugin caches a type once, by one selector.
+    #[error(
+        "resource type `{0}` is declared twice, otherwise: a type may be declared again (to map its changes another way) only with the same version and label selector"
+    )]
     Duplicate(String),
     /// A secondary's label selector does not parse.
     #[error("invalid label selector for `{resource}`")]
@@ -197,13 +201,16 @@ impl Declaration {
                 MAX_DECLARED_TEXT,
             );
         }
-        let mut seen = BTreeSet::new();
-        for ty in self.resource_types() {
+        let mut seen = BTreeMap::new();
+        for (ty, selector) in self.selectors() {
             if ty.version.is_empty() || ty.kind.is_empty() || ty.plural.is_empty() {
                 return Err(DeclarationError::InvalidResourceType(ty.to_string()));
             }
-            if !seen.insert((&ty.group, &ty.kind)) {
-                return Err(DeclarationError::Duplicate(ty.to_string()));
+            match seen.insert((&ty.group, &ty.kind), (ty, selector)) {
+                Some(first) if first != (ty, selector) => {
+                    return Err(DeclarationError::Duplicate(ty.to_string()));
+                }
+                _ => {}
             }
         }
         for (resource, selector) in self.selectors() {
@@ -214,7 +221,33 @@ impl Declaration {
         }
         self.primary_verbs
             .extend([Verb::Get, Verb::List, Verb::Watch]);
+        self.unite_verbs();
         Ok(self)
+    }
+
+    /// Gives every declaration of a type declared more than once (a child
+    /// both owned and mapped, the primary's type mapped to other primaries)
+    /// the verbs of them all, so whichever a check finds holds them.
+    fn unite_verbs(&mut self) {
+        let mut united: BTreeMap<ResourceType, BTreeSet<Verb>> = BTreeMap::new();
+        let declared = std::iter::once((&self.primary, &self.primary_verbs))
+            .chain(self.secondaries.iter().map(|s| (&s.resource, &s.verbs)));
+        for (resource, verbs) in declared {
+            united
+                .entry(resource.clone())
+                .or_default()
+                .extend(verbs.iter().copied());
+        }
+        let verbs = std::iter::once((&self.primary, &mut self.primary_verbs)).chain(
+            self.secondaries
+                .iter_mut()
+                .map(|s| (&s.resource, &mut s.verbs)),
+        );
+        for (resource, verbs) in verbs {
+            if let Some(all) = united.get(resource) {
+                verbs.clone_from(all);
+            }
+        }
     }
 
     /// Replaces every declared type with the type as the cluster serves it:
@@ -325,9 +358,19 @@ pub(crate) mod tests {
         ));
 
         let mut dup = sample();
-        dup.secondaries.push(dup.secondaries[0].clone());
+        let mut other_selector = dup.secondaries[0].clone();
+        other_selector.label_selector = "tier=web".into();
+        dup.secondaries.push(other_selector);
         assert!(matches!(
             dup.validate(),
+            Err(DeclarationError::Duplicate(_))
+        ));
+        let mut other_version = sample();
+        let mut primary = other_version.secondaries[0].clone();
+        primary.resource = ty("example.com/v2", "MyApp", "myapps", true);
+        other_version.secondaries.push(primary);
+        assert!(matches!(
+            other_version.validate(),
             Err(DeclarationError::Duplicate(_))
         ));
 
@@ -337,6 +380,38 @@ pub(crate) mod tests {
             selector.validate(),
             Err(DeclarationError::Selector { .. })
         ));
+    }
+
+    #[test]
+    fn a_type_declared_again_with_its_selector_should_hold_the_verbs_of_both() {
+        let mut decl = sample();
+        // Deployments both owned and mapped by map-keys; the primary's
+        // type mapped to other primaries.
+        decl.secondaries.push(Secondary {
+            verbs: [Verb::List].into(),
+            mapping: Mapping::Custom,
+            ..decl.secondaries[0].clone()
+        });
+        decl.secondaries.push(Secondary {
+            resource: decl.primary.clone(),
+            verbs: [Verb::Delete].into(),
+            label_selector: String::new(),
+            mapping: Mapping::Custom,
+        });
+        let decl = decl.validate().expect("valid");
+        let all: BTreeSet<Verb> = [Verb::Get, Verb::List, Verb::Watch, Verb::Apply].into();
+        assert_eq!(decl.secondaries[0].verbs, all);
+        assert_eq!(decl.secondaries[1].verbs, all);
+        let primary: BTreeSet<Verb> = [
+            Verb::Get,
+            Verb::List,
+            Verb::Watch,
+            Verb::ApplyStatus,
+            Verb::Delete,
+        ]
+        .into();
+        assert_eq!(decl.primary_verbs, primary);
+        assert_eq!(decl.secondaries[2].verbs, primary);
     }
 
     #[test]

@@ -196,7 +196,7 @@ fn tenant_bootstrap_in_python_should_reach_and_keep_its_desired_state() {
 }
 
 #[test]
-fn configmap_replicator_in_javascript_should_copy_sync_and_clean_up_through_its_finalizer() {
+fn configmap_replicator_in_javascript_should_copy_sync_heal_and_clean_up_through_its_finalizer() {
     let server = Apiserver::start();
     for ns in ["ns-a", "ns-b"] {
         server.ok(&["create", "namespace", ns]);
@@ -246,6 +246,17 @@ fn configmap_replicator_in_javascript_should_copy_sync_and_clean_up_through_its_
         r#"{"data":{"K":"hacked"}}"#,
     ]);
     eventually("the hand edit is undone", &host, || copied("ns-a", "2"));
+    // A copy deleted by hand comes back: its last state's label maps it to
+    // its source.
+    let uid = |ns: &str| {
+        get_json(&server, &["configmap", "settings", "-n", ns])
+            .and_then(|c| c["metadata"]["uid"].as_str().map(str::to_owned))
+    };
+    let deleted = uid("ns-b").expect("ns-b's copy");
+    server.ok(&["delete", "configmap", "settings", "-n", "ns-b"]);
+    eventually("the copy deleted by hand is back", &host, || {
+        copied("ns-b", "2") && uid("ns-b").is_some_and(|now| now != deleted)
+    });
 
     // A namespace no longer listed loses its copy.
     server.ok(&[

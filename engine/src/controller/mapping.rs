@@ -2,6 +2,7 @@
 //! mapping says: owner references, a label, or the plugin's own `map-keys`
 //! (run on a blocking thread, on the version current when the change came).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -28,14 +29,14 @@ pub(super) fn mapping_handler(
     match mapping {
         Mapping::None => Arc::new(|_| {}),
         Mapping::OwnerReferences => Arc::new(move |change: Change<'_>| {
-            for key in owners(change.object().value(), &primary) {
+            for key in both_states(&change, |object| owners(object, &primary)) {
                 enqueue(&queue, &change, key);
             }
         }),
         Mapping::Label(label) => {
             let label = label.clone();
             Arc::new(move |change: Change<'_>| {
-                if let Some(key) = labelled(change.object().value(), &label, &primary) {
+                for key in both_states(&change, |object| labelled(object, &label, &primary)) {
                     enqueue(&queue, &change, key);
                 }
             })
@@ -49,6 +50,7 @@ pub(super) fn mapping_handler(
                 let _ = custom.send(Mapped {
                     resource: resource.clone(),
                     object: Arc::clone(change.object()),
+                    previous: change.previous().map(Arc::clone),
                     listed,
                 });
             })
@@ -65,10 +67,27 @@ pub(super) fn enqueue(queue: &WorkQueue, change: &Change<'_>, key: impl Into<Key
     }
 }
 
+/// The keys an object maps to in its state after a change and in its
+/// state before (a modified one's), once each: an object whose owner or
+/// label moved from one primary to another maps to both, the one it left
+/// included.
+fn both_states<I: IntoIterator<Item = ObjectKey>>(
+    change: &Change<'_>,
+    keys: impl Fn(&Value) -> I,
+) -> BTreeSet<ObjectKey> {
+    std::iter::once(change.object())
+        .chain(change.previous())
+        .flat_map(|object| keys(object.value()))
+        .collect()
+}
+
 /// A secondary's change, on its way to the plugin's `map-keys`.
 pub(super) struct Mapped {
     resource: ResourceType,
+    /// The object as it is now, or as it was last when deleted.
     object: Arc<CachedObject>,
+    /// A modified object's state before the change.
+    previous: Option<Arc<CachedObject>>,
     /// Whether the change was a listing.
     listed: bool,
 }
@@ -94,14 +113,16 @@ fn owners(object: &Value, primary: &ResourceType) -> Vec<ObjectKey> {
         .collect()
 }
 
-/// The primary key a label names: `name` (in the object's namespace) or
-/// `namespace/name`.
+/// The primary key a label names, as the contract says: label values
+/// cannot hold `/`, so a namespaced primary is `name` (in the object's
+/// namespace) or `namespace.name` (split at the first `.`: namespaces are
+/// DNS labels, without dots); a cluster-scoped one is its whole name.
 fn labelled(object: &Value, label: &str, primary: &ResourceType) -> Option<ObjectKey> {
     let value = object.pointer("/metadata/labels")?.get(label)?.as_str()?;
     let namespace = object
         .pointer("/metadata/namespace")
         .and_then(Value::as_str);
-    Some(match value.split_once('/') {
+    Some(match value.split_once('.').filter(|_| primary.namespaced) {
         Some((ns, name)) => key_in(primary, Some(ns), name),
         None => key_in(primary, namespace, value),
     })
@@ -127,10 +148,18 @@ pub(super) async fn map_custom(
         let Mapped {
             resource,
             object,
+            previous,
             listed,
         } = change;
+        // Each state mapped, the keys of both queued: an object that left
+        // a primary (its label or reference changed) maps back to it.
         let mapped = tokio::task::spawn_blocking(move || {
-            plugin.map(cache as Arc<dyn Cache>, &resource, object.json(), &config)
+            let cache = cache as Arc<dyn Cache>;
+            std::iter::once(&object)
+                .chain(&previous)
+                .map(|state| plugin.map(Arc::clone(&cache), &resource, state.json(), &config))
+                .collect::<Result<Vec<_>, _>>()
+                .map(|keys| keys.into_iter().flatten().collect::<BTreeSet<ObjectKey>>())
         })
         .await;
         match mapped {
@@ -181,9 +210,22 @@ mod tests {
             Some(ObjectKey::namespaced("ns", "demo"))
         );
         assert_eq!(
-            labelled(&object("other/demo"), "app", &myapp()),
+            labelled(&object("other.demo"), "app", &myapp()),
             Some(ObjectKey::namespaced("other", "demo"))
         );
+        assert_eq!(
+            labelled(&object("other.demo.v2"), "app", &myapp()),
+            Some(ObjectKey::namespaced("other", "demo.v2"))
+        );
         assert_eq!(labelled(&object("demo"), "missing", &myapp()), None);
+        // A cluster-scoped primary's name is the whole value, dots and all.
+        let cluster = ResourceType {
+            namespaced: false,
+            ..myapp()
+        };
+        assert_eq!(
+            labelled(&object("other.demo"), "app", &cluster),
+            Some(ObjectKey::cluster("other.demo"))
+        );
     }
 }

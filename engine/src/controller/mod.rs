@@ -15,9 +15,16 @@
 //! # Mapping secondaries to primary keys
 //! - `owner-references`: each owner of the primary's kind and group;
 //! - `label(key)`: the label's value, `name` (in the object's namespace) or
-//!   `namespace/name`;
+//!   `namespace.name`;
 //! - `custom`: the plugin's `map-keys`, called on a blocking thread;
 //! - `none`: nothing.
+//!
+//! A change maps the object's state after it and, for a modified object,
+//! its state before: an object that left a primary (a label or an owner
+//! reference changed) maps to it too; a deleted one maps by its last state.
+//! A type may be declared more than once with one selector (a child both
+//! owned and mapped by `map-keys`; the primary's type, to map primaries to
+//! other primaries): one informer, a handler per declaration.
 //!
 //! # Swaps
 //! [`Controller::swap`] replaces the plugin (a new component, grants or
@@ -221,12 +228,13 @@ impl Version {
         let mut subscriptions = Vec::new();
         let mut types = Vec::new();
         // In a ring, the primary's store holds this replica's share; placed
-        // by namespace, so do the stores of namespaced secondaries.
+        // by namespace, so do the stores of namespaced secondaries. The
+        // primary's type declared again as a secondary (mapped to other
+        // primaries) is the primary's informer, with another handler.
         let field = shared.shard.as_ref().map(|shard| shard.field());
         let mut subscribe = |resource: &ResourceType, selector: &str, handler: Handler| {
-            let primary = types.is_empty();
             let shard = field.filter(|field| {
-                primary || (*field == ShardField::Namespace && resource.namespaced)
+                *resource == primary || (*field == ShardField::Namespace && resource.namespaced)
             });
             let stores = scopes(resource, namespaces)
                 .into_iter()
