@@ -8,8 +8,8 @@ WASM_OUT := $(TARGET_DIR)/$(WASM_TARGET)/plugin
 OUT := $(TARGET_DIR)/plugins
 TEST_OUT := $(TARGET_DIR)/test-plugins
 SDK_OUT := $(TARGET_DIR)/sdk
-PY_WHEEL := $(SDK_OUT)/kubewasm_guest-0.2.0-py3-none-any.whl
-NPM_TARBALL := $(SDK_OUT)/kubewasm-guest-0.2.0.tgz
+PY_WHEEL := $(SDK_OUT)/kubewasm_guest-0.3.0-py3-none-any.whl
+NPM_TARBALL := $(SDK_OUT)/kubewasm-guest-0.3.0.tgz
 
 RUST_PLUGINS := myapp config-rollout
 RUST_TEST_PLUGINS := misbehave not-a-plugin evil-import liar selective snoop propagate

@@ -18,6 +18,10 @@ pub struct Context {
     pub(crate) config: String,
     pub(crate) retries: u32,
     pub(crate) last_failure: Option<String>,
+    /// In `map_keys`: the changed object's state before the change.
+    pub(crate) previous: Option<Value>,
+    /// In `map_keys`: whether the changed object was deleted.
+    pub(crate) deleted: bool,
 }
 
 impl Context {
@@ -29,7 +33,23 @@ impl Context {
             config: "{}".into(),
             retries: 0,
             last_failure: None,
+            previous: None,
+            deleted: false,
         }
+    }
+
+    /// In [`Reconciler::map_keys`](crate::Reconciler::map_keys): a modified
+    /// object's state before the change (`None` for an object created,
+    /// listed or deleted). Return the keys it maps to as well as the new
+    /// state's: those are the primaries the object left.
+    pub fn previous(&self) -> Option<&Value> {
+        self.previous.as_ref()
+    }
+
+    /// In [`Reconciler::map_keys`](crate::Reconciler::map_keys): whether the
+    /// changed object was deleted (the object given is its last state).
+    pub fn deleted(&self) -> bool {
+        self.deleted
     }
 
     /// The primary's key.

@@ -101,8 +101,11 @@ pub trait Reconciler {
 
     /// Maps a changed secondary object to primary keys (only for
     /// [`Mapping::Custom`]). `ctx` is about the changed object (its type and
-    /// key), with the configuration and the cache reads of a reconcile. The
-    /// default maps nothing.
+    /// key), with the configuration and the cache reads of a reconcile, and
+    /// its state before the change ([`Context::previous`]; map it too, so
+    /// an object that left a primary reconciles it) or its deletion
+    /// ([`Context::deleted`]: `object` is its last state). The default maps
+    /// nothing.
     ///
     /// # Errors
     /// Any failure; the host logs it and enqueues nothing.
@@ -294,6 +297,8 @@ pub mod __private {
             config: request.config,
             retries: request.retries,
             last_failure: request.last_failure,
+            previous: None,
+            deleted: false,
         };
         match f(&ctx).and_then(Outcome::into_result) {
             Ok(outcome) => Ok(p::Outcome {
@@ -322,6 +327,12 @@ pub mod __private {
             .ok_or_else(|| failure(crate::Error::msg("the changed object has no metadata.name")))?;
         let mut ctx = Context::new(request.type_.into(), key);
         ctx.config = request.config;
+        ctx.previous = request
+            .previous
+            .map(|previous| serde_json::from_str(&previous))
+            .transpose()
+            .map_err(|e| failure(e.into()))?;
+        ctx.deleted = request.deleted;
         R::map_keys(&ctx, &object)
             .map(|keys| keys.iter().map(t::ObjectKey::from).collect())
             .map_err(failure)

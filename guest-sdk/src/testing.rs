@@ -129,6 +129,22 @@ impl Harness {
         resource: crate::ResourceType,
         object: &Value,
     ) -> Result<Vec<ObjectKey>> {
+        self.map_change::<R>(resource, object, None, false)
+    }
+
+    /// Runs [`Reconciler::map_keys`] for a change as the host gives it:
+    /// `object` as it is now (or, `deleted`, as it was last) and its state
+    /// before (`previous`, for a modified object).
+    ///
+    /// # Errors
+    /// As [`Harness::map_keys`].
+    pub fn map_change<R: Reconciler>(
+        &self,
+        resource: crate::ResourceType,
+        object: &Value,
+        previous: Option<&Value>,
+        deleted: bool,
+    ) -> Result<Vec<ObjectKey>> {
         let key = ObjectKey::of(object)
             .ok_or_else(|| crate::Error::msg("the changed object has no metadata.name"))?;
         let declaration = R::declare();
@@ -136,6 +152,8 @@ impl Harness {
         if let Some(config) = &self.config {
             ctx.config = config.to_string();
         }
+        ctx.previous = previous.cloned();
+        ctx.deleted = deleted;
         backend::with(Rc::clone(&self.objects), declaration, self.now, || {
             R::map_keys(&ctx, object)
         })

@@ -138,10 +138,10 @@ const README: &str = include_str!("../templates/README.md.tmpl");
 pub const SDK_DIR: &str = "target/sdk";
 
 /// The Python wheel's file name.
-pub const PYTHON_WHEEL: &str = "kubewasm_guest-0.2.0-py3-none-any.whl";
+pub const PYTHON_WHEEL: &str = "kubewasm_guest-0.3.0-py3-none-any.whl";
 
 /// The npm tarball's file name.
-pub const NPM_TARBALL: &str = "kubewasm-guest-0.2.0.tgz";
+pub const NPM_TARBALL: &str = "kubewasm-guest-0.3.0.tgz";
 
 impl Project {
     /// Writes the project into `dir` (created; it must be empty if it

@@ -2,13 +2,15 @@
 //! the `controller` world the host speaks, the dispatch between them, and
 //! conversions between generated types and the host's own.
 //!
-//! The host works in the types of the newest contract (0.2.0). A component
+//! The host works in the types of the newest contract (0.3.0). A component
 //! of an older one is called through [`Controller`], which converts its
-//! requests down and its answers up: 0.1.0 knows no primary selector (every
-//! primary), no unforced apply (every apply forces), no delete
-//! preconditions beyond the cached uid, and a `map-keys` that cannot fail.
-//! The versions share the `types` interface's Rust types (the records are
-//! the same), each links its own `cache` and `log`.
+//! requests down and its answers up, one version at a time (0.1.0 through
+//! 0.2.0): 0.2.0's `map-keys` sees one state of an object per call (the
+//! host calls it for the new state, then the previous one); 0.1.0 knows no
+//! primary selector (every primary), no unforced apply (every apply
+//! forces), no delete preconditions beyond the cached uid, and a `map-keys`
+//! that cannot fail. The versions share the `types` interface's Rust types
+//! (the records are the same), each links its own `cache` and `log`.
 
 use std::collections::BTreeSet;
 
@@ -21,7 +23,7 @@ use crate::action::{Desired, DesiredEvent, EventType, Preconditions};
 use crate::declaration::{Declaration, DeclarationError, Mapping, Secondary, Verb};
 use crate::resource::{ObjectKey, ResourceType};
 
-mod v0_2 {
+mod v0_3 {
     wasmtime::component::bindgen!({
         path: "../wit",
         world: "controller",
@@ -33,31 +35,49 @@ mod v0_2 {
     });
 }
 
+mod v0_2 {
+    wasmtime::component::bindgen!({
+        path: "../wit/0.2.0",
+        world: "controller",
+        imports: { default: trappable },
+        with: {
+            "kubewasm:controller/types@0.2.0": crate::bindings::v0_3::kubewasm::controller::types,
+        },
+    });
+}
+
 mod v0_1 {
     wasmtime::component::bindgen!({
         path: "../wit/0.1.0",
         world: "controller",
         imports: { default: trappable },
         with: {
-            "kubewasm:controller/types@0.1.0": crate::bindings::v0_2::kubewasm::controller::types,
+            "kubewasm:controller/types@0.1.0": crate::bindings::v0_3::kubewasm::controller::types,
         },
     });
 }
 
-pub(crate) use v0_2::exports::kubewasm::controller::plugin as exports;
-pub(crate) use v0_2::kubewasm::controller::{cache, log, types};
+pub(crate) use v0_3::exports::kubewasm::controller::plugin as exports;
+pub(crate) use v0_3::kubewasm::controller::{cache, log, types};
+
+/// The 0.2.0 imports, linked beside the current ones.
+pub(crate) mod v0_2_imports {
+    pub(crate) use super::v0_2::kubewasm::controller::{cache, log};
+}
 
 /// The 0.1.0 imports, linked beside the current ones.
 pub(crate) mod v0_1_imports {
     pub(crate) use super::v0_1::kubewasm::controller::{cache, log};
 }
 
-use v0_1::exports::kubewasm::controller::plugin as old;
+use v0_1::exports::kubewasm::controller::plugin as v1;
+use v0_2::exports::kubewasm::controller::plugin as v2;
 
 /// A component linked, ready to instantiate: of one contract version.
 pub(crate) enum ControllerPre {
     V0_1(v0_1::ControllerPre<PluginState>),
     V0_2(v0_2::ControllerPre<PluginState>),
+    V0_3(v0_3::ControllerPre<PluginState>),
 }
 
 impl ControllerPre {
@@ -66,6 +86,7 @@ impl ControllerPre {
         Ok(match contract {
             Contract::V0_1 => Self::V0_1(v0_1::ControllerPre::new(pre)?),
             Contract::V0_2 => Self::V0_2(v0_2::ControllerPre::new(pre)?),
+            Contract::V0_3 => Self::V0_3(v0_3::ControllerPre::new(pre)?),
         })
     }
 
@@ -73,6 +94,7 @@ impl ControllerPre {
         match self {
             Self::V0_1(pre) => pre.instance_pre().component(),
             Self::V0_2(pre) => pre.instance_pre().component(),
+            Self::V0_3(pre) => pre.instance_pre().component(),
         }
     }
 
@@ -80,6 +102,7 @@ impl ControllerPre {
         match self {
             Self::V0_1(pre) => pre.engine(),
             Self::V0_2(pre) => pre.engine(),
+            Self::V0_3(pre) => pre.engine(),
         }
     }
 
@@ -90,6 +113,7 @@ impl ControllerPre {
         Ok(match self {
             Self::V0_1(pre) => Controller::V0_1(pre.instantiate(store)?),
             Self::V0_2(pre) => Controller::V0_2(pre.instantiate(store)?),
+            Self::V0_3(pre) => Controller::V0_3(pre.instantiate(store)?),
         })
     }
 }
@@ -98,6 +122,7 @@ impl ControllerPre {
 pub(crate) enum Controller {
     V0_1(v0_1::Controller),
     V0_2(v0_2::Controller),
+    V0_3(v0_3::Controller),
 }
 
 /// The two calls about a primary.
@@ -112,14 +137,20 @@ pub(crate) enum Call {
 /// What a reconcile or finalize returns.
 pub(crate) type Answer = Result<exports::Outcome, exports::Failure>;
 
+/// What a `map-keys` returns.
+pub(crate) type Keys = Result<Vec<types::ObjectKey>, exports::Failure>;
+
 impl Controller {
     pub(crate) fn declare(
         &self,
         store: &mut Store<PluginState>,
     ) -> wasmtime::Result<exports::Declaration> {
         Ok(match self {
-            Self::V0_1(c) => c.kubewasm_controller_plugin().call_declare(store)?.into(),
-            Self::V0_2(c) => c.kubewasm_controller_plugin().call_declare(store)?,
+            Self::V0_1(c) => {
+                v2::Declaration::from(c.kubewasm_controller_plugin().call_declare(store)?).into()
+            }
+            Self::V0_2(c) => c.kubewasm_controller_plugin().call_declare(store)?.into(),
+            Self::V0_3(c) => c.kubewasm_controller_plugin().call_declare(store)?,
         })
     }
 
@@ -132,13 +163,21 @@ impl Controller {
     ) -> wasmtime::Result<Answer> {
         Ok(match self {
             Self::V0_1(c) => {
+                let plugin = c.kubewasm_controller_plugin();
+                let request = v1::Request::from(&v2::Request::from(request));
+                upgrade(upgrade_v1(match call {
+                    Call::Reconcile => plugin.call_reconcile(store, &request)?,
+                    Call::Finalize => plugin.call_finalize(store, &request)?,
+                }))
+            }
+            Self::V0_2(c) => {
                 let (plugin, request) = (c.kubewasm_controller_plugin(), request.into());
-                answer(match call {
+                upgrade(match call {
                     Call::Reconcile => plugin.call_reconcile(store, &request)?,
                     Call::Finalize => plugin.call_finalize(store, &request)?,
                 })
             }
-            Self::V0_2(c) => {
+            Self::V0_3(c) => {
                 let plugin = c.kubewasm_controller_plugin();
                 match call {
                     Call::Reconcile => plugin.call_reconcile(store, request)?,
@@ -148,25 +187,69 @@ impl Controller {
         })
     }
 
+    /// Runs `map-keys`. Before 0.3.0 a call sees one state: the new one,
+    /// then the previous one if there is one; the keys of both are
+    /// returned (the first failure, if one fails).
     pub(crate) fn map_keys(
         &self,
         store: &mut Store<PluginState>,
         request: &exports::MapRequest,
-    ) -> wasmtime::Result<Result<Vec<types::ObjectKey>, exports::Failure>> {
-        Ok(match self {
-            Self::V0_1(c) => Ok(c.kubewasm_controller_plugin().call_map_keys(
-                store,
-                &request.type_,
-                &request.object,
-            )?),
-            Self::V0_2(c) => c
-                .kubewasm_controller_plugin()
-                .call_map_keys(store, request)?,
-        })
+    ) -> wasmtime::Result<Keys> {
+        let states = match self {
+            Self::V0_3(_) => 1,
+            Self::V0_1(_) | Self::V0_2(_) => 1 + usize::from(request.previous.is_some()),
+        };
+        let mut keys = Vec::new();
+        for object in std::iter::once(&request.object)
+            .chain(&request.previous)
+            .take(states)
+        {
+            let mapped = match self {
+                Self::V0_1(c) => Ok(c.kubewasm_controller_plugin().call_map_keys(
+                    &mut *store,
+                    &request.type_,
+                    object,
+                )?),
+                Self::V0_2(c) => {
+                    let request = v2::MapRequest {
+                        type_: request.type_.clone(),
+                        object: object.clone(),
+                        config: request.config.clone(),
+                    };
+                    c.kubewasm_controller_plugin()
+                        .call_map_keys(&mut *store, &request)?
+                        .map_err(|failure| exports::Failure {
+                            message: failure.message,
+                        })
+                }
+                Self::V0_3(c) => c
+                    .kubewasm_controller_plugin()
+                    .call_map_keys(&mut *store, request)?,
+            };
+            match mapped {
+                Ok(mapped) => keys.extend(mapped),
+                Err(failure) => return Ok(Err(failure)),
+            }
+        }
+        Ok(Ok(keys))
     }
 }
 
-fn answer(answer: Result<old::Outcome, old::Failure>) -> Answer {
+/// A 0.1.0 answer in 0.2.0's types.
+fn upgrade_v1(answer: Result<v1::Outcome, v1::Failure>) -> Result<v2::Outcome, v2::Failure> {
+    answer
+        .map(|outcome| v2::Outcome {
+            actions: outcome.actions.into_iter().map(v2::Action::from).collect(),
+            requeue_after_ms: outcome.requeue_after_ms,
+            finalizer: outcome.finalizer,
+        })
+        .map_err(|failure| v2::Failure {
+            message: failure.message,
+        })
+}
+
+/// A 0.2.0 answer in the current types.
+fn upgrade(answer: Result<v2::Outcome, v2::Failure>) -> Answer {
     answer
         .map(|outcome| exports::Outcome {
             actions: outcome
@@ -182,7 +265,7 @@ fn answer(answer: Result<old::Outcome, old::Failure>) -> Answer {
         })
 }
 
-impl From<&exports::Request> for old::Request {
+impl From<&exports::Request> for v2::Request {
     fn from(r: &exports::Request) -> Self {
         Self {
             key: r.key.clone(),
@@ -194,65 +277,115 @@ impl From<&exports::Request> for old::Request {
     }
 }
 
-impl From<old::Declaration> for exports::Declaration {
-    fn from(d: old::Declaration) -> Self {
+impl From<&v2::Request> for v1::Request {
+    fn from(r: &v2::Request) -> Self {
         Self {
-            name: d.name,
-            version: d.version,
-            primary: d.primary,
-            primary_verbs: d.primary_verbs,
-            primary_selector: String::new(),
-            secondaries: d
-                .secondaries
-                .into_iter()
-                .map(|s| exports::Secondary {
-                    type_: s.type_,
-                    verbs: s.verbs,
-                    label_selector: s.label_selector,
-                    mapping: match s.mapping {
-                        old::Mapping::None => exports::Mapping::None,
-                        old::Mapping::OwnerReferences => exports::Mapping::OwnerReferences,
-                        old::Mapping::Label(key) => exports::Mapping::Label(key),
-                        old::Mapping::Custom => exports::Mapping::Custom,
-                    },
-                })
-                .collect(),
-            managed_finalizer: d.managed_finalizer,
-            resync_seconds: d.resync_seconds,
-            max_concurrency: d.max_concurrency,
-            config_schema: d.config_schema,
+            key: r.key.clone(),
+            type_: r.type_.clone(),
+            config: r.config.clone(),
+            retries: r.retries,
+            last_failure: r.last_failure.clone(),
         }
     }
 }
 
-impl From<old::Action> for exports::Action {
-    fn from(a: old::Action) -> Self {
-        match a {
-            old::Action::Apply(apply) => Self::Apply(exports::Apply {
-                object: apply.object,
-                owned: apply.owned,
-                force: true,
+/// A declaration of one version in the next one's types, the primary
+/// selector given (0.1.0 has none).
+macro_rules! upgrade_declaration {
+    ($d:ident: $from:ident -> $to:ident, primary_selector: $selector:expr) => {
+        $to::Declaration {
+            name: $d.name,
+            version: $d.version,
+            primary: $d.primary,
+            primary_verbs: $d.primary_verbs,
+            primary_selector: $selector,
+            secondaries: $d
+                .secondaries
+                .into_iter()
+                .map(|s| $to::Secondary {
+                    type_: s.type_,
+                    verbs: s.verbs,
+                    label_selector: s.label_selector,
+                    mapping: match s.mapping {
+                        $from::Mapping::None => $to::Mapping::None,
+                        $from::Mapping::OwnerReferences => $to::Mapping::OwnerReferences,
+                        $from::Mapping::Label(key) => $to::Mapping::Label(key),
+                        $from::Mapping::Custom => $to::Mapping::Custom,
+                    },
+                })
+                .collect(),
+            managed_finalizer: $d.managed_finalizer,
+            resync_seconds: $d.resync_seconds,
+            max_concurrency: $d.max_concurrency,
+            config_schema: $d.config_schema,
+        }
+    };
+}
+
+/// An action of one version in the next one's types, an apply's `force`
+/// and a delete's preconditions given (0.1.0 has neither).
+macro_rules! upgrade_action {
+    ($a:ident: $from:ident -> $to:ident, force: |$apply:ident| $force:expr,
+     preconditions: |$delete:ident| $preconditions:expr) => {
+        match $a {
+            $from::Action::Apply($apply) => $to::Action::Apply($to::Apply {
+                force: $force,
+                object: $apply.object,
+                owned: $apply.owned,
             }),
-            old::Action::ApplyStatus(object) => Self::ApplyStatus(object),
-            old::Action::Delete(d) => Self::Delete(exports::Deletion {
-                type_: d.type_,
-                key: d.key,
-                preconditions: exports::Preconditions {
-                    uid: None,
-                    resource_version: None,
-                },
+            $from::Action::ApplyStatus(object) => $to::Action::ApplyStatus(object),
+            $from::Action::Delete($delete) => $to::Action::Delete($to::Deletion {
+                preconditions: $preconditions,
+                type_: $delete.type_,
+                key: $delete.key,
             }),
-            old::Action::Event(e) => Self::Event(exports::Event {
+            $from::Action::Event(e) => $to::Action::Event($to::Event {
                 regarding: e.regarding,
                 type_: match e.type_ {
-                    old::EventType::Normal => exports::EventType::Normal,
-                    old::EventType::Warning => exports::EventType::Warning,
+                    $from::EventType::Normal => $to::EventType::Normal,
+                    $from::EventType::Warning => $to::EventType::Warning,
                 },
                 reason: e.reason,
                 action: e.action,
                 note: e.note,
             }),
         }
+    };
+}
+
+impl From<v1::Declaration> for v2::Declaration {
+    fn from(d: v1::Declaration) -> Self {
+        upgrade_declaration!(d: v1 -> v2, primary_selector: String::new())
+    }
+}
+
+impl From<v2::Declaration> for exports::Declaration {
+    fn from(d: v2::Declaration) -> Self {
+        upgrade_declaration!(d: v2 -> exports, primary_selector: d.primary_selector)
+    }
+}
+
+impl From<v1::Action> for v2::Action {
+    fn from(a: v1::Action) -> Self {
+        upgrade_action!(a: v1 -> v2,
+        // 0.1.0 knew no other apply.
+        force: |apply| true,
+        // The uid the cache held, as 0.1.0 did.
+        preconditions: |delete| v2::Preconditions {
+            uid: None,
+            resource_version: None,
+        })
+    }
+}
+
+impl From<v2::Action> for exports::Action {
+    fn from(a: v2::Action) -> Self {
+        upgrade_action!(a: v2 -> exports,
+        force: |apply| apply.force,
+        preconditions: |delete| exports::Preconditions {
+            uid: delete.preconditions.uid,
+            resource_version: delete.preconditions.resource_version,
+        })
     }
 }
 

@@ -15,23 +15,28 @@ use super::LoadError;
 pub enum Contract {
     /// `kubewasm:controller@0.1.0` (`wit/0.1.0/`), frozen.
     V0_1,
-    /// `kubewasm:controller@0.2.0` (`wit/`): primary selectors, cache reads
-    /// and failures in `map-keys`, unforced applies, delete preconditions.
+    /// `kubewasm:controller@0.2.0` (`wit/0.2.0/`), frozen: primary
+    /// selectors, cache reads and failures in `map-keys`, unforced applies,
+    /// delete preconditions.
     V0_2,
+    /// `kubewasm:controller@0.3.0` (`wit/`): `map-keys` sees an object's
+    /// previous state and its deletion.
+    V0_3,
 }
 
 impl Contract {
     /// Every version the host links, newest first.
-    pub const ALL: [Self; 2] = [Self::V0_2, Self::V0_1];
+    pub const ALL: [Self; 3] = [Self::V0_3, Self::V0_2, Self::V0_1];
 
     /// The version new plugins target.
-    pub const CURRENT: Self = Self::V0_2;
+    pub const CURRENT: Self = Self::V0_3;
 
     /// The package version, e.g. `0.2.0`.
     pub fn version(self) -> &'static str {
         match self {
             Self::V0_1 => "0.1.0",
             Self::V0_2 => "0.2.0",
+            Self::V0_3 => "0.3.0",
         }
     }
 
@@ -40,6 +45,7 @@ impl Contract {
         match self {
             Self::V0_1 => "kubewasm:controller/plugin@0.1.0",
             Self::V0_2 => "kubewasm:controller/plugin@0.2.0",
+            Self::V0_3 => "kubewasm:controller/plugin@0.3.0",
         }
     }
 

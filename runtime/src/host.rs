@@ -1,6 +1,6 @@
 //! The host side of the plugin's imports: `cache` and `log`, of every
-//! contract version (0.1.0's delegate to the current ones: same calls, same
-//! rules). Only `Host` impls and `add_to_linker` live here.
+//! contract version (the older versions' delegate to the current ones: same
+//! calls, same rules). Only `Host` impls and `add_to_linker` live here.
 //!
 //! Every import is charged against the call's hostcall fuel and log budget
 //! ([`super::limits`]); reads follow the rules of [`crate::reads`].
@@ -10,7 +10,7 @@ use std::time::Instant;
 use tracing::{Level, event};
 use wasmtime::component::{HasSelf, Linker};
 
-use super::bindings::{cache, log, types, v0_1_imports};
+use super::bindings::{cache, log, types, v0_1_imports, v0_2_imports};
 use super::state::PluginState;
 use crate::reads::{self, ReadError};
 use crate::resource::{ObjectKey, ResourceType};
@@ -21,7 +21,11 @@ pub(crate) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Resul
     types::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
     cache::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
     log::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
-    // 0.1.0's `types` interface holds types only (shared with 0.2.0's).
+    // The older `types` interfaces hold types only (shared with the
+    // current one's).
+    linker.instance("kubewasm:controller/types@0.2.0")?;
+    v0_2_imports::cache::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    v0_2_imports::log::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
     linker.instance("kubewasm:controller/types@0.1.0")?;
     v0_1_imports::cache::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
     v0_1_imports::log::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
@@ -147,49 +151,61 @@ impl std::fmt::Display for FieldList<'_> {
     }
 }
 
-impl From<cache::CacheError> for v0_1_imports::cache::CacheError {
-    fn from(error: cache::CacheError) -> Self {
-        match error {
-            cache::CacheError::Denied(why) => Self::Denied(why),
-            cache::CacheError::InvalidSelector(why) => Self::InvalidSelector(why),
+/// An older version's `cache` and `log`, the same calls as the current
+/// ones under other names: delegated.
+macro_rules! delegate_imports {
+    ($old:ident) => {
+        impl From<cache::CacheError> for $old::cache::CacheError {
+            fn from(error: cache::CacheError) -> Self {
+                match error {
+                    cache::CacheError::Denied(why) => Self::Denied(why),
+                    cache::CacheError::InvalidSelector(why) => Self::InvalidSelector(why),
+                }
+            }
         }
-    }
+
+        impl $old::cache::Host for PluginState {
+            fn get(
+                &mut self,
+                resource: types::ResourceType,
+                key: types::ObjectKey,
+            ) -> wasmtime::Result<Result<Option<String>, $old::cache::CacheError>> {
+                Ok(cache::Host::get(self, resource, key)?.map_err(Into::into))
+            }
+
+            fn list(
+                &mut self,
+                resource: types::ResourceType,
+                namespace: Option<String>,
+                label_selector: String,
+            ) -> wasmtime::Result<Result<Vec<String>, $old::cache::CacheError>> {
+                Ok(
+                    cache::Host::list(self, resource, namespace, label_selector)?
+                        .map_err(Into::into),
+                )
+            }
+        }
+
+        impl $old::log::Host for PluginState {
+            fn log(
+                &mut self,
+                level: $old::log::Level,
+                message: String,
+                fields: Vec<(String, String)>,
+            ) -> wasmtime::Result<()> {
+                use $old::log::Level as Old;
+                let level = match level {
+                    Old::Trace => log::Level::Trace,
+                    Old::Debug => log::Level::Debug,
+                    Old::Info => log::Level::Info,
+                    Old::Warn => log::Level::Warn,
+                    Old::Error => log::Level::Error,
+                };
+                log::Host::log(self, level, message, fields)
+            }
+        }
+    };
 }
 
-impl v0_1_imports::cache::Host for PluginState {
-    fn get(
-        &mut self,
-        resource: types::ResourceType,
-        key: types::ObjectKey,
-    ) -> wasmtime::Result<Result<Option<String>, v0_1_imports::cache::CacheError>> {
-        Ok(cache::Host::get(self, resource, key)?.map_err(Into::into))
-    }
-
-    fn list(
-        &mut self,
-        resource: types::ResourceType,
-        namespace: Option<String>,
-        label_selector: String,
-    ) -> wasmtime::Result<Result<Vec<String>, v0_1_imports::cache::CacheError>> {
-        Ok(cache::Host::list(self, resource, namespace, label_selector)?.map_err(Into::into))
-    }
-}
-
-impl v0_1_imports::log::Host for PluginState {
-    fn log(
-        &mut self,
-        level: v0_1_imports::log::Level,
-        message: String,
-        fields: Vec<(String, String)>,
-    ) -> wasmtime::Result<()> {
-        use v0_1_imports::log::Level as Old;
-        let level = match level {
-            Old::Trace => log::Level::Trace,
-            Old::Debug => log::Level::Debug,
-            Old::Info => log::Level::Info,
-            Old::Warn => log::Level::Warn,
-            Old::Error => log::Level::Error,
-        };
-        log::Host::log(self, level, message, fields)
-    }
-}
+delegate_imports!(v0_1_imports);
+delegate_imports!(v0_2_imports);

@@ -143,6 +143,28 @@ impl Request {
     }
 }
 
+/// A secondary's change, as `map-keys` sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct MapChange<'a> {
+    /// The object as it is now (a deleted one: as it was last), JSON text.
+    pub object: &'a str,
+    /// A modified object's state before the change, JSON text.
+    pub previous: Option<&'a str>,
+    /// Whether the object was deleted.
+    pub deleted: bool,
+}
+
+impl<'a> MapChange<'a> {
+    /// `object` as it is now, with no previous state known.
+    pub fn of(object: &'a str) -> Self {
+        Self {
+            object,
+            previous: None,
+            deleted: false,
+        }
+    }
+}
+
 /// What a successful `reconcile` or `finalize` call returned, as the plugin
 /// said it: its desired actions, not yet checked or completed (only
 /// [`crate::step`] plans them into the actions the host sends), and when to
@@ -497,8 +519,10 @@ impl Plugin {
         self.run(cache, request, Call::Finalize)
     }
 
-    /// Maps a changed secondary object to primary keys (the `custom` mapping).
-    /// The call reads `cache` under the plugin's grants, as a reconcile does.
+    /// Maps a changed secondary object to primary keys (the `custom` mapping):
+    /// the keys of its new state and of its previous one (a component of a
+    /// contract before 0.3.0 is called once for each). The call reads
+    /// `cache` under the plugin's grants, as a reconcile does.
     ///
     /// # Errors
     /// [`MapError`] if the call fails, the plugin reports a failure or
@@ -507,13 +531,15 @@ impl Plugin {
         &self,
         cache: Arc<dyn Cache>,
         resource: &ResourceType,
-        object: &str,
+        change: MapChange<'_>,
         config: &str,
     ) -> Result<Vec<ObjectKey>, MapError> {
         let limits = self.limits.output;
         let request = exports::MapRequest {
             type_: resource.into(),
-            object: object.to_owned(),
+            object: change.object.to_owned(),
+            previous: change.previous.map(str::to_owned),
+            deleted: change.deleted,
             config: config.to_owned(),
         };
         let busy = self.checkout(cache, None)?;

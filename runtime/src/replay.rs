@@ -74,7 +74,13 @@ pub fn map(
     object: &Value,
     config: &str,
 ) -> Result<MapReport, ReplayError> {
-    let keys = plugin.map(Arc::new(cache), resource, &object.to_string(), config)?;
+    let object_text = object.to_string();
+    let keys = plugin.map(
+        Arc::new(cache),
+        resource,
+        crate::MapChange::of(&object_text),
+        config,
+    )?;
     Ok(MapReport {
         call: "map-keys",
         object: ObjectKey::of(object)

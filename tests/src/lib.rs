@@ -61,12 +61,12 @@ pub fn example_plugin(name: &str) -> PathBuf {
     artifact("plugins", &format!("{name}.wasm"), "plugins")
 }
 
-/// An example component built against contract 0.1.0, kept as it was
-/// built (`tests/fixtures/contract-0.1.0/`): what the host must go on
-/// loading and running as before.
-pub fn contract_0_1_fixture(name: &str) -> PathBuf {
+/// A component built against an older contract `version` (`0.1.0`,
+/// `0.2.0`), kept as it was built (`tests/fixtures/contract-VERSION/`):
+/// what the host must go on loading and running as before.
+pub fn contract_fixture(version: &str, name: &str) -> PathBuf {
     workspace_root()
-        .join("tests/fixtures/contract-0.1.0")
+        .join(format!("tests/fixtures/contract-{version}"))
         .join(format!("{name}.wasm"))
 }
 

@@ -10,7 +10,7 @@ use kubewasm_tests::host::{
     get_json, wait_for,
 };
 use kubewasm_tests::{
-    Apiserver, contract_0_1_fixture, example_file, example_plugin, kubewasm_bin, test_plugin,
+    Apiserver, contract_fixture, example_file, example_plugin, kubewasm_bin, test_plugin,
 };
 use serde_json::Value;
 
@@ -435,18 +435,21 @@ fn dropped_watches_and_expired_history_should_still_converge() {
     assert!(restarts > 0.0, "the watch errors were counted");
 }
 
-/// Contract versioning: a component built against 0.1.0, kept as it was
-/// built, and components of 0.2.0 (Rust and JavaScript) in one host, on
+/// Contract versioning: components built against 0.1.0 and 0.2.0 (Rust),
+/// kept as they were built, and one of 0.3.0 (JavaScript) in one host, on
 /// the same objects.
 #[test]
-fn plugins_of_contracts_0_1_and_0_2_should_run_side_by_side_in_one_host() {
+fn plugins_of_contracts_0_1_0_2_and_0_3_should_run_side_by_side_in_one_host() {
     let server = Apiserver::start_with(&["--simulate-workloads"]);
     apply(&server, &example_file("myapp", "crd.yaml"));
     let host = Host::start(
         &server,
         &[
-            ("myapp", example_plugin("myapp")),
-            ("config-rollout", contract_0_1_fixture("config-rollout")),
+            ("myapp", contract_fixture("0.2.0", "myapp")),
+            (
+                "config-rollout",
+                contract_fixture("0.1.0", "config-rollout"),
+            ),
             (
                 "configmap-replicator",
                 example_plugin("configmap-replicator"),
@@ -460,7 +463,7 @@ fn plugins_of_contracts_0_1_and_0_2_should_run_side_by_side_in_one_host() {
     for (plugin, contract) in [
         ("myapp", "0.2.0"),
         ("config-rollout", "0.1.0"),
-        ("configmap-replicator", "0.2.0"),
+        ("configmap-replicator", "0.3.0"),
     ] {
         assert!(
             log.lines().any(|l| l.contains(&format!("plugin={plugin} "))
@@ -470,7 +473,7 @@ fn plugins_of_contracts_0_1_and_0_2_should_run_side_by_side_in_one_host() {
     }
 
     // The 0.2.0 plugin creates the Deployment; the 0.1.0 one annotates it
-    // for the ConfigMap labelled for it; the JavaScript 0.2.0 one copies
+    // for the ConfigMap labelled for it; the JavaScript 0.3.0 one copies
     // that ConfigMap into another namespace.
     apply_text(&server, DEMO);
     server.ok(&["create", "namespace", "copies"]);

@@ -181,12 +181,12 @@ fn config_rollout_should_annotate_by_label_mapping() {
     // apply) and otherwise asks for the very same requests.
     let old = runtime(RuntimeConfig::default())
         .load_file(
-            kubewasm_tests::contract_0_1_fixture("config-rollout"),
+            kubewasm_tests::contract_fixture("0.1.0", "config-rollout"),
             &kubewasm_tests::load_options(),
         )
         .expect("the 0.1.0 build loads");
     assert_eq!(old.contract(), kubewasm_runtime::Contract::V0_1);
-    assert_eq!(plugin.contract(), kubewasm_runtime::Contract::V0_2);
+    assert_eq!(plugin.contract(), kubewasm_runtime::Contract::V0_3);
     let old_outcome = kubewasm_runtime::step::reconcile(&old, cache, &request).expect("reconciles");
     let old_patch = old_outcome.actions[0].request();
     assert_eq!(old_patch.path, format!("{}&force=true", patch.path));

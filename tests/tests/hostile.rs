@@ -9,8 +9,8 @@ use kubewasm_runtime::cache::{Cache, MemoryCache};
 use kubewasm_runtime::grants::OperatorGrants;
 use kubewasm_runtime::resource::{ObjectKey, ResourceType};
 use kubewasm_runtime::{
-    CallError, ConfigError, InstanceReuse, Limit, LimitExceeded, Limits, LoadError, MapError,
-    Plugin, ReconcileError, Request, Runtime, RuntimeConfig,
+    CallError, ConfigError, Contract, InstanceReuse, Limit, LimitExceeded, Limits, LoadError,
+    MapChange, MapError, Plugin, ReconcileError, Request, Runtime, RuntimeConfig,
 };
 use kubewasm_tests::{compiled_cache_dir, load_options, test_plugin};
 use serde_json::{Value, json};
@@ -326,27 +326,31 @@ fn interpreted_floods_should_stop_at_their_limit() {
     }
 }
 
-#[test]
-fn map_keys_should_be_bounded_and_validated() {
-    let plugin = plugin("misbehave");
-    let configmap = ResourceType {
+fn config_maps() -> ResourceType {
+    ResourceType {
         group: String::new(),
         version: "v1".into(),
         kind: "ConfigMap".into(),
         plural: "configmaps".into(),
         namespaced: true,
-    };
+    }
+}
+
+#[test]
+fn map_keys_should_be_bounded_and_validated() {
+    let plugin = plugin("misbehave");
+    let configmap = config_maps();
     let object = |keys: u32, name: &str| {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"},
                "data": {"keys": keys.to_string(), "name": name}})
         .to_string()
     };
     let keys = plugin
-        .map(cache(), &configmap, &object(3, "cm"), "{}")
+        .map(cache(), &configmap, MapChange::of(&object(3, "cm")), "{}")
         .expect("maps");
     assert_eq!(keys, vec![ObjectKey::namespaced("default", "cm"); 3]);
     let err = plugin
-        .map(cache(), &configmap, &object(101, "cm"), "{}")
+        .map(cache(), &configmap, MapChange::of(&object(101, "cm")), "{}")
         .expect_err("too many");
     assert!(
         matches!(
@@ -359,11 +363,11 @@ fn map_keys_should_be_bounded_and_validated() {
         "{err}"
     );
     let err = plugin
-        .map(cache(), &configmap, &object(1, "../x"), "{}")
+        .map(cache(), &configmap, MapChange::of(&object(1, "../x")), "{}")
         .expect_err("invalid key");
     assert!(matches!(err, MapError::InvalidKey(_)), "{err}");
     let err = plugin
-        .map(cache(), &configmap, &object(1, "fail"), "{}")
+        .map(cache(), &configmap, MapChange::of(&object(1, "fail")), "{}")
         .expect_err("a failure");
     assert!(
         matches!(&err, MapError::Failed { message } if message == "asked to fail"),
@@ -378,10 +382,65 @@ fn map_keys_should_be_bounded_and_validated() {
                          "metadata": {"name": "y", "namespace": "default"},
                          "data": {"keys": "1", "follow": "pointer"}});
     let keys = plugin
-        .map(followed, &configmap, &changed.to_string(), "{}")
+        .map(
+            followed,
+            &configmap,
+            MapChange::of(&changed.to_string()),
+            "{}",
+        )
         .expect("a read inside map-keys");
     assert_eq!(keys, vec![ObjectKey::namespaced("default", "followed")]);
     assert_still_serving(&plugin);
+}
+
+/// Contract 0.3.0: `map-keys` sees a modified object's previous state and
+/// a deletion; a 0.2.0 component (kept as built) is called for each state,
+/// so it maps the primary an object left all the same.
+#[test]
+fn map_keys_should_see_the_previous_state_whatever_the_contract() {
+    let configmap = config_maps();
+    let state = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "default"},
+               "data": {"keys": "1", "name": name}})
+        .to_string()
+    };
+    let (now, before) = (state("joined"), state("left"));
+    let moved = MapChange {
+        object: &now,
+        previous: Some(&before),
+        deleted: false,
+    };
+    let deleted = MapChange {
+        object: &now,
+        previous: None,
+        deleted: true,
+    };
+    let keys = |names: &[&str]| -> Vec<ObjectKey> {
+        names
+            .iter()
+            .map(|n| ObjectKey::namespaced("default", *n))
+            .collect()
+    };
+    let current = plugin("misbehave");
+    assert_eq!(current.contract(), Contract::V0_3);
+    let map = |plugin: &Plugin, change| plugin.map(cache(), &configmap, change, "{}");
+    assert_eq!(
+        map(&current, moved).expect("maps"),
+        keys(&["joined", "left"])
+    );
+    assert_eq!(
+        map(&current, deleted).expect("maps"),
+        keys(&["joined", "gone"])
+    );
+    let old = runtime()
+        .load_file(
+            kubewasm_tests::contract_fixture("0.2.0", "misbehave"),
+            &load_options(),
+        )
+        .expect("the 0.2.0 build loads");
+    assert_eq!(old.contract(), Contract::V0_2);
+    assert_eq!(map(&old, moved).expect("maps"), keys(&["joined", "left"]));
+    assert_eq!(map(&old, deleted).expect("maps"), keys(&["joined"]));
 }
 
 #[test]

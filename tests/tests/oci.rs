@@ -88,7 +88,7 @@ fn a_plugin_should_round_trip_through_a_registry_by_tag_and_by_digest() {
     assert_eq!(config["layerDigests"][0], m["layers"][0]["digest"]);
     let exports = config["component"]["exports"].to_string();
     assert!(
-        exports.contains("kubewasm:controller/plugin@0.2.0"),
+        exports.contains("kubewasm:controller/plugin@0.3.0"),
         "{exports}"
     );
 

@@ -363,7 +363,7 @@ fn non_components_and_other_worlds_should_be_refused_at_load() {
     assert!(message.contains("wasi:cli/run@"), "{message}");
     assert!(
         message.contains(
-            "not `kubewasm:controller/plugin@0.2.0` or `kubewasm:controller/plugin@0.1.0`"
+            "not `kubewasm:controller/plugin@0.3.0` or `kubewasm:controller/plugin@0.2.0` or `kubewasm:controller/plugin@0.1.0`"
         ),
         "{message}"
     );

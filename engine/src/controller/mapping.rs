@@ -12,6 +12,7 @@ use super::Current;
 use crate::informer::{Change, Handler};
 use crate::listing::Key;
 use crate::queue::{Priority, WorkQueue};
+use kubewasm_runtime::MapChange;
 use kubewasm_runtime::cache::{Cache, CachedObject};
 use kubewasm_runtime::declaration::Mapping;
 use kubewasm_runtime::resource::{ObjectKey, ResourceType};
@@ -51,6 +52,7 @@ pub(super) fn mapping_handler(
                     resource: resource.clone(),
                     object: Arc::clone(change.object()),
                     previous: change.previous().map(Arc::clone),
+                    deleted: matches!(change, Change::Deleted(..)),
                     listed,
                 });
             })
@@ -88,6 +90,8 @@ pub(super) struct Mapped {
     object: Arc<CachedObject>,
     /// A modified object's state before the change.
     previous: Option<Arc<CachedObject>>,
+    /// Whether the change was a deletion.
+    deleted: bool,
     /// Whether the change was a listing.
     listed: bool,
 }
@@ -149,17 +153,16 @@ pub(super) async fn map_custom(
             resource,
             object,
             previous,
+            deleted,
             listed,
         } = change;
-        // Each state mapped, the keys of both queued: an object that left
-        // a primary (its label or reference changed) maps back to it.
         let mapped = tokio::task::spawn_blocking(move || {
-            let cache = cache as Arc<dyn Cache>;
-            std::iter::once(&object)
-                .chain(&previous)
-                .map(|state| plugin.map(Arc::clone(&cache), &resource, state.json(), &config))
-                .collect::<Result<Vec<_>, _>>()
-                .map(|keys| keys.into_iter().flatten().collect::<BTreeSet<ObjectKey>>())
+            let change = MapChange {
+                object: object.json(),
+                previous: previous.as_deref().map(CachedObject::json),
+                deleted,
+            };
+            plugin.map(cache as Arc<dyn Cache>, &resource, change, &config)
         })
         .await;
         match mapped {

@@ -23,7 +23,7 @@ import { parseArgs } from 'node:util';
 import { componentize } from '@bytecodealliance/componentize-js';
 import { build } from 'esbuild';
 
-const CONTRACT = '0.2.0';
+const CONTRACT = '0.3.0';
 const HOST_IMPORTS = ['cache', 'log'].map((name) => `kubewasm:controller/${name}@${CONTRACT}`);
 
 const { values, positionals } = parseArgs({

@@ -95,6 +95,10 @@ export declare class Context {
   readonly namespace: string | undefined;
   readonly retries: number;
   readonly lastFailure: string | undefined;
+  /** In `mapKeys`: a modified object's state before the change. */
+  readonly previous: KubeObject | undefined;
+  /** In `mapKeys`: whether the changed object was deleted (the object given is its last state). */
+  readonly deleted: boolean;
   readonly config: any;
   primary(): KubeObject | undefined;
   get(type: ResourceType, key: ObjectKey): KubeObject | undefined;
@@ -105,7 +109,10 @@ export interface Reconciler {
   declare(): Declaration;
   reconcile(ctx: Context): Outcome;
   finalize?(ctx: Context): Outcome;
-  /** `ctx` is about the changed object: its type, key, the config and cache reads. */
+  /**
+   * `ctx` is about the changed object: its type, key, the config and cache reads, its
+   * state before the change (`ctx.previous`: map it too) or its deletion (`ctx.deleted`).
+   */
   mapKeys?(ctx: Context, object: KubeObject): ObjectKey[];
 }
 

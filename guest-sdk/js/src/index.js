@@ -4,8 +4,8 @@
 // `finalize` and `mapKeys`). The component's entry module hands it, with
 // the host's imports, to `exportPlugin`:
 //
-//   import * as cache from 'kubewasm:controller/cache@0.2.0';
-//   import * as log from 'kubewasm:controller/log@0.2.0';
+//   import * as cache from 'kubewasm:controller/cache@0.3.0';
+//   import * as log from 'kubewasm:controller/log@0.3.0';
 //   import { exportPlugin } from '@kubewasm/guest';
 //   import { myPlugin } from './my-plugin.js';
 //   export const plugin = exportPlugin(myPlugin, { cache, log });
@@ -268,12 +268,16 @@ const witKey = (k) => ({ namespace: k.namespace ?? undefined, name: k.name });
 
 /** One reconcile (or finalize) call. */
 export class Context {
-  constructor(type, key, { config = '{}', retries = 0, lastFailure = undefined } = {}) {
+  constructor(type, key, { config = '{}', retries = 0, lastFailure = undefined, previous = undefined, deleted = false } = {}) {
     this.type = type;
     this.key = key;
     this.retries = retries;
     this.lastFailure = lastFailure;
     this.rawConfig = config;
+    /** In `mapKeys`: a modified object's state before the change (map it too: the primaries it left). */
+    this.previous = previous;
+    /** In `mapKeys`: whether the changed object was deleted (the object given is its last state). */
+    this.deleted = deleted;
   }
 
   get name() {
@@ -400,16 +404,19 @@ export function failure(e) {
   return { message: `${e.name}: ${e.message}${at ? ` (at ${at})` : ''}` };
 }
 
-/** A context for `object`, a changed object of `type` (for `mapKeys`). */
-export function changedContext(type, object, config) {
+/**
+ * A context for `object`, a changed object of `type` (for `mapKeys`), with
+ * its state before the change or its deletion.
+ */
+export function changedContext(type, object, config, { previous = undefined, deleted = false } = {}) {
   const meta = object.metadata ?? {};
-  return new Context(type, new ObjectKey(meta.namespace, meta.name ?? ''), { config });
+  return new Context(type, new ObjectKey(meta.namespace, meta.name ?? ''), { config, previous, deleted });
 }
 
 /**
  * The object to export as `plugin` from the component's entry module.
- * `host` is `{ cache, log }`: the modules `kubewasm:controller/cache@0.2.0`
- * and `kubewasm:controller/log@0.2.0`.
+ * `host` is `{ cache, log }`: the modules `kubewasm:controller/cache@0.3.0`
+ * and `kubewasm:controller/log@0.3.0`.
  */
 export function exportPlugin(reconciler, hostImports) {
   setBackend(hostImports);
@@ -431,12 +438,13 @@ export function exportPlugin(reconciler, hostImports) {
     },
     reconcile: (request) => run((ctx) => reconciler.reconcile(ctx), request),
     finalize: (request) => run((ctx) => (reconciler.finalize ? reconciler.finalize(ctx) : new Outcome()), request),
-    mapKeys({ type, object, config }) {
+    mapKeys({ type, object, previous, deleted, config }) {
       if (!reconciler.mapKeys) return [];
       try {
         const changed = JSON.parse(object);
         const t = new ResourceType(type.group, type.version, type.kind, type.plural, type.namespaced);
-        return reconciler.mapKeys(changedContext(t, changed, config), changed).map(witKey);
+        const change = { previous: previous === undefined ? undefined : JSON.parse(previous), deleted };
+        return reconciler.mapKeys(changedContext(t, changed, config, change), changed).map(witKey);
       } catch (e) {
         throw failure(e);
       }

@@ -6,7 +6,7 @@ export declare class Harness {
   object(object: KubeObject): this;
   reconcile(key: ObjectKey, options?: { lastFailure?: string }): Outcome;
   finalize(key: ObjectKey): Outcome;
-  mapKeys(type: ResourceType, object: KubeObject): ObjectKey[];
+  mapKeys(type: ResourceType, object: KubeObject, change?: { previous?: KubeObject; deleted?: boolean }): ObjectKey[];
 }
 /** Whether `labels` satisfy `selector`; throws for a selector the host refuses. */
 export declare function matches(selector: string, labels: Record<string, string>): boolean;

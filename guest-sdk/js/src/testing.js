@@ -48,16 +48,17 @@ export class Harness {
 
   /**
    * Runs the reconciler's `mapKeys` for `object`, a changed object of the
-   * secondary type `type`, reading this harness's objects: the primary keys
-   * the host would queue.
+   * secondary type `type` (with `{ previous }`, its state before the change,
+   * or `{ deleted: true }`, `object` being its last state), reading this
+   * harness's objects: the primary keys the host would queue.
    */
-  mapKeys(type, object) {
+  mapKeys(type, object, change = {}) {
     if (!this.reconciler.mapKeys) return [];
-    const previous = setBackend(this.#backend());
+    const backend = setBackend(this.#backend());
     try {
-      return this.reconciler.mapKeys(changedContext(type, object, JSON.stringify(this.config)), object);
+      return this.reconciler.mapKeys(changedContext(type, object, JSON.stringify(this.config), change), object);
     } finally {
-      setBackend(previous);
+      setBackend(backend);
     }
   }
 

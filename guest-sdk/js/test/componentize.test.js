@@ -27,11 +27,11 @@ test('an entry that does not export `plugin` is refused with the line to write',
 test('a host import without its version is refused with the versioned name', () => {
   const out = build("import * as cache from 'kubewasm:controller/cache';\nexport const plugin = { cache };\n");
   assert.equal(out.status, 2);
-  assert.match(out.stderr, /imports 'kubewasm:controller\/cache', which the contract 0\.2\.0 does not provide: import 'kubewasm:controller\/cache@0\.2\.0'/);
+  assert.match(out.stderr, /imports 'kubewasm:controller\/cache', which the contract 0\.3\.0 does not provide: import 'kubewasm:controller\/cache@0\.3\.0'/);
 });
 
 test('an import of an older contract is refused too', () => {
-  const out = build("import * as log from 'kubewasm:controller/log@0.1.0';\nexport const plugin = { log };\n");
+  const out = build("import * as log from 'kubewasm:controller/log@0.2.0';\nexport const plugin = { log };\n");
   assert.equal(out.status, 2);
-  assert.match(out.stderr, /'kubewasm:controller\/log@0\.1\.0'.*import 'kubewasm:controller\/log@0\.2\.0'/);
+  assert.match(out.stderr, /'kubewasm:controller\/log@0\.2\.0'.*import 'kubewasm:controller\/log@0\.3\.0'/);
 });

@@ -28,3 +28,21 @@ test('the harness clock is what now() returns during a call, and only then', asy
   assert.equal(seen[0], at);
   assert.ok(seen[1] instanceof Date && seen[1] !== at);
 });
+
+test('mapKeys sees the previous state and a deletion (contract 0.3.0)', async () => {
+  const { Declaration, ObjectKey, Outcome, ResourceType } = await import('../src/index.js');
+  const { Harness } = await import('../src/testing.js');
+  const configMaps = ResourceType.core('v1', 'ConfigMap', 'configmaps');
+  const labelled = (owner) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'c', namespace: 'ns', labels: { owner } } });
+  const plugin = {
+    declare: () => new Declaration('by-owner', '0.1.0', configMaps),
+    reconcile: () => new Outcome(),
+    mapKeys: (ctx, object) => [object, ctx.previous].filter(Boolean).map((o) => new ObjectKey('ns', o.metadata.labels.owner))
+      .concat(ctx.deleted ? [new ObjectKey('ns', 'deleted')] : []),
+  };
+  const names = (keys) => keys.map((k) => k.name);
+  const harness = new Harness(plugin);
+  assert.deepEqual(names(harness.mapKeys(configMaps, labelled('a'))), ['a']);
+  assert.deepEqual(names(harness.mapKeys(configMaps, labelled('b'), { previous: labelled('a') })), ['b', 'a']);
+  assert.deepEqual(names(harness.mapKeys(configMaps, labelled('a'), { deleted: true })), ['a', 'deleted']);
+});

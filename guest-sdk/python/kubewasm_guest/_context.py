@@ -13,12 +13,18 @@ class Context:
     """One reconcile (or finalize) call."""
 
     def __init__(self, type: ResourceType, key: ObjectKey, config: str = "{}",
-                 retries: int = 0, last_failure: Optional[str] = None):
+                 retries: int = 0, last_failure: Optional[str] = None,
+                 previous: Optional[dict] = None, deleted: bool = False):
         self.type = type
         self.key = key
         self._config = config
         self.retries = retries
         self.last_failure = last_failure
+        #: In ``map_keys``: a modified object's state before the change (None for one created, listed or
+        #: deleted). Map it too: its keys are the primaries the object left.
+        self.previous = previous
+        #: In ``map_keys``: whether the changed object was deleted (the object given is its last state).
+        self.deleted = deleted
 
     @property
     def name(self) -> str:

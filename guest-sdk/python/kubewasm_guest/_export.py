@@ -39,8 +39,9 @@ def export(reconciler):
             try:
                 obj = json.loads(request.object)
                 meta = obj.get("metadata", {})
+                previous = None if request.previous is None else json.loads(request.previous)
                 ctx = Context(_sdk_type(request.type), ObjectKey(meta.get("namespace"), meta.get("name", "")),
-                              request.config)
+                              request.config, previous=previous, deleted=request.deleted)
                 keys = fn(ctx, obj)
                 return [t.ObjectKey(k.namespace, k.name) for k in keys]
             except Exception as e:  # the plugin's failure, reported with where it happened

@@ -60,15 +60,18 @@ class Harness:
     def finalize(self, key: ObjectKey) -> Outcome:
         return self._run(getattr(self.reconciler, "finalize", lambda ctx: Outcome()), key, None)
 
-    def map_keys(self, type: ResourceType, obj: dict) -> list:
+    def map_keys(self, type: ResourceType, obj: dict, previous: Optional[dict] = None,
+                 deleted: bool = False) -> list:
         """Runs the reconciler's ``map_keys`` for ``obj``, a changed object of
-        the secondary type ``type``, reading this harness's objects: the
-        primary keys the host would queue."""
+        the secondary type ``type`` (with its state before the change, or
+        deleted: ``obj`` is then its last state), reading this harness's
+        objects: the primary keys the host would queue."""
         fn = getattr(self.reconciler, "map_keys", None)
         if fn is None:
             return []
         meta = obj.get("metadata", {})
-        ctx = Context(type, ObjectKey(meta.get("namespace"), meta.get("name", "")), json.dumps(self.config))
+        ctx = Context(type, ObjectKey(meta.get("namespace"), meta.get("name", "")), json.dumps(self.config),
+                      previous=previous, deleted=deleted)
         _backend._native = self
         try:
             return list(fn(ctx, obj))

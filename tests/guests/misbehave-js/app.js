@@ -9,8 +9,8 @@
 // applies `listed-<names>-hidden-<found or denied>`, `language` returns an
 // event whose note is `javascript`. Its configuration must
 // match its schema: an object with a string `mode`.
-import * as cache from 'kubewasm:controller/cache@0.2.0';
-import * as log from 'kubewasm:controller/log@0.2.0';
+import * as cache from 'kubewasm:controller/cache@0.3.0';
+import * as log from 'kubewasm:controller/log@0.3.0';
 import { Declaration, Event, ObjectKey, Outcome, ReconcileError, ResourceType, Verb, exportPlugin } from '@kubewasm/guest';
 
 const CONFIG_MAP = ResourceType.core('v1', 'ConfigMap', 'configmaps');

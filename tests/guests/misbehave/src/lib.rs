@@ -286,7 +286,9 @@ impl Reconciler for Misbehave {
     /// Returns as many keys as the object's `keys` data entry says, all
     /// named by its `name` entry (`../x` makes an invalid key, `fail` a
     /// failure), or by the `name` entry of the cached ConfigMap its `follow`
-    /// entry names (a read inside `map-keys`).
+    /// entry names (a read inside `map-keys`); then the key its previous
+    /// state's `name` entry names, if it had one, and `default/gone` if it
+    /// was deleted (contract 0.3.0).
     fn map_keys(ctx: &Context, object: &serde_json::Value) -> Result<Vec<ObjectKey>> {
         let data = |object: &serde_json::Value, entry: &str| {
             object
@@ -309,8 +311,15 @@ impl Reconciler for Misbehave {
         if name == "fail" {
             return Err(Error::msg("asked to fail"));
         }
+        let left = ctx
+            .previous()
+            .and_then(|previous| data(previous, "name"))
+            .into_iter()
+            .chain(ctx.deleted().then(|| "gone".to_owned()));
         Ok((0..count)
-            .map(|_| ObjectKey::namespaced("default", &name))
+            .map(|_| name.clone())
+            .chain(left)
+            .map(|name| ObjectKey::namespaced("default", &name))
             .collect())
     }
 }
