@@ -581,11 +581,24 @@ fn cached(mut object: DynamicObject) -> Option<(Key, Arc<CachedObject>)> {
         namespace: object.metadata.namespace.clone(),
         name: object.metadata.name.clone()?,
     };
-    // Stripped before it is turned into JSON: what is dropped is never
-    // converted.
+    // Who applied it is kept (children as a set are pruned by it), the
+    // rest of `managedFields` stripped before it is turned into JSON: what
+    // is dropped is never converted.
+    let appliers = object
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|entry| entry.operation.as_deref() == Some("Apply"))
+        .filter_map(|entry| entry.manager.as_deref())
+        .map(Into::into)
+        .collect();
     strip(&mut object);
     let value = serde_json::to_value(object).ok()?;
-    Some((Arc::new(key), Arc::new(CachedObject::new(value))))
+    Some((
+        Arc::new(key),
+        Arc::new(CachedObject::applied_by(value, appliers)),
+    ))
 }
 
 /// Removes `managedFields` and the `last-applied-configuration` annotation.

@@ -207,6 +207,7 @@ mod tests {
 
     fn secondary(resource: ResourceType, verbs: &[Verb]) -> Secondary {
         Secondary {
+            prune: false,
             resource,
             verbs: verbs.iter().copied().collect(),
             label_selector: String::new(),

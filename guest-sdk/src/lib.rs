@@ -241,6 +241,7 @@ pub mod __private {
                         Mapping::Label(key) => p::Mapping::Label(key),
                         Mapping::Custom => p::Mapping::Custom,
                     },
+                    prune: s.prune,
                 })
                 .collect(),
             managed_finalizer: d.managed_finalizer,

@@ -28,6 +28,7 @@ pub struct Secondary {
     pub(crate) verbs: Vec<Verb>,
     pub(crate) label_selector: String,
     pub(crate) mapping: Mapping,
+    pub(crate) prune: bool,
 }
 
 impl Secondary {
@@ -47,7 +48,19 @@ impl Secondary {
             verbs: Vec::new(),
             label_selector: String::new(),
             mapping: Mapping::None,
+            prune: false,
         }
+    }
+
+    /// Owned children of type `K`: get, list, watch, apply and delete,
+    /// mapped back through owner references.
+    fn owned<K: Resource>() -> Self
+    where
+        K::Scope: 'static,
+    {
+        Self::of::<K>()
+            .verbs([Verb::Get, Verb::List, Verb::Apply, Verb::Delete])
+            .mapping(Mapping::OwnerReferences)
     }
 
     /// Adds verbs.
@@ -71,6 +84,20 @@ impl Secondary {
             self.verbs.push(Verb::Watch);
         }
         self.mapping = mapping;
+        self
+    }
+
+    /// Makes the owned children of this type a set (and adds `delete`):
+    /// after a reconcile whose actions all succeeded, the host deletes
+    /// those it owns for the primary (controller owner reference, this
+    /// plugin's field manager) that the outcome did not apply. Without it,
+    /// a child the plugin stops returning is left alone.
+    #[must_use]
+    pub fn prune(mut self) -> Self {
+        if !self.verbs.contains(&Verb::Delete) {
+            self.verbs.push(Verb::Delete);
+        }
+        self.prune = true;
         self
     }
 }
@@ -158,11 +185,18 @@ impl Declaration {
     where
         K::Scope: 'static,
     {
-        self.secondary(
-            Secondary::of::<K>()
-                .verbs([Verb::Get, Verb::List, Verb::Apply, Verb::Delete])
-                .mapping(Mapping::OwnerReferences),
-        )
+        self.secondary(Secondary::owned::<K>())
+    }
+
+    /// Children of type `K` this plugin owns as a set: as
+    /// [`Declaration::owns`], and those an outcome no longer applies are
+    /// deleted by the host ([`Secondary::prune`]).
+    #[must_use]
+    pub fn owns_set<K: Resource>(self) -> Self
+    where
+        K::Scope: 'static,
+    {
+        self.secondary(Secondary::owned::<K>().prune())
     }
 
     /// Objects of type `K` this plugin only reads (get and list).
@@ -217,4 +251,28 @@ pub enum Level {
     Warn,
     /// Failures.
     Error,
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+
+    #[test]
+    fn children_should_form_a_set_only_when_asked() {
+        let declaration = Declaration::new::<ConfigMap>("sets", "0.1.0")
+            .owns::<Deployment>()
+            .owns_set::<Deployment>();
+        let [owned, set] = [&declaration.secondaries[0], &declaration.secondaries[1]];
+        assert!(!owned.prune);
+        assert!(set.prune && set.verbs.contains(&Verb::Delete));
+        assert_eq!(set.mapping, Mapping::OwnerReferences);
+        let read_only = Secondary::of::<Deployment>().prune();
+        assert!(
+            read_only.verbs.contains(&Verb::Delete),
+            "a set needs delete"
+        );
+    }
 }

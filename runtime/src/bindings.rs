@@ -290,9 +290,11 @@ impl From<&v2::Request> for v1::Request {
 }
 
 /// A declaration of one version in the next one's types, the primary
-/// selector given (0.1.0 has none).
+/// selector given (0.1.0 has none) and the secondaries' new fields (0.3.0's
+/// `prune`, never for an older component).
 macro_rules! upgrade_declaration {
-    ($d:ident: $from:ident -> $to:ident, primary_selector: $selector:expr) => {
+    ($d:ident: $from:ident -> $to:ident, primary_selector: $selector:expr
+     $(, secondary: { $($field:ident: $value:expr),* })?) => {
         $to::Declaration {
             name: $d.name,
             version: $d.version,
@@ -312,6 +314,7 @@ macro_rules! upgrade_declaration {
                         $from::Mapping::Label(key) => $to::Mapping::Label(key),
                         $from::Mapping::Custom => $to::Mapping::Custom,
                     },
+                    $($($field: $value,)*)?
                 })
                 .collect(),
             managed_finalizer: $d.managed_finalizer,
@@ -361,7 +364,8 @@ impl From<v1::Declaration> for v2::Declaration {
 
 impl From<v2::Declaration> for exports::Declaration {
     fn from(d: v2::Declaration) -> Self {
-        upgrade_declaration!(d: v2 -> exports, primary_selector: d.primary_selector)
+        upgrade_declaration!(d: v2 -> exports, primary_selector: d.primary_selector,
+            secondary: { prune: false })
     }
 }
 
@@ -476,6 +480,7 @@ impl TryFrom<exports::Declaration> for Declaration {
                         exports::Mapping::Label(key) => Mapping::Label(key),
                         exports::Mapping::Custom => Mapping::Custom,
                     },
+                    prune: s.prune,
                 })
                 .collect(),
             managed_finalizer: d.managed_finalizer,

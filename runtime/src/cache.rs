@@ -20,13 +20,59 @@ use crate::selector::Selector;
 pub struct CachedObject {
     value: Value,
     json: String,
+    /// The field managers that server-side applied it, from the
+    /// `managedFields` that informer caches drop.
+    appliers: Box<[Box<str>]>,
 }
 
 impl CachedObject {
-    /// Wraps an object.
+    /// Wraps an object; its appliers are read from its `managedFields`.
     pub fn new(value: Value) -> Self {
+        let appliers = value
+            .pointer("/metadata/managedFields")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|entry| entry["operation"] == "Apply")
+            .filter_map(|entry| entry["manager"].as_str())
+            .map(Into::into)
+            .collect();
+        Self::applied_by(value, appliers)
+    }
+
+    /// Wraps an object whose `managedFields` were dropped, with the field
+    /// managers that applied it.
+    pub fn applied_by(value: Value, appliers: Box<[Box<str>]>) -> Self {
         let json = value.to_string();
-        Self { value, json }
+        Self {
+            value,
+            json,
+            appliers,
+        }
+    }
+
+    /// Whether `manager` server-side applied this object.
+    pub fn applied(&self, manager: &str) -> bool {
+        self.appliers.iter().any(|a| &**a == manager)
+    }
+
+    /// The object with its appliers as `managedFields` entries when the
+    /// cache dropped them: what a fixture keeps, so a replay reads the
+    /// same [`CachedObject`] back.
+    pub fn to_recorded(&self) -> Value {
+        let mut value = self.value.clone();
+        if !self.appliers.is_empty()
+            && let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut)
+            && !metadata.contains_key("managedFields")
+        {
+            let entries = self
+                .appliers
+                .iter()
+                .map(|manager| serde_json::json!({"manager": &**manager, "operation": "Apply"}))
+                .collect();
+            metadata.insert("managedFields".into(), Value::Array(entries));
+        }
+        value
     }
 
     /// The parsed object.
@@ -158,6 +204,26 @@ mod tests {
     use super::*;
     use crate::declaration::tests::ty;
     use serde_json::json;
+
+    #[test]
+    fn appliers_should_survive_the_stripping_and_a_recording() {
+        let object = json!({"metadata": {"name": "a", "managedFields": [
+            {"manager": "kubewasm-x", "operation": "Apply"},
+            {"manager": "kubectl-edit", "operation": "Update"}]}});
+        let read = CachedObject::new(object);
+        assert!(read.applied("kubewasm-x") && !read.applied("kubectl-edit"));
+        // An informer's copy: its managedFields dropped, its appliers kept.
+        let stripped = CachedObject::applied_by(
+            json!({"metadata": {"name": "a"}}),
+            ["kubewasm-x".into()].into(),
+        );
+        let recorded = stripped.to_recorded();
+        assert_eq!(
+            recorded["metadata"]["managedFields"],
+            json!([{"manager": "kubewasm-x", "operation": "Apply"}])
+        );
+        assert!(CachedObject::new(recorded).applied("kubewasm-x"));
+    }
 
     fn cm(namespace: &str, name: &str, app: &str) -> Value {
         json!({"apiVersion": "v1", "kind": "ConfigMap",

@@ -43,6 +43,10 @@ pub struct Secondary {
     pub label_selector: String,
     /// How its changes map to primary keys.
     pub mapping: Mapping,
+    /// Whether the owned children of this type form a set: those an
+    /// outcome no longer applies are deleted ([`crate::step`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prune: bool,
 }
 
 /// A plugin's declaration, validated.
@@ -128,6 +132,11 @@ pub enum DeclarationError {
         /// The bound.
         max: usize,
     },
+    /// A type whose children form a set cannot be pruned as declared.
+    #[error(
+        "resource type `{0}` is declared with `prune`, which needs the `delete` verb on it and a type other than the primary's"
+    )]
+    Prune(String),
     /// A declared type is not served as declared.
     #[error("declared type refused: {0}")]
     Mapping(#[source] MapperError),
@@ -222,6 +231,13 @@ impl Declaration {
         self.primary_verbs
             .extend([Verb::Get, Verb::List, Verb::Watch]);
         self.unite_verbs();
+        if let Some(set) = self.secondaries.iter().find(|s| {
+            let primary =
+                (&s.resource.group, &s.resource.kind) == (&self.primary.group, &self.primary.kind);
+            s.prune && (!s.verbs.contains(&Verb::Delete) || primary)
+        }) {
+            return Err(DeclarationError::Prune(set.resource.to_string()));
+        }
         Ok(self)
     }
 
@@ -331,6 +347,7 @@ pub(crate) mod tests {
                 verbs: [Verb::Get, Verb::Watch, Verb::Apply].into(),
                 label_selector: String::new(),
                 mapping: Mapping::OwnerReferences,
+                prune: false,
             }],
             managed_finalizer: false,
             resync_seconds: None,
@@ -397,6 +414,7 @@ pub(crate) mod tests {
             verbs: [Verb::Delete].into(),
             label_selector: String::new(),
             mapping: Mapping::Custom,
+            prune: false,
         });
         let decl = decl.validate().expect("valid");
         let all: BTreeSet<Verb> = [Verb::Get, Verb::List, Verb::Watch, Verb::Apply].into();

@@ -65,7 +65,7 @@ impl RecordingCache {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .values()
-            .map(|o| o.value().clone())
+            .map(|o| o.to_recorded())
             .collect()
     }
 }

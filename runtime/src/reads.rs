@@ -134,6 +134,7 @@ mod tests {
                 verbs: [Verb::Get, Verb::List].into(),
                 label_selector: String::new(),
                 mapping: Mapping::None,
+                prune: false,
             }],
             managed_finalizer: false,
             resync_seconds: None,

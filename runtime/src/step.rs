@@ -19,7 +19,11 @@
 //! - after a `finalize` that succeeded with no `requeue-after`, it is
 //!   removed after the plugin's actions; a `finalize` that asks for a
 //!   requeue keeps it (the contract says the finalizer goes once `finalize`
-//!   returns `ok` with no requeue).
+//!   returns `ok` with no requeue);
+//! - after a `reconcile`, the children of the types declared with `prune`
+//!   that its outcome no longer applies are deleted after the plugin's
+//!   actions (so only once they all succeeded: the applier stops at the
+//!   first failure), before the finalizer's removal ([`action::prune`]).
 //!
 //! Planning happens here and only here: the runtime returns the plugin's
 //! [`Reply`] as it said it, and [`plan`] checks and completes its desired
@@ -112,9 +116,11 @@ pub struct Outcome {
     pub reads: ReadSet,
 }
 
-/// Plans a plugin's `reply` to `request`: its desired actions checked
-/// against the plugin's declaration and grants and completed (field
-/// manager, owner, preconditions from the primary as `cache` holds it).
+/// Plans a plugin's `reply` to `request`, a `call`: its desired actions
+/// checked against the plugin's declaration and grants and completed (field
+/// manager, owner, preconditions from the primary as `cache` holds it),
+/// then, after a reconcile, the deletes of the children it no longer
+/// applies of the types declared with `prune`.
 ///
 /// # Errors
 /// [`ReconcileError::Action`]: an action was denied or malformed; nothing
@@ -124,21 +130,24 @@ pub fn plan(
     cache: &dyn Cache,
     request: &Request,
     reply: Reply,
+    call: Call,
 ) -> Result<Outcome, ReconcileError> {
     let planning = std::time::Instant::now();
     let declaration = plugin.declaration();
     let primary = cache.get(&declaration.primary, &request.key);
-    let actions = action::plan(
-        PlanContext {
-            declaration,
-            grants: plugin.grants(),
-            key: &request.key,
-            primary: primary.as_ref().map(|p| p.value()),
-            cache,
-            now: request.now,
-        },
-        reply.desired,
-    )?;
+    let ctx = PlanContext {
+        declaration,
+        grants: plugin.grants(),
+        key: &request.key,
+        primary: primary.as_ref().map(|p| p.value()),
+        cache,
+        now: request.now,
+    };
+    let mut actions = action::plan(ctx, reply.desired)?;
+    if call == Call::Reconcile {
+        let stale = action::prune(ctx, &actions)?;
+        actions.extend(stale);
+    }
     Ok(Outcome {
         actions,
         requeue_after: reply.requeue_after,
@@ -163,7 +172,7 @@ pub fn reconcile(
     request: &Request,
 ) -> Result<Outcome, ReconcileError> {
     let reply = plugin.reconcile(Arc::clone(&cache), request)?;
-    plan(plugin, cache.as_ref(), request, reply)
+    plan(plugin, cache.as_ref(), request, reply, Call::Reconcile)
 }
 
 impl StepError {
@@ -220,7 +229,7 @@ pub fn run(plugin: &Plugin, cache: Arc<dyn Cache>, request: &Request) -> Result<
             });
         }
     }
-    .and_then(|reply| plan(plugin, cache.as_ref(), request, reply))
+    .and_then(|reply| plan(plugin, cache.as_ref(), request, reply, call))
     .map_err(|source| StepError {
         call: call.name(),
         key: request.key.clone(),

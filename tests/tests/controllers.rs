@@ -304,3 +304,104 @@ fn a_cluster_scoped_primary_should_reach_the_namespaces_granted_and_a_refused_ch
     );
     assert!(get_json(&server, &["configmap", "propagated", "-n", "team-b"]).is_none());
 }
+
+/// Whether `kind` `name` exists in `default`.
+fn exists(server: &Apiserver, kind: &str, name: &str) -> bool {
+    get_json(server, &[kind, name]).is_some()
+}
+
+#[test]
+fn children_declared_as_a_set_should_be_pruned_when_dropped_and_others_kept_and_replay_print_it() {
+    let server = Apiserver::start();
+    let record = tempfile::tempdir().expect("dir");
+    let record_dir = record.path().to_str().expect("utf-8");
+    let host = Host::start(
+        &server,
+        &[("composite", test_plugin("composite"))],
+        &[],
+        &["--record", record_dir, "--record-plugin", "composite"],
+    );
+    host.wait_ready();
+    server.ok(&[
+        "create",
+        "configmap",
+        "parent",
+        "--from-literal=children=a,b",
+    ]);
+    server.ok(&["label", "configmap", "parent", "composite=yes"]);
+    eventually("both children made", &host, || {
+        ["parent-a", "parent-b"]
+            .iter()
+            .all(|name| exists(&server, "serviceaccount", name) && exists(&server, "secret", name))
+    });
+    // A ServiceAccount of the same name pattern that the plugin did not
+    // apply, controlled by nothing: never pruned.
+    server.ok(&["create", "serviceaccount", "parent-c"]);
+
+    // Dropping `b`: its ServiceAccount (a set) goes, its Secret (not one)
+    // stays, and `a` is untouched.
+    server.ok(&[
+        "patch",
+        "configmap",
+        "parent",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"children":"a"}}"#,
+    ]);
+    eventually("the dropped ServiceAccount is pruned", &host, || {
+        !exists(&server, "serviceaccount", "parent-b")
+    });
+    assert!(exists(&server, "secret", "parent-b"), "not a set: kept");
+    assert!(
+        exists(&server, "serviceaccount", "parent-a"),
+        "still returned"
+    );
+    assert!(
+        exists(&server, "serviceaccount", "parent-c"),
+        "not the plugin's"
+    );
+
+    // The recorded step that pruned replays byte for byte, the delete
+    // printed.
+    let prunes = |fixture: &PathBuf| {
+        let recorded: Value = std::fs::read(fixture)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default();
+        recorded["report"]["actions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|a| {
+                a["method"] == "DELETE"
+                    && a["path"] == "/api/v1/namespaces/default/serviceaccounts/parent-b"
+            })
+    };
+    eventually("the pruning step recorded", &host, || {
+        fixtures(record.path(), "composite").iter().any(prunes)
+    });
+    let fixture = fixtures(record.path(), "composite")
+        .into_iter()
+        .find(prunes)
+        .expect("the pruning fixture");
+    let out = Command::new(kubewasm_bin())
+        .arg("replay")
+        .arg(test_plugin("composite"))
+        .arg("--fixture")
+        .arg(&fixture)
+        .env("KUBEWASM_CACHE_DIR", kubewasm_tests::compiled_cache_dir())
+        .output()
+        .expect("replay runs");
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        printed.contains(
+            "method: DELETE\n  path: /api/v1/namespaces/default/serviceaccounts/parent-b\n"
+        ),
+        "{printed}"
+    );
+}

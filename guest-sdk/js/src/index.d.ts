@@ -39,8 +39,9 @@ export declare class Declaration {
   verbs(...verbs: VerbName[]): this;
   /** Only primaries matching this label selector are watched and reconciled. */
   selecting(selector: string): this;
-  secondary(s: { type: ResourceType; verbs?: VerbName[]; labelSelector?: string; mapping?: MappingValue }): this;
-  owns(type: ResourceType): this;
+  /** `prune: true`: the owned children of `type` form a set; those a reconcile no longer applies are deleted. */
+  secondary(s: { type: ResourceType; verbs?: VerbName[]; labelSelector?: string; mapping?: MappingValue; prune?: boolean }): this;
+  owns(type: ResourceType, options?: { prune?: boolean }): this;
   reads(type: ResourceType): this;
   finalizer(): this;
   resync(seconds: number): this;

@@ -105,17 +105,24 @@ export class Declaration {
     return this;
   }
 
-  /** A secondary type: `{ type, verbs, labelSelector, mapping }`. */
-  secondary({ type, verbs = [], labelSelector = '', mapping = Mapping.NONE }) {
+  /**
+   * A secondary type: `{ type, verbs, labelSelector, mapping, prune }`. With `prune: true` its owned
+   * children form a set: the host deletes those it owns for the primary that a reconcile no longer applies.
+   */
+  secondary({ type, verbs = [], labelSelector = '', mapping = Mapping.NONE, prune = false }) {
     const checked = checkVerbs(verbs);
     if (mapping.tag !== 'none' && !checked.includes(Verb.WATCH)) checked.push(Verb.WATCH);
-    this.secondaries.push({ type, verbs: checked, labelSelector, mapping });
+    if (prune && !checked.includes(Verb.DELETE)) checked.push(Verb.DELETE);
+    this.secondaries.push({ type, verbs: checked, labelSelector, mapping, prune });
     return this;
   }
 
-  /** Children of `type` this plugin applies and deletes, mapped back by owner references. */
-  owns(type) {
-    return this.secondary({ type, verbs: [Verb.GET, Verb.LIST, Verb.APPLY, Verb.DELETE], mapping: Mapping.OWNER_REFERENCES });
+  /**
+   * Children of `type` this plugin applies and deletes, mapped back by owner references;
+   * `{ prune: true }` makes them a set (those a reconcile no longer applies are deleted by the host).
+   */
+  owns(type, { prune = false } = {}) {
+    return this.secondary({ type, verbs: [Verb.GET, Verb.LIST, Verb.APPLY, Verb.DELETE], mapping: Mapping.OWNER_REFERENCES, prune });
   }
 
   /** Objects of `type` this plugin only reads. */
@@ -429,7 +436,7 @@ export function exportPlugin(reconciler, hostImports) {
         primary: witType(d.primary),
         primaryVerbs: d.primaryVerbs,
         primarySelector: d.primarySelector,
-        secondaries: d.secondaries.map((s) => ({ type: witType(s.type), verbs: s.verbs, labelSelector: s.labelSelector, mapping: s.mapping })),
+        secondaries: d.secondaries.map((s) => ({ type: witType(s.type), verbs: s.verbs, labelSelector: s.labelSelector, mapping: s.mapping, prune: s.prune })),
         managedFinalizer: d.managedFinalizer,
         resyncSeconds: d.resyncSeconds,
         maxConcurrency: d.maxConcurrency,

@@ -46,3 +46,13 @@ test('mapKeys sees the previous state and a deletion (contract 0.3.0)', async ()
   assert.deepEqual(names(harness.mapKeys(configMaps, labelled('b'), { previous: labelled('a') })), ['b', 'a']);
   assert.deepEqual(names(harness.mapKeys(configMaps, labelled('a'), { deleted: true })), ['a', 'deleted']);
 });
+
+test('children form a set only when asked (contract 0.3.0)', async () => {
+  const { Declaration, ResourceType, Verb } = await import('../src/index.js');
+  const { apps_v1 } = await import('../src/types.js');
+  const d = new Declaration('sets', '0.1.0', ResourceType.core('v1', 'ConfigMap', 'configmaps'))
+    .owns(apps_v1.Deployment).owns(apps_v1.Deployment, { prune: true })
+    .secondary({ type: apps_v1.Deployment, prune: true });
+  assert.deepEqual(d.secondaries.map((s) => s.prune), [false, true, true]);
+  assert.ok(d.secondaries[2].verbs.includes(Verb.DELETE), 'a set needs delete');
+});

@@ -83,7 +83,8 @@ def _declaration(d: Declaration):
         primary_verbs=_verbs(t, d.primary_verbs),
         primary_selector=d.primary_label_selector,
         secondaries=[
-            p.Secondary(_wit_type(t, s.type), _verbs(t, s.verbs), s.label_selector, _mapping(p, s.mapping))
+            p.Secondary(_wit_type(t, s.type), _verbs(t, s.verbs), s.label_selector, _mapping(p, s.mapping),
+                        s.prune)
             for s in d.secondaries
         ],
         managed_finalizer=d.managed_finalizer,

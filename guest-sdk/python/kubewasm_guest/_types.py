@@ -71,6 +71,9 @@ class Secondary:
     verbs: list = field(default_factory=list)
     label_selector: str = ""
     mapping: tuple = Mapping.NONE
+    #: The owned children of this type form a set: the host deletes those it owns for the primary that a
+    #: reconcile no longer applies (needs ``delete``). False, the default: never pruned.
+    prune: bool = False
 
 
 class Declaration:
@@ -103,12 +106,15 @@ class Declaration:
         secondary.verbs = _checked(secondary.verbs)
         if secondary.mapping != Mapping.NONE and WATCH not in secondary.verbs:
             secondary.verbs.append(WATCH)
+        if secondary.prune and DELETE not in secondary.verbs:
+            secondary.verbs.append(DELETE)
         self.secondaries.append(secondary)
         return self
 
-    def owns(self, type: ResourceType) -> "Declaration":
-        """Children of ``type`` this plugin applies and deletes, mapped back by owner references."""
-        return self.secondary(Secondary(type, [GET, LIST, APPLY, DELETE], "", Mapping.OWNER_REFERENCES))
+    def owns(self, type: ResourceType, prune: bool = False) -> "Declaration":
+        """Children of ``type`` this plugin applies and deletes, mapped back by owner references; with
+        ``prune=True`` a set: those a reconcile no longer applies are deleted by the host."""
+        return self.secondary(Secondary(type, [GET, LIST, APPLY, DELETE], "", Mapping.OWNER_REFERENCES, prune))
 
     def reads(self, type: ResourceType) -> "Declaration":
         """Objects of ``type`` this plugin only reads."""

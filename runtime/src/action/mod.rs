@@ -12,7 +12,9 @@
 //! - Server-side apply bodies never carry `resourceVersion`, `uid`,
 //!   `managedFields` or other server-owned metadata, so an object copied from
 //!   the (possibly stale) cache cannot cause a conflict.
-//! - Children are never pruned implicitly: only a `Delete` deletes.
+//! - Children are never pruned implicitly: only a `Delete` deletes, or the
+//!   host's delete of a child of a type declared with `prune` that a
+//!   reconcile no longer applies ([`prune`]: opt-in, never by surprise).
 //! - Every name, namespace and label a plugin returns passes Kubernetes'
 //!   rules ([`kubewasm_core::validation`]) before a request is built, and
 //!   every write (apply, status, delete, event) lands in a namespace the
@@ -28,10 +30,12 @@ use crate::resource::{ObjectKey, ResourceType};
 use kubewasm_core::rules::{self, Refusal, invalid};
 
 mod event;
+mod prune;
 mod request;
 
 pub use event::EventBody;
 pub(crate) use event::truncate;
+pub use prune::stale_children as prune;
 pub use request::{ApiRequest, Method, resource_path};
 
 /// Severity of an event.
