@@ -4,6 +4,7 @@
 //! |---|---|---|
 //! | `kubewasm_reconcile_total` | plugin, result | steps by result (`success`, `error`) |
 //! | `kubewasm_reconcile_skipped_total` | plugin | keys not called: the inputs of their last successful reconcile unchanged (primary, what it read, version, configuration) |
+//! | `kubewasm_read_triggers_overflowed_total` | plugin | reconciles that read more than the host keeps as triggers (`reads` mapping): their key is queued by every change of a `reads` type |
 //! | `kubewasm_reconcile_errors_total` | plugin, kind | failures by kind: `plugin` (its own failure), `denied`, `config`, `deadline` (overruns), `memory`, `limit`, `trap`, `call`, `api` |
 //! | `kubewasm_reads_denied_total` | plugin | cache reads its grants refused (another namespace, an undeclared type or verb) |
 //! | `kubewasm_reconcile_time_seconds` | plugin | step duration, call and writes (histogram) |
@@ -101,6 +102,7 @@ pub struct Metrics {
     registry: Registry,
     reconciles: Family<ResultLabel, Counter>,
     skipped: Family<PluginLabel, Counter>,
+    read_triggers_overflowed: Family<PluginLabel, Counter>,
     errors: Family<KindLabel, Counter>,
     reads_denied: Family<PluginLabel, Counter>,
     reconcile_time: Family<PluginLabel, Histogram, fn() -> Histogram>,
@@ -135,6 +137,7 @@ impl Default for Metrics {
         let mut registry = Registry::with_prefix("kubewasm");
         let reconciles = Family::default();
         let skipped = Family::default();
+        let read_triggers_overflowed = Family::default();
         let errors = Family::default();
         let reads_denied = Family::default();
         let reconcile_time = Family::new_with_constructor(seconds as fn() -> Histogram);
@@ -158,6 +161,11 @@ impl Default for Metrics {
             "reconcile_skipped",
             "Keys not called: their inputs unchanged since their last successful reconcile",
             skipped.clone(),
+        );
+        registry.register(
+            "read_triggers_overflowed",
+            "Reconciles whose reads were too many to keep as triggers: their key is queued by every change of a `reads` type",
+            read_triggers_overflowed.clone(),
         );
         registry.register(
             "reads_denied",
@@ -258,6 +266,7 @@ impl Default for Metrics {
             registry,
             reconciles,
             skipped,
+            read_triggers_overflowed,
             errors,
             reads_denied,
             reconcile_time,
@@ -312,6 +321,14 @@ impl Metrics {
     /// Counts a key of `plugin` not called: its inputs were unchanged.
     pub(super) fn skipped(&self, plugin: &str) {
         self.skipped.get_or_create(&label(plugin)).inc();
+    }
+
+    /// Counts a reconcile of `plugin` whose reads were too many to keep as
+    /// triggers.
+    pub(super) fn read_triggers_overflowed(&self, plugin: &str) {
+        self.read_triggers_overflowed
+            .get_or_create(&label(plugin))
+            .inc();
     }
 
     /// Counts a step of `plugin` that did not run: no instance slot came

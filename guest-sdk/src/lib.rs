@@ -240,6 +240,7 @@ pub mod __private {
                         Mapping::OwnerReferences => p::Mapping::OwnerReferences,
                         Mapping::Label(key) => p::Mapping::Label(key),
                         Mapping::Custom => p::Mapping::Custom,
+                        Mapping::Reads => p::Mapping::Reads,
                     },
                     prune: s.prune,
                 })

@@ -19,6 +19,10 @@ pub enum Mapping {
     Label(String),
     /// [`Reconciler::map_keys`](crate::Reconciler::map_keys) computes them.
     Custom,
+    /// Reads as triggers: the primaries whose last successful reconcile
+    /// read the changed object (by key, or by a list that takes it). No
+    /// code to write.
+    Reads,
 }
 
 /// A resource type other than the primary.

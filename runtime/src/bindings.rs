@@ -479,6 +479,7 @@ impl TryFrom<exports::Declaration> for Declaration {
                         exports::Mapping::OwnerReferences => Mapping::OwnerReferences,
                         exports::Mapping::Label(key) => Mapping::Label(key),
                         exports::Mapping::Custom => Mapping::Custom,
+                        exports::Mapping::Reads => Mapping::Reads,
                     },
                     prune: s.prune,
                 })

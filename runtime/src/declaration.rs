@@ -28,6 +28,8 @@ pub enum Mapping {
     Label(String),
     /// The plugin's `map-keys` export computes the keys.
     Custom,
+    /// The primaries whose last successful reconcile read the object.
+    Reads,
 }
 
 /// A resource type other than the primary.

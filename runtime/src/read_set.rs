@@ -67,6 +67,16 @@ pub struct ReadSet {
     overflowed: bool,
 }
 
+/// A set of the reads given, bounded as a call's is (what a test of what
+/// consumes read sets starts from).
+impl FromIterator<Read> for ReadSet {
+    fn from_iter<I: IntoIterator<Item = Read>>(reads: I) -> Self {
+        let mut set = Self::default();
+        reads.into_iter().for_each(|read| set.push(read));
+        set
+    }
+}
+
 impl ReadSet {
     fn push(&mut self, read: Read) {
         if self.reads.len() < MAX_READS {

@@ -405,3 +405,73 @@ fn children_declared_as_a_set_should_be_pruned_when_dropped_and_others_kept_and_
         "{printed}"
     );
 }
+
+/// The summary `reader` wrote for the Secret `watch`: what it read.
+fn summary(server: &Apiserver) -> Option<(String, String)> {
+    let data = get_json(server, &["configmap", "watch-summary"])?["data"].clone();
+    Some((
+        data["named"].as_str()?.to_owned(),
+        data["listed"].as_str()?.to_owned(),
+    ))
+}
+
+#[test]
+fn reads_as_triggers_should_rerun_a_key_when_what_it_read_changes_or_enters_its_list() {
+    let server = Apiserver::start();
+    let host = Host::start(&server, &[("reader", test_plugin("reader"))], &[], &[]);
+    host.wait_ready();
+    server.ok(&["create", "configmap", "source", "--from-literal=value=1"]);
+    server.ok(&["create", "secret", "generic", "watch"]);
+    server.ok(&["annotate", "secret", "watch", "kubewasm.dev/reads=source"]);
+    server.ok(&["label", "secret", "watch", "summary=yes"]);
+    let read =
+        |named: &str, listed: &str| summary(&server) == Some((named.to_owned(), listed.to_owned()));
+    eventually("the first summary", &host, || read("1", ""));
+
+    // The ConfigMap it got by name changes: the Secret runs again.
+    server.ok(&[
+        "patch",
+        "configmap",
+        "source",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"value":"2"}}"#,
+    ]);
+    eventually("the named ConfigMap's change re-ran it", &host, || {
+        read("2", "")
+    });
+    // One enters the selector it listed, then leaves it.
+    server.ok(&["create", "configmap", "web-a"]);
+    server.ok(&["label", "configmap", "web-a", "tier=web"]);
+    eventually("a ConfigMap entering its list re-ran it", &host, || {
+        read("2", "web-a")
+    });
+    server.ok(&["label", "--overwrite", "configmap", "web-a", "tier=db"]);
+    eventually("a ConfigMap leaving its list re-ran it", &host, || {
+        read("2", "")
+    });
+    // The one it named goes.
+    server.ok(&["delete", "configmap", "source"]);
+    eventually("the named ConfigMap's deletion re-ran it", &host, || {
+        read("absent", "")
+    });
+    // A ConfigMap it never read triggers nothing (its summary is one).
+    let runs = || {
+        counted(
+            &host,
+            r#"kubewasm_reconcile_total{plugin="reader",result="success"}"#,
+        )
+    };
+    let before = runs();
+    server.ok(&["create", "configmap", "unrelated"]);
+    server.ok(&["create", "configmap", "sentinel", "--from-literal=value=3"]);
+    server.ok(&[
+        "annotate",
+        "--overwrite",
+        "secret",
+        "watch",
+        "kubewasm.dev/reads=sentinel",
+    ]);
+    eventually("the Secret's own change re-ran it", &host, || read("3", ""));
+    assert_eq!(runs(), before + 1.0, "only the Secret's change ran it");
+}

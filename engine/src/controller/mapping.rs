@@ -9,6 +9,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::Current;
+use super::triggers::Triggers;
 use crate::informer::{Change, Handler};
 use crate::listing::Key;
 use crate::queue::{Priority, WorkQueue};
@@ -17,15 +18,24 @@ use kubewasm_runtime::cache::{Cache, CachedObject};
 use kubewasm_runtime::declaration::Mapping;
 use kubewasm_runtime::resource::{ObjectKey, ResourceType};
 
+/// Where a controller's mapped changes go, whatever its version: its
+/// queue, its `map-keys` work, its index of reads.
+#[derive(Clone)]
+pub(super) struct Targets {
+    pub(super) queue: Arc<WorkQueue>,
+    /// Where `map-keys` work is sent ([`map_custom`] runs it).
+    pub(super) custom: mpsc::UnboundedSender<Mapped>,
+    pub(super) triggers: Arc<Triggers>,
+}
+
 /// Maps a secondary's changes to primary keys, by its declared mapping.
 pub(super) fn mapping_handler(
     mapping: &Mapping,
     resource: &ResourceType,
     primary: &ResourceType,
-    queue: &Arc<WorkQueue>,
-    custom: &mpsc::UnboundedSender<Mapped>,
+    targets: &Targets,
 ) -> Handler {
-    let queue = Arc::clone(queue);
+    let queue = Arc::clone(&targets.queue);
     let primary = primary.clone();
     match mapping {
         Mapping::None => Arc::new(|_| {}),
@@ -42,8 +52,19 @@ pub(super) fn mapping_handler(
                 }
             })
         }
+        Mapping::Reads => {
+            let (triggers, resource) = (Arc::clone(&targets.triggers), resource.clone());
+            Arc::new(move |change: Change<'_>| {
+                let states = std::iter::once(change.object())
+                    .chain(change.previous())
+                    .map(|o| o.value());
+                for key in triggers.readers(&resource, states) {
+                    enqueue(&queue, &change, key);
+                }
+            })
+        }
         Mapping::Custom => {
-            let custom = custom.clone();
+            let custom = targets.custom.clone();
             let resource = resource.clone();
             Arc::new(move |change: Change<'_>| {
                 let listed = matches!(change, Change::Listed(..));

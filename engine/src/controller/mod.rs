@@ -66,11 +66,12 @@ use kubewasm_runtime::Plugin;
 use kubewasm_runtime::resource::ResourceType;
 
 pub use super::plugin_cache::InformerCache;
-use mapping::{Mapped, enqueue, map_custom, mapping_handler};
+use mapping::{Targets, enqueue, map_custom, mapping_handler};
 use worker::Worker;
 
 mod mapping;
 mod memo;
+mod triggers;
 mod worker;
 
 /// How the engine runs a plugin.
@@ -149,8 +150,8 @@ pub struct Controller {
     primary: ResourceType,
     queue: Arc<WorkQueue>,
     current: Current,
-    /// Where the mapping handlers of every version send `map-keys` work.
-    custom: mpsc::UnboundedSender<Mapped>,
+    /// Where the mapping handlers of every version send what they map.
+    targets: Targets,
     /// The workers: shutdown waits for them (their in-flight steps finish).
     workers: JoinSet<()>,
     /// Mapping, resync and following the leadership: shutdown aborts them.
@@ -206,18 +207,17 @@ pub enum SwapError {
 
 impl Version {
     /// Subscribes to the primary's informer and each secondary's, their
-    /// changes mapped to keys of `queue`.
+    /// changes mapped to keys of the queue of `targets`.
     fn subscribe(
         plugin: Arc<Plugin>,
         settings: &Settings,
         shared: &Shared,
-        queue: &Arc<WorkQueue>,
-        custom: &mpsc::UnboundedSender<Mapped>,
+        targets: &Targets,
     ) -> Self {
         let declaration = plugin.declaration();
         let primary = declaration.primary.clone();
         let primary_handler: Handler = {
-            let queue = Arc::clone(queue);
+            let queue = Arc::clone(&targets.queue);
             Arc::new(move |change: Change<'_>| match change {
                 // The primary's own store: walked, not held key by key.
                 Change::Listed(key, _, store) => queue.add_listed_in(Arc::clone(key), store),
@@ -255,13 +255,8 @@ impl Version {
         };
         subscribe(&primary, &declaration.primary_selector, primary_handler);
         for secondary in &declaration.secondaries {
-            let handler = mapping_handler(
-                &secondary.mapping,
-                &secondary.resource,
-                &primary,
-                queue,
-                custom,
-            );
+            let handler =
+                mapping_handler(&secondary.mapping, &secondary.resource, &primary, targets);
             subscribe(&secondary.resource, &secondary.label_selector, handler);
         }
         static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -295,14 +290,20 @@ impl Controller {
         let queue = Arc::new(WorkQueue::new(settings.backoff));
         let mut workers = JoinSet::new();
         let mut background = JoinSet::new();
-        let (custom, custom_rx) = mpsc::unbounded_channel::<Mapped>();
-        let version = Version::subscribe(plugin, &settings, shared, &queue, &custom);
+        let (custom, custom_rx) = mpsc::unbounded_channel();
+        let targets = Targets {
+            queue: Arc::clone(&queue),
+            custom,
+            triggers: Arc::default(),
+        };
+        let version = Version::subscribe(plugin, &settings, shared, &targets);
         let current = Current(Arc::new(RwLock::new(Arc::new(version))));
 
         let worker = Worker {
             current: current.clone(),
             queue: Arc::clone(&queue),
             memo: Arc::default(),
+            triggers: Arc::clone(&targets.triggers),
             shared: Shared {
                 applier: settings.applier.unwrap_or_else(|| shared.applier.clone()),
                 ..shared.clone()
@@ -339,7 +340,7 @@ impl Controller {
             primary,
             queue,
             current,
-            custom,
+            targets,
             workers,
             background,
         }
@@ -376,7 +377,7 @@ impl Controller {
         }
         let digest = plugin.digest().to_owned();
         self.current
-            .replace(|| Version::subscribe(plugin, settings, shared, &self.queue, &self.custom));
+            .replace(|| Version::subscribe(plugin, settings, shared, &self.targets));
         tracing::info!(plugin = %self.name, %digest, "plugin swapped");
         Ok(())
     }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::memo::{Memo, primary_version};
+use super::triggers::Triggers;
 use super::{Current, Shared, Version};
 use crate::applier::ApplyError;
 use crate::fair::Permit;
@@ -29,6 +30,9 @@ pub(super) struct Worker {
     /// The inputs of each key's last successful reconcile, shared by the
     /// plugin's workers.
     pub(super) memo: Arc<Memo>,
+    /// What each key last read of the plugin's `reads` types, shared by
+    /// its workers and its mapping handlers.
+    pub(super) triggers: Arc<Triggers>,
     pub(super) shared: Shared,
 }
 
@@ -184,6 +188,7 @@ impl Worker {
                     .await
                 {
                     Ok(written) => {
+                        self.remember_reads(key, primary.is_some(), version, &step);
                         self.memo.succeeded(key, primary, version, &step, &written);
                         tracing::debug!(call = step.call.name(), actions = step.actions.len(),
                             requeue_after = ?step.requeue_after, "reconciled");
@@ -207,6 +212,21 @@ impl Worker {
         metrics.reconciled(&name, "error", started.elapsed());
         tracing::warn!(error = %message, "reconcile failed; retrying with backoff");
         Done::Retry(message)
+    }
+
+    /// Keeps what a successful reconcile of `key` read, for reads as
+    /// triggers; a key whose primary is gone reads nothing any more.
+    fn remember_reads(&self, key: &Key, present: bool, version: &Version, step: &step::Step) {
+        if !present || step.call != step::Call::Reconcile {
+            self.triggers.forget(key);
+        } else if self
+            .triggers
+            .record(key, &step.reads, version.plugin.declaration())
+        {
+            self.shared
+                .metrics
+                .read_triggers_overflowed(&version.plugin.declaration().name);
+        }
     }
 }
 

@@ -29,9 +29,11 @@ export type MappingValue =
   | { tag: 'none' }
   | { tag: 'owner-references' }
   | { tag: 'custom' }
+  | { tag: 'reads' }
   | { tag: 'label'; val: string };
 export declare const Mapping: Readonly<{
-  NONE: MappingValue; OWNER_REFERENCES: MappingValue; CUSTOM: MappingValue; label(key: string): MappingValue;
+  NONE: MappingValue; OWNER_REFERENCES: MappingValue; CUSTOM: MappingValue; READS: MappingValue;
+  label(key: string): MappingValue;
 }>;
 
 export declare class Declaration {

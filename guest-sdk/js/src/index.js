@@ -64,6 +64,8 @@ export const Mapping = Object.freeze({
   NONE: { tag: 'none' },
   OWNER_REFERENCES: { tag: 'owner-references' },
   CUSTOM: { tag: 'custom' },
+  /** Reads as triggers: the primaries whose last successful reconcile read the changed object. */
+  READS: { tag: 'reads' },
   /** The value of label `key` names the primary (`name` or `namespace.name`). */
   label: (key) => ({ tag: 'label', val: key }),
 });

@@ -69,6 +69,7 @@ def _mapping(p, mapping):
         "owner-references": lambda: p.Mapping_OwnerReferences(),
         "label": lambda: p.Mapping_Label(value),
         "custom": lambda: p.Mapping_Custom(),
+        "reads": lambda: p.Mapping_Reads(),
     }[kind]()
 
 

@@ -56,6 +56,8 @@ class Mapping:
     NONE = ("none", None)
     OWNER_REFERENCES = ("owner-references", None)
     CUSTOM = ("custom", None)
+    #: Reads as triggers: the primaries whose last successful reconcile read the changed object.
+    READS = ("reads", None)
 
     @staticmethod
     def label(key: str) -> tuple:
