@@ -12,7 +12,7 @@ PY_WHEEL := $(SDK_OUT)/kubewasm_guest-0.3.0-py3-none-any.whl
 NPM_TARBALL := $(SDK_OUT)/kubewasm-guest-0.3.0.tgz
 
 RUST_PLUGINS := myapp config-rollout
-RUST_TEST_PLUGINS := misbehave not-a-plugin evil-import liar selective snoop propagate composite reader
+RUST_TEST_PLUGINS := misbehave not-a-plugin evil-import liar selective snoop propagate composite reader reporter
 WIT := $(wildcard wit/*.wit)
 PY_SDK := $(wildcard guest-sdk/python/kubewasm_guest/*.py)
 JS_SDK := $(wildcard guest-sdk/js/src/*.js) guest-sdk/js/bin/componentize.js
@@ -57,6 +57,7 @@ rust-test-plugins:
 	@cp $(WASM_OUT)/propagate.wasm $(TEST_OUT)/propagate.wasm
 	@cp $(WASM_OUT)/composite.wasm $(TEST_OUT)/composite.wasm
 	@cp $(WASM_OUT)/reader.wasm $(TEST_OUT)/reader.wasm
+	@cp $(WASM_OUT)/reporter.wasm $(TEST_OUT)/reporter.wasm
 	@cp $(WASM_OUT)/evil_import.wasm $(TEST_OUT)/evil-import.wasm
 	@cp $(WASM_OUT)/not-a-plugin.wasm $(TEST_OUT)/not-a-plugin.wasm  # a binary keeps its dashes
 

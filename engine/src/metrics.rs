@@ -4,6 +4,7 @@
 //! |---|---|---|
 //! | `kubewasm_reconcile_total` | plugin, result | steps by result (`success`, `error`) |
 //! | `kubewasm_reconcile_skipped_total` | plugin | keys not called: the inputs of their last successful reconcile unchanged (primary, what it read, version, configuration) |
+//! | `kubewasm_scheduled_total` | plugin, result | scheduled calls (`success`, `error`: the call failed, an action was refused or a write failed) |
 //! | `kubewasm_read_triggers_overflowed_total` | plugin | reconciles that read more than the host keeps as triggers (`reads` mapping): their key is queued by every change of a `reads` type |
 //! | `kubewasm_reconcile_errors_total` | plugin, kind | failures by kind: `plugin` (its own failure), `denied`, `config`, `deadline` (overruns), `memory`, `limit`, `trap`, `call`, `api` |
 //! | `kubewasm_reads_denied_total` | plugin | cache reads its grants refused (another namespace, an undeclared type or verb) |
@@ -103,6 +104,7 @@ pub struct Metrics {
     reconciles: Family<ResultLabel, Counter>,
     skipped: Family<PluginLabel, Counter>,
     read_triggers_overflowed: Family<PluginLabel, Counter>,
+    scheduled: Family<ResultLabel, Counter>,
     errors: Family<KindLabel, Counter>,
     reads_denied: Family<PluginLabel, Counter>,
     reconcile_time: Family<PluginLabel, Histogram, fn() -> Histogram>,
@@ -138,6 +140,7 @@ impl Default for Metrics {
         let reconciles = Family::default();
         let skipped = Family::default();
         let read_triggers_overflowed = Family::default();
+        let scheduled = Family::default();
         let errors = Family::default();
         let reads_denied = Family::default();
         let reconcile_time = Family::new_with_constructor(seconds as fn() -> Histogram);
@@ -167,6 +170,7 @@ impl Default for Metrics {
             "Reconciles whose reads were too many to keep as triggers: their key is queued by every change of a `reads` type",
             read_triggers_overflowed.clone(),
         );
+        registry.register("scheduled", "Scheduled calls by result", scheduled.clone());
         registry.register(
             "reads_denied",
             "Cache reads the grants refused",
@@ -267,6 +271,7 @@ impl Default for Metrics {
             reconciles,
             skipped,
             read_triggers_overflowed,
+            scheduled,
             errors,
             reads_denied,
             reconcile_time,
@@ -321,6 +326,14 @@ impl Metrics {
     /// Counts a key of `plugin` not called: its inputs were unchanged.
     pub(super) fn skipped(&self, plugin: &str) {
         self.skipped.get_or_create(&label(plugin)).inc();
+    }
+
+    /// Counts a scheduled call of `plugin` by its result (`success`,
+    /// `error`).
+    pub(super) fn scheduled(&self, plugin: &str, result: &str) {
+        self.scheduled
+            .get_or_create(&result_label(plugin, result))
+            .inc();
     }
 
     /// Counts a reconcile of `plugin` whose reads were too many to keep as

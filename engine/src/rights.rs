@@ -237,6 +237,7 @@ mod tests {
             resync_seconds: None,
             max_concurrency: None,
             config_schema: None,
+            schedule: None,
         };
         let reviews = Reads::of(&declaration).reviews("team-a", "kubewasm-tenant");
         let asked: Vec<(String, &str, Option<String>, Option<String>)> = reviews

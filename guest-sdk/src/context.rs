@@ -22,6 +22,8 @@ pub struct Context {
     pub(crate) previous: Option<Value>,
     /// In `map_keys`: whether the changed object was deleted.
     pub(crate) deleted: bool,
+    /// In `scheduled`: the time the schedule named.
+    pub(crate) scheduled_at: Option<k8s_openapi::jiff::Timestamp>,
 }
 
 impl Context {
@@ -35,7 +37,14 @@ impl Context {
             last_failure: None,
             previous: None,
             deleted: false,
+            scheduled_at: None,
         }
+    }
+
+    /// In [`Reconciler::scheduled`](crate::Reconciler::scheduled): the
+    /// time the schedule named (the call runs at it or shortly after).
+    pub fn scheduled_at(&self) -> Option<k8s_openapi::jiff::Timestamp> {
+        self.scheduled_at
     }
 
     /// In [`Reconciler::map_keys`](crate::Reconciler::map_keys): a modified

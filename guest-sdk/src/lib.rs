@@ -113,6 +113,20 @@ pub trait Reconciler {
         let _ = (ctx, object);
         Ok(Vec::new())
     }
+
+    /// Runs on the declared schedule ([`Declaration::schedule`]): read what
+    /// is needed, return actions. There is no primary: `ctx.key()` is
+    /// empty, applies must be unowned, events must name what they are
+    /// about; [`Context::scheduled_at`] is the time the schedule named. The
+    /// default does nothing.
+    ///
+    /// # Errors
+    /// Any failure; the host logs and counts it, and the next call is the
+    /// schedule's.
+    fn scheduled(ctx: &Context) -> Result<Outcome> {
+        let _ = ctx;
+        Ok(Outcome::new())
+    }
 }
 
 /// Exports a [`Reconciler`] as the plugin's implementation of the world.
@@ -153,6 +167,14 @@ macro_rules! export {
                 > {
                     $crate::__private::map_keys::<$reconciler>(request)
                 }
+                fn scheduled(
+                    request: $crate::__private::WitScheduledRequest,
+                ) -> ::core::result::Result<
+                    $crate::__private::WitOutcome,
+                    $crate::__private::WitFailure,
+                > {
+                    $crate::__private::scheduled::<$reconciler>(request)
+                }
             }
     $crate::wit::__export_plugin!(KubewasmExport with_types_in $crate::wit);
         };
@@ -171,7 +193,7 @@ pub mod __private {
 
     pub use p::{
         Declaration as WitDeclaration, Failure as WitFailure, Guest, MapRequest as WitMapRequest,
-        Outcome as WitOutcome, Request as WitRequest,
+        Outcome as WitOutcome, Request as WitRequest, ScheduledRequest as WitScheduledRequest,
     };
     pub use t::ObjectKey as WitObjectKey;
 
@@ -249,6 +271,7 @@ pub mod __private {
             resync_seconds: d.resync_seconds,
             max_concurrency: d.max_concurrency,
             config_schema: d.config_schema,
+            schedule: d.schedule,
         }
     }
 
@@ -301,8 +324,25 @@ pub mod __private {
             last_failure: request.last_failure,
             previous: None,
             deleted: false,
+            scheduled_at: None,
         };
-        match f(&ctx).and_then(Outcome::into_result) {
+        answer(&ctx, f)
+    }
+
+    /// Runs `scheduled`: a context with no primary (an empty key of the
+    /// primary's type) and the time it was scheduled for.
+    pub fn scheduled<R: Reconciler>(
+        request: p::ScheduledRequest,
+    ) -> Result<p::Outcome, p::Failure> {
+        let mut ctx = Context::new(R::declare().primary, ObjectKey::cluster(""));
+        ctx.config = request.config;
+        ctx.scheduled_at = request.scheduled_at.parse().ok();
+        answer(&ctx, R::scheduled)
+    }
+
+    /// Runs `f` and converts its result.
+    fn answer(ctx: &Context, f: fn(&Context) -> Result<Outcome>) -> Result<p::Outcome, p::Failure> {
+        match f(ctx).and_then(Outcome::into_result) {
             Ok(outcome) => Ok(p::Outcome {
                 actions: outcome.actions.into_iter().map(action).collect(),
                 requeue_after_ms: outcome

@@ -92,17 +92,28 @@ impl Harness {
         (declaration, ctx)
     }
 
+    /// Runs `call` of the plugin declaring `declaration` on `ctx`, reading
+    /// this harness's objects, its writes checked.
+    fn run(
+        &self,
+        declaration: Declaration,
+        ctx: &Context,
+        call: fn(&Context) -> Result<Outcome>,
+    ) -> Result<Outcome> {
+        let checked = declaration.clone();
+        backend::with(Rc::clone(&self.objects), declaration, self.now, || {
+            call(ctx).and_then(Outcome::into_result)
+        })
+        .and_then(|outcome| check_writes(&checked, ctx.key(), &self.objects, outcome))
+    }
+
     /// Runs [`Reconciler::reconcile`] for `key`.
     ///
     /// # Errors
     /// What the plugin returns, a denied read, or a denied write.
     pub fn reconcile<R: Reconciler>(&self, key: ObjectKey) -> Result<Outcome> {
         let (declaration, ctx) = self.context::<R>(key);
-        let checked = declaration.clone();
-        backend::with(Rc::clone(&self.objects), declaration, self.now, || {
-            R::reconcile(&ctx).and_then(Outcome::into_result)
-        })
-        .and_then(|outcome| check_writes(&checked, ctx.key(), &self.objects, outcome))
+        self.run(declaration, &ctx, R::reconcile)
     }
 
     /// Runs [`Reconciler::finalize`] for `key`.
@@ -111,11 +122,18 @@ impl Harness {
     /// What the plugin returns, a denied read, or a denied write.
     pub fn finalize<R: Reconciler>(&self, key: ObjectKey) -> Result<Outcome> {
         let (declaration, ctx) = self.context::<R>(key);
-        let checked = declaration.clone();
-        backend::with(Rc::clone(&self.objects), declaration, self.now, || {
-            R::finalize(&ctx).and_then(Outcome::into_result)
-        })
-        .and_then(|outcome| check_writes(&checked, ctx.key(), &self.objects, outcome))
+        self.run(declaration, &ctx, R::finalize)
+    }
+
+    /// Runs [`Reconciler::scheduled`] for the time `at` the schedule named
+    /// (no primary: an owned apply is refused, as the host refuses it).
+    ///
+    /// # Errors
+    /// What the plugin returns, a denied read, or a denied write.
+    pub fn scheduled<R: Reconciler>(&self, at: k8s_openapi::jiff::Timestamp) -> Result<Outcome> {
+        let (declaration, mut ctx) = self.context::<R>(ObjectKey::cluster(""));
+        ctx.scheduled_at = Some(at);
+        self.run(declaration, &ctx, R::scheduled)
     }
 
     /// Runs [`Reconciler::map_keys`] for `object`, a changed object of the

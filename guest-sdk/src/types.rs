@@ -128,6 +128,7 @@ pub struct Declaration {
     pub(crate) resync_seconds: Option<u32>,
     pub(crate) max_concurrency: Option<u32>,
     pub(crate) config_schema: Option<String>,
+    pub(crate) schedule: Option<String>,
 }
 
 impl Declaration {
@@ -157,6 +158,7 @@ impl Declaration {
             resync_seconds: None,
             max_concurrency: None,
             config_schema: None,
+            schedule: None,
         }
     }
 
@@ -231,6 +233,16 @@ impl Declaration {
     #[must_use]
     pub fn max_concurrency(mut self, n: u32) -> Self {
         self.max_concurrency = Some(n);
+        self
+    }
+
+    /// Asks to be called on a cron schedule, in UTC
+    /// ([`Reconciler::scheduled`](crate::Reconciler::scheduled)): five
+    /// fields as a CronJob's (`"0 3 * * *"`), six with seconds first, or a
+    /// macro (`"@hourly"`). The host refuses one that does not parse.
+    #[must_use]
+    pub fn schedule(mut self, cron: impl Into<String>) -> Self {
+        self.schedule = Some(cron.into());
         self
     }
 

@@ -187,6 +187,23 @@ impl Controller {
         })
     }
 
+    /// Runs `scheduled` (0.3.0 on; an older component declares no
+    /// schedule, so is never called for one).
+    pub(crate) fn scheduled(
+        &self,
+        store: &mut Store<PluginState>,
+        request: &exports::ScheduledRequest,
+    ) -> wasmtime::Result<Answer> {
+        match self {
+            Self::V0_3(c) => c
+                .kubewasm_controller_plugin()
+                .call_scheduled(store, request),
+            Self::V0_1(_) | Self::V0_2(_) => Err(wasmtime::Error::msg(
+                "a component of a contract before 0.3.0 has no `scheduled` export",
+            )),
+        }
+    }
+
     /// Runs `map-keys`. Before 0.3.0 a call sees one state: the new one,
     /// then the previous one if there is one; the keys of both are
     /// returned (the first failure, if one fails).
@@ -294,7 +311,7 @@ impl From<&v2::Request> for v1::Request {
 /// `prune`, never for an older component).
 macro_rules! upgrade_declaration {
     ($d:ident: $from:ident -> $to:ident, primary_selector: $selector:expr
-     $(, secondary: { $($field:ident: $value:expr),* })?) => {
+     $(, secondary: { $($field:ident: $value:expr),* }, declaration: { $($new:ident: $new_value:expr),* })?) => {
         $to::Declaration {
             name: $d.name,
             version: $d.version,
@@ -321,6 +338,7 @@ macro_rules! upgrade_declaration {
             resync_seconds: $d.resync_seconds,
             max_concurrency: $d.max_concurrency,
             config_schema: $d.config_schema,
+            $($($new: $new_value,)*)?
         }
     };
 }
@@ -365,7 +383,7 @@ impl From<v1::Declaration> for v2::Declaration {
 impl From<v2::Declaration> for exports::Declaration {
     fn from(d: v2::Declaration) -> Self {
         upgrade_declaration!(d: v2 -> exports, primary_selector: d.primary_selector,
-            secondary: { prune: false })
+            secondary: { prune: false }, declaration: { schedule: None })
     }
 }
 
@@ -488,6 +506,7 @@ impl TryFrom<exports::Declaration> for Declaration {
             resync_seconds: d.resync_seconds,
             max_concurrency: d.max_concurrency,
             config_schema,
+            schedule: d.schedule,
         }
         .validate()
     }

@@ -372,6 +372,7 @@ fn placeholder_declaration() -> Declaration {
         resync_seconds: None,
         max_concurrency: None,
         config_schema: None,
+        schedule: None,
     }
 }
 

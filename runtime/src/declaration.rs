@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::mapper::{MapperError, RestMapper};
 use crate::resource::ResourceType;
 pub use crate::resource::Verb;
+use crate::schedule::{Schedule, ScheduleError};
 use crate::selector::{Selector, SelectorError};
 
 /// How changes of a secondary resource map to primary keys.
@@ -83,6 +84,9 @@ pub struct Declaration {
     /// JSON Schema of the configuration, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub config_schema: Option<serde_json::Value>,
+    /// The cron schedule `scheduled` is called on, if any ([`crate::schedule`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
 }
 
 /// Most secondaries a declaration may have.
@@ -139,6 +143,9 @@ pub enum DeclarationError {
         "resource type `{0}` is declared with `prune`, which needs the `delete` verb on it and a type other than the primary's"
     )]
     Prune(String),
+    /// The schedule does not parse, or never fires.
+    #[error("invalid schedule: {0}")]
+    Schedule(#[from] ScheduleError),
     /// A declared type is not served as declared.
     #[error("declared type refused: {0}")]
     Mapping(#[source] MapperError),
@@ -153,6 +160,15 @@ impl Declaration {
     /// The finalizer the host manages for this plugin.
     pub fn finalizer(&self) -> String {
         format!("kubewasm.dev/{}", self.name)
+    }
+
+    /// The schedule `scheduled` is called on, parsed (a validated
+    /// declaration's parses).
+    ///
+    /// # Errors
+    /// [`ScheduleError`] if it does not parse or never fires.
+    pub fn cron(&self) -> Result<Option<Schedule>, ScheduleError> {
+        self.schedule.as_deref().map(Schedule::parse).transpose()
     }
 
     /// Every declared resource type, the primary first.
@@ -230,6 +246,7 @@ impl Declaration {
                 source,
             })?;
         }
+        self.cron()?;
         self.primary_verbs
             .extend([Verb::Get, Verb::List, Verb::Watch]);
         self.unite_verbs();
@@ -355,6 +372,7 @@ pub(crate) mod tests {
             resync_seconds: None,
             max_concurrency: None,
             config_schema: None,
+            schedule: None,
         }
     }
 

@@ -71,6 +71,7 @@ mod pool;
 pub mod read_set;
 pub mod reads;
 pub mod replay;
+pub mod schedule;
 mod state;
 pub mod step;
 
@@ -141,6 +142,18 @@ impl Request {
             now: jiff::Timestamp::now(),
         }
     }
+}
+
+/// One `scheduled` call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScheduledRequest {
+    /// The time the schedule named.
+    pub at: jiff::Timestamp,
+    /// The plugin's configuration, JSON text.
+    pub config: String,
+    /// The time of the call, as the host's clock gives it (the plugin's
+    /// clock during the call; events carry it).
+    pub now: jiff::Timestamp,
 }
 
 /// A secondary's change, as `map-keys` sees it.
@@ -582,14 +595,62 @@ impl Plugin {
             retries: request.retries,
             last_failure: request.last_failure.clone(),
         };
-        self.check_config(&request.config)?;
+        self.invoke(
+            cache,
+            &request.config,
+            request.now,
+            Some(&request.key),
+            |c, store| c.call(store, &wit_request, call),
+        )
+    }
+
+    /// Runs the plugin's `scheduled` export for the time `request` was
+    /// scheduled for (the plugin declared a schedule). The reply's
+    /// requeue and finalizer wish mean nothing for it and are dropped.
+    ///
+    /// # Errors
+    /// As [`Plugin::reconcile`].
+    #[tracing::instrument(name = "kubewasm.plugin.scheduled", skip_all, fields(plugin = %self.name, at = %request.at))]
+    pub fn scheduled(
+        &self,
+        cache: Arc<dyn Cache>,
+        request: &ScheduledRequest,
+    ) -> Result<Reply, ReconcileError> {
+        let wit_request = exports::ScheduledRequest {
+            scheduled_at: request.at.to_string(),
+            config: request.config.clone(),
+        };
+        let reply = self.invoke(cache, &request.config, request.now, None, |c, store| {
+            c.scheduled(store, &wit_request)
+        })?;
+        Ok(Reply {
+            requeue_after: None,
+            finalizer: None,
+            ..reply
+        })
+    }
+
+    /// Checks the configuration, then makes one call (`invoke`) on an
+    /// instance under the call's clock and limits, recording its reads.
+    fn invoke(
+        &self,
+        cache: Arc<dyn Cache>,
+        config: &str,
+        now: jiff::Timestamp,
+        key: Option<&ObjectKey>,
+        invoke: impl FnOnce(
+            &bindings::Controller,
+            &mut wasmtime::Store<state::PluginState>,
+        ) -> wasmtime::Result<bindings::Answer>,
+    ) -> Result<Reply, ReconcileError> {
+        self.check_config(config)?;
         let limits = self.limits.output;
-        let busy = self.checkout(Arc::clone(&cache), Some(&request.key))?;
+        let busy = self.checkout(Arc::clone(&cache), key)?;
         let record = self.runtime.inner.config.record_reads;
         let (outcome, spent) = self.with_instance(busy, |c, store| {
             store.data_mut().reads = record.then(read_set::ReadSet::default);
-            store.data().clock.set(Some(request.now));
-            let outcome = c.call(store, &wit_request, call);
+            store.data().clock.set(Some(now));
+            let outcome = invoke(c, store);
             store.data().clock.set(None);
             let reads = store
                 .data_mut()

@@ -140,6 +140,7 @@ mod tests {
             resync_seconds: None,
             max_concurrency: None,
             config_schema: None,
+            schedule: None,
         };
         let cache = MemoryCache::from_objects(
             ["team-a", "team-b", "kube-system"]

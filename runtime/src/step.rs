@@ -41,7 +41,7 @@ use crate::action::{self, Action, PlanContext};
 use crate::cache::Cache;
 use crate::read_set::ReadSet;
 use crate::resource::ObjectKey;
-use crate::{CallError, CallStats, Plugin, ReconcileError, Reply, Request};
+use crate::{CallError, CallStats, Plugin, ReconcileError, Reply, Request, ScheduledRequest};
 
 /// Which plugin export a step called.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +52,8 @@ pub enum Call {
     Finalize,
     /// No call: the primary is being deleted and its finalizer is gone.
     None,
+    /// `scheduled`: the declared schedule's time came ([`scheduled`]).
+    Scheduled,
 }
 
 impl Call {
@@ -61,6 +63,7 @@ impl Call {
             Self::Reconcile => "reconcile",
             Self::Finalize => "finalize",
             Self::None => "none",
+            Self::Scheduled => "scheduled",
         }
     }
 }
@@ -175,6 +178,43 @@ pub fn reconcile(
     plan(plugin, cache.as_ref(), request, reply, Call::Reconcile)
 }
 
+/// Runs `plugin`'s `scheduled` export for `request` against `cache` and
+/// plans its reply (no primary: [`action::plan_scheduled`]).
+///
+/// # Errors
+/// As [`Plugin::scheduled`], or [`ReconcileError::Action`] when an action
+/// is refused; nothing is to be sent then.
+pub fn scheduled(
+    plugin: &Plugin,
+    cache: Arc<dyn Cache>,
+    request: &ScheduledRequest,
+) -> Result<Step, ReconcileError> {
+    let reply = plugin.scheduled(Arc::clone(&cache), request)?;
+    let planning = std::time::Instant::now();
+    // No primary: a key that is no object's (nothing is owned, no event
+    // defaults to it, a namespaced object names its namespace).
+    let nobody = ObjectKey::cluster("");
+    let ctx = PlanContext {
+        declaration: plugin.declaration(),
+        grants: plugin.grants(),
+        key: &nobody,
+        primary: None,
+        cache: cache.as_ref(),
+        now: request.now,
+    };
+    let actions = action::plan_scheduled(ctx, reply.desired)?;
+    Ok(Step {
+        call: Call::Scheduled,
+        actions,
+        requeue_after: None,
+        stats: CallStats {
+            plan: planning.elapsed(),
+            ..reply.stats
+        },
+        reads: reply.reads,
+    })
+}
+
 impl StepError {
     /// The whole failure: which call of which key, and why (what the
     /// engine retries with, and what a recorded call keeps).
@@ -219,7 +259,8 @@ pub fn run(plugin: &Plugin, cache: Arc<dyn Cache>, request: &Request) -> Result<
     let outcome = match call {
         Call::Reconcile => plugin.reconcile(Arc::clone(&cache), request),
         Call::Finalize => plugin.finalize(Arc::clone(&cache), request),
-        Call::None => {
+        // A step about a primary never decides `scheduled` ([`scheduled`]).
+        Call::None | Call::Scheduled => {
             return Ok(Step {
                 call,
                 actions: Vec::new(),

@@ -475,3 +475,44 @@ fn reads_as_triggers_should_rerun_a_key_when_what_it_read_changes_or_enters_its_
     eventually("the Secret's own change re-ran it", &host, || read("3", ""));
     assert_eq!(runs(), before + 1.0, "only the Secret's change ran it");
 }
+
+/// The report `reporter` applied: its count and the time it was for.
+fn report(server: &Apiserver) -> Option<(String, jiff::Timestamp)> {
+    let data = get_json(server, &["configmap", "report"])?["data"].clone();
+    Some((
+        data["count"].as_str()?.to_owned(),
+        data["at"].as_str()?.parse().ok()?,
+    ))
+}
+
+#[test]
+fn a_scheduled_plugin_should_be_called_on_its_schedule_with_its_reads() {
+    let server = Apiserver::start();
+    let host = Host::start(&server, &[("reporter", test_plugin("reporter"))], &[], &[]);
+    host.wait_ready();
+    eventually("the first report", &host, || {
+        report(&server).is_some_and(|(count, _)| count == "0")
+    });
+    for name in ["one", "two"] {
+        server.ok(&["create", "configmap", name]);
+        server.ok(&["label", "configmap", name, "tally=yes"]);
+    }
+    eventually("a later call read them", &host, || {
+        report(&server).is_some_and(|(count, _)| count == "2")
+    });
+    // On the schedule: every two seconds, on even seconds.
+    let (_, first) = report(&server).expect("a report");
+    eventually("another call, later", &host, || {
+        report(&server).is_some_and(|(_, at)| at > first)
+    });
+    let (_, second) = report(&server).expect("a report");
+    for at in [first, second] {
+        assert_eq!(at.as_second() % 2, 0, "{at} is on the schedule");
+        assert_eq!(at.subsec_nanosecond(), 0, "{at} is on the schedule");
+    }
+    let calls = counted(
+        &host,
+        r#"kubewasm_scheduled_total{plugin="reporter",result="success"}"#,
+    );
+    assert!(calls >= 3.0, "{calls} calls");
+}

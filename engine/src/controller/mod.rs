@@ -71,6 +71,7 @@ use worker::Worker;
 
 mod mapping;
 mod memo;
+mod schedule;
 mod triggers;
 mod worker;
 
@@ -319,6 +320,7 @@ impl Controller {
         for _ in 0..concurrency {
             workers.spawn(worker.clone().run());
         }
+        background.spawn(schedule::run(worker.clone()));
         background.spawn(map_custom(current.clone(), Arc::clone(&queue), custom_rx));
         let resync = resync_seconds.map_or(shared.resync, |s| Duration::from_secs(u64::from(s)));
         background.spawn(resync_loop(current.clone(), Arc::clone(&queue), resync));

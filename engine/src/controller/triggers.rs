@@ -257,6 +257,7 @@ mod tests {
             resync_seconds: None,
             max_concurrency: None,
             config_schema: None,
+            schedule: None,
         }
     }
 

@@ -20,7 +20,7 @@ use kubewasm_runtime::cache::Cache;
 use kubewasm_runtime::fixture::{Fixture, RecordingCache};
 use kubewasm_runtime::resource::ObjectKey;
 use kubewasm_runtime::step;
-use kubewasm_runtime::{Plugin, Request};
+use kubewasm_runtime::{Plugin, Request, ScheduledRequest};
 
 /// One of a controller's workers.
 #[derive(Clone)]
@@ -212,6 +212,57 @@ impl Worker {
         metrics.reconciled(&name, "error", started.elapsed());
         tracing::warn!(error = %message, "reconcile failed; retrying with backoff");
         Done::Retry(message)
+    }
+
+    /// Makes the scheduled call for the time `at`, if this host is the one
+    /// to ([`super::schedule`]): the leader, or in a ring the replica
+    /// holding the slot of the plugin's name.
+    pub(super) async fn scheduled(&self, at: jiff::Timestamp) {
+        let version = self.current.get();
+        let name = &version.plugin.declaration().name;
+        if !*self.shared.leading.borrow() {
+            return;
+        }
+        let in_flight = match &self.shared.shard {
+            Some(shard) => match shard.begin(kubewasm_core::shard::place(Some(name))) {
+                Some(in_flight) => Some(in_flight),
+                None => return,
+            },
+            None => None,
+        };
+        let Ok(_permit) = self.shared.workers.acquire(&version.flow).await else {
+            return;
+        };
+        let request = ScheduledRequest {
+            at,
+            config: version.config.clone(),
+            now: jiff::Timestamp::now(),
+        };
+        let (plugin, cache) = (Arc::clone(&version.plugin), Arc::clone(&version.cache));
+        let stepped =
+            tokio::task::spawn_blocking(move || step::scheduled(&plugin, cache, &request)).await;
+        let may_write = || in_flight.as_ref().is_none_or(InFlight::valid);
+        let failed = match stepped {
+            Err(error) => Some(format!("scheduled task failed: {error}")),
+            Ok(Err(error)) => Some(error.to_string()),
+            Ok(Ok(step)) => self
+                .shared
+                .applier
+                .apply_while(&step.actions, may_write)
+                .await
+                .err()
+                .map(|(applied, error)| format!("{error} (after {applied} actions)")),
+        };
+        match failed {
+            None => {
+                tracing::info!(plugin = %name, %at, "scheduled call made");
+                self.shared.metrics.scheduled(name, "success");
+            }
+            Some(error) => {
+                tracing::warn!(plugin = %name, %at, %error, "scheduled call failed; the next is the schedule's");
+                self.shared.metrics.scheduled(name, "error");
+            }
+        }
     }
 
     /// Keeps what a successful reconcile of `key` read, for reads as

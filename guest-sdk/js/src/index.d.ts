@@ -49,6 +49,8 @@ export declare class Declaration {
   resync(seconds: number): this;
   concurrency(n: number): this;
   schema(schema: object): this;
+  /** Called on a cron schedule, in UTC: five fields, six with seconds first, or a macro (`@hourly`). */
+  schedule(cron: string): this;
 }
 
 export declare class Event {
@@ -102,6 +104,8 @@ export declare class Context {
   readonly previous: KubeObject | undefined;
   /** In `mapKeys`: whether the changed object was deleted (the object given is its last state). */
   readonly deleted: boolean;
+  /** In `scheduled`: the time the schedule named (RFC 3339, UTC); there is no primary then. */
+  readonly scheduledAt: string | undefined;
   readonly config: any;
   primary(): KubeObject | undefined;
   get(type: ResourceType, key: ObjectKey): KubeObject | undefined;
@@ -117,6 +121,8 @@ export interface Reconciler {
    * state before the change (`ctx.previous`: map it too) or its deletion (`ctx.deleted`).
    */
   mapKeys?(ctx: Context, object: KubeObject): ObjectKey[];
+  /** Called on the declared `schedule`: no primary (applies unowned, events name what they are about). */
+  scheduled?(ctx: Context): Outcome;
 }
 
 /** The time of the call: the host's clock for it, or the harness's `now`. */

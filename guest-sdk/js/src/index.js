@@ -90,6 +90,7 @@ export class Declaration {
     this.resyncSeconds = undefined;
     this.maxConcurrency = undefined;
     this.configSchema = undefined;
+    this.cron = undefined;
   }
 
   /**
@@ -151,6 +152,15 @@ export class Declaration {
   /** A JSON Schema the configuration must match. */
   schema(schema) {
     this.configSchema = JSON.stringify(schema);
+    return this;
+  }
+
+  /**
+   * Ask to be called on a cron schedule, in UTC (the reconciler's `scheduled`): five fields as a
+   * CronJob's (`'0 3 * * *'`), six with seconds first, or a macro (`'@hourly'`).
+   */
+  schedule(cron) {
+    this.cron = cron;
     return this;
   }
 }
@@ -277,7 +287,7 @@ const witKey = (k) => ({ namespace: k.namespace ?? undefined, name: k.name });
 
 /** One reconcile (or finalize) call. */
 export class Context {
-  constructor(type, key, { config = '{}', retries = 0, lastFailure = undefined, previous = undefined, deleted = false } = {}) {
+  constructor(type, key, { config = '{}', retries = 0, lastFailure = undefined, previous = undefined, deleted = false, scheduledAt = undefined } = {}) {
     this.type = type;
     this.key = key;
     this.retries = retries;
@@ -287,6 +297,8 @@ export class Context {
     this.previous = previous;
     /** In `mapKeys`: whether the changed object was deleted (the object given is its last state). */
     this.deleted = deleted;
+    /** In `scheduled`: the time the schedule named (RFC 3339, UTC); there is no primary then. */
+    this.scheduledAt = scheduledAt;
   }
 
   get name() {
@@ -347,7 +359,7 @@ function emit(level, message, fields) {
 }
 
 function toWitOutcome(outcome) {
-  if (!(outcome instanceof Outcome)) throw new TypeError('reconcile must return an Outcome');
+  if (!(outcome instanceof Outcome)) throw new TypeError('a call must return an Outcome');
   const actions = outcome.actions.map((a) => {
     switch (a.kind) {
       case 'apply':
@@ -382,6 +394,11 @@ function run(fn, request) {
   const ctx = new Context(new ResourceType(request.type.group, request.type.version, request.type.kind, request.type.plural, request.type.namespaced),
     new ObjectKey(request.key.namespace, request.key.name),
     { config: request.config, retries: request.retries, lastFailure: request.lastFailure });
+  return call(fn, ctx);
+}
+
+/** Runs `fn` on `ctx` and converts its outcome, or its failure. */
+function call(fn, ctx) {
   try {
     return toWitOutcome(fn(ctx));
   } catch (e) {
@@ -443,10 +460,16 @@ export function exportPlugin(reconciler, hostImports) {
         resyncSeconds: d.resyncSeconds,
         maxConcurrency: d.maxConcurrency,
         configSchema: d.configSchema,
+        schedule: d.cron,
       };
     },
     reconcile: (request) => run((ctx) => reconciler.reconcile(ctx), request),
     finalize: (request) => run((ctx) => (reconciler.finalize ? reconciler.finalize(ctx) : new Outcome()), request),
+    scheduled({ scheduledAt, config }) {
+      // No primary: an empty key of the primary's type.
+      const ctx = new Context(reconciler.declare().primary, new ObjectKey(undefined, ''), { config, scheduledAt });
+      return call((c) => (reconciler.scheduled ? reconciler.scheduled(c) : new Outcome()), ctx);
+    },
     mapKeys({ type, object, previous, deleted, config }) {
       if (!reconciler.mapKeys) return [];
       try {

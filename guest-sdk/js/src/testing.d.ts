@@ -6,6 +6,8 @@ export declare class Harness {
   object(object: KubeObject): this;
   reconcile(key: ObjectKey, options?: { lastFailure?: string }): Outcome;
   finalize(key: ObjectKey): Outcome;
+  /** Runs `scheduled` for the time `at` (RFC 3339) the schedule named. */
+  scheduled(at: string): Outcome;
   mapKeys(type: ResourceType, object: KubeObject, change?: { previous?: KubeObject; deleted?: boolean }): ObjectKey[];
 }
 /** Whether `labels` satisfy `selector`; throws for a selector the host refuses. */

@@ -6,7 +6,7 @@
 //   import { Harness } from '@kubewasm/guest/testing';
 //   const outcome = new Harness(myPlugin).object(cm).reconcile(new ObjectKey('default', 'a'));
 
-import { Context, Outcome, ReconcileError, Verb, changedContext, setBackend } from './index.js';
+import { Context, ObjectKey, Outcome, ReconcileError, Verb, changedContext, setBackend } from './index.js';
 import {
   SelectorError, isValidName, labelsError, matchesRequirements, nameError, namespaceError, parseSelector,
 } from './rules.js';
@@ -46,6 +46,12 @@ export class Harness {
     return this.#run((ctx) => (this.reconciler.finalize ? this.reconciler.finalize(ctx) : new Outcome()), key);
   }
 
+  /** Runs the reconciler's `scheduled` for the time `at` (RFC 3339) the schedule named: no primary, an empty key. */
+  scheduled(at) {
+    return this.#run((ctx) => (this.reconciler.scheduled ? this.reconciler.scheduled(ctx) : new Outcome()),
+      new ObjectKey(undefined, ''), undefined, at);
+  }
+
   /**
    * Runs the reconciler's `mapKeys` for `object`, a changed object of the
    * secondary type `type` (with `{ previous }`, its state before the change,
@@ -62,11 +68,11 @@ export class Harness {
     }
   }
 
-  #run(fn, key, lastFailure) {
+  #run(fn, key, lastFailure, scheduledAt) {
     const previous = setBackend(this.#backend());
     let outcome;
     try {
-      outcome = fn(new Context(this.declaration.primary, key, { config: JSON.stringify(this.config), lastFailure }));
+      outcome = fn(new Context(this.declaration.primary, key, { config: JSON.stringify(this.config), lastFailure, scheduledAt }));
     } finally {
       setBackend(previous);
     }

@@ -56,3 +56,19 @@ test('children form a set only when asked (contract 0.3.0)', async () => {
   assert.deepEqual(d.secondaries.map((s) => s.prune), [false, true, true]);
   assert.ok(d.secondaries[2].verbs.includes(Verb.DELETE), 'a set needs delete');
 });
+
+test('a scheduled call runs on the harness with its time and no primary (contract 0.3.0)', async () => {
+  const { Declaration, ObjectKey, Outcome, ResourceType, Verb } = await import('../src/index.js');
+  const { Harness } = await import('../src/testing.js');
+  const configMaps = ResourceType.core('v1', 'ConfigMap', 'configmaps');
+  const plugin = {
+    declare: () => new Declaration('report', '0.1.0', configMaps).verbs(Verb.APPLY).schedule('@hourly'),
+    reconcile: () => new Outcome(),
+    scheduled: (ctx) => new Outcome().apply({ apiVersion: 'v1', kind: 'ConfigMap',
+      metadata: { name: 'report', namespace: 'default' }, data: { at: ctx.scheduledAt, key: ctx.key.name } }, { owned: false }),
+  };
+  assert.equal(plugin.declare().cron, '@hourly');
+  const out = new Harness(plugin).scheduled('2026-12-03T10:00:00Z');
+  assert.deepEqual(out.applied()[0].data, { at: '2026-12-03T10:00:00Z', key: '' });
+  assert.ok(new ObjectKey(undefined, '') instanceof ObjectKey);
+});

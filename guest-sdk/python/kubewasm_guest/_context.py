@@ -14,7 +14,7 @@ class Context:
 
     def __init__(self, type: ResourceType, key: ObjectKey, config: str = "{}",
                  retries: int = 0, last_failure: Optional[str] = None,
-                 previous: Optional[dict] = None, deleted: bool = False):
+                 previous: Optional[dict] = None, deleted: bool = False, scheduled_at: Optional[str] = None):
         self.type = type
         self.key = key
         self._config = config
@@ -25,6 +25,9 @@ class Context:
         self.previous = previous
         #: In ``map_keys``: whether the changed object was deleted (the object given is its last state).
         self.deleted = deleted
+        #: In ``scheduled``: the time the schedule named (RFC 3339, UTC). There is no primary then: ``key`` is
+        #: empty, applies must be unowned and events say what they are about.
+        self.scheduled_at = scheduled_at
 
     @property
     def name(self) -> str:

@@ -28,6 +28,12 @@ def export(reconciler):
             fn = getattr(reconciler, "finalize", None) or (lambda ctx: Outcome())
             return _run(fn, request)
 
+        def scheduled(self, request):
+            fn = getattr(reconciler, "scheduled", None) or (lambda ctx: Outcome())
+            declared = reconciler.declare()
+            ctx = Context(declared.primary, ObjectKey(None, ""), request.config, scheduled_at=request.scheduled_at)
+            return _call(fn, ctx)
+
         def map_keys(self, request):
             from componentize_py_types import Err
             from wit_world.exports import plugin as p
@@ -92,13 +98,11 @@ def _declaration(d: Declaration):
         resync_seconds=d.resync_seconds,
         max_concurrency=d.max_concurrency,
         config_schema=d.config_schema,
+        schedule=d.cron,
     )
 
 
 def _run(fn, request):
-    from componentize_py_types import Err
-    from wit_world.exports import plugin as p
-
     ctx = Context(
         _sdk_type(request.type),
         ObjectKey(request.key.namespace, request.key.name),
@@ -106,10 +110,18 @@ def _run(fn, request):
         request.retries,
         request.last_failure,
     )
+    return _call(fn, ctx)
+
+
+def _call(fn, ctx):
+    """Runs ``fn`` on ``ctx`` and converts its outcome, or its failure."""
+    from componentize_py_types import Err
+    from wit_world.exports import plugin as p
+
     try:
         outcome = fn(ctx)
         if not isinstance(outcome, Outcome):
-            raise TypeError(f"reconcile must return an Outcome, not {type(outcome).__name__}")
+            raise TypeError(f"{getattr(fn, '__name__', 'the call')} must return an Outcome, not {type(outcome).__name__}")
         return _outcome(p, outcome)
     except Exception as e:  # every failure is the plugin's, reported with where it happened
         raise Err(p.Failure(_describe(e))) from None

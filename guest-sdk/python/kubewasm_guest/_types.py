@@ -92,6 +92,7 @@ class Declaration:
         self.resync_seconds: Optional[int] = None
         self.max_concurrency: Optional[int] = None
         self.config_schema: Optional[str] = None
+        self.cron: Optional[str] = None
 
     def verbs(self, *verbs: str) -> "Declaration":
         """Verbs on the primary beyond the implied get, list and watch."""
@@ -133,6 +134,12 @@ class Declaration:
 
     def concurrency(self, n: int) -> "Declaration":
         self.max_concurrency = n
+        return self
+
+    def schedule(self, cron: str) -> "Declaration":
+        """Ask to be called on a cron schedule, in UTC (the reconciler's ``scheduled``): five fields as a
+        CronJob's (``"0 3 * * *"``), six with seconds first, or a macro (``"@hourly"``)."""
+        self.cron = cron
         return self
 
     def schema(self, schema: dict) -> "Declaration":

@@ -60,6 +60,12 @@ class Harness:
     def finalize(self, key: ObjectKey) -> Outcome:
         return self._run(getattr(self.reconciler, "finalize", lambda ctx: Outcome()), key, None)
 
+    def scheduled(self, at: str) -> Outcome:
+        """Runs the reconciler's ``scheduled`` for the time ``at`` (RFC 3339) the schedule named: no primary,
+        an empty key."""
+        return self._run(getattr(self.reconciler, "scheduled", lambda ctx: Outcome()), ObjectKey(None, ""), None,
+                         scheduled_at=at)
+
     def map_keys(self, type: ResourceType, obj: dict, previous: Optional[dict] = None,
                  deleted: bool = False) -> list:
         """Runs the reconciler's ``map_keys`` for ``obj``, a changed object of
@@ -78,8 +84,9 @@ class Harness:
         finally:
             _backend._native = None
 
-    def _run(self, fn, key, last_failure) -> Outcome:
-        ctx = Context(self.declaration.primary, key, json.dumps(self.config), 0, last_failure)
+    def _run(self, fn, key, last_failure, scheduled_at: Optional[str] = None) -> Outcome:
+        ctx = Context(self.declaration.primary, key, json.dumps(self.config), 0, last_failure,
+                      scheduled_at=scheduled_at)
         _backend._native = self
         try:
             outcome = fn(ctx)

@@ -269,6 +269,35 @@ pub fn plan(ctx: PlanContext<'_>, desired: Vec<Desired>) -> Result<Vec<Action>, 
         .collect()
 }
 
+/// Checks and completes the desired actions of a `scheduled` call, which
+/// has no primary: an owned apply, or an event about the primary, is
+/// refused before the rest of the rules (`ctx.key` is no object's then).
+///
+/// # Errors
+/// The first [`ActionError`]; nothing is planned then.
+pub fn plan_scheduled(
+    ctx: PlanContext<'_>,
+    desired: Vec<Desired>,
+) -> Result<Vec<Action>, ActionError> {
+    let without_primary = desired.iter().position(|d| {
+        matches!(
+            d,
+            Desired::Apply { owned: true, .. }
+                | Desired::Event(DesiredEvent {
+                    regarding: None,
+                    ..
+                })
+        )
+    });
+    if let Some(i) = without_primary {
+        return Err(invalid(
+            "a scheduled call has no primary: apply unowned, and say what an event is about (`regarding`)",
+        )
+        .at(i + 1));
+    }
+    plan(ctx, desired)
+}
+
 fn plan_one(ctx: PlanContext<'_>, desired: Desired) -> Result<Action, Refusal> {
     let field_manager = ctx.declaration.field_manager();
     match desired {
