@@ -143,9 +143,12 @@ pub enum DeclarationError {
         "resource type `{0}` is declared with `prune`, which needs the `delete` verb on it and a type other than the primary's"
     )]
     Prune(String),
-    /// The schedule does not parse, or never fires.
+    /// The schedule does not parse.
     #[error("invalid schedule: {0}")]
     Schedule(#[from] ScheduleError),
+    /// The schedule parses but names no time (the 30th of February).
+    #[error("schedule `{0}` never fires")]
+    NeverScheduled(String),
     /// A declared type is not served as declared.
     #[error("declared type refused: {0}")]
     Mapping(#[source] MapperError),
@@ -163,12 +166,20 @@ impl Declaration {
     }
 
     /// The schedule `scheduled` is called on, parsed (a validated
-    /// declaration's parses).
+    /// declaration's parses, and fires).
     ///
     /// # Errors
-    /// [`ScheduleError`] if it does not parse or never fires.
-    pub fn cron(&self) -> Result<Option<Schedule>, ScheduleError> {
-        self.schedule.as_deref().map(Schedule::parse).transpose()
+    /// [`DeclarationError::Schedule`] if it does not parse,
+    /// [`DeclarationError::NeverScheduled`] if it names no time.
+    pub fn cron(&self) -> Result<Option<Schedule>, DeclarationError> {
+        let Some(text) = &self.schedule else {
+            return Ok(None);
+        };
+        let schedule = Schedule::parse(text)?;
+        if schedule.next_after(jiff::Timestamp::UNIX_EPOCH).is_none() {
+            return Err(DeclarationError::NeverScheduled(text.clone()));
+        }
+        Ok(Some(schedule))
     }
 
     /// Every declared resource type, the primary first.
@@ -450,6 +461,24 @@ pub(crate) mod tests {
         .into();
         assert_eq!(decl.primary_verbs, primary);
         assert_eq!(decl.secondaries[2].verbs, primary);
+    }
+
+    #[test]
+    fn a_schedule_should_parse_and_fire() {
+        let with = |schedule: &str| {
+            let mut decl = sample();
+            decl.schedule = Some(schedule.into());
+            decl.validate()
+        };
+        assert!(with("*/5 * * * *").is_ok());
+        assert!(matches!(
+            with("61 * * * *"),
+            Err(DeclarationError::Schedule(_))
+        ));
+        assert!(matches!(
+            with("0 0 30 feb *"),
+            Err(DeclarationError::NeverScheduled(_))
+        ));
     }
 
     #[test]

@@ -71,11 +71,10 @@ mod pool;
 pub mod read_set;
 pub mod reads;
 pub mod replay;
-pub mod schedule;
 mod state;
 pub mod step;
 
-pub use kubewasm_core::{resource, selector};
+pub use kubewasm_core::{resource, schedule, selector};
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;

@@ -10,179 +10,13 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use kubewasm_core::ObjectKey;
+use kubewasm_core::schedule::Schedule;
 use serde_json::{Value, json};
 
 use super::client::{Client, ClientError, Kind, kinds};
 use super::pods::{from_template, owned};
 use super::reconcile::{Next, Reconciler};
 use crate::objects::text_at;
-
-/// A parsed schedule: the allowed values of each field.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Schedule {
-    minutes: Vec<bool>,
-    hours: Vec<bool>,
-    days: Vec<bool>,
-    months: Vec<bool>,
-    weekdays: Vec<bool>,
-    /// Whether day of month and day of week were both restricted (then
-    /// either matches, as cron reads them).
-    either_day: bool,
-}
-
-/// Why a schedule does not parse.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("unparseable schedule {0:?}")]
-pub struct ScheduleError(String);
-
-fn field(text: &str, min: u32, max: u32) -> Option<Vec<bool>> {
-    let mut allowed = vec![false; max as usize + 1];
-    for part in text.split(',') {
-        let (range, step) = match part.split_once('/') {
-            Some((r, s)) => (r, s.parse::<u32>().ok().filter(|s| *s > 0)?),
-            None => (part, 1),
-        };
-        let (from, to) = match range {
-            "*" => (min, max),
-            r => match r.split_once('-') {
-                Some((a, b)) => (a.parse().ok()?, b.parse().ok()?),
-                None if part.contains('/') => (r.parse().ok()?, max),
-                None => {
-                    let v = r.parse().ok()?;
-                    (v, v)
-                }
-            },
-        };
-        if from < min || to > max || from > to {
-            return None;
-        }
-        for v in (from..=to).step_by(step as usize) {
-            allowed[v as usize] = true;
-        }
-    }
-    Some(allowed)
-}
-
-impl std::str::FromStr for Schedule {
-    type Err = ScheduleError;
-
-    fn from_str(text: &str) -> Result<Self, ScheduleError> {
-        let expanded = match text.trim() {
-            "@yearly" | "@annually" => "0 0 1 1 *",
-            "@monthly" => "0 0 1 * *",
-            "@weekly" => "0 0 * * 0",
-            "@daily" | "@midnight" => "0 0 * * *",
-            "@hourly" => "0 * * * *",
-            other => other,
-        };
-        let parts: Vec<&str> = expanded.split_whitespace().collect();
-        let bad = || ScheduleError(text.to_owned());
-        let [m, h, dom, mon, dow] = parts.as_slice() else {
-            return Err(bad());
-        };
-        let mut weekdays = field(&dow.replace('7', "0"), 0, 6).ok_or_else(bad)?;
-        weekdays.truncate(7);
-        Ok(Self {
-            minutes: field(m, 0, 59).ok_or_else(bad)?,
-            hours: field(h, 0, 23).ok_or_else(bad)?,
-            days: field(dom, 1, 31).ok_or_else(bad)?,
-            months: field(mon, 1, 12).ok_or_else(bad)?,
-            weekdays,
-            either_day: *dom != "*" && *dow != "*",
-        })
-    }
-}
-
-impl Schedule {
-    /// How far `unix_minute` misses the schedule: `None` if it is
-    /// scheduled, else the unit that fails first (a day, an hour, a
-    /// minute), so that a search can skip the whole unit.
-    fn miss(&self, unix_minute: i64) -> Option<Unit> {
-        let Ok(time) = Timestamp::from_second(unix_minute * 60) else {
-            return Some(Unit::Day);
-        };
-        let date = time.to_zoned(jiff::tz::TimeZone::UTC);
-        let at = |v: &[bool], i: i64| {
-            usize::try_from(i)
-                .ok()
-                .and_then(|i| v.get(i))
-                .copied()
-                .unwrap_or(false)
-        };
-        let day = at(&self.days, i64::from(date.day()));
-        let weekday = at(
-            &self.weekdays,
-            i64::from(date.weekday().to_sunday_zero_offset()),
-        );
-        let day_ok = if self.either_day {
-            day || weekday
-        } else {
-            day && weekday
-        };
-        if !day_ok || !at(&self.months, i64::from(date.month())) {
-            Some(Unit::Day)
-        } else if !at(&self.hours, i64::from(date.hour())) {
-            Some(Unit::Hour)
-        } else if !at(&self.minutes, i64::from(date.minute())) {
-            Some(Unit::Minute)
-        } else {
-            None
-        }
-    }
-
-    /// Whether the minute starting at `unix_minute` is scheduled.
-    pub fn matches(&self, unix_minute: i64) -> bool {
-        self.miss(unix_minute).is_none()
-    }
-
-    /// The latest scheduled minute in `(after, until]`, looking back at
-    /// most a week (a missed day or hour is skipped whole).
-    pub fn last(&self, after: i64, until: i64) -> Option<i64> {
-        let floor = after.max(until - 7 * 24 * 60);
-        let mut minute = until;
-        while minute > floor {
-            match self.miss(minute) {
-                None => return Some(minute),
-                // Back to the last minute of the unit before.
-                Some(unit) => minute -= minute.rem_euclid(unit.minutes()) + 1,
-            }
-        }
-        None
-    }
-
-    /// The first scheduled minute after `now`, within a year (a missed day
-    /// or hour is skipped whole).
-    pub fn next(&self, now: i64) -> Option<i64> {
-        let ceiling = now + 366 * 24 * 60;
-        let mut minute = now + 1;
-        while minute <= ceiling {
-            match self.miss(minute) {
-                None => return Some(minute),
-                // On to the first minute of the next unit.
-                Some(unit) => minute += unit.minutes() - minute.rem_euclid(unit.minutes()),
-            }
-        }
-        None
-    }
-}
-
-/// A unit of a schedule's search.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Unit {
-    Day,
-    Hour,
-    Minute,
-}
-
-impl Unit {
-    fn minutes(self) -> i64 {
-        match self {
-            Self::Day => 24 * 60,
-            Self::Hour => 60,
-            Self::Minute => 1,
-        }
-    }
-}
 
 /// The CronJob controller.
 #[derive(Debug)]
@@ -197,10 +31,10 @@ impl CronJobs {
     }
 }
 
-fn minute_of(text: &str) -> Option<i64> {
-    text.parse::<Timestamp>()
-        .ok()
-        .map(|t| t.as_second().div_euclid(60))
+/// The time `text` names, to the minute (the start of its minute).
+fn minute_of(text: &str) -> Option<Timestamp> {
+    let second = text.parse::<Timestamp>().ok()?.as_second();
+    Timestamp::from_second(second - second.rem_euclid(60)).ok()
 }
 
 fn job_finished(job: &Value) -> Option<&str> {
@@ -223,12 +57,11 @@ impl Reconciler for CronJobs {
             return Ok(Next::Done);
         };
         let ns = key.namespace.as_deref();
-        let Ok(schedule) = text_at(&cj, "/spec/schedule").parse::<Schedule>() else {
+        let Ok(schedule) = Schedule::parse(text_at(&cj, "/spec/schedule")) else {
             tracing::debug!(cronjob = %key, "unparseable schedule: never runs");
             return Ok(Next::Done);
         };
-        let now_second = Timestamp::now().as_second();
-        let now = now_second.div_euclid(60);
+        let now = Timestamp::now();
         let mut jobs = owned(self.client.store(), &cj, kinds::JOB);
         jobs.sort_by_key(|j| text_at(j, "/metadata/creationTimestamp").to_owned());
         let active: Vec<_> = jobs.iter().filter(|j| job_finished(j).is_none()).collect();
@@ -238,7 +71,7 @@ impl Reconciler for CronJobs {
             .unwrap_or(now);
         let mut status = json!({});
         let suspended = cj.pointer("/spec/suspend") == Some(&Value::Bool(true));
-        if let Some(due) = schedule.last(since, now).filter(|_| !suspended) {
+        if let Some(due) = schedule.last_between(since, now).filter(|_| !suspended) {
             let policy = text_at(&cj, "/spec/concurrencyPolicy");
             if policy == "Replace" {
                 for job in &active {
@@ -246,9 +79,7 @@ impl Reconciler for CronJobs {
                 }
             }
             if policy != "Forbid" || active.is_empty() {
-                let scheduled = Timestamp::from_second(due * 60)
-                    .map(|t| t.to_string())
-                    .unwrap_or_default();
+                let scheduled = due.to_string();
                 let annotations =
                     json!({"batch.kubernetes.io/cronjob-scheduled-timestamp": scheduled});
                 let mut job = from_template(
@@ -258,7 +89,8 @@ impl Reconciler for CronJobs {
                     &json!({}),
                     &annotations,
                 );
-                job["metadata"]["name"] = format!("{}-{due}", key.name).into();
+                job["metadata"]["name"] =
+                    format!("{}-{}", key.name, due.as_second().div_euclid(60)).into();
                 match self.client.create(kinds::JOB, ns, job).await {
                     Err(e) if e.code != 409 => return Err(e),
                     _ => {}
@@ -321,9 +153,11 @@ impl Reconciler for CronJobs {
                 .await?;
         }
         // Back at the next scheduled minute (a Job's change brings it back sooner).
-        Ok(match schedule.next(now) {
+        Ok(match schedule.next_after(now) {
             Some(next) => Next::After(Duration::from_secs(
-                u64::try_from(next * 60 - now_second).unwrap_or(60).max(1),
+                u64::try_from(next.as_second() - now.as_second())
+                    .unwrap_or(60)
+                    .max(1),
             )),
             None => Next::Done,
         })
@@ -334,48 +168,12 @@ impl Reconciler for CronJobs {
 mod tests {
     use super::*;
 
-    fn minute(text: &str) -> i64 {
-        minute_of(text).expect("a time")
-    }
-
     #[test]
-    fn schedules_should_read_as_cron_reads_them() {
-        let every_5: Schedule = "*/5 * * * *".parse().expect("valid");
-        assert!(every_5.matches(minute("2026-12-02T20:05:00Z")));
-        assert!(!every_5.matches(minute("2026-12-02T20:06:00Z")));
+    fn a_time_should_be_read_to_its_minute() {
         assert_eq!(
-            every_5.next(minute("2026-12-02T20:06:00Z")),
-            Some(minute("2026-12-02T20:10:00Z"))
+            minute_of("2026-12-02T20:06:42Z"),
+            "2026-12-02T20:06:00Z".parse().ok()
         );
-        assert_eq!(
-            every_5.last(
-                minute("2026-12-02T19:00:00Z"),
-                minute("2026-12-02T20:07:00Z")
-            ),
-            Some(minute("2026-12-02T20:05:00Z"))
-        );
-        let daily: Schedule = "@daily".parse().expect("valid");
-        assert_eq!(
-            daily.next(minute("2026-12-02T20:06:00Z")),
-            Some(minute("2026-12-03T00:00:00Z"))
-        );
-        // 2026-12-02 is a Wednesday (3).
-        let weekdays: Schedule = "30 9 * * 1-5".parse().expect("valid");
-        assert!(weekdays.matches(minute("2026-12-02T09:30:00Z")));
-        assert!(
-            !weekdays.matches(minute("2026-12-06T09:30:00Z")),
-            "a Sunday"
-        );
-        let never: Schedule = "0 0 31 2 *".parse().expect("valid, never due");
-        assert_eq!(never.next(minute("2026-12-02T20:06:00Z")), None);
-        assert_eq!(never.last(0, minute("2026-12-02T20:06:00Z")), None);
-        let leap: Schedule = "15 3 29 2 *".parse().expect("valid");
-        assert_eq!(
-            leap.next(minute("2027-03-01T00:00:00Z")),
-            Some(minute("2028-02-29T03:15:00Z"))
-        );
-        for bad in ["* * * *", "61 * * * *", "*/0 * * * *", "a b c d e"] {
-            assert!(bad.parse::<Schedule>().is_err(), "{bad}");
-        }
+        assert_eq!(minute_of("not a time"), None);
     }
 }

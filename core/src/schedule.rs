@@ -1,4 +1,5 @@
-//! When a scheduled plugin is called: a cron schedule, in UTC.
+//! Cron schedules, in UTC: when a scheduled plugin is called, and when the
+//! embedded cluster's CronJobs run.
 //!
 //! # Syntax
 //! Five fields, as a CronJob's (`minute hour day-of-month month
@@ -16,18 +17,22 @@
 //! otherwise it must match both.
 //!
 //! # Guarantees
-//! [`Schedule::parse`] refuses a schedule that never fires (the 30th of
-//! February) as well as a malformed one, saying which field. A schedule
-//! fires at most once a second; [`Schedule::next_after`] is a pure
-//! function of the time given (the caller's clock).
+//! [`Schedule::parse`] refuses a malformed schedule, saying which field; one
+//! that parses but never fires (the 30th of February) parses, as cron's
+//! does, and has no next time. A schedule fires at most once a second; its
+//! times are pure functions of the time given (the caller's clock), found by
+//! skipping whole units (a day, an hour, a minute) that miss.
 
 use jiff::Timestamp;
-use jiff::civil::{Date, DateTime};
+use jiff::civil::Date;
 use jiff::tz::TimeZone;
 
 /// How many years ahead a next time is looked for; a schedule with none
 /// within them never fires.
-const HORIZON_YEARS: i16 = 5;
+const HORIZON_SECONDS: i64 = 5 * 366 * 24 * 3600;
+
+/// How far back a last time is looked for.
+const LOOKBACK_SECONDS: i64 = 7 * 24 * 3600;
 
 /// A parsed cron schedule (see the module documentation).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,9 +67,6 @@ pub enum ScheduleError {
         /// What is wrong.
         why: String,
     },
-    /// It parses but no time matches it.
-    #[error("schedule `{0}` never fires")]
-    Never(String),
 }
 
 /// One field's name, range and value names.
@@ -75,30 +77,22 @@ struct Field {
     names: &'static [&'static str],
 }
 
-const SECOND: Field = Field {
-    name: "second",
-    min: 0,
-    max: 59,
-    names: &[],
-};
-const MINUTE: Field = Field {
-    name: "minute",
-    min: 0,
-    max: 59,
-    names: &[],
-};
-const HOUR: Field = Field {
-    name: "hour",
-    min: 0,
-    max: 23,
-    names: &[],
-};
-const DAY: Field = Field {
-    name: "day-of-month",
-    min: 1,
-    max: 31,
-    names: &[],
-};
+impl Field {
+    /// A field of numbers only.
+    const fn numbers(name: &'static str, min: u32, max: u32) -> Self {
+        Self {
+            name,
+            min,
+            max,
+            names: &[],
+        }
+    }
+}
+
+const SECOND: Field = Field::numbers("second", 0, 59);
+const MINUTE: Field = Field::numbers("minute", 0, 59);
+const HOUR: Field = Field::numbers("hour", 0, 23);
+const DAY: Field = Field::numbers("day-of-month", 1, 31);
 const MONTH: Field = Field {
     name: "month",
     min: 1,
@@ -217,9 +211,6 @@ impl Schedule {
             any_day: day.starts_with('*'),
             any_weekday: weekday.starts_with('*'),
         };
-        if schedule.next_after(Timestamp::UNIX_EPOCH).is_none() {
-            return Err(ScheduleError::Never(text.to_owned()));
-        }
         Ok(schedule)
     }
 
@@ -233,41 +224,84 @@ impl Schedule {
         }
     }
 
-    /// The first time after `after` (a whole second later at least) that
-    /// the schedule fires, in UTC; `None` if none within five years.
-    pub fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
-        let start = Timestamp::from_second(after.as_second().checked_add(1)?).ok()?;
-        let mut at = start.to_zoned(TimeZone::UTC).datetime();
-        let horizon = at.year().checked_add(HORIZON_YEARS)?;
+    /// The unit of time `second` (since the epoch, UTC) misses the schedule
+    /// by, the largest first (so a search skips it whole); `None` if it is
+    /// a time of the schedule.
+    fn miss(&self, second: i64) -> Option<Unit> {
+        let Ok(at) = Timestamp::from_second(second) else {
+            return Some(Unit::Day);
+        };
+        let at = at.to_zoned(TimeZone::UTC).datetime();
         let bit = |set: u64, value: i8| set & (1 << value) != 0;
-        while at.year() <= horizon {
-            let date = at.date();
-            at = if !bit(self.months, at.month()) {
-                date.first_of_month()
-                    .checked_add(jiff::Span::new().months(1))
-                    .ok()?
-                    .into()
-            } else if !self.day_matches(date) {
-                date.tomorrow().ok()?.into()
-            } else if !bit(self.hours, at.hour()) {
-                next(date.at(at.hour(), 0, 0, 0), jiff::Span::new().hours(1))?
-            } else if !bit(self.minutes, at.minute()) {
-                next(
-                    date.at(at.hour(), at.minute(), 0, 0),
-                    jiff::Span::new().minutes(1),
-                )?
-            } else if !bit(self.seconds, at.second()) {
-                next(at, jiff::Span::new().seconds(1))?
-            } else {
-                return at.to_zoned(TimeZone::UTC).ok().map(|z| z.timestamp());
-            };
+        if !bit(self.months, at.month()) || !self.day_matches(at.date()) {
+            Some(Unit::Day)
+        } else if !bit(self.hours, at.hour()) {
+            Some(Unit::Hour)
+        } else if !bit(self.minutes, at.minute()) {
+            Some(Unit::Minute)
+        } else if !bit(self.seconds, at.second()) {
+            Some(Unit::Second)
+        } else {
+            None
+        }
+    }
+
+    /// Whether the second `at` falls in is a time of the schedule.
+    pub fn matches(&self, at: Timestamp) -> bool {
+        self.miss(at.as_second()).is_none()
+    }
+
+    /// The first time of the schedule after `after` (a whole second later
+    /// at least); `None` if none within five years.
+    pub fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
+        let ceiling = after.as_second().saturating_add(HORIZON_SECONDS);
+        let mut second = after.as_second().checked_add(1)?;
+        while second <= ceiling {
+            match self.miss(second) {
+                None => return Timestamp::from_second(second).ok(),
+                // On to the first second of the next unit.
+                Some(unit) => second += unit.seconds() - second.rem_euclid(unit.seconds()),
+            }
+        }
+        None
+    }
+
+    /// The latest time of the schedule in `(after, until]`, looking back a
+    /// week at most.
+    pub fn last_between(&self, after: Timestamp, until: Timestamp) -> Option<Timestamp> {
+        let floor = after
+            .as_second()
+            .max(until.as_second().saturating_sub(LOOKBACK_SECONDS));
+        let mut second = until.as_second();
+        while second > floor {
+            match self.miss(second) {
+                None => return Timestamp::from_second(second).ok(),
+                // Back to the last second of the unit before.
+                Some(unit) => second -= second.rem_euclid(unit.seconds()) + 1,
+            }
         }
         None
     }
 }
 
-fn next(at: DateTime, by: jiff::Span) -> Option<DateTime> {
-    at.checked_add(by).ok()
+/// A unit of a schedule's search.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unit {
+    Day,
+    Hour,
+    Minute,
+    Second,
+}
+
+impl Unit {
+    fn seconds(self) -> i64 {
+        match self {
+            Self::Day => 24 * 3600,
+            Self::Hour => 3600,
+            Self::Minute => 60,
+            Self::Second => 1,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -344,7 +378,7 @@ mod tests {
     }
 
     #[test]
-    fn parse_should_name_the_wrong_field_and_refuse_what_never_fires() {
+    fn parse_should_name_the_wrong_field_and_let_what_never_fires_parse() {
         for (text, field) in [
             ("61 * * * *", "minute"),
             ("* 24 * * *", "hour"),
@@ -364,9 +398,45 @@ mod tests {
             Schedule::parse("* * *"),
             Err(ScheduleError::Fields(_))
         ));
-        assert!(matches!(
-            Schedule::parse("0 0 30 feb *"),
-            Err(ScheduleError::Never(_))
-        ));
+        for bad in ["* * * *", "a b c d e"] {
+            assert!(
+                matches!(
+                    Schedule::parse(bad),
+                    Err(ScheduleError::Fields(_) | ScheduleError::Field { .. })
+                ),
+                "{bad}"
+            );
+        }
+        // Parses, as cron's does, but never fires.
+        let never = Schedule::parse("0 0 30 feb *").expect("parses");
+        assert_eq!(never.next_after(at("2026-12-02T20:06:00Z")), None);
+        assert_eq!(
+            never.last_between(Timestamp::UNIX_EPOCH, at("2026-12-02T20:06:00Z")),
+            None
+        );
+    }
+
+    #[test]
+    fn matches_and_last_between_should_agree_with_next_after() {
+        let every_5 = Schedule::parse("*/5 * * * *").expect("valid");
+        assert!(every_5.matches(at("2026-12-02T20:05:00Z")));
+        assert!(!every_5.matches(at("2026-12-02T20:06:00Z")));
+        assert!(
+            !every_5.matches(at("2026-12-02T20:05:01Z")),
+            "seconds are a field too"
+        );
+        assert_eq!(
+            every_5.last_between(at("2026-12-02T19:00:00Z"), at("2026-12-02T20:07:00Z")),
+            Some(at("2026-12-02T20:05:00Z"))
+        );
+        assert_eq!(
+            every_5.last_between(at("2026-12-02T20:05:00Z"), at("2026-12-02T20:07:00Z")),
+            None,
+            "the start is excluded"
+        );
+        // 2026-12-02 is a Wednesday.
+        let weekdays = Schedule::parse("30 9 * * 1-5").expect("valid");
+        assert!(weekdays.matches(at("2026-12-02T09:30:00Z")));
+        assert!(!weekdays.matches(at("2026-12-06T09:30:00Z")), "a Sunday");
     }
 }
