@@ -157,6 +157,7 @@ mod tests {
             config: serde_json::json!({"padding": "x".repeat(padding)}),
             retries: 0,
             last_failure: None,
+            released: false,
             namespaces: None,
             types: Vec::new(),
             objects: Vec::new(),

@@ -113,6 +113,10 @@ pub struct Fixture {
     /// Why the previous attempt failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_failure: Option<String>,
+    /// Whether the primary had left the plugin's selector holding its
+    /// finalizer ([`Request::released`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub released: bool,
     /// The namespaces it was confined to (`None`: all).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespaces: Option<BTreeSet<String>>,
@@ -158,6 +162,7 @@ impl Fixture {
             config: serde_json::from_str(&request.config).unwrap_or(Value::Null),
             retries: request.retries,
             last_failure: request.last_failure.clone(),
+            released: request.released,
             namespaces: plugin.grants().namespaces().cloned(),
             types: std::iter::once(&declaration.primary)
                 .chain(declaration.secondaries.iter().map(|s| &s.resource))
@@ -193,6 +198,7 @@ impl Fixture {
             retries: self.retries,
             last_failure: self.last_failure.clone(),
             now: self.now,
+            released: self.released,
             ..Request::new(key)
         })
     }

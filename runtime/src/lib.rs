@@ -128,6 +128,9 @@ pub struct Request {
     pub last_failure: Option<String>,
     /// The time of the call, as the host's clock gives it (events carry it).
     pub now: jiff::Timestamp,
+    /// The primary left the plugin's `primary-selector` holding its managed
+    /// finalizer: it is finalized as if deleted ([`step::run`]).
+    pub released: bool,
 }
 
 impl Request {
@@ -139,6 +142,7 @@ impl Request {
             retries: 0,
             last_failure: None,
             now: jiff::Timestamp::now(),
+            released: false,
         }
     }
 }

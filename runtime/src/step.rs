@@ -6,6 +6,9 @@
 //! - the primary is being deleted and the plugin manages a finalizer: if the
 //!   finalizer is still on it, `finalize`; if not, nothing (the host has
 //!   already cleaned up, the object is on its way out);
+//! - the primary left the plugin's `primary-selector` holding its finalizer
+//!   ([`Request::released`]): `finalize` too, and the finalizer goes as
+//!   after a deletion's;
 //! - otherwise `reconcile` (also when the primary is gone: level-triggered,
 //!   the plugin sees that and decides).
 //!
@@ -252,7 +255,7 @@ pub fn run(plugin: &Plugin, cache: Arc<dyn Cache>, request: &Request) -> Result<
             .is_some_and(|f| f.iter().any(|v| v == finalizer))
     };
     let call = match &finalizer {
-        Some(f) if deleting && has_finalizer(f) => Call::Finalize,
+        Some(f) if (deleting || request.released) && has_finalizer(f) => Call::Finalize,
         Some(_) if deleting => Call::None,
         _ => Call::Reconcile,
     };

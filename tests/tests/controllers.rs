@@ -516,3 +516,38 @@ fn a_scheduled_plugin_should_be_called_on_its_schedule_with_its_reads() {
     );
     assert!(calls >= 3.0, "{calls} calls");
 }
+
+#[test]
+fn a_primary_leaving_the_selector_with_the_finalizer_should_be_finalized_and_let_go() {
+    let server = Apiserver::start();
+    let host = Host::start(
+        &server,
+        &[("composite", test_plugin("composite"))],
+        &[],
+        &[],
+    );
+    host.wait_ready();
+    server.ok(&["create", "configmap", "parent", "--from-literal=children=a"]);
+    server.ok(&["label", "configmap", "parent", "composite=yes"]);
+    let finalizers = || {
+        get_json(&server, &["configmap", "parent"]).map(|cm| cm["metadata"]["finalizers"].clone())
+    };
+    eventually("the child made and the finalizer added", &host, || {
+        exists(&server, "serviceaccount", "parent-a")
+            && finalizers() == Some(serde_json::json!(["kubewasm.dev/composite"]))
+    });
+    // The label goes: the plugin no longer sees it, but it still holds the
+    // finalizer. `finalize` cleans up and the host lets it go.
+    server.ok(&["label", "configmap", "parent", "composite-"]);
+    eventually(
+        "finalized: children deleted, finalizer removed",
+        &host,
+        || {
+            !exists(&server, "serviceaccount", "parent-a")
+                && !exists(&server, "secret", "parent-a")
+                && finalizers().is_some_and(|f| f.as_array().is_none_or(Vec::is_empty))
+        },
+    );
+    // Deleting it now is not held up by the plugin.
+    server.ok(&["delete", "configmap", "parent", "--timeout=10s"]);
+}

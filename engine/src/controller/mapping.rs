@@ -9,6 +9,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::Current;
+use super::departed::Departed;
 use super::triggers::Triggers;
 use crate::informer::{Change, Handler};
 use crate::listing::Key;
@@ -26,6 +27,8 @@ pub(super) struct Targets {
     /// Where `map-keys` work is sent ([`map_custom`] runs it).
     pub(super) custom: mpsc::UnboundedSender<Mapped>,
     pub(super) triggers: Arc<Triggers>,
+    /// The primaries that left the selector holding the finalizer.
+    pub(super) departed: Arc<Departed>,
 }
 
 /// Maps a secondary's changes to primary keys, by its declared mapping.

@@ -69,6 +69,7 @@ pub use super::plugin_cache::InformerCache;
 use mapping::{Targets, enqueue, map_custom, mapping_handler};
 use worker::Worker;
 
+mod departed;
 mod mapping;
 mod memo;
 mod schedule;
@@ -218,11 +219,23 @@ impl Version {
         let declaration = plugin.declaration();
         let primary = declaration.primary.clone();
         let primary_handler: Handler = {
-            let queue = Arc::clone(&targets.queue);
-            Arc::new(move |change: Change<'_>| match change {
-                // The primary's own store: walked, not held key by key.
-                Change::Listed(key, _, store) => queue.add_listed_in(Arc::clone(key), store),
-                _ => enqueue(&queue, &change, Arc::clone(change.key())),
+            let (queue, departed) = (Arc::clone(&targets.queue), Arc::clone(&targets.departed));
+            let finalizer = declaration
+                .managed_finalizer
+                .then(|| declaration.finalizer());
+            Arc::new(move |change: Change<'_>| {
+                match (&change, &finalizer) {
+                    (Change::Deleted(key, last), Some(finalizer)) => {
+                        departed.gone(key, last, finalizer);
+                    }
+                    (Change::Deleted(..), None) => {}
+                    (Change::Listed(key, ..) | Change::Applied(key, ..), _) => departed.back(key),
+                }
+                match change {
+                    // The primary's own store: walked, not held key by key.
+                    Change::Listed(key, _, store) => queue.add_listed_in(Arc::clone(key), store),
+                    _ => enqueue(&queue, &change, Arc::clone(change.key())),
+                }
             })
         };
         let namespaces = plugin.grants().namespaces();
@@ -296,6 +309,7 @@ impl Controller {
             queue: Arc::clone(&queue),
             custom,
             triggers: Arc::default(),
+            departed: Arc::default(),
         };
         let version = Version::subscribe(plugin, &settings, shared, &targets);
         let current = Current(Arc::new(RwLock::new(Arc::new(version))));
@@ -305,6 +319,7 @@ impl Controller {
             queue: Arc::clone(&queue),
             memo: Arc::default(),
             triggers: Arc::clone(&targets.triggers),
+            departed: Arc::clone(&targets.departed),
             shared: Shared {
                 applier: settings.applier.unwrap_or_else(|| shared.applier.clone()),
                 ..shared.clone()

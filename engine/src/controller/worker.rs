@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::departed::{Departed, WithPrimary};
 use super::memo::{Memo, primary_version};
 use super::triggers::Triggers;
 use super::{Current, Shared, Version};
@@ -33,6 +34,8 @@ pub(super) struct Worker {
     /// What each key last read of the plugin's `reads` types, shared by
     /// its workers and its mapping handlers.
     pub(super) triggers: Arc<Triggers>,
+    /// The primaries that left the selector holding the finalizer.
+    pub(super) departed: Arc<Departed>,
     pub(super) shared: Shared,
 }
 
@@ -70,6 +73,7 @@ impl Worker {
                 Some(shard) => match version
                     .cache
                     .hash_of(&key, shard)
+                    .or_else(|| self.departed.hash_of(&key))
                     .and_then(|hash| shard.begin(hash))
                 {
                     Some(in_flight) => {
@@ -134,15 +138,28 @@ impl Worker {
         let name = version.plugin.declaration().name.clone();
         let metrics = &self.shared.metrics;
         let failure = self.queue.failure(key);
+        let primary = primary_version(version, key);
+        // Not cached, but it left the selector holding the finalizer: its
+        // last state stands in for it, and it is finalized.
+        let departed = primary.is_none().then(|| self.departed.get(key)).flatten();
         let request = Request {
             config: version.config.clone(),
             retries: failure.as_ref().map_or(0, |f| f.count),
             last_failure: failure.map(|f| f.message),
+            released: departed.is_some(),
             ..Request::new(ObjectKey::clone(key))
         };
         let started = std::time::Instant::now();
-        let primary = primary_version(version, key);
-        let (plugin, cache) = (Arc::clone(&version.plugin), Arc::clone(&version.cache));
+        let plugin = Arc::clone(&version.plugin);
+        let cache: Arc<dyn Cache> = match departed {
+            Some(object) => Arc::new(WithPrimary {
+                inner: Arc::clone(&version.cache) as Arc<dyn Cache>,
+                resource: plugin.declaration().primary.clone(),
+                key: ObjectKey::clone(key),
+                object,
+            }),
+            None => Arc::clone(&version.cache) as Arc<dyn Cache>,
+        };
         let recorder = self.shared.recorder.clone().filter(|r| r.records(&name));
         let stepped = tokio::task::spawn_blocking(move || {
             let stepped = match recorder {
@@ -188,6 +205,10 @@ impl Worker {
                     .await
                 {
                     Ok(written) => {
+                        if step.call == step::Call::Finalize && step.requeue_after.is_none() {
+                            // Finalized, the finalizer gone: nothing to let go.
+                            self.departed.back(key);
+                        }
                         self.remember_reads(key, primary.is_some(), version, &step);
                         self.memo.succeeded(key, primary, version, &step, &written);
                         tracing::debug!(call = step.call.name(), actions = step.actions.len(),
