@@ -16,8 +16,9 @@
 //!   object of the same name is never touched); seen again by the primary's
 //!   informer (back in the selector), it is forgotten.
 //! - The key's step runs `finalize` against the plugin's cache with that
-//!   state as the primary ([`WithPrimary`]): what the plugin read last of
-//!   it, since the host no longer caches it.
+//!   state as the primary ([`WithPrimary`]: a `get` of it finds it, a list
+//!   of its type does not, as it is outside the selector): what the host
+//!   saw last of it, since it no longer caches it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
