@@ -219,6 +219,9 @@ impl Declaration {
         if self.version.len() > 256 {
             return too_large(format!("a version of {} bytes", self.version.len()), 256);
         }
+        if let Some(schedule) = self.schedule.as_ref().filter(|s| s.len() > 256) {
+            return too_large(format!("a schedule of {} bytes", schedule.len()), 256);
+        }
         let schema_bytes = self
             .config_schema
             .as_ref()
@@ -478,6 +481,10 @@ pub(crate) mod tests {
         assert!(matches!(
             with("0 0 30 feb *"),
             Err(DeclarationError::NeverScheduled(_))
+        ));
+        assert!(matches!(
+            with(&"* ".repeat(200)),
+            Err(DeclarationError::TooLarge { .. })
         ));
     }
 

@@ -10,13 +10,17 @@
 //! async worker), sends the step's actions through the [`Applier`] and
 //! reports the result to the queue: success forgets the key (or requeues it
 //! after `requeue-after`), a failure of the plugin, of planning (a denied
-//! action) or of the API server retries it with backoff.
+//! action) or of the API server retries it with backoff. A plugin that
+//! declares a schedule is also called on it ([`schedule`]); a primary that
+//! left the selector holding the finalizer is finalized ([`departed`]).
 //!
 //! # Mapping secondaries to primary keys
 //! - `owner-references`: each owner of the primary's kind and group;
 //! - `label(key)`: the label's value, `name` (in the object's namespace) or
 //!   `namespace.name`;
 //! - `custom`: the plugin's `map-keys`, called on a blocking thread;
+//! - `reads`: the keys whose last successful reconcile read the object
+//!   ([`triggers`]);
 //! - `none`: nothing.
 //!
 //! A change maps the object's state after it and, for a modified object,

@@ -80,6 +80,14 @@ impl Triggers {
             .filter(|s| s.mapping == Mapping::Reads)
             .map(|s| &s.resource)
             .collect();
+        if types.is_empty() {
+            // No `reads` type (any more: a swap may have taken it away).
+            let mut index = self.lock();
+            if !index.by_key.is_empty() || !index.overflowed.is_empty() {
+                index.remove(key);
+            }
+            return false;
+        }
         // A read is indexed under the type as declared (the handler's),
         // whatever version the plugin named.
         let declared = |resource: &ResourceType| {
@@ -109,9 +117,6 @@ impl Triggers {
             .collect();
         let mut index = self.lock();
         index.remove(key);
-        if types.is_empty() {
-            return false;
-        }
         let overflowed = reads.overflowed();
         if overflowed {
             index.overflowed.insert(Arc::clone(key));

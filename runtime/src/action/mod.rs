@@ -713,6 +713,72 @@ mod tests {
     }
 
     #[test]
+    fn a_scheduled_call_should_own_nothing_and_say_what_its_events_are_about() {
+        let fx = Fixture::new();
+        let nobody = ObjectKey::cluster("");
+        let plan = |desired: Desired| {
+            plan_scheduled(
+                PlanContext {
+                    declaration: &fx.declaration,
+                    grants: &fx.grants,
+                    key: &nobody,
+                    primary: None,
+                    cache: &fx.cache,
+                    now: jiff::Timestamp::UNIX_EPOCH,
+                },
+                vec![desired],
+            )
+        };
+        let event = DesiredEvent {
+            regarding: None,
+            event_type: EventType::Normal,
+            reason: "Reported".into(),
+            action: "Report".into(),
+            note: "done".into(),
+        };
+        for refused in [
+            Desired::Apply {
+                object: deployment(json!({"namespace": "default"})),
+                owned: true,
+                force: true,
+            },
+            Desired::Event(event.clone()),
+        ] {
+            let error = plan(refused).expect_err("no primary");
+            assert!(error.to_string().contains("no primary"), "{error}");
+        }
+        // Unowned, its namespace named: planned as any apply.
+        let unowned = plan(Desired::Apply {
+            object: deployment(json!({"namespace": "default"})),
+            owned: false,
+            force: true,
+        })
+        .expect("granted");
+        assert!(
+            unowned[0].request().body["metadata"]
+                .get("ownerReferences")
+                .is_none()
+        );
+        // A namespaced object naming none has no primary's to fall back on.
+        let error = plan(Desired::Apply {
+            object: deployment(json!({})),
+            owned: false,
+            force: true,
+        })
+        .expect_err("no namespace");
+        assert!(error.to_string().contains("needs a namespace"), "{error}");
+        // An event saying what it is about is planned.
+        let about = DesiredEvent {
+            regarding: Some((
+                fx.declaration.primary.clone(),
+                ObjectKey::namespaced("default", "demo"),
+            )),
+            ..event
+        };
+        assert!(plan(Desired::Event(about)).is_ok());
+    }
+
+    #[test]
     fn resource_path_should_follow_api_conventions() {
         let ns = ty("v1", "Namespace", "namespaces", false);
         assert_eq!(
