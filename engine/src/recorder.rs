@@ -119,7 +119,11 @@ impl Recorder {
             "{nanos:020}-{}.json",
             fixture.key.replace('/', ".")
         ));
-        std::fs::write(&path, &text).map_err(failed(&path))?;
+        // Written beside and renamed: a host killed mid-write leaves no
+        // truncated fixture under a fixture's name.
+        let partial = path.with_extension("json.partial");
+        std::fs::write(&partial, &text).map_err(failed(&partial))?;
+        std::fs::rename(&partial, &path).map_err(failed(&path))?;
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
         let kept = kept
             .entry(fixture.plugin.clone())

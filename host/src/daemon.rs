@@ -283,8 +283,10 @@ async fn run_loaded(
             engine.record_load(&files.name, error.result());
             if let Some(epoch) = error.unserved_at() {
                 loader.wait(&files.name, epoch, loads);
-            }
-            if engine.running(&files.name) {
+                // Expected while a chart installs its CRDs beside it.
+                tracing::warn!(plugin = %files.name, path = %files.component.display(), %error,
+                    "waiting for its types to be served");
+            } else if engine.running(&files.name) {
                 tracing::error!(plugin = %files.name, path = %files.component.display(), %error,
                     "new version refused; the running version keeps serving");
             } else {

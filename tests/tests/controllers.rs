@@ -92,11 +92,13 @@ fn a_resync_of_unchanged_keys_should_be_skipped_and_a_changed_key_run() {
 
 /// The fixtures recorded of `plugin` under `dir`.
 fn fixtures(dir: &Path, plugin: &str) -> Vec<PathBuf> {
+    // Complete ones: a fixture being written is a `.json.partial`.
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join(plugin))
         .into_iter()
         .flatten()
         .filter_map(Result::ok)
         .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
     files.sort();
     files

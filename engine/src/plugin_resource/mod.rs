@@ -517,7 +517,11 @@ impl PluginResources {
             }
             Loaded::Refused { error, .. } => {
                 engine.record_load(&name, error.result());
-                if tracked.running.is_some() {
+                if error.unserved_at().is_some() {
+                    // Expected while a chart installs its CRDs beside it.
+                    tracing::warn!(resource = %origin.id, plugin = %name, %error,
+                        "waiting for its types to be served");
+                } else if tracked.running.is_some() {
                     tracing::error!(resource = %origin.id, plugin = %name, %error,
                         "new version refused; the running version keeps serving");
                 } else {
