@@ -59,6 +59,12 @@ impl ResourceType {
         }
     }
 
+    /// Whether `other` is the same kind of the same group, whatever the
+    /// version named (a plugin may name another served version).
+    pub fn same_kind(&self, other: &ResourceType) -> bool {
+        self.group == other.group && self.kind == other.kind
+    }
+
     /// Whether an object with this `apiVersion` and `kind` is of this type.
     pub fn is(&self, api_version: &str, kind: &str) -> bool {
         let (group, version) = split_api_version(api_version);

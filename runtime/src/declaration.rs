@@ -265,8 +265,7 @@ impl Declaration {
             .extend([Verb::Get, Verb::List, Verb::Watch]);
         self.unite_verbs();
         if let Some(set) = self.secondaries.iter().find(|s| {
-            let primary =
-                (&s.resource.group, &s.resource.kind) == (&self.primary.group, &self.primary.kind);
+            let primary = s.resource.same_kind(&self.primary);
             s.prune && (!s.verbs.contains(&Verb::Delete) || primary)
         }) {
             return Err(DeclarationError::Prune(set.resource.to_string()));

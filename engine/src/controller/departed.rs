@@ -85,9 +85,7 @@ pub(super) struct WithPrimary {
 
 impl Cache for WithPrimary {
     fn get(&self, resource: &ResourceType, key: &ObjectKey) -> Option<Arc<CachedObject>> {
-        let primary = (&resource.group, &resource.kind)
-            == (&self.resource.group, &self.resource.kind)
-            && *key == self.key;
+        let primary = resource.same_kind(&self.resource) && *key == self.key;
         if primary {
             Some(Arc::clone(&self.object))
         } else {

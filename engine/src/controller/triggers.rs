@@ -93,7 +93,7 @@ impl Triggers {
         let declared = |resource: &ResourceType| {
             types
                 .iter()
-                .find(|t| same_kind(t, resource))
+                .find(|t| t.same_kind(resource))
                 .map(|t| (*t).clone())
         };
         let watched: Box<[Watched]> = reads
@@ -209,12 +209,6 @@ impl Index {
             }
         }
     }
-}
-
-/// Whether two types are the same kind of the same group (the version a
-/// plugin named may differ from the one served).
-fn same_kind(a: &ResourceType, b: &ResourceType) -> bool {
-    a.group == b.group && a.kind == b.kind
 }
 
 #[cfg(test)]
