@@ -213,4 +213,115 @@ mod tests {
             assert!(err.to_string().contains(bad), "{err}");
         }
     }
+
+    /// Selectors written every way the grammar allows, parsed, against the
+    /// requirements' meaning evaluated directly.
+    mod properties {
+        use std::collections::BTreeMap;
+
+        use proptest::prelude::*;
+
+        use super::*;
+
+        const KEYS: [&str; 4] = ["app", "tier", "example.com/role", "a-b.c_d"];
+        const VALUES: [&str; 4] = ["", "web", "v-1.2", "X_y"];
+
+        #[derive(Clone, Debug)]
+        enum Op {
+            Equals(bool),
+            NotEquals,
+            In(Vec<usize>),
+            NotIn(Vec<usize>),
+            Exists,
+            DoesNotExist,
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            let values = proptest::collection::vec(0..VALUES.len(), 1..4);
+            prop_oneof![
+                any::<bool>().prop_map(Op::Equals),
+                Just(Op::NotEquals),
+                values.clone().prop_map(Op::In),
+                values.prop_map(Op::NotIn),
+                Just(Op::Exists),
+                Just(Op::DoesNotExist),
+            ]
+        }
+
+        /// One requirement: its key, operator, value and the spaces around.
+        type Written = (usize, Op, usize, (bool, bool));
+
+        fn render((key, op, value, (before, after)): &Written) -> String {
+            let (k, v) = (KEYS[*key], VALUES[*value]);
+            let pad = |on: bool| if on { " " } else { "" };
+            let set = |vs: &[usize]| {
+                vs.iter()
+                    .map(|i| VALUES[*i])
+                    .collect::<Vec<_>>()
+                    .join(&format!(",{}", pad(*after)))
+            };
+            let text = match op {
+                Op::Equals(double) => {
+                    let eq = if *double { "==" } else { "=" };
+                    format!("{k}{}{eq}{}{v}", pad(*before), pad(*after))
+                }
+                Op::NotEquals => format!("{k}{}!={}{v}", pad(*before), pad(*after)),
+                Op::In(vs) => format!("{k} in {}({})", pad(*before), set(vs)),
+                Op::NotIn(vs) => format!("{k} notin {}({})", pad(*before), set(vs)),
+                Op::Exists => k.to_owned(),
+                Op::DoesNotExist => format!("!{}{k}", pad(*before)),
+            };
+            format!("{}{text}{}", pad(*before), pad(*after))
+        }
+
+        fn holds((key, op, value, _): &Written, labels: &BTreeMap<&str, &str>) -> bool {
+            let label = labels.get(KEYS[*key]).copied();
+            let v = VALUES[*value];
+            let among = |vs: &[usize], l: &str| vs.iter().any(|i| VALUES[*i] == l);
+            match op {
+                Op::Equals(_) => label == Some(v),
+                Op::NotEquals => label != Some(v),
+                Op::In(vs) => label.is_some_and(|l| among(vs, l)),
+                Op::NotIn(vs) => label.is_none_or(|l| !among(vs, l)),
+                Op::Exists => label.is_some(),
+                Op::DoesNotExist => label.is_none(),
+            }
+        }
+
+        fn labels() -> impl Strategy<Value = BTreeMap<&'static str, &'static str>> {
+            proptest::collection::btree_map(
+                proptest::sample::select(KEYS.to_vec()),
+                proptest::sample::select(VALUES.to_vec()),
+                0..KEYS.len(),
+            )
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(1024))]
+
+            #[test]
+            fn a_written_selector_should_match_what_its_requirements_mean(
+                written in proptest::collection::vec(
+                    (0..KEYS.len(), op(), 0..VALUES.len(), any::<(bool, bool)>()), 0..5),
+                labels in labels(),
+            ) {
+                let text = written.iter().map(render).collect::<Vec<_>>().join(",");
+                let selector = Selector::parse(&text)
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                let object = json!({"metadata": {"labels": labels}});
+                prop_assert_eq!(
+                    selector.matches(&object),
+                    written.iter().all(|w| holds(w, &labels)),
+                    "{} on {:?}", text, labels
+                );
+            }
+
+            #[test]
+            fn any_text_should_parse_or_be_refused_naming_it(text in "[a-z!=(), ]{0,24}") {
+                if let Err(e) = Selector::parse(&text) {
+                    prop_assert!(e.to_string().contains(&text));
+                }
+            }
+        }
+    }
 }

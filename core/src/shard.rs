@@ -360,4 +360,68 @@ mod tests {
         assert_eq!(ShardRange::nth_of(3, 3), None);
         assert!(ShardRange::ALL.contains(u64::MAX));
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        fn range() -> impl Strategy<Value = ShardRange> {
+            (any::<u64>(), 1..=HASH_SPACE_END).prop_map(|(a, b)| {
+                let (lo, hi) = if u128::from(a) < b {
+                    (u128::from(a), b)
+                } else {
+                    (b - 1, u128::from(a) + 1)
+                };
+                ShardRange {
+                    start: u64::try_from(lo).unwrap_or(u64::MAX),
+                    end: hi,
+                }
+            })
+        }
+
+        fn field() -> impl Strategy<Value = ShardField> {
+            prop_oneof![Just(ShardField::Uid), Just(ShardField::Namespace)]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            #[test]
+            fn every_hash_should_fall_in_exactly_one_of_equal_ranges(
+                hash in prop_oneof![any::<u64>(), Just(0), Just(u64::MAX)],
+                count in prop_oneof![1..=64u32, 1..=5_000u32],
+            ) {
+                let holding: Vec<u32> = (0..count)
+                    .filter(|i| ShardRange::nth_of(*i, count).is_some_and(|r| r.contains(hash)))
+                    .collect();
+                prop_assert_eq!(holding, vec![ShardRange::index_of(hash, count)]);
+                prop_assert_eq!(ShardRange::nth_of(count, count), None);
+            }
+
+            #[test]
+            fn a_selector_should_print_parse_back_and_match_its_ranges(
+                terms in proptest::collection::vec((field(), range()), 1..5),
+                uid in "[a-f0-9-]{0,36}",
+                namespace in "[a-z0-9-]{0,20}",
+            ) {
+                let selector = ShardSelector { terms: terms.clone() };
+                let text = selector.to_string();
+                prop_assert_eq!(text.parse::<ShardSelector>(), Ok(selector.clone()));
+                let read = |f: ShardField| match f {
+                    ShardField::Uid => Some(uid.as_str()),
+                    ShardField::Namespace => (!namespace.is_empty()).then_some(namespace.as_str()),
+                };
+                let expected = terms.iter().any(|(f, r)| r.contains(place(read(*f))));
+                prop_assert_eq!(selector.matches(read), expected);
+            }
+
+            #[test]
+            fn any_text_should_parse_or_be_refused(text in "(shardRange\\(|object\\.metadata\\.(uid|namespace)|'0x[0-9a-fA-F]{0,18}'|[,)| ]){0,12}") {
+                if let Ok(selector) = text.parse::<ShardSelector>() {
+                    prop_assert_eq!(selector.to_string().parse::<ShardSelector>(), Ok(selector));
+                }
+            }
+        }
+    }
 }

@@ -988,4 +988,244 @@ mod tests {
         q.add(key("a"), Priority::Event);
         assert_eq!(q.depth(), 0);
     }
+
+    /// The queue against a model of the module's state diagram, over random
+    /// sequences of adds, listings, hand-outs, ends and time passing.
+    mod properties {
+        use std::collections::BTreeMap;
+
+        use proptest::prelude::*;
+
+        use super::*;
+
+        #[derive(Clone, Debug)]
+        enum Op {
+            Add(u8, Priority, u16),
+            List(u8),
+            Next,
+            Done(usize, Outcome),
+            Advance(u16),
+        }
+
+        #[derive(Clone, Debug)]
+        enum Outcome {
+            Forget,
+            RequeueAfter(u16),
+            Retry,
+            Again,
+        }
+
+        /// A key's state as the module's diagram draws it; times in
+        /// milliseconds since the start.
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        enum Model {
+            Queued(u64, Priority),
+            Listed,
+            Processing(Option<(u64, Priority)>),
+        }
+
+        fn merged(a: Option<(u64, Priority)>, b: (u64, Priority)) -> (u64, Priority) {
+            a.map_or(b, |a| (a.0.min(b.0), a.1.max(b.1)))
+        }
+
+        fn priority() -> impl Strategy<Value = Priority> {
+            prop_oneof![
+                Just(Priority::Resync),
+                Just(Priority::Retry),
+                Just(Priority::Requeue),
+                Just(Priority::Event),
+            ]
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            let outcome = prop_oneof![
+                Just(Outcome::Forget),
+                (0..2_000u16).prop_map(Outcome::RequeueAfter),
+                Just(Outcome::Retry),
+                Just(Outcome::Again),
+            ];
+            prop_oneof![
+                3 => (0..6u8, priority(), prop_oneof![Just(0u16), 0..500u16])
+                    .prop_map(|(k, p, after)| Op::Add(k, p, after)),
+                1 => (0..6u8).prop_map(Op::List),
+                3 => Just(Op::Next),
+                3 => (any::<usize>(), outcome).prop_map(|(i, o)| Op::Done(i, o)),
+                1 => (1..3_000u16).prop_map(Op::Advance),
+            ]
+        }
+
+        fn name(k: u8) -> ObjectKey {
+            key(&format!("k{k}"))
+        }
+
+        /// Runs `ops`, checking each step against the model: a key handed
+        /// out only when owed a run (queued and due, or listed), never while
+        /// processing, the highest priority among those due; `None` only
+        /// when none is due; a retry's delay the documented backoff of the
+        /// key's failures in a row; then, time running on, every key owed
+        /// a run gets it.
+        fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            runtime.block_on(async move {
+                let backoff = no_rate_limit();
+                let q = WorkQueue::new(backoff);
+                let start = Instant::now();
+                let now = || u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+                let mut model: BTreeMap<ObjectKey, Model> = BTreeMap::new();
+                let mut failures: BTreeMap<ObjectKey, u32> = BTreeMap::new();
+                let handed = |q: &WorkQueue, model: &mut BTreeMap<ObjectKey, Model>, t: u64| {
+                    let due = |m: &Model| match m {
+                        Model::Queued(at, p) if *at <= t => Some(*p),
+                        Model::Listed => Some(Priority::Event),
+                        _ => None,
+                    };
+                    let highest = model.values().filter_map(due).max();
+                    match q.try_next() {
+                        None => {
+                            prop_assert_eq!(highest, None, "a due key was not handed out");
+                            Ok(None)
+                        }
+                        Some((k, _)) => {
+                            let k = ObjectKey::clone(&k);
+                            let state = model.get(&k).copied();
+                            let Some(priority) = state.as_ref().and_then(due) else {
+                                return Err(TestCaseError::fail(format!(
+                                    "{k:?} handed out in state {state:?}"
+                                )));
+                            };
+                            prop_assert_eq!(q.cause(&k), Some(priority));
+                            prop_assert_eq!(
+                                Some(priority),
+                                highest,
+                                "not the highest priority due"
+                            );
+                            model.insert(k.clone(), Model::Processing(None));
+                            Ok(Some(k))
+                        }
+                    }
+                };
+                for op in ops {
+                    let t = now();
+                    match op {
+                        Op::Add(k, priority, after) => {
+                            q.add_after(name(k), Duration::from_millis(after.into()), priority);
+                            let slot = (t + u64::from(after), priority);
+                            let next = match model.get(&name(k)).copied() {
+                                Some(Model::Processing(pending)) => {
+                                    Model::Processing(Some(merged(pending, slot)))
+                                }
+                                Some(Model::Queued(at, p)) => {
+                                    let (at, p) = merged(Some((at, p)), slot);
+                                    Model::Queued(at, p)
+                                }
+                                Some(Model::Listed) | None => Model::Queued(slot.0, slot.1),
+                            };
+                            model.insert(name(k), next);
+                        }
+                        Op::List(k) => {
+                            q.add_listed(name(k));
+                            let next = match model.get(&name(k)).copied() {
+                                Some(Model::Processing(pending)) => Some(Model::Processing(Some(
+                                    merged(pending, (t, Priority::Event)),
+                                ))),
+                                None => Some(Model::Listed),
+                                Some(_) => None,
+                            };
+                            if let Some(next) = next {
+                                model.insert(name(k), next);
+                            }
+                        }
+                        Op::Next => {
+                            handed(&q, &mut model, t)?;
+                        }
+                        Op::Done(i, outcome) => {
+                            let processing: Vec<ObjectKey> = model
+                                .iter()
+                                .filter(|(_, m)| matches!(m, Model::Processing(_)))
+                                .map(|(k, _)| k.clone())
+                                .collect();
+                            if processing.is_empty() {
+                                continue;
+                            }
+                            let k = processing[i % processing.len()].clone();
+                            let Some(Model::Processing(pending)) = model.get(&k).copied() else {
+                                continue;
+                            };
+                            let (done, then, delay) = match outcome {
+                                Outcome::Forget => {
+                                    failures.remove(&k);
+                                    (Done::Forget, None, None)
+                                }
+                                Outcome::RequeueAfter(ms) => {
+                                    failures.remove(&k);
+                                    let after = Duration::from_millis(ms.into());
+                                    let slot = (t + u64::from(ms), Priority::Requeue);
+                                    (Done::RequeueAfter(after), Some(slot), None)
+                                }
+                                Outcome::Again => (Done::Again, Some((t, Priority::Requeue)), None),
+                                Outcome::Retry => {
+                                    let count = failures.entry(k.clone()).or_insert(0);
+                                    *count += 1;
+                                    let delay = backoff.delay(*count);
+                                    let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+                                    (retry(), Some((t + ms, Priority::Retry)), Some(delay))
+                                }
+                            };
+                            prop_assert_eq!(q.done(&k, done), delay, "the retry's backoff");
+                            prop_assert_eq!(
+                                failure_count(&q, &k),
+                                failures.get(&k).copied().unwrap_or(0),
+                                "failures in a row"
+                            );
+                            let next = match (pending, then) {
+                                (None, None) => None,
+                                (pending, Some(then)) => Some(merged(pending, then)),
+                                (Some(pending), None) => Some(pending),
+                            };
+                            match next {
+                                Some((at, p)) => model.insert(k, Model::Queued(at, p)),
+                                None => model.remove(&k),
+                            };
+                        }
+                        Op::Advance(ms) => {
+                            tokio::time::advance(Duration::from_millis(ms.into())).await;
+                        }
+                    }
+                }
+                // Time runs on and every run succeeds: every key owed a run
+                // gets exactly the runs the model owes it, then nothing.
+                for k in model.clone().keys() {
+                    if let Some(Model::Processing(pending)) = model.get(k).copied() {
+                        q.done(k, Done::Forget);
+                        match pending {
+                            Some((at, p)) => model.insert(k.clone(), Model::Queued(at, p)),
+                            None => model.remove(k),
+                        };
+                    }
+                }
+                tokio::time::advance(Duration::from_secs(2_000)).await;
+                while let Some(k) = handed(&q, &mut model, now())? {
+                    q.done(&k, Done::Forget);
+                    model.remove(&k);
+                }
+                prop_assert!(model.is_empty(), "keys owed a run: {model:?}");
+                prop_assert!(q.is_idle());
+                prop_assert_eq!(q.depth(), 0);
+                Ok(())
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            #[test]
+            fn the_queue_should_follow_its_state_diagram(ops in proptest::collection::vec(op(), 1..80)) {
+                check(ops)?;
+            }
+        }
+    }
 }

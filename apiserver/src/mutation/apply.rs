@@ -243,6 +243,36 @@ fn remove_at(object: &mut Value, path: &[String]) {
     }
 }
 
+/// After `removed` went, removes the maps and lists above it that it left
+/// empty and nobody owns as such (a manager that stops applying a
+/// container's only field leaves no `containers: []`, nor the `spec` above
+/// it, as on a real cluster), up to the first that still holds something.
+fn prune_emptied(object: &mut Value, removed: &[String], owned: &FieldSet, wanted: &FieldSet) {
+    let mut end = removed.len();
+    while end > 1 {
+        end -= 1;
+        let parent = &removed[..end];
+        if parent.last().is_none_or(|s| !s.starts_with("f:")) {
+            // A list element: gone with the removal (on to its list), or
+            // still holding its key at least.
+            if value_at(object, parent).is_some() {
+                return;
+            }
+            continue;
+        }
+        let emptied = match value_at(object, parent) {
+            Some(Value::Object(map)) => map.is_empty(),
+            Some(Value::Array(items)) => items.is_empty(),
+            _ => false,
+        };
+        let path = parent.to_vec();
+        if !emptied || owned.contains(&path) || wanted.contains(&path) {
+            return;
+        }
+        remove_at(object, parent);
+    }
+}
+
 fn value_at_mut<'a>(object: &'a mut Value, path: &[String]) -> Option<&'a mut Value> {
     let mut node = object;
     for segment in path {
@@ -417,6 +447,7 @@ pub fn apply(
     dropped.sort_by_key(|p| std::cmp::Reverse(p.len()));
     for path in dropped {
         remove_at(&mut next, path);
+        prune_emptied(&mut next, path, &owned_by_others, &wanted);
     }
     let mut body = applied.clone();
     if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -667,5 +698,144 @@ mod tests {
         let err =
             apply(&edited, &cm(json!({"a": "1"})), request("ssa", false)).expect_err("conflict");
         assert_eq!(err[0].manager, "kubectl-edit");
+    }
+
+    /// Server-side apply over random configurations: idempotent, and two
+    /// managers' disjoint fields both kept.
+    mod properties {
+        use std::collections::BTreeMap;
+
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// A Deployment-like configuration: labels, data-like map fields
+        /// and containers (a list merged by `name`).
+        #[derive(Clone, Debug)]
+        struct Config {
+            labels: BTreeMap<String, String>,
+            annotations: BTreeMap<String, String>,
+            containers: BTreeMap<String, String>,
+            replicas: Option<u8>,
+        }
+
+        fn config() -> impl Strategy<Value = Config> {
+            let map = || proptest::collection::btree_map("[a-e]", "[a-z0-9]{0,3}", 0..4);
+            (map(), map(), map(), proptest::option::of(0..5u8)).prop_map(
+                |(labels, annotations, containers, replicas)| Config {
+                    labels,
+                    annotations,
+                    containers,
+                    replicas,
+                },
+            )
+        }
+
+        fn object(c: &Config) -> Value {
+            let mut spec = Map::new();
+            if !c.containers.is_empty() {
+                let containers: Vec<Value> = c
+                    .containers
+                    .iter()
+                    .map(|(name, image)| json!({"name": name, "image": image}))
+                    .collect();
+                spec.insert(
+                    "template".into(),
+                    json!({"spec": {"containers": containers}}),
+                );
+            }
+            if let Some(r) = c.replicas {
+                spec.insert("replicas".into(), json!(r));
+            }
+            let mut object = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "x", "namespace": "default"}});
+            if !c.labels.is_empty() {
+                object["metadata"]["labels"] = json!(c.labels);
+            }
+            if !c.annotations.is_empty() {
+                object["metadata"]["annotations"] = json!(c.annotations);
+            }
+            if !spec.is_empty() {
+                object["spec"] = Value::Object(spec);
+            }
+            object
+        }
+
+        /// `c` without the fields `other` sets: disjoint from it.
+        fn without(c: &Config, other: &Config) -> Config {
+            let keep = |mine: &BTreeMap<String, String>, theirs: &BTreeMap<String, String>| {
+                mine.iter()
+                    .filter(|(k, _)| !theirs.contains_key(*k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            };
+            Config {
+                labels: keep(&c.labels, &other.labels),
+                annotations: keep(&c.annotations, &other.annotations),
+                containers: keep(&c.containers, &other.containers),
+                replicas: c.replicas.filter(|_| other.replicas.is_none()),
+            }
+        }
+
+        /// Whether every field `c` sets is in `object` with `c`'s value.
+        fn holds(live: &Value, c: &Config) -> bool {
+            let applied = object(c);
+            fields_of(&applied, false)
+                .iter()
+                .all(|path| value_at(live, path) == value_at(&applied, path))
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            #[test]
+            fn applying_the_same_configuration_twice_should_change_nothing(
+                first in config(),
+                second in config(),
+            ) {
+                let once = apply(&json!({}), &object(&first), request("m", false))
+                    .map_err(|c| TestCaseError::fail(format!("{c:?}")))?;
+                let twice = apply(&once, &object(&first), request("m", false))
+                    .map_err(|c| TestCaseError::fail(format!("{c:?}")))?;
+                prop_assert_eq!(&once, &twice);
+                // And after another configuration in between, the same
+                // configuration gives the same object again.
+                let other = apply(&once, &object(&second), request("m", false))
+                    .map_err(|c| TestCaseError::fail(format!("{c:?}")))?;
+                let back = apply(&other, &object(&first), request("m", false))
+                    .map_err(|c| TestCaseError::fail(format!("{c:?}")))?;
+                prop_assert!(holds(&back, &first));
+                prop_assert_eq!(fields_of(&back, false), fields_of(&once, false));
+            }
+
+            #[test]
+            fn two_managers_disjoint_fields_should_both_survive(
+                a in config(),
+                b in config(),
+                a_again in config(),
+            ) {
+                let b = without(&b, &a);
+                let first = apply(&json!({}), &object(&a), request("a", false))
+                    .map_err(|c| TestCaseError::fail(format!("{c:?}")))?;
+                let both = apply(&first, &object(&b), request("b", false))
+                    .map_err(|c| TestCaseError::fail(format!("a and b: {c:?}")))?;
+                prop_assert!(holds(&both, &a) && holds(&both, &b));
+                // a applies anew, still not touching b's fields: b's stay,
+                // a's dropped ones go, a's new ones come.
+                let a_again = without(&a_again, &b);
+                let after = apply(&both, &object(&a_again), request("a", false))
+                    .map_err(|c| TestCaseError::fail(format!("a again: {c:?}")))?;
+                prop_assert!(holds(&after, &b), "b's fields lost: {}", after);
+                prop_assert!(holds(&after, &a_again));
+                let kept = fields_of(&object(&a), false);
+                let wanted = fields_of(&object(&a_again), false)
+                    .union(&fields_of(&object(&b), false))
+                    .cloned()
+                    .collect::<FieldSet>();
+                for dropped in kept.difference(&wanted) {
+                    prop_assert!(value_at(&after, dropped).is_none(), "{} kept", describe(dropped));
+                }
+            }
+        }
     }
 }
