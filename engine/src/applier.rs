@@ -10,7 +10,11 @@
 //! [`ApplyError`] says whether a failure is worth retrying soon: conflicts
 //! (409), throttling (429), server errors (5xx) and connection failures are
 //! [`ApplyError::is_transient`]; the engine retries every failure through
-//! the queue's backoff either way, never by blocking a worker. A delete or a
+//! the queue's backoff either way, never by blocking a worker. A refusal
+//! that says when to come back (`details.retryAfterSeconds` of a 429 or a
+//! 5xx, as the API server's priority and fairness sends) is retried no
+//! sooner ([`ApplyError::retry_after`]): throttling is honoured, not met
+//! with a storm of retries. A delete or a
 //! finalizer removal of an object that is already gone (404) is success.
 //!
 //! # Impersonation
@@ -42,6 +46,8 @@ pub enum ApplyError {
         reason: String,
         /// The Status message.
         message: String,
+        /// How long the server asked the client to wait before retrying.
+        retry_after: Option<std::time::Duration>,
     },
     /// Not sent: the step's replica stopped holding the primary's slot (a
     /// ring's fence or handover) before it; the slot's next holder
@@ -86,6 +92,14 @@ impl ApplyError {
             Self::Refused { code, .. } => matches!(code, 409 | 429) || *code >= 500,
             Self::Transport { .. } => true,
             Self::Build { .. } | Self::Fenced { .. } => false,
+        }
+    }
+
+    /// How long the server asked to wait before the request is sent again.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            Self::Refused { retry_after, .. } => *retry_after,
+            _ => None,
         }
     }
 }
@@ -183,6 +197,12 @@ impl Applier {
                 code: status.code,
                 reason: status.reason.clone(),
                 message: status.message.clone(),
+                retry_after: status
+                    .details
+                    .as_ref()
+                    .map(|d| d.retry_after_seconds)
+                    .filter(|s| *s > 0)
+                    .map(|s| std::time::Duration::from_secs(s.into())),
             }),
             Err(source) => Err(ApplyError::Transport {
                 action,

@@ -207,6 +207,9 @@ pub enum Done {
     RequeueAfter(Duration),
     /// Failure, with its message: retry with backoff.
     Retry(String),
+    /// Failure the server asked to retry no sooner than this (a 429's
+    /// `retryAfterSeconds`): as [`Done::Retry`], waiting at least that long.
+    Throttled(String, Duration),
     /// Not run (no instance slot came free in time): hand the key out
     /// again at once, as a requeue, its failures as they were. Never a
     /// failure, never a backoff.
@@ -335,21 +338,10 @@ impl WorkQueue {
                 priority: Priority::Requeue,
             }),
             Done::Retry(message) => {
-                let failure = inner
-                    .failures
-                    .entry(Arc::clone(&key))
-                    .and_modify(|f| f.count = f.count.saturating_add(1))
-                    .or_insert(Failure {
-                        count: 1,
-                        message: String::new(),
-                    });
-                failure.message = message;
-                let per_key = self.backoff.delay(failure.count);
-                let overall = inner.take_token(now, &self.backoff);
-                Some(Slot {
-                    ready_at: now + per_key.max(overall),
-                    priority: Priority::Retry,
-                })
+                Some(inner.failed(&key, message, Duration::ZERO, now, &self.backoff))
+            }
+            Done::Throttled(message, at_least) => {
+                Some(inner.failed(&key, message, at_least, now, &self.backoff))
             }
         };
         let backoff = then
@@ -579,6 +571,33 @@ impl Inner {
         );
         self.processing += 1;
         Some((key, waited))
+    }
+
+    /// Counts a failure of `key`: its retry's slot, after the key's backoff,
+    /// a retry token and `at_least`, whichever is last.
+    fn failed(
+        &mut self,
+        key: &Key,
+        message: String,
+        at_least: Duration,
+        now: Instant,
+        backoff: &Backoff,
+    ) -> Slot {
+        let failure = self
+            .failures
+            .entry(Arc::clone(key))
+            .and_modify(|f| f.count = f.count.saturating_add(1))
+            .or_insert(Failure {
+                count: 1,
+                message: String::new(),
+            });
+        failure.message = message;
+        let per_key = backoff.delay(failure.count);
+        let overall = self.take_token(now, backoff);
+        Slot {
+            ready_at: now + per_key.max(overall).max(at_least),
+            priority: Priority::Retry,
+        }
     }
 
     /// Forgets the failures of `key` (it succeeded).
@@ -1012,6 +1031,7 @@ mod tests {
             Forget,
             RequeueAfter(u16),
             Retry,
+            Throttled(u16),
             Again,
         }
 
@@ -1042,6 +1062,7 @@ mod tests {
                 Just(Outcome::Forget),
                 (0..2_000u16).prop_map(Outcome::RequeueAfter),
                 Just(Outcome::Retry),
+                (0..5_000u16).prop_map(Outcome::Throttled),
                 Just(Outcome::Again),
             ];
             prop_oneof![
@@ -1167,12 +1188,19 @@ mod tests {
                                     (Done::RequeueAfter(after), Some(slot), None)
                                 }
                                 Outcome::Again => (Done::Again, Some((t, Priority::Requeue)), None),
-                                Outcome::Retry => {
+                                Outcome::Retry | Outcome::Throttled(_) => {
                                     let count = failures.entry(k.clone()).or_insert(0);
                                     *count += 1;
-                                    let delay = backoff.delay(*count);
+                                    let (done, at_least) = match outcome {
+                                        Outcome::Throttled(ms) => {
+                                            let at_least = Duration::from_millis(ms.into());
+                                            (Done::Throttled("429".into(), at_least), at_least)
+                                        }
+                                        _ => (retry(), Duration::ZERO),
+                                    };
+                                    let delay = backoff.delay(*count).max(at_least);
                                     let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
-                                    (retry(), Some((t + ms, Priority::Retry)), Some(delay))
+                                    (done, Some((t + ms, Priority::Retry)), Some(delay))
                                 }
                             };
                             prop_assert_eq!(q.done(&k, done), delay, "the retry's backoff");

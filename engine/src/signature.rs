@@ -322,8 +322,12 @@ pub async fn verify(
 }
 
 /// Whether one signature layer, its payload fetched, signs `digest` with
-/// one of `keys`; else what is wrong with it.
-fn check(
+/// one of `keys`; else what is wrong with it (what a registry sends for a
+/// signature is read here).
+///
+/// # Errors
+/// What is wrong with the signature, its payload or what it names.
+pub fn check(
     payload: &[u8],
     layer: &OciDescriptor,
     digest: &str,

@@ -24,7 +24,8 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+    /// An error of `code` with its Status `reason` and `message`.
+    pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
         Self {
             code,
             reason,
@@ -179,9 +180,16 @@ impl ApiError {
 
     /// 429 TooManyRequests: a bound on what one may hold at once.
     pub fn too_many_requests(message: impl Into<String>) -> Self {
-        let mut error = Self::new(429, "TooManyRequests", message);
-        error.details = Some(json!({"retryAfterSeconds": 1}));
-        error
+        Self::new(429, "TooManyRequests", message).retry_after(1)
+    }
+
+    /// Asks the client to wait `seconds` before retrying
+    /// (`details.retryAfterSeconds`; the response's `Retry-After` header
+    /// says the same).
+    #[must_use]
+    pub fn retry_after(mut self, seconds: u32) -> Self {
+        self.details = Some(json!({"retryAfterSeconds": seconds}));
+        self
     }
 
     /// 504 Timeout: a resourceVersion newer than the server's.

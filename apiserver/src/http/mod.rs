@@ -10,5 +10,6 @@ pub mod bounds;
 pub mod connection;
 pub mod decode;
 pub mod error;
+pub mod faults;
 pub mod server;
 pub mod tls;

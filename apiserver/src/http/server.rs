@@ -21,6 +21,7 @@ use crate::http::api::{Api, MAX_BODY, Reply, Request, parse_query};
 use crate::http::auth::Impersonation;
 use crate::http::connection::{Busy, ConnectionLimits, Guarded, InFlight, accept_backoff};
 use crate::http::error::ApiError;
+use crate::http::faults::Faults;
 use crate::http::tls::{Credentials, TlsError};
 
 type Body = BoxBody<Bytes, Infallible>;
@@ -216,6 +217,16 @@ fn json(code: u16, value: &serde_json::Value) -> Response<Body> {
         hyper::header::CONTENT_TYPE,
         hyper::header::HeaderValue::from_static("application/json"),
     );
+    // A Status that asks the client to wait says it in the header too, as
+    // client-go reads it.
+    if let Some(seconds) = value
+        .pointer("/details/retryAfterSeconds")
+        .and_then(serde_json::Value::as_u64)
+    {
+        response
+            .headers_mut()
+            .insert(hyper::header::RETRY_AFTER, seconds.into());
+    }
     response
 }
 
@@ -225,6 +236,11 @@ async fn serve(api: &Api, request: hyper::Request<Incoming>, busy: Busy) -> Resp
     let latency = api.config().request_latency;
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
+    }
+    let faults = api.config().faults.clone();
+    if let Some(pause) = faults.as_deref().and_then(Faults::pause) {
+        tracing::debug!(fault = "pause", ?pause, "fault injected");
+        tokio::time::sleep(pause).await;
     }
     let (parts, body) = request.into_parts();
     let bearer = parts
@@ -278,7 +294,22 @@ async fn serve(api: &Api, request: hyper::Request<Incoming>, busy: Busy) -> Resp
         impersonate,
     };
     tracing::debug!(method = request.method, path = request.path, "request");
-    match api.handle(request).await {
+    let write = !matches!(request.method, "GET" | "HEAD" | "OPTIONS");
+    if let Some(faults) = faults.as_deref()
+        && let Some(fault) = faults.before(write)
+    {
+        let error = faults.answer(fault, false).await;
+        return json(error.code, &error.status());
+    }
+    let reply = api.handle(request).await;
+    if let Some(faults) = faults.as_deref()
+        && let Reply::Json(code, _) = &reply
+        && let Some(fault) = faults.after(write)
+    {
+        let error = faults.answer(fault, *code < 300).await;
+        return json(error.code, &error.status());
+    }
+    match reply {
         Reply::Json(code, value) => json(code, &value),
         Reply::Discovery(value) => {
             let mut response = json(200, &value);

@@ -174,8 +174,8 @@ impl Worker {
             stepped
         });
         let may_write = || in_flight.is_none_or(InFlight::valid);
-        let message = match stepped {
-            Err(error) => format!("reconcile task failed: {error}"),
+        let (message, retry_after) = match stepped {
+            Err(error) => (format!("reconcile task failed: {error}"), None),
             Ok(Err(error)) if !error.ran() => {
                 // Waiting for an instance is no failure: queued again.
                 tracing::debug!(error = %error.source, "not run; queued again");
@@ -194,7 +194,7 @@ impl Worker {
                 {
                     tracing::debug!(error = %failed, "refusal event not written");
                 }
-                error.detail()
+                (error.detail(), None)
             }
             Ok(Ok(step)) => {
                 metrics.stepped(&name, &step);
@@ -224,15 +224,18 @@ impl Worker {
                     }
                     Err((applied, error)) => {
                         metrics.applied(&name, applied, 1);
-                        error.to_string()
+                        (error.to_string(), error.retry_after())
                     }
                 }
             }
         };
         self.memo.forget(key);
         metrics.reconciled(&name, "error", started.elapsed());
-        tracing::warn!(error = %message, "reconcile failed; retrying with backoff");
-        Done::Retry(message)
+        tracing::warn!(error = %message, ?retry_after, "reconcile failed; retrying with backoff");
+        match retry_after {
+            Some(at_least) => Done::Throttled(message, at_least),
+            None => Done::Retry(message),
+        }
     }
 
     /// Makes the scheduled call for the time `at`, if this host is the one

@@ -391,14 +391,24 @@ pub async fn resolve(reference: &Reference, access: &Access) -> Result<Resolved,
         reference: reference.whole(),
         reason,
     };
-    let parsed: OciImageManifest = serde_json::from_slice(&manifest)
-        .map_err(|e| not_a_plugin(format!("its manifest is not an OCI image manifest: {e}")))?;
-    let (layer, layout) = plugin_layer(&parsed).map_err(not_a_plugin)?;
-    tracing::debug!(reference = %reference, %digest, ?layout, "resolved the plugin's manifest");
-    Ok(Resolved {
-        digest,
-        layer: layer.clone(),
-    })
+    let layer = plugin_layer_of(&manifest).map_err(not_a_plugin)?;
+    tracing::debug!(reference = %reference, %digest, "resolved the plugin's manifest");
+    Ok(Resolved { digest, layer })
+}
+
+/// The one Wasm layer a manifest's text names, if it is a plugin's (see the
+/// module documentation); else why not. What a registry sends is read here
+/// and nowhere else before the layer is fetched.
+///
+/// # Errors
+/// What is wrong: not an image manifest, another config or layer type, not
+/// one layer, a layer's size out of bounds.
+pub fn plugin_layer_of(manifest: &[u8]) -> Result<OciDescriptor, String> {
+    let parsed: OciImageManifest = serde_json::from_slice(manifest)
+        .map_err(|e| format!("its manifest is not an OCI image manifest: {e}"))?;
+    let (layer, layout) = plugin_layer(&parsed)?;
+    tracing::trace!(?layout, "a plugin's manifest");
+    Ok(layer.clone())
 }
 
 /// The manifest at `reference` (OCI, or Docker's v2 as older tools push

@@ -3,9 +3,11 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use kubewasm_apiserver::http::api::{Api, ApiConfig};
+use kubewasm_apiserver::http::faults::{FaultSpecError, Faults};
 use kubewasm_apiserver::http::server::ApiServer;
 use kubewasm_apiserver::http::tls::Credentials;
 use kubewasm_apiserver::simulation::{Simulation, Workloads};
@@ -48,6 +50,21 @@ pub(super) struct Args {
     /// does (the hosts then filter their shares themselves).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     shard_selectors: bool,
+    /// Inject faults into what clients get, seeded so that a failing run
+    /// can be repeated: comma-separated `name=value`, e.g.
+    /// `seed=7,throttle=0.02,conflict=0.02,error-after=0.01,cut=0.01,expire=0.05`.
+    /// Faults: throttle (429 with Retry-After), conflict (409), error
+    /// (500), timeout (held, then 504), each before a write is applied;
+    /// error-after and timeout-after once it was; cut (a watch stream ends
+    /// after an event), expire (410 for a watch from a resourceVersion),
+    /// pause (a request answered late). Settings: seed, retry-after
+    /// (seconds), hold and pause-for (250ms, 2s). SECURITY.md says more.
+    #[arg(long, value_name = "SPEC", value_parser = faults)]
+    faults: Option<Arc<Faults>>,
+}
+
+fn faults(spec: &str) -> Result<Arc<Faults>, FaultSpecError> {
+    spec.parse().map(Arc::new)
 }
 
 /// Serves the embedded API server until SIGTERM or Ctrl-C.
@@ -59,6 +76,7 @@ pub(super) fn run(args: Args) -> Result<(), CliError> {
         simulate_workloads: args.simulate_workloads.then_some(Duration::from_secs(1)),
         request_latency: Duration::from_millis(args.request_latency_ms),
         shard_selectors: args.shard_selectors,
+        faults: args.faults,
         ..ApiConfig::default()
     };
     block_on(async {

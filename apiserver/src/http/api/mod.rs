@@ -28,6 +28,7 @@ use crate::http::auth::token::Signer;
 use crate::http::auth::{Authenticator, Impersonation, User};
 use crate::http::decode::Format;
 use crate::http::error::ApiError;
+use crate::http::faults::Faults;
 use crate::objects::canonical_order;
 use crate::schema::conversion;
 use crate::store::Store;
@@ -106,6 +107,9 @@ pub struct ApiConfig {
     /// Serve KEP-5866's `shardSelector` on lists and watches; off, the
     /// parameter is ignored, as by a server without the feature.
     pub shard_selectors: bool,
+    /// Faults injected on the requests of connections (never on the
+    /// server's own controllers): [`crate::http::faults`].
+    pub faults: Option<Arc<Faults>>,
 }
 
 impl Default for ApiConfig {
@@ -118,6 +122,7 @@ impl Default for ApiConfig {
             max_watches_per_user: 1024,
             request_latency: Duration::ZERO,
             shard_selectors: true,
+            faults: None,
         }
     }
 }

@@ -15,6 +15,7 @@ use super::query::parse_rv;
 use super::representation::{self, As};
 use super::{Api, Reply, Target};
 use crate::http::error::ApiError;
+use crate::http::faults::Faults;
 use crate::objects::metadata_mut;
 use crate::store::{Event, EventType, ListAt, StoreError};
 use kubewasm_types::info::ResourceInfo;
@@ -190,9 +191,11 @@ impl WatchJob {
         let store = self.api.store.clone();
         let key = self.info.storage_key();
         let deadline = tokio::time::Instant::now() + self.timeout;
+        let from_version =
+            matches!(self.rv.as_deref(), Some(rv) if rv != "0" && !self.initial_events);
         let start = match self.rv.as_deref() {
             // From a given version: only what happened after it.
-            Some(rv) if rv != "0" && !self.initial_events => match parse_rv(rv) {
+            Some(rv) if from_version => match parse_rv(rv) {
                 Ok(rv) => rv,
                 Err(e) => return self.fail(e).await,
             },
@@ -217,6 +220,15 @@ impl WatchJob {
                 snapshot.rv
             }
         };
+        let faults = self.api.config.faults.as_deref();
+        if from_version && faults.is_some_and(Faults::expires) {
+            tracing::debug!(fault = "expire", rv = start, "fault injected");
+            return self
+                .fail(ApiError::expired(format!(
+                    "too old resource version: {start} (injected fault)"
+                )))
+                .await;
+        }
         let mut watcher = match store.watch(Some(key), start) {
             Ok(w) => w,
             Err(e @ StoreError::Expired { .. }) => {
@@ -234,6 +246,10 @@ impl WatchJob {
                             && !self.send_object(kind, &object).await {
                                 return;
                             }
+                        if faults.is_some_and(Faults::cuts) {
+                            tracing::debug!(fault = "cut", "fault injected");
+                            return;
+                        }
                     }
                     Err(e) => return self.fail(ApiError::expired(e.to_string())).await,
                 },
