@@ -20,7 +20,7 @@ NPM_STAMP := node_modules/.package-lock.json
 COMPONENTIZE_PY := componentize-py -d wit -w controller componentize
 COMPONENTIZE_JS := node_modules/.bin/kubewasm-componentize
 
-.PHONY: help setup plugins test-plugins rust-plugins rust-test-plugins build sdk publish-sdk test lint guest-tests new-project-tests fmt dev bench kube-rs-tests clean
+.PHONY: help setup plugins test-plugins rust-plugins rust-test-plugins build sdk publish-sdk test lint guest-tests new-project-tests fmt dev bench soak fuzz kube-rs-tests clean
 
 help:
 	@echo "make setup         install the wasm target, componentize-py and the npm toolchain (make dev and make test do it)"
@@ -31,6 +31,8 @@ help:
 	@echo "make dev           the main job: the embedded API server and the host running the example plugins"
 	@echo "make kube-rs-tests kube-rs 5.0's own cluster tests against the embedded API server (not in CI)"
 	@echo "make bench         run the benchmarks and rewrite their sections of BENCHMARKS.md"
+	@echo "make soak          ten plugins, 10,000 primaries, 10 minutes against the faulty server; figures into BENCHMARKS.md"
+	@echo "make fuzz          every fuzz target for FUZZ_SECONDS (60) each (fuzz/run; coverage-guided, libFuzzer)"
 
 setup:
 	.ci/setup
@@ -135,6 +137,13 @@ test: setup lint plugins test-plugins build guest-tests new-project-tests
 
 dev: setup plugins build
 	$(TARGET_DIR)/debug/kubewasm dev --plugins $(OUT) --metrics-addr 127.0.0.1:0 --kubeconfig-out $(TARGET_DIR)/kubewasm-dev.kubeconfig
+
+# The soak's long form (make test runs its one-minute form).
+soak: plugins test-plugins build
+	KUBEWASM_SOAK=full KUBEWASM_SOAK_WRITE=BENCHMARKS.md $(CARGO) test -p kubewasm-tests --test soak -- --nocapture
+
+fuzz:
+	fuzz/run
 
 kube-rs-tests: build
 	tests/kube-rs/run

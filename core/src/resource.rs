@@ -111,6 +111,16 @@ impl ObjectKey {
         }
     }
 
+    /// The namespace the object of `resource` with this key counts as being
+    /// in, for grants and events: its own; a Namespace, itself; another
+    /// cluster-scoped object, none.
+    pub fn placed_in(&self, resource: &ResourceType) -> Option<&str> {
+        let is_namespace = resource.group.is_empty() && resource.kind == "Namespace";
+        self.namespace
+            .as_deref()
+            .or(is_namespace.then_some(self.name.as_str()))
+    }
+
     /// Another name in the same namespace.
     pub fn with_name(&self, name: impl Into<String>) -> Self {
         Self {

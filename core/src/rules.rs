@@ -251,12 +251,7 @@ pub fn check_target(
         validation::namespace(namespace)?;
     }
     validation::name(resource, &key.name)?;
-    let is_namespace = resource.group.is_empty() && resource.kind == "Namespace";
-    let namespace = key
-        .namespace
-        .as_deref()
-        .or(is_namespace.then_some(key.name.as_str()));
-    if let Some(namespace) = namespace {
+    if let Some(namespace) = key.placed_in(resource) {
         // The refusal names the object: one child of many was refused.
         check_namespace(holdings, verb, resource, namespace).map_err(|mut denied| {
             denied.resource = format!("{resource} `{key}`");

@@ -26,7 +26,7 @@
 //! | `kubewasm_workqueue_retries_total` | plugin | keys retried after a failure |
 //! | `kubewasm_workqueue_retry_backoff_seconds` | plugin | the backoff each retry waits (histogram: per-key doubling shows as higher buckets filling) |
 //! | `kubewasm_informer_objects` | resource, namespace, selector, shard | objects per informer store (`shard`: with `--sharding`, `uid` or `namespace` for a store holding this replica's share, else empty) |
-//! | `kubewasm_informer_watch_restarts_total` | resource, namespace, selector | watch errors survived |
+//! | `kubewasm_informer_watch_restarts` | resource, namespace, selector, shard | watch errors an informer survived (a gauge of its count) |
 //!
 //! Gauges that mirror state (queue depth, informer objects) are read when
 //! the metrics are scraped, never pushed, and only what runs then has

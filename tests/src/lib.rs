@@ -13,6 +13,7 @@ pub mod bench;
 pub mod host;
 pub mod registry;
 pub mod resources;
+pub mod spans;
 
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {

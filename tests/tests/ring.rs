@@ -7,11 +7,11 @@
 //! off (the server ignores them, the replicas filter their shares
 //! themselves). `RING_LOGS=DIR` keeps the replicas' logs there.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use kubewasm_tests::host::{Host, apply, create_all, get_json, wait_for};
+use kubewasm_tests::spans::{Log, assert_no_overlap};
 use kubewasm_tests::{Apiserver, example_file, example_plugin, scale};
 
 /// Every slot of a ring.
@@ -64,101 +64,6 @@ fn share_held(host: &Host) -> f64 {
         r#"kubewasm_informer_objects{resource="example.com/v1 MyApp",namespace="",selector="",shard="uid"}"#,
     )
     .unwrap_or(0.0)
-}
-
-/// Every reconcile of a log: key → (start, end) intervals, in µs; one still
-/// running when the log was read (or its process killed) lasts until
-/// `open_until`.
-fn intervals(log: &str, open_until: i64) -> BTreeMap<String, Vec<(i64, i64)>> {
-    let mut open: BTreeMap<String, i64> = BTreeMap::new();
-    let mut done: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
-    for line in log.lines() {
-        let started = line.contains("reconcile started");
-        if !started && !line.contains("reconcile ended") {
-            continue;
-        }
-        // A step whose replica was fenced under it sent nothing after the
-        // fence (its writes are gated): what it did, it did before another
-        // replica could hold the slot. Its end is its last write, not
-        // logged; it is left out.
-        let fenced = line.contains("fenced=true");
-        let Some(at) = line
-            .split_whitespace()
-            .next()
-            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-        else {
-            continue;
-        };
-        let Some(key) = line
-            .split(" key=")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-        else {
-            continue;
-        };
-        let at = at.as_microsecond();
-        if started {
-            open.insert(key.to_owned(), at);
-        } else if let Some(start) = open.remove(key)
-            && !fenced
-        {
-            done.entry(key.to_owned()).or_default().push((start, at));
-        }
-    }
-    for (key, start) in open {
-        done.entry(key).or_default().push((start, open_until));
-    }
-    done
-}
-
-/// A replica's log and until when its unfinished reconciles may have run.
-struct Log {
-    text: String,
-    until: i64,
-}
-
-impl Log {
-    /// The log of a replica still running: until now.
-    fn of(host: &Host) -> Self {
-        Self {
-            text: host.log(),
-            until: jiff::Timestamp::now().as_microsecond(),
-        }
-    }
-}
-
-/// Asserts that no key was reconciled by two replicas at overlapping
-/// times; returns how many reconciles each replica logged.
-fn assert_no_overlap(logs: &[Log]) -> Vec<usize> {
-    if let Some(dir) = std::env::var_os("RING_LOGS") {
-        for (i, log) in logs.iter().enumerate() {
-            let _ = std::fs::write(
-                std::path::Path::new(&dir).join(format!("{i}.log")),
-                &log.text,
-            );
-        }
-    }
-    let mut all: BTreeMap<String, Vec<(i64, i64, usize)>> = BTreeMap::new();
-    let mut counts = vec![0; logs.len()];
-    for (replica, log) in logs.iter().enumerate() {
-        for (key, spans) in intervals(&log.text, log.until) {
-            counts[replica] += spans.len();
-            all.entry(key)
-                .or_default()
-                .extend(spans.into_iter().map(|(s, e)| (s, e, replica)));
-        }
-    }
-    for (key, mut spans) in all {
-        spans.sort_unstable();
-        for pair in spans.windows(2) {
-            let ((_, end, a), (start, _, b)) = (pair[0], pair[1]);
-            assert!(
-                a == b || end <= start,
-                "{key} reconciled by replicas {a} and {b} at once: {pair:?}"
-            );
-        }
-    }
-    counts
 }
 
 #[test]

@@ -70,27 +70,28 @@ impl Worker {
             // With sharding, only a slot this replica holds starts a step,
             // and the step is in flight for the slot until it ends.
             let in_flight = match &self.shared.shard {
-                Some(shard) => match version
-                    .cache
-                    .hash_of(&key, shard)
-                    .or_else(|| self.departed.hash_of(&key))
-                    .and_then(|hash| shard.begin(hash))
-                {
-                    Some(in_flight) => {
-                        tracing::debug!(replica = shard.identity(), plugin = %name, key = %key,
-                            slot = in_flight.slot(), "reconcile started");
-                        Some((shard, in_flight))
-                    }
-                    None => {
+                Some(shard) => {
+                    let Some(in_flight) = version
+                        .cache
+                        .hash_of(&key, shard)
+                        .or_else(|| self.departed.hash_of(&key))
+                        .and_then(|hash| shard.begin(hash))
+                    else {
                         // Its slot's holder has it, or lists it on acquiring.
                         self.queue.done(&key, Done::Forget);
                         turn = None;
                         continue;
-                    }
-                },
+                    };
+                    Some(in_flight)
+                }
                 None => None,
             };
-            let gate = in_flight.as_ref().map(|(_, f)| f);
+            // Logged at DEBUG with and without a ring: what the tests read
+            // to see that no key is in two steps at once.
+            let replica = self.shared.shard.as_ref().map(|shard| shard.identity());
+            tracing::debug!(replica, plugin = %name, key = %key,
+                slot = in_flight.as_ref().map(InFlight::slot), "reconcile started");
+            let gate = in_flight.as_ref();
             let permit = match turn.take() {
                 Some(permit) => Ok(permit),
                 None => self.shared.workers.acquire(&version.flow).await,
@@ -99,13 +100,11 @@ impl Worker {
                 Ok(permit) => (self.reconcile(&version, &key, gate).await, Some(permit)),
                 Err(closed) => (Done::Retry(closed.to_string()), None),
             };
-            if let Some((shard, in_flight)) = in_flight {
-                // Fenced: what it had not written when the slot went was
-                // never sent.
-                tracing::debug!(replica = shard.identity(), plugin = %name, key = %key,
-                    fenced = !in_flight.valid(), "reconcile ended");
-                drop(in_flight);
-            }
+            // Fenced: what it had not written when the slot went was never
+            // sent.
+            let fenced = in_flight.as_ref().is_some_and(|f| !f.valid());
+            tracing::debug!(replica, plugin = %name, key = %key, fenced, "reconcile ended");
+            drop(in_flight);
             if let Some(backoff) = self.queue.done(&key, done) {
                 self.shared.metrics.backed_off(name, backoff);
             }

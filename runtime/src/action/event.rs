@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 
 use super::EventType;
+use crate::resource::{ObjectKey, ResourceType};
 
 /// Most bytes of an Event's note (the API server's limit).
 const MAX_NOTE_BYTES: usize = 1024;
@@ -27,6 +28,24 @@ pub struct EventBody<'a> {
     pub action: &'a str,
     /// Details, cut to [`MAX_NOTE_BYTES`].
     pub note: String,
+}
+
+/// Where an Event about the object of `resource` and `key` is written: the
+/// namespace it counts as being in (a Namespace's: itself), else `default`,
+/// as Kubernetes records events about cluster-scoped objects.
+pub(super) fn namespace_for<'a>(resource: &ResourceType, key: &'a ObjectKey) -> &'a str {
+    key.placed_in(resource).unwrap_or("default")
+}
+
+/// The type of what an event writes (for refusals).
+pub(super) fn event_type() -> ResourceType {
+    ResourceType {
+        group: "events.k8s.io".into(),
+        version: "v1".into(),
+        kind: "Event".into(),
+        plural: "events".into(),
+        namespaced: true,
+    }
 }
 
 impl EventBody<'_> {

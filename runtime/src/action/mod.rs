@@ -439,11 +439,9 @@ fn plan_event(ctx: PlanContext<'_>, event: DesiredEvent) -> Result<Action, Refus
     };
     // Recording an event is a write in the namespace it lands in.
     rules::check_target(ctx.grants, Verb::Apply, &resource, &key)?;
-    ctx.grants.check_namespace(
-        Verb::Apply,
-        &resource,
-        key.namespace.as_deref().unwrap_or("default"),
-    )?;
+    let namespace = event::namespace_for(&resource, &key);
+    ctx.grants
+        .check_namespace(Verb::Apply, &event::event_type(), namespace)?;
     if event.reason.is_empty()
         || event.reason.len() > 128
         || event.action.is_empty()
@@ -460,7 +458,7 @@ fn plan_event(ctx: PlanContext<'_>, event: DesiredEvent) -> Result<Action, Refus
         .and_then(|p| p.pointer("/metadata/uid"));
     let object = EventBody {
         regarding: regarding(&resource, &key, uid),
-        namespace: key.namespace.as_deref().unwrap_or("default"),
+        namespace,
         controller: &format!("kubewasm.dev/{}", ctx.declaration.name),
         event_type: event.event_type,
         reason: &event.reason,
@@ -503,7 +501,7 @@ impl Action {
     ) -> Self {
         let object = EventBody {
             regarding: regarding(&declaration.primary, key, primary.pointer("/metadata/uid")),
-            namespace: key.namespace.as_deref().unwrap_or("default"),
+            namespace: event::namespace_for(&declaration.primary, key),
             controller: &format!("kubewasm.dev/{}", declaration.name),
             event_type: EventType::Warning,
             reason: "OutcomeRefused",
@@ -878,6 +876,66 @@ mod tests {
                 }]
             )
             .is_ok()
+        );
+    }
+
+    #[test]
+    fn an_event_about_a_namespace_should_land_in_it_and_others_in_default() {
+        let mut declaration = sample();
+        declaration.primary = ty("v1", "Namespace", "namespaces", false);
+        declaration.secondaries.clear();
+        let declaration = declaration.validate().expect("valid");
+        let operator = OperatorGrants::parse("namespaces: [team-a]").expect("valid");
+        let grants = Grants::new(&declaration, &operator).expect("granted");
+        let key = ObjectKey::cluster("team-a");
+        let primary = json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "team-a", "uid": "u-ns"}});
+        let cache = crate::cache::MemoryCache::default();
+        let ctx = PlanContext {
+            declaration: &declaration,
+            grants: &grants,
+            key: &key,
+            primary: Some(&primary),
+            cache: &cache,
+            now: jiff::Timestamp::UNIX_EPOCH,
+        };
+        let event = DesiredEvent {
+            regarding: None,
+            event_type: EventType::Normal,
+            reason: "Bootstrapped".into(),
+            action: "Apply".into(),
+            note: String::new(),
+        };
+        // A plugin confined to `team-a` tells of the Namespace `team-a` in it
+        // (it may write nowhere else; Kubernetes would use `default`).
+        let planned = plan(ctx, vec![Desired::Event(event.clone())]).expect("allowed");
+        let request = planned[0].request();
+        assert_eq!(
+            request.path,
+            "/apis/events.k8s.io/v1/namespaces/team-a/events"
+        );
+        assert_eq!(request.body["regarding"]["uid"], "u-ns");
+        // Another Namespace is not its to tell of: refused as an Event.
+        let other = ObjectKey::cluster("team-b");
+        let err = plan(
+            PlanContext {
+                key: &other,
+                primary: None,
+                ..ctx
+            },
+            vec![Desired::Event(event)],
+        )
+        .expect_err("not granted");
+        assert!(
+            err.to_string()
+                .contains("namespace `team-b` is not granted"),
+            "{err}"
+        );
+        // A cluster-scoped object other than a Namespace: `default`.
+        let node = ty("v1", "Node", "nodes", false);
+        assert_eq!(
+            event::namespace_for(&node, &ObjectKey::cluster("n1")),
+            "default"
         );
     }
 

@@ -1,0 +1,743 @@
+//! The soak: ten plugins (seven Rust, two Python, one JavaScript) on one
+//! `kubewasm run`, over thousands of primaries created, changed and
+//! deleted throughout, against `kubewasm apiserver --faults` (throttling,
+//! conflicts, errors and timeouts before and after writes, cut and expired
+//! watches, pauses). At the end:
+//! - **converged**: every primary of every plugin, stepped by the same
+//!   plugin (the runtime's replay, its grants as the host's) on the final
+//!   state, plans nothing that is not already so: each apply and status
+//!   already holds, no delete, no finalizer to add or remove. A key whose
+//!   last change was lost would plan its change;
+//! - **never twice at once**: no plugin's key is in two steps at
+//!   overlapping times (the host's DEBUG log of each step's start and end);
+//! - **memory**: the host's resident memory grew less than 10% from a
+//!   fifth of the churn (minute 2 of 10) to its end;
+//! - **bounded requests**: the host's writes per change of the driver stay
+//!   under a bound (429s honoured, no retry storm).
+//!
+//! Scale: 1,000 primaries for 1 minute (CI's form); `KUBEWASM_SOAK=full`
+//! (`make soak`): 10,000 for 10 minutes, and `KUBEWASM_SOAK_WRITE=FILE`
+//! writes the figures into FILE's soak section (BENCHMARKS.md).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kubewasm_runtime::action::resource_path;
+use kubewasm_runtime::cache::{Cache, MemoryCache};
+use kubewasm_runtime::grants::OperatorGrants;
+use kubewasm_runtime::resource::{ObjectKey, ResourceType};
+use kubewasm_runtime::selector::Selector;
+use kubewasm_runtime::{Request, Runtime, RuntimeConfig};
+use kubewasm_tests::host::{Host, metric_total};
+use kubewasm_tests::spans::{Log, assert_no_overlap};
+use kubewasm_tests::{Apiserver, compiled_cache_dir, example_plugin, rss_kib, test_plugin};
+use serde_json::{Value, json};
+
+/// The faults: every kind, at rates a bad day of a real cluster may show.
+const FAULTS: &str = "seed=42,throttle=0.01,conflict=0.01,error=0.01,timeout=0.005,\
+error-after=0.01,timeout-after=0.005,cut=0.002,expire=0.2,pause=0.002,hold=500ms,pause-for=1s";
+
+/// Writes of the host per change of the driver, at most.
+const MAX_WRITES_PER_CHANGE: f64 = 12.0;
+
+const NAMESPACES: [&str; 3] = ["soak-a", "soak-b", "soak-c"];
+
+/// How big and how long.
+struct Scale {
+    primaries: usize,
+    churn: Duration,
+    /// Changes per second during the churn.
+    rate: u64,
+    settle: Duration,
+}
+
+impl Scale {
+    fn from_env() -> Self {
+        if std::env::var("KUBEWASM_SOAK").is_ok_and(|v| v == "full") {
+            Self {
+                primaries: 10_000,
+                churn: Duration::from_secs(600),
+                rate: 40,
+                settle: Duration::from_secs(300),
+            }
+        } else {
+            Self {
+                primaries: 1_000,
+                churn: Duration::from_secs(60),
+                rate: 20,
+                settle: Duration::from_secs(180),
+            }
+        }
+    }
+}
+
+fn resource(
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+    namespaced: bool,
+) -> ResourceType {
+    ResourceType {
+        group: group.into(),
+        version: version.into(),
+        kind: kind.into(),
+        plural: plural.into(),
+        namespaced,
+    }
+}
+
+/// Every type the plugins read or write.
+fn types() -> Vec<ResourceType> {
+    vec![
+        resource("example.com", "v1", "MyApp", "myapps", true),
+        resource("apps", "v1", "Deployment", "deployments", true),
+        resource("", "v1", "Service", "services", true),
+        resource("", "v1", "ConfigMap", "configmaps", true),
+        resource("", "v1", "Secret", "secrets", true),
+        resource("", "v1", "ServiceAccount", "serviceaccounts", true),
+        resource(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "RoleBinding",
+            "rolebindings",
+            true,
+        ),
+        resource("", "v1", "Namespace", "namespaces", false),
+    ]
+}
+
+fn api_resource(t: &ResourceType) -> ApiResource {
+    ApiResource {
+        group: t.group.clone(),
+        version: t.version.clone(),
+        api_version: if t.group.is_empty() {
+            t.version.clone()
+        } else {
+            format!("{}/{}", t.group, t.version)
+        },
+        kind: t.kind.clone(),
+        plural: t.plural.clone(),
+    }
+}
+
+/// The plugins: name, component, grants file.
+fn plugins() -> Vec<(String, PathBuf, Option<String>)> {
+    let confined = |namespaces: &[&str]| Some(format!("namespaces: [{}]\n", namespaces.join(", ")));
+    let mut plugins = Vec::new();
+    for ns in NAMESPACES {
+        let suffix = ns.trim_start_matches("soak-");
+        plugins.push((
+            format!("myapp-{suffix}"),
+            example_plugin("myapp"),
+            confined(&[ns]),
+        ));
+        plugins.push((
+            format!("composite-{suffix}"),
+            test_plugin("composite"),
+            confined(&[ns]),
+        ));
+    }
+    plugins.push((
+        "tenant-bootstrap-1".into(),
+        example_plugin("tenant-bootstrap"),
+        confined(&["soak-a", "soak-b"]),
+    ));
+    plugins.push((
+        "tenant-bootstrap-2".into(),
+        example_plugin("tenant-bootstrap"),
+        confined(&["soak-c"]),
+    ));
+    plugins.push((
+        "configmap-replicator".into(),
+        example_plugin("configmap-replicator"),
+        None,
+    ));
+    plugins.push((
+        "config-rollout".into(),
+        example_plugin("config-rollout"),
+        None,
+    ));
+    plugins
+}
+
+/// A seeded xorshift: the driver's choices, repeatable.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// The driver's primaries: MyApps (half), composite ConfigMaps (a
+/// quarter), ConfigMaps rolling a MyApp's Deployment and replicated
+/// ConfigMaps (an eighth each), spread over the namespaces.
+fn primary(i: usize, primaries: usize, rng: &mut Rng) -> (ResourceType, String, Value) {
+    let ns = NAMESPACES[i % NAMESPACES.len()];
+    let quarter = primaries / 4;
+    let configmap = resource("", "v1", "ConfigMap", "configmaps", true);
+    if i < primaries / 2 {
+        let name = format!("app-{i}");
+        let object = json!({"apiVersion": "example.com/v1", "kind": "MyApp",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"replicas": 1 + rng.below(3), "image": format!("nginx:1.{}", 20 + rng.below(8)),
+                     "port": 8080}});
+        (
+            resource("example.com", "v1", "MyApp", "myapps", true),
+            name,
+            object,
+        )
+    } else if i < primaries / 2 + quarter {
+        let name = format!("comp-{i}");
+        let children: Vec<&str> = ["a", "b", "c"]
+            .into_iter()
+            .filter(|_| rng.below(2) == 0)
+            .collect();
+        let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": ns, "labels": {"composite": "yes"}},
+            "data": {"children": children.join(",")}});
+        (configmap, name, object)
+    } else if i < primaries / 2 + quarter + primaries / 8 {
+        let name = format!("roll-{i}");
+        // A MyApp of the same namespace: `app-{j}` with j ≡ i (mod 3).
+        let app =
+            (i % NAMESPACES.len()) + NAMESPACES.len() * rng.below((primaries / 6) as u64) as usize;
+        let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": ns,
+                         "labels": {"kubewasm.dev/rollout": format!("app-{app}")}},
+            "data": {"setting": format!("v{}", rng.below(1000))}});
+        (configmap, name, object)
+    } else {
+        let name = format!("src-{i}");
+        let to: Vec<&str> = NAMESPACES
+            .into_iter()
+            .filter(|n| *n != ns && rng.below(3) > 0)
+            .collect();
+        let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": ns,
+                         "annotations": {"kubewasm.dev/replicate-to": to.join(",")}},
+            "data": {"value": format!("v{}", rng.below(1000))}});
+        (configmap, name, object)
+    }
+}
+
+/// The driver: writes through the faulty server, retried until they pass.
+struct Driver {
+    client: kube::Client,
+    changes: AtomicU64,
+    refused: AtomicU64,
+}
+
+impl Driver {
+    fn api(&self, t: &ResourceType, ns: Option<&str>) -> Api<DynamicObject> {
+        match ns {
+            Some(ns) if t.namespaced => {
+                Api::namespaced_with(self.client.clone(), ns, &api_resource(t))
+            }
+            _ => Api::all_with(self.client.clone(), &api_resource(t)),
+        }
+    }
+
+    /// How long to wait after a failed attempt: what a 429 asks, else a
+    /// moment.
+    fn pause(&self, error: &kube::Error) -> Duration {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        match error {
+            kube::Error::Api(status) if status.code == 429 => Duration::from_secs(
+                status
+                    .details
+                    .as_ref()
+                    .map_or(1, |d| u64::from(d.retry_after_seconds.max(1))),
+            ),
+            _ => Duration::from_millis(200),
+        }
+    }
+
+    /// Server-side apply (idempotent: a retry after a lost answer is
+    /// harmless).
+    async fn apply(&self, t: &ResourceType, object: &Value) {
+        let ns = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str);
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let api = self.api(t, ns);
+        for _ in 0..50 {
+            match api
+                .patch(
+                    name,
+                    &PatchParams::apply("soak-driver").force(),
+                    &Patch::Apply(object),
+                )
+                .await
+            {
+                Ok(_) => {
+                    self.changes.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                Err(error) => tokio::time::sleep(self.pause(&error)).await,
+            }
+        }
+        panic!("{name}: apply refused 50 times");
+    }
+
+    async fn delete(&self, t: &ResourceType, ns: &str, name: &str) {
+        let api = self.api(t, Some(ns));
+        for _ in 0..50 {
+            match api.delete(name, &DeleteParams::background()).await {
+                Ok(_) => {
+                    self.changes.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                Err(kube::Error::Api(status)) if status.code == 404 => return,
+                Err(error) => tokio::time::sleep(self.pause(&error)).await,
+            }
+        }
+        panic!("{name}: delete refused 50 times");
+    }
+
+    /// Every object of `t`, listed (reads meet throttling and pauses).
+    async fn list(&self, t: &ResourceType) -> Vec<Value> {
+        let api = self.api(t, None);
+        for _ in 0..50 {
+            match api.list(&ListParams::default()).await {
+                Ok(list) => {
+                    return list
+                        .items
+                        .into_iter()
+                        .filter_map(|item| serde_json::to_value(item).ok())
+                        .map(|mut object| {
+                            object["apiVersion"] = json!(api_resource(t).api_version);
+                            object["kind"] = json!(t.kind);
+                            object
+                        })
+                        .collect();
+                }
+                Err(error) => tokio::time::sleep(self.pause(&error)).await,
+            }
+        }
+        panic!("{}: list refused 50 times", t.plural);
+    }
+}
+
+/// Whether `live` holds everything `applied` sets (what a server-side
+/// apply of it would leave unchanged): maps by key, lists element by
+/// element.
+fn holds(applied: &Value, live: &Value) -> bool {
+    match (applied, live) {
+        (Value::Object(a), Value::Object(l)) => a
+            .iter()
+            .all(|(k, v)| l.get(k).is_some_and(|lv| holds(v, lv))),
+        (Value::Array(a), Value::Array(l)) => {
+            a.len() == l.len() && a.iter().zip(l).all(|(x, y)| holds(x, y))
+        }
+        _ => applied == live,
+    }
+}
+
+/// What one plugin's step would still do on the final state: each
+/// unconverged key with the first action that is not so yet.
+fn unconverged(
+    runtime: &Runtime,
+    name: &str,
+    component: &PathBuf,
+    grants: Option<&str>,
+    cache: &Arc<MemoryCache>,
+    live: &BTreeMap<String, Value>,
+    objects: &[Value],
+) -> Vec<String> {
+    let mut options = kubewasm_tests::load_options().name(name);
+    if let Some(grants) = grants {
+        options = options.grants(OperatorGrants::parse(grants).expect("grants parse"));
+    }
+    let plugin = runtime
+        .load_file(component, &options)
+        .expect("plugin loads");
+    let declaration = plugin.declaration().clone();
+    let selector = Selector::parse(&declaration.primary_selector).expect("selector parses");
+    let namespaces = plugin.grants().namespaces().cloned();
+    let mut found = Vec::new();
+    for object in objects {
+        let (Some(api_version), Some(kind)) = (
+            object.get("apiVersion").and_then(Value::as_str),
+            object.get("kind").and_then(Value::as_str),
+        ) else {
+            continue;
+        };
+        if declaration.resource_type(api_version, kind) != Some(&declaration.primary)
+            || !selector.matches(object)
+        {
+            continue;
+        }
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let ns = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str);
+        // A Namespace is in itself.
+        let place = ns.unwrap_or(name);
+        if namespaces
+            .as_ref()
+            .is_some_and(|granted| !granted.contains(place))
+        {
+            continue;
+        }
+        let key = match ns {
+            Some(ns) => ObjectKey::namespaced(ns, name),
+            None => ObjectKey::cluster(name),
+        };
+        let step = match kubewasm_runtime::step::run(
+            &plugin,
+            Arc::clone(cache) as Arc<dyn Cache>,
+            &Request::new(key.clone()),
+        ) {
+            Ok(step) => step,
+            Err(error) => {
+                found.push(format!("{key}: {error}"));
+                continue;
+            }
+        };
+        let pending = step.actions.iter().map(|a| a.request()).find(|request| {
+            let path = request.path.split('?').next().unwrap_or_default();
+            match request.action {
+                "event" => false,
+                "apply" => !live.get(path).is_some_and(|l| holds(&request.body, l)),
+                "applyStatus" => !live
+                    .get(path.trim_end_matches("/status"))
+                    .is_some_and(|l| holds(&request.body["status"], &l["status"])),
+                _ => true,
+            }
+        });
+        if let Some(request) = pending {
+            found.push(format!("{key}: {} {}", request.action, request.path));
+        }
+    }
+    found
+}
+
+#[test]
+fn ten_plugins_should_converge_under_faults_and_churn_without_overlap_leak_or_storm() {
+    let scale = Scale::from_env();
+    let server = Apiserver::start_with(&["--faults", FAULTS]);
+    let runtime = tokio::runtime::Runtime::new().expect("tokio");
+    let driver = Arc::new(Driver {
+        client: runtime.block_on(server.client()).expect("client"),
+        changes: AtomicU64::new(0),
+        refused: AtomicU64::new(0),
+    });
+    let namespace = resource("", "v1", "Namespace", "namespaces", false);
+    let crd_type = resource(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        false,
+    );
+    let crd_text = std::fs::read_to_string(kubewasm_tests::example_file("myapp", "crd.yaml"))
+        .expect("myapp's CRD");
+    let crd: Value = serde_yaml::from_str(&crd_text).expect("CRD parses");
+    runtime.block_on(async {
+        for (i, ns) in NAMESPACES.iter().enumerate() {
+            let object = json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": ns, "labels": {"kubewasm.dev/tenant": format!("t{i}")}}});
+            driver.apply(&namespace, &object).await;
+        }
+        driver.apply(&crd_type, &crd).await;
+        let myapps = driver.api(&types()[0], None);
+        while myapps.list(&ListParams::default().limit(1)).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    let plugin_list = plugins();
+    let grants: Vec<(String, String)> = plugin_list
+        .iter()
+        .filter_map(|(name, _, g)| g.clone().map(|g| (format!("{name}.grants.yaml"), g)))
+        .collect();
+    let components: Vec<(&str, PathBuf)> = plugin_list
+        .iter()
+        .map(|(name, path, _)| (name.as_str(), path.clone()))
+        .collect();
+    let files: Vec<(&str, &str)> = grants
+        .iter()
+        .map(|(n, g)| (n.as_str(), g.as_str()))
+        .collect();
+    let host = Host::start(&server, &components, &files, &[]);
+    let _kept = KeptLog(&host);
+    host.wait_ready();
+
+    // The primaries, then the churn.
+    let started = Instant::now();
+    let mut rng = Rng(0x5eed_cafe_f00d_d00d);
+    let initial: Vec<_> = (0..scale.primaries)
+        .map(|i| primary(i, scale.primaries, &mut rng))
+        .collect();
+    runtime.block_on(
+        futures_util::stream::iter(initial.iter().map(|(t, _, o)| driver.apply(t, o)))
+            .buffer_unordered(8)
+            .collect::<Vec<()>>(),
+    );
+    let created_in = started.elapsed();
+    let changes_before_churn = driver.changes.load(Ordering::Relaxed);
+    let writes_before_churn = writes(&host);
+
+    let sampling = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let (sampling, pid) = (Arc::clone(&sampling), host.pid());
+        std::thread::spawn(move || {
+            let mut samples = Vec::new();
+            let churn_started = Instant::now();
+            while sampling.load(Ordering::Relaxed) {
+                samples.push((churn_started.elapsed(), rss_kib(pid)));
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            samples
+        })
+    };
+    let ops = scale.churn.as_secs() * scale.rate;
+    let alive: Vec<AtomicBool> = (0..scale.primaries)
+        .map(|_| AtomicBool::new(true))
+        .collect();
+    let churn_started = tokio::time::Instant::now();
+    let choices: Vec<(usize, u64, u64)> = (0..ops)
+        .map(|_| {
+            (
+                rng.below(scale.primaries as u64) as usize,
+                rng.below(10),
+                rng.next(),
+            )
+        })
+        .collect();
+    runtime.block_on(
+        futures_util::stream::iter(choices.into_iter().enumerate().map(|(n, (i, dice, seed))| {
+            let (driver, alive) = (&driver, &alive);
+            let primaries = scale.primaries;
+            let at = churn_started + Duration::from_millis(n as u64 * 1000 / scale.rate);
+            async move {
+                tokio::time::sleep_until(at).await;
+                if seed % 100 == 0 {
+                    // A tenant renamed: its namespace relabelled.
+                    let ns = NAMESPACES[i % NAMESPACES.len()];
+                    let object = json!({"apiVersion": "v1", "kind": "Namespace",
+                        "metadata": {"name": ns, "labels": {"kubewasm.dev/tenant": format!("t{}", seed % 7)}}});
+                    driver.apply(&resource("", "v1", "Namespace", "namespaces", false), &object).await;
+                }
+                let mut rng = Rng(seed | 1);
+                let (t, name, object) = primary(i, primaries, &mut rng);
+                if alive[i].load(Ordering::Relaxed) && dice < 2 {
+                    alive[i].store(false, Ordering::Relaxed);
+                    let ns = NAMESPACES[i % NAMESPACES.len()];
+                    driver.delete(&t, ns, &name).await;
+                } else {
+                    alive[i].store(true, Ordering::Relaxed);
+                    driver.apply(&t, &object).await;
+                }
+            }
+        }))
+        .buffer_unordered(16)
+        .collect::<Vec<()>>(),
+    );
+    let churned_in = churn_started.elapsed();
+    sampling.store(false, Ordering::Relaxed);
+    let samples = sampler.join().expect("sampler");
+    let changes = driver.changes.load(Ordering::Relaxed) - changes_before_churn;
+
+    // Settle: every queue empty for three seconds in a row.
+    let settle_started = Instant::now();
+    let mut quiet = 0;
+    while quiet < 3 {
+        assert!(
+            settle_started.elapsed() < scale.settle,
+            "queues not empty after {:?}: {}",
+            scale.settle,
+            metric_lines(&host, "kubewasm_workqueue_depth")
+        );
+        let (_, metrics) = host.get("/metrics");
+        quiet = if metric_total(&metrics, "kubewasm_workqueue_depth", "") == 0.0 {
+            quiet + 1
+        } else {
+            0
+        };
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let settled_in = settle_started.elapsed();
+    let writes_in_churn = writes(&host) - writes_before_churn;
+
+    // Converged: the final state, stepped again by every plugin.
+    let objects: Vec<Value> = runtime.block_on(async {
+        let mut all = Vec::new();
+        for t in types() {
+            all.extend(driver.list(&t).await);
+        }
+        all
+    });
+    let live: BTreeMap<String, Value> = objects
+        .iter()
+        .filter_map(|o| {
+            let t = types().into_iter().find(|t| o["kind"] == json!(t.kind))?;
+            let path = resource_path(
+                &t,
+                o.pointer("/metadata/namespace").and_then(Value::as_str),
+                o.pointer("/metadata/name").and_then(Value::as_str),
+            );
+            Some((path, o.clone()))
+        })
+        .collect();
+    let cache =
+        Arc::new(MemoryCache::from_objects(objects.clone()).expect("objects with identity"));
+    let wasm =
+        Runtime::new(RuntimeConfig::default().cache_dir(compiled_cache_dir())).expect("runtime");
+    let mut lost = BTreeMap::new();
+    for (name, component, grants) in &plugin_list {
+        let found = unconverged(
+            &wasm,
+            name,
+            component,
+            grants.as_deref(),
+            &cache,
+            &live,
+            &objects,
+        );
+        if !found.is_empty() {
+            lost.insert(name.clone(), found);
+        }
+    }
+    let log = Log::of(&host);
+    assert!(
+        lost.is_empty(),
+        "not converged: {:?}",
+        lost.iter()
+            .map(|(p, keys)| (p, keys.len(), keys.iter().take(5).collect::<Vec<_>>()))
+            .collect::<Vec<_>>()
+    );
+    let steps: usize = assert_no_overlap(&[log]).iter().sum();
+
+    // Memory: from a fifth of the churn to its end.
+    let at = |fraction: f64| {
+        let mark = churned_in.mul_f64(fraction);
+        samples
+            .iter()
+            .filter(|(t, _)| *t >= mark)
+            .take(3)
+            .map(|(_, kib)| *kib)
+            .max()
+            .unwrap_or(0)
+    };
+    let (early, end) = (
+        at(0.2),
+        samples
+            .iter()
+            .rev()
+            .take(3)
+            .map(|(_, k)| *k)
+            .max()
+            .unwrap_or(0),
+    );
+    let growth = end as f64 / early.max(1) as f64 - 1.0;
+    let per_change = writes_in_churn / changes.max(1) as f64;
+    let (_, metrics) = host.get("/metrics");
+    let restarts = metric_total(&metrics, "kubewasm_informer_watch_restarts", "");
+    let retries = metric_total(&metrics, "kubewasm_workqueue_retries_total", "");
+    let errors = metric_total(&metrics, "kubewasm_reconcile_total", "result=\"error\"");
+    let report = format!(
+        "| | |\n|---|---|\n\
+         | plugins | 10 (7 Rust, 2 Python, 1 JavaScript) |\n\
+         | primaries | {} created in {:.1} s; {} objects at the end |\n\
+         | churn | {changes} changes in {:.0} s ({} per second asked) |\n\
+         | faults | `{FAULTS}` |\n\
+         | driver's refused attempts | {} |\n\
+         | settled | {:.1} s after the churn |\n\
+         | steps logged | {steps} (none overlapping) |\n\
+         | failed reconciles retried | {errors:.0} ({retries:.0} retries) |\n\
+         | watch restarts survived | {restarts:.0} |\n\
+         | host writes per change | {per_change:.2} (bound {MAX_WRITES_PER_CHANGE}) |\n\
+         | host memory | {} MiB at a fifth of the churn, {} MiB at its end ({:+.1}%) |\n\
+         | converged | every primary of every plugin |\n",
+        scale.primaries,
+        created_in.as_secs_f64(),
+        objects.len(),
+        churned_in.as_secs_f64(),
+        scale.rate,
+        driver.refused.load(Ordering::Relaxed),
+        settled_in.as_secs_f64(),
+        early / 1024,
+        end / 1024,
+        growth * 100.0,
+    );
+    eprintln!("{report}");
+    if let Ok(path) = std::env::var("KUBEWASM_SOAK_WRITE") {
+        kubewasm_tests::bench::write_section(
+            &path,
+            "soak",
+            "Soak under faults",
+            "make soak",
+            &report,
+        )
+        .expect("report written");
+    }
+    assert!(
+        per_change <= MAX_WRITES_PER_CHANGE,
+        "{per_change:.2} writes per change: a retry storm?"
+    );
+    assert!(
+        growth < 0.10,
+        "host memory grew {:.1}%: {samples:?}",
+        growth * 100.0
+    );
+}
+
+/// `SOAK_LOG=FILE` keeps the host's log there, whatever the end.
+struct KeptLog<'a>(&'a Host);
+
+impl Drop for KeptLog<'_> {
+    fn drop(&mut self) {
+        if let Some(path) = std::env::var_os("SOAK_LOG") {
+            let _ = std::fs::write(path, self.0.log());
+        }
+    }
+}
+
+/// Writes the host sent, whatever their result.
+fn writes(host: &Host) -> f64 {
+    let (_, metrics) = host.get("/metrics");
+    metric_total(&metrics, "kubewasm_actions_total", "")
+}
+
+fn metric_lines(host: &Host, metric: &str) -> String {
+    let (_, metrics) = host.get("/metrics");
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(metric) && !l.ends_with(" 0"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn holds_should_read_an_apply_as_a_subset() {
+    let live = json!({"metadata": {"name": "a", "labels": {"x": "1", "y": "2"}},
+        "spec": {"ports": [{"port": 80, "protocol": "TCP"}]}});
+    assert!(holds(&json!({"metadata": {"labels": {"x": "1"}}}), &live));
+    assert!(holds(&json!({"spec": {"ports": [{"port": 80}]}}), &live));
+    assert!(!holds(&json!({"metadata": {"labels": {"x": "2"}}}), &live));
+    assert!(!holds(
+        &json!({"spec": {"ports": [{"port": 80}, {"port": 81}]}}),
+        &live
+    ));
+    assert!(!holds(&json!({"status": {"ready": 1}}), &live));
+}
