@@ -8,7 +8,9 @@
 //! prints is what the engine sends. Plugin authors use it in their tests;
 //! bug reports attach its inputs. [`map`] runs a plugin's `map-keys` for one
 //! changed object instead (`replay --map`), as the engine does when a
-//! secondary of a custom mapping changes.
+//! secondary of a custom mapping changes. [`unconverged`] steps every
+//! primary of a final state and keeps those whose step would still change
+//! something (`replay --converged`: after a soak, a chaos run, a rollout).
 
 use std::sync::Arc;
 
@@ -211,9 +213,153 @@ pub fn replay(
     Ok(Report::of(&step, &request.key))
 }
 
+/// What a step of a converged primary may still plan: nothing but events
+/// (an apply or a status apply already so is no change).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Unconverged {
+    /// The primary (`NAMESPACE/NAME`, or `NAME`).
+    pub key: String,
+    /// The first request its step would send that changes something.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<ApiRequest>,
+    /// Why its step failed, if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
+}
+
+/// Whether `live` holds everything `applied` sets, so that a server-side
+/// apply of it changes nothing: every field of a map with its value, lists
+/// element by element (the server may add fields, defaults among them).
+pub fn holds(applied: &Value, live: &Value) -> bool {
+    match (applied, live) {
+        (Value::Object(a), Value::Object(l)) => a
+            .iter()
+            .all(|(k, v)| l.get(k).is_some_and(|lv| holds(v, lv))),
+        (Value::Array(a), Value::Array(l)) => {
+            a.len() == l.len() && a.iter().zip(l).all(|(x, y)| holds(x, y))
+        }
+        _ => applied == live,
+    }
+}
+
+/// Steps every primary of `plugin` among `objects` (its primary type and
+/// selector, within the namespaces its grants hold, a Namespace counting
+/// as in itself) against them all, with the configuration `config`; the
+/// primaries not converged: a step that failed, or whose requests are not
+/// all already so. Converged is level-triggered's end state: each apply
+/// and status apply planned holds in the object it names (see [`holds`]),
+/// and no delete, no finalizer patch is planned (against the state it ran
+/// on, a planned delete is of an object that is there). Events are not
+/// state.
+///
+/// # Errors
+/// [`ReplayError::Object`] if an object lacks its identity.
+pub fn unconverged(
+    plugin: &Plugin,
+    objects: &[Value],
+    config: &str,
+) -> Result<Vec<Unconverged>, ReplayError> {
+    let cache: Arc<dyn Cache> = Arc::new(MemoryCache::from_objects(objects.iter().cloned())?);
+    let declaration = plugin.declaration();
+    let selector = crate::selector::Selector::parse(&declaration.primary_selector).ok();
+    let typed = |object: &Value| -> Option<(ResourceType, ObjectKey)> {
+        let resource = declaration.resource_type(
+            object.get("apiVersion")?.as_str()?,
+            object.get("kind")?.as_str()?,
+        )?;
+        let name = object.pointer("/metadata/name")?.as_str()?;
+        let key = match object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+        {
+            Some(namespace) if resource.namespaced => ObjectKey::namespaced(namespace, name),
+            _ => ObjectKey::cluster(name),
+        };
+        Some((resource.clone(), key))
+    };
+    // The objects the plugin may write, by the path a request names.
+    let live: std::collections::HashMap<String, &Value> = objects
+        .iter()
+        .filter_map(|object| {
+            let (resource, key) = typed(object)?;
+            let path =
+                crate::action::resource_path(&resource, key.namespace.as_deref(), Some(&key.name));
+            Some((path, object))
+        })
+        .collect();
+    let so = |request: &ApiRequest| {
+        let path = request.path.split('?').next().unwrap_or_default();
+        match request.action {
+            "event" => true,
+            "apply" => live.get(path).is_some_and(|l| holds(&request.body, l)),
+            "applyStatus" => live
+                .get(path.trim_end_matches("/status"))
+                .is_some_and(|l| holds(&request.body["status"], &l["status"])),
+            _ => false,
+        }
+    };
+    let mut found = Vec::new();
+    for object in objects {
+        let Some((resource, key)) = typed(object) else {
+            continue;
+        };
+        if resource != declaration.primary
+            || !selector.as_ref().is_some_and(|s| s.matches(object))
+            || !key
+                .placed_in(&resource)
+                .is_none_or(|namespace| plugin.grants().reads_namespace(namespace))
+        {
+            continue;
+        }
+        let request = Request {
+            config: config.to_owned(),
+            ..Request::new(key.clone())
+        };
+        let (pending, failed) = match step::run(plugin, Arc::clone(&cache), &request) {
+            Ok(step) => (
+                step.actions.iter().map(|a| a.request()).find(|r| !so(r)),
+                None,
+            ),
+            Err(error) => (None, Some(format!("{error}: {}", error.source))),
+        };
+        if pending.is_some() || failed.is_some() {
+            found.push(Unconverged {
+                key: key.to_string(),
+                pending,
+                failed,
+            });
+        }
+    }
+    Ok(found)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn holds_should_read_an_apply_as_a_subset_of_the_object() {
+        let live = serde_json::json!({"metadata": {"name": "a", "labels": {"x": "1", "y": "2"}},
+            "spec": {"ports": [{"port": 80, "protocol": "TCP"}]}});
+        assert!(holds(
+            &serde_json::json!({"metadata": {"labels": {"x": "1"}}}),
+            &live
+        ));
+        assert!(holds(
+            &serde_json::json!({"spec": {"ports": [{"port": 80}]}}),
+            &live
+        ));
+        assert!(!holds(
+            &serde_json::json!({"metadata": {"labels": {"x": "2"}}}),
+            &live
+        ));
+        assert!(!holds(
+            &serde_json::json!({"spec": {"ports": [{"port": 80}, {"port": 81}]}}),
+            &live
+        ));
+        assert!(!holds(&serde_json::json!({"status": {"ready": 1}}), &live));
+    }
 
     #[test]
     fn parse_objects_should_flatten_lists_and_skip_empty_documents() {

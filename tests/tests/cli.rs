@@ -242,6 +242,92 @@ fn replay_should_print_deployment_service_and_status_applies() {
     assert_eq!(report["actions"].as_array().map(Vec::len), Some(3));
 }
 
+/// `patch` merged into `object`, maps key by key (as an apply leaves
+/// what it does not set).
+fn merge(object: &mut Value, patch: &Value) {
+    match (object, patch) {
+        (Value::Object(o), Value::Object(p)) => {
+            for (k, v) in p {
+                merge(o.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (o, p) => *o = p.clone(),
+    }
+}
+
+#[test]
+fn replay_converged_should_name_what_is_not_so_and_pass_once_it_is() {
+    let wasm = example_plugin("myapp");
+    let crd = example_file("myapp", "crd.yaml");
+    let example = example_file("myapp", "example.yaml");
+    let converged = |objects: &Path| {
+        kubewasm(&[
+            "replay",
+            path(&wasm),
+            "--objects",
+            path(&crd),
+            "--objects",
+            path(objects),
+            "--converged",
+            "-o",
+            "json",
+        ])
+    };
+    // The example holds a MyApp and its Deployment, no Service: not so.
+    let out = converged(&example);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("1 primaries not converged"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let found: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(found[0]["key"], "default/demo");
+    assert_eq!(found[0]["pending"]["action"], "apply");
+
+    // The state once what it plans is applied: converged, nothing printed.
+    let report: Value =
+        serde_json::from_slice(&replay_example("myapp", "default/demo", &["-o", "json"]).stdout)
+            .expect("json");
+    let mut objects = kubewasm_runtime::replay::parse_objects(
+        &std::fs::read_to_string(&example).expect("example"),
+    )
+    .expect("parses");
+    for action in report["actions"].as_array().expect("actions") {
+        let body = &action["body"];
+        let same = |o: &Value| {
+            o["kind"] == body["kind"] && o["metadata"]["name"] == body["metadata"]["name"]
+        };
+        match action["action"].as_str() {
+            Some("applyStatus") => {
+                if let Some(o) = objects.iter_mut().find(|o| same(o)) {
+                    o["status"] = body["status"].clone();
+                }
+            }
+            _ => match objects.iter_mut().find(|o| same(o)) {
+                Some(object) => merge(object, body),
+                None => objects.push(body.clone()),
+            },
+        }
+    }
+    let state = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(
+        state.path(),
+        json!({"kind": "List", "items": objects}).to_string(),
+    )
+    .expect("written");
+    let out = converged(state.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(
+        serde_json::from_slice::<Value>(&out.stdout).ok(),
+        Some(json!([]))
+    );
+}
+
 #[test]
 fn replay_should_give_a_fixture_without_uids_stable_ones() {
     // The demo a user applies, written by hand: no uid anywhere.

@@ -116,8 +116,11 @@ pub enum CliError {
     )]
     UnknownType(String),
     /// Neither `--key` nor `--map` was given.
-    #[error("replay needs --key NAMESPACE/NAME (or --map TYPE FILE)")]
+    #[error("replay needs --key NAMESPACE/NAME (or --map TYPE FILE, or --converged)")]
     NoKey,
+    /// `replay --converged` found primaries whose step would change something.
+    #[error("{0} primaries not converged (printed above)")]
+    NotConverged(usize),
     /// A recorded call replayed otherwise than recorded.
     #[error(
         "the replay differs from the recording in {fixture} (the report printed is the replay's){digest}"

@@ -30,13 +30,13 @@ pub(super) struct Args {
     /// A call recorded by `kubewasm run --record` (JSON): replayed with
     /// what it recorded (objects, configuration, clock, confinement), its
     /// report printed; fails if it differs from the recording.
-    #[arg(long, conflicts_with_all = ["objects", "config", "key", "map", "grants", "now"])]
+    #[arg(long, conflicts_with_all = ["objects", "config", "key", "map", "grants", "now", "name"])]
     fixture: Option<PathBuf>,
     /// The plugin's configuration (YAML or JSON).
     #[arg(long)]
     config: Option<PathBuf>,
     /// The primary to reconcile: NAMESPACE/NAME, or NAME when cluster-scoped.
-    #[arg(long, required_unless_present_any = ["map", "fixture"])]
+    #[arg(long, required_unless_present_any = ["map", "fixture", "converged"])]
     key: Option<String>,
     /// Run `map-keys` instead, for the first object of FILE, of type
     /// TYPE (`GROUP/VERSION/KIND`, `v1/KIND` for the core group), and
@@ -47,6 +47,18 @@ pub(super) struct Args {
     /// (see README, "Grants").
     #[arg(long)]
     grants: Option<PathBuf>,
+    /// The name the plugin runs under, if not the one it declares (its
+    /// file name in a plugin directory, its `Plugin` resource's name): its
+    /// field manager and finalizer are named after it.
+    #[arg(long)]
+    name: Option<String>,
+    /// Step every primary among the objects (its type and selector, within
+    /// the granted namespaces) and print those not converged: whose step
+    /// would still apply something that is not so, delete something or
+    /// patch a finalizer, or fails. Exits 1 if any. For the final state of
+    /// a soak, a chaos run or a rollout (`kubectl get ... -o yaml`).
+    #[arg(long, conflicts_with_all = ["key", "map", "fixture"])]
+    converged: bool,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Yaml)]
     output: Format,
@@ -90,6 +102,9 @@ pub(super) fn run(args: Args) -> Result<(), CliError> {
     if let Some(path) = args.grants {
         options = options.grants(OperatorGrants::from_file(&path)?);
     }
+    if let Some(name) = &args.name {
+        options = options.name(name);
+    }
     let plugin = load(&runtime, args.plugin, &options)?;
     let config = match args.config {
         Some(path) => replay::parse_config(&read_text(path)?)?,
@@ -103,6 +118,14 @@ pub(super) fn run(args: Args) -> Result<(), CliError> {
             .ok_or_else(|| CliError::NoObject(PathBuf::from(file)))?;
         let report = replay::map(&plugin, cache, &resource, &object, &config)?;
         return print_report(&report, args.output);
+    }
+    if args.converged {
+        let unconverged = replay::unconverged(&plugin, &objects, &config)?;
+        print_report(&unconverged, args.output)?;
+        return match unconverged.len() {
+            0 => Ok(()),
+            n => Err(CliError::NotConverged(n)),
+        };
     }
     let key = key.ok_or(CliError::NoKey)?;
     let mut request = Request {
