@@ -121,6 +121,7 @@ fmt:
 
 lint:
 	$(CARGO) fmt --all -- --check
+	rustfmt --check --edition 2024 fuzz/fuzz_targets/*.rs  # its own workspace: not in --all
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --target $(WASM_TARGET) $(addprefix -p ,$(RUST_PLUGINS) $(RUST_TEST_PLUGINS)) -- -D warnings
 
