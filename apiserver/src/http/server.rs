@@ -294,7 +294,7 @@ async fn serve(api: &Api, request: hyper::Request<Incoming>, busy: Busy) -> Resp
         impersonate,
     };
     tracing::debug!(method = request.method, path = request.path, "request");
-    let write = !matches!(request.method, "GET" | "HEAD" | "OPTIONS");
+    let write = request.may_write();
     if let Some(faults) = faults.as_deref()
         && let Some(fault) = faults.before(write)
     {

@@ -188,6 +188,11 @@ fn rv_of(object: &Value) -> Option<&str> {
 }
 
 impl Request<'_> {
+    /// Whether the request may write (any method but GET, HEAD and OPTIONS).
+    pub fn may_write(&self) -> bool {
+        !matches!(self.method, "GET" | "HEAD" | "OPTIONS")
+    }
+
     /// The body, decoded by its content type within [`crate::http::bounds`].
     fn document(&self) -> Result<Value, ApiError> {
         Ok(crate::http::decode::decode(
@@ -258,7 +263,7 @@ impl Api {
     /// is durable (see [`crate::store::persist`]); if it cannot be made durable
     /// the answer is a 500, whatever the verb said.
     pub async fn handle(&self, request: Request<'_>) -> Reply {
-        let writes = !matches!(request.method, "GET" | "HEAD" | "OPTIONS");
+        let writes = request.may_write();
         let reply = self.dispatch(request).await;
         if writes && let Err(error) = self.store.flush().await {
             let error = ApiError::from(error);
