@@ -85,14 +85,31 @@ impl Recorder {
         self.options.secrets
     }
 
-    /// The files a plugin's directory holds already, oldest first.
+    /// The files a plugin's directory holds already, oldest first; a
+    /// fixture half-written by a host killed before its rename
+    /// (`.json.partial`) is removed.
     fn scan(dir: &std::path::Path) -> Kept {
-        let mut files: Vec<(PathBuf, u64)> = std::fs::read_dir(dir)
+        let entries: Vec<PathBuf> = std::fs::read_dir(dir)
             .into_iter()
             .flatten()
             .filter_map(Result::ok)
-            .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
-            .filter_map(|e| Some((e.path(), e.metadata().ok()?.len())))
+            .map(|e| e.path())
+            .collect();
+        for partial in entries
+            .iter()
+            .filter(|p| p.extension().is_some_and(|x| x == "partial"))
+        {
+            if let Err(error) = std::fs::remove_file(partial) {
+                tracing::debug!(path = %partial.display(), %error, "half-written fixture not removed");
+            }
+        }
+        let mut files: Vec<(PathBuf, u64)> = entries
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .filter_map(|p| {
+                let size = p.metadata().ok()?.len();
+                Some((p, size))
+            })
             .collect();
         files.sort();
         Kept {
@@ -203,7 +220,9 @@ mod tests {
             names[0].ends_with("ns.k2.json"),
             "the oldest went: {names:?}"
         );
-        // A new recorder counts what an earlier run left; bytes bound too.
+        // A new recorder counts what an earlier run left and removes what
+        // a kill left half-written; bytes bound too.
+        std::fs::write(dir.path().join("p/0-ns.killed.json.partial"), "{\"plu").expect("written");
         let recorder = Recorder::new(RecordOptions {
             max_files: 100,
             max_bytes: 2_300,
