@@ -377,6 +377,18 @@ pub struct Conflict {
     pub field: String,
 }
 
+/// Why an apply was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ApplyError {
+    /// Other managers own fields the apply changes (and it does not force).
+    #[error("{} conflict(s) with other managers", .0.len())]
+    Conflicts(Vec<Conflict>),
+    /// The configuration cannot be merged (a list element without its
+    /// merge key, a bad directive).
+    #[error("{0}")]
+    Invalid(String),
+}
+
 /// What an apply needs to know.
 #[derive(Clone, Copy, Debug)]
 pub struct ApplyRequest<'a> {
@@ -393,13 +405,14 @@ pub struct ApplyRequest<'a> {
 /// Applies `applied` over `current` (an empty object for a create).
 ///
 /// # Errors
-/// The conflicts, when `force` is false and other managers own fields the
-/// apply changes.
+/// [`ApplyError::Conflicts`] when `force` is false and other managers own
+/// fields the apply changes; [`ApplyError::Invalid`] when the configuration
+/// does not merge.
 pub fn apply(
     current: &Value,
     applied: &Value,
     request: ApplyRequest<'_>,
-) -> Result<Value, Vec<Conflict>> {
+) -> Result<Value, ApplyError> {
     let wanted = fields_of(applied, request.custom);
     let mut managers = entries(current);
     let mut conflicts = Vec::new();
@@ -417,7 +430,7 @@ pub fn apply(
         }
     }
     if !conflicts.is_empty() && !request.force {
-        return Err(conflicts);
+        return Err(ApplyError::Conflicts(conflicts));
     }
     let previous: FieldSet = managers
         .iter()
@@ -463,11 +476,12 @@ pub fn apply(
             .and_then(|m| m.shift_remove("metadata"));
         crate::mutation::patch::merge_patch(&mut next, &body);
         if let Some(metadata) = metadata {
-            let _ = crate::mutation::strategic::apply(&mut next, &json!({"metadata": metadata}));
+            crate::mutation::strategic::apply(&mut next, &json!({"metadata": metadata}))
+                .map_err(ApplyError::Invalid)?;
         }
     } else {
         // Apply bodies hold no directives: a strategic merge merges by key.
-        let _ = crate::mutation::strategic::apply(&mut next, &body);
+        crate::mutation::strategic::apply(&mut next, &body).map_err(ApplyError::Invalid)?;
     }
     // An unchanged apply keeps its entry's time, so it is a no-op write.
     let time = managers
@@ -622,6 +636,30 @@ mod tests {
     }
 
     #[test]
+    fn an_element_without_its_merge_key_should_be_refused_not_added_again() {
+        // Found by fuzzing: applied twice, it was appended twice.
+        let applied = cm(json!({"a": "1"}));
+        let mut applied = applied;
+        applied["metadata"]["ownerReferences"] =
+            json!([{"apiVersion": "v1", "kind": "X", "name": "o"}]);
+        for custom in [false, true] {
+            let err = apply(
+                &json!({}),
+                &applied,
+                ApplyRequest {
+                    custom,
+                    ..request("m", false)
+                },
+            )
+            .expect_err("no uid");
+            assert!(
+                matches!(&err, ApplyError::Invalid(why) if why.contains("merge key: uid")),
+                "{err:?}"
+            );
+        }
+    }
+
+    #[test]
     fn apply_should_conflict_with_other_managers_unless_forced() {
         let mine =
             apply(&json!({}), &cm(json!({"a": "1"})), request("one", false)).expect("applies");
@@ -629,10 +667,10 @@ mod tests {
             apply(&mine, &cm(json!({"a": "2"})), request("two", false)).expect_err("conflict");
         assert_eq!(
             err,
-            [Conflict {
+            ApplyError::Conflicts(vec![Conflict {
                 manager: "one".into(),
                 field: ".data.a".into()
-            }]
+            }])
         );
         // The same value is shared ownership, not a conflict.
         let shared = apply(&mine, &cm(json!({"a": "1"})), request("two", false)).expect("shares");
@@ -697,7 +735,10 @@ mod tests {
         assert_eq!(owners(&edited)["kubectl-edit/Update"], [".data.a"]);
         let err =
             apply(&edited, &cm(json!({"a": "1"})), request("ssa", false)).expect_err("conflict");
-        assert_eq!(err[0].manager, "kubectl-edit");
+        assert!(
+            matches!(&err, ApplyError::Conflicts(c) if c[0].manager == "kubectl-edit"),
+            "{err:?}"
+        );
     }
 
     /// Server-side apply over random configurations: idempotent, and two

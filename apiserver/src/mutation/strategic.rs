@@ -96,25 +96,36 @@ fn merge_object(doc: &mut Value, patch: &Value) -> Result<(), String> {
             map.shift_remove(key);
             continue;
         }
-        match (map.get_mut(key), value) {
-            (Some(Value::Array(current)), Value::Array(items)) => {
-                let merge_key = if key == "ports" && is_service_spec {
+        // A list of objects with a merge key merges by it (a Service's and
+        // an EndpointSlice's `ports` by `port`, a container's by
+        // `containerPort`); any other list is replaced.
+        let merge_key = match value {
+            Value::Array(items) if items.iter().all(Value::is_object) => {
+                if key == "ports"
+                    && (is_service_spec || items.iter().any(|i| i.get("containerPort").is_none()))
+                {
                     Some("port")
                 } else {
                     merge_key(key)
-                };
-                match merge_key {
-                    Some(merge_key) => merge_list(current, items, merge_key)?,
-                    None if primitive_set(key) => {
-                        for item in items {
-                            if !current.contains(item) {
-                                current.push(item.clone());
-                            }
-                        }
-                    }
-                    None => *current = strip_directives(items),
                 }
             }
+            _ => None,
+        };
+        if let (Some(merge_key), Value::Array(items)) = (merge_key, value) {
+            keyed(items, merge_key)?;
+        }
+        match (map.get_mut(key), value) {
+            (Some(Value::Array(current)), Value::Array(items)) => match merge_key {
+                Some(merge_key) => merge_list(current, items, merge_key)?,
+                None if primitive_set(key) => {
+                    for item in items {
+                        if !current.contains(item) {
+                            current.push(item.clone());
+                        }
+                    }
+                }
+                None => *current = strip_directives(items),
+            },
             (Some(current), Value::Object(_)) => merge_object(current, value)?,
             _ => {
                 let mut fresh = Value::Null;
@@ -148,6 +159,21 @@ fn strip_directives(items: &[Value]) -> Vec<Value> {
         .collect()
 }
 
+/// Checks that every element of a list merged by `merge_key` holds it (a
+/// `$patch` directive aside), as the real server does: an element it could
+/// not place would be appended again at every patch.
+fn keyed(items: &[Value], merge_key: &str) -> Result<(), String> {
+    match items
+        .iter()
+        .find(|item| item.get(merge_key).is_none() && item.get("$patch").is_none())
+    {
+        Some(item) => Err(format!(
+            "{item} does not contain declared merge key: {merge_key}"
+        )),
+        None => Ok(()),
+    }
+}
+
 fn merge_list(current: &mut Vec<Value>, items: &[Value], merge_key: &str) -> Result<(), String> {
     for item in items {
         let key = item.get(merge_key);
@@ -176,6 +202,35 @@ fn merge_list(current: &mut Vec<Value>, items: &[Value], merge_key: &str) -> Res
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_keyed_list_should_refuse_an_element_without_its_key_and_other_lists_be_replaced() {
+        let mut doc = json!({"spec": {"containers": [{"name": "app", "image": "a:1"}]}});
+        let err = apply(&mut doc, &json!({"spec": {"containers": [{"image": "b"}]}}))
+            .expect_err("no name");
+        assert!(
+            err.contains("does not contain declared merge key: name"),
+            "{err}"
+        );
+        // Ports without `containerPort` (an EndpointSlice's) merge by port.
+        let mut slice = json!({"ports": [{"name": "http", "port": 80}]});
+        apply(
+            &mut slice,
+            &json!({"ports": [{"port": 80, "protocol": "TCP"}, {"port": 443}]}),
+        )
+        .expect("merges");
+        assert_eq!(
+            slice["ports"],
+            json!([{"name": "http", "port": 80, "protocol": "TCP"}, {"port": 443}])
+        );
+        // A list of strings under a keyed name (an endpoint's addresses) is
+        // replaced, never appended to.
+        let mut endpoint = json!({"addresses": ["10.0.0.1"]});
+        for _ in 0..2 {
+            apply(&mut endpoint, &json!({"addresses": ["10.0.0.2"]})).expect("replaces");
+        }
+        assert_eq!(endpoint["addresses"], json!(["10.0.0.2"]));
+    }
 
     #[test]
     fn containers_should_merge_by_name() {

@@ -620,12 +620,16 @@ impl Api {
             }
             error
         };
+        let refused = |error: apply::ApplyError| match error {
+            apply::ApplyError::Conflicts(conflicts) => conflict(conflicts),
+            apply::ApplyError::Invalid(why) => ApiError::invalid(&info, name, why),
+        };
         let key = self.key(target, name);
         if self.store.get(&info.storage_key(), &key).is_none() {
             if target.subresource.is_some() {
                 return Err(ApiError::not_found(&info, name));
             }
-            let created = apply::apply(&json!({}), &applied, apply_request).map_err(conflict)?;
+            let created = apply::apply(&json!({}), &applied, apply_request).map_err(refused)?;
             return self.insert(target, created, &request.query, &request.user);
         }
         let subresource = target.subresource.clone();
@@ -635,7 +639,7 @@ impl Api {
             Self::dry_run(&request.query),
             &request.user,
             |current| {
-                let merged = apply::apply(current, &applied, apply_request).map_err(conflict)?;
+                let merged = apply::apply(current, &applied, apply_request).map_err(refused)?;
                 let next =
                     Self::next_version(&info, name, subresource.as_deref(), current, merged)?;
                 Self::checked(&info, name, next, strict)
