@@ -106,7 +106,8 @@ fn tenant_bootstrap_should_create_children_with_an_event() {
             "PATCH /api/v1/namespaces/team-a/serviceaccounts/tenant-admin",
             "PATCH /apis/rbac.authorization.k8s.io/v1/namespaces/team-a/rolebindings/tenant-admin",
             "PATCH /api/v1/namespaces/team-a/configmaps/tenant-info",
-            "POST /apis/events.k8s.io/v1/namespaces/default/events",
+            // An event about a Namespace is written in it.
+            "POST /apis/events.k8s.io/v1/namespaces/team-a/events",
         ]
     );
     for child in &requests[..3] {

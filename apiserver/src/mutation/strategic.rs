@@ -159,19 +159,25 @@ fn strip_directives(items: &[Value]) -> Vec<Value> {
         .collect()
 }
 
-/// Checks that every element of a list merged by `merge_key` holds it (a
-/// `$patch` directive aside), as the real server does: an element it could
-/// not place would be appended again at every patch.
+/// Checks the elements of a list merged by `merge_key`, whether it merges
+/// into a list or is new: each holds the key (a `$patch` directive aside),
+/// as the real server has it (an element it could not place would be
+/// appended again at every patch), and a directive is `delete` or `replace`
+/// (the same patch is refused whatever the object holds).
 fn keyed(items: &[Value], merge_key: &str) -> Result<(), String> {
-    match items
-        .iter()
-        .find(|item| item.get(merge_key).is_none() && item.get("$patch").is_none())
-    {
-        Some(item) => Err(format!(
-            "{item} does not contain declared merge key: {merge_key}"
-        )),
-        None => Ok(()),
+    for item in items {
+        match item.get("$patch") {
+            None if item.get(merge_key).is_none() => {
+                return Err(format!(
+                    "{item} does not contain declared merge key: {merge_key}"
+                ));
+            }
+            None => {}
+            Some(directive) if directive == "delete" || directive == "replace" => {}
+            Some(other) => return Err(format!("unknown $patch directive {other} in a list")),
+        }
     }
+    Ok(())
 }
 
 fn merge_list(current: &mut Vec<Value>, items: &[Value], merge_key: &str) -> Result<(), String> {
@@ -188,9 +194,8 @@ fn merge_list(current: &mut Vec<Value>, items: &[Value], merge_key: &str) -> Res
                 *current = strip_directives(items);
                 return Ok(());
             }
-            (Some(other), _) => {
-                return Err(format!("unknown $patch directive {other:?} in a list"));
-            }
+            // `keyed` refused any other directive.
+            (Some(_), _) => {}
             (None, Some(i)) => merge_object(&mut current[i], item)?,
             (None, None) => current.push(item.clone()),
         }
@@ -205,6 +210,16 @@ mod tests {
 
     #[test]
     fn a_keyed_list_should_refuse_an_element_without_its_key_and_other_lists_be_replaced() {
+        // An unknown directive is refused whether the list is there or new
+        // (found by fuzzing: only the second apply refused it).
+        for mut doc in [json!({}), json!({"containers": []})] {
+            let err = apply(
+                &mut doc,
+                &json!({"containers": [{"name": "a", "$patch": "delet'e"}]}),
+            )
+            .expect_err("unknown directive");
+            assert!(err.contains("unknown $patch directive"), "{err}");
+        }
         let mut doc = json!({"spec": {"containers": [{"name": "app", "image": "a:1"}]}});
         let err = apply(&mut doc, &json!({"spec": {"containers": [{"image": "b"}]}}))
             .expect_err("no name");
