@@ -20,7 +20,7 @@ NPM_STAMP := node_modules/.package-lock.json
 COMPONENTIZE_PY := componentize-py -d wit -w controller componentize
 COMPONENTIZE_JS := node_modules/.bin/kubewasm-componentize
 
-.PHONY: help setup plugins test-plugins rust-plugins rust-test-plugins build sdk publish-sdk test lint guest-tests new-project-tests fmt dev bench soak fuzz kube-rs-tests clean
+.PHONY: help setup plugins test-plugins rust-plugins rust-test-plugins build sdk publish-sdk test lint guest-tests new-project-tests fmt dev bench soak fuzz real-cluster kube-rs-tests clean
 
 help:
 	@echo "make setup         install the wasm target, componentize-py and the npm toolchain (make dev and make test do it)"
@@ -32,6 +32,7 @@ help:
 	@echo "make kube-rs-tests kube-rs 5.0's own cluster tests against the embedded API server (not in CI)"
 	@echo "make bench         run the benchmarks and rewrite their sections of BENCHMARKS.md"
 	@echo "make soak          ten plugins, 10,000 primaries, 10 minutes against the faulty server; figures into BENCHMARKS.md"
+	@echo "make real-cluster  a real control plane on loopback (Kubernetes, etcd, kwok Nodes; built from Go modules), until Ctrl-C"
 	@echo "make fuzz          every fuzz target for FUZZ_SECONDS (60) each (fuzz/run; coverage-guided, libFuzzer)"
 
 setup:
@@ -145,6 +146,9 @@ soak: plugins test-plugins build
 
 fuzz:
 	fuzz/run
+
+real-cluster:
+	tests/real-cluster/up $(TARGET_DIR)/real-cluster/run --nodes $(or $(NODES),3)
 
 kube-rs-tests: build
 	tests/kube-rs/run

@@ -64,6 +64,22 @@ const INLINE: [(&str, &str); 8] = [
     ("api.admissionregistration.v1.Rule", "rule"),
 ];
 
+/// The package of `meta.k8s.io/v1`'s messages.
+const META_V1: &str = "apimachinery.pkg.apis.meta.v1";
+
+/// The options every group version registers as its own
+/// (`metav1.AddToGroupVersion`): client-go sends a delete's `DeleteOptions`
+/// under the resource's group version (`coordination.k8s.io/v1`), and the
+/// message is meta/v1's.
+const META_KINDS: [&str; 6] = [
+    "DeleteOptions",
+    "CreateOptions",
+    "UpdateOptions",
+    "PatchOptions",
+    "GetOptions",
+    "ListOptions",
+];
+
 /// Deepest message nesting decoded.
 const MAX_DEPTH: usize = 100;
 
@@ -406,6 +422,11 @@ pub fn decode(body: &[u8]) -> Result<Value, ProtobufError> {
     let name = package_of(&api_version)
         .map(|package| format!("{package}.{kind}"))
         .filter(|name| SCHEMA.messages.contains_key(name))
+        .or_else(|| {
+            META_KINDS
+                .contains(&kind.as_str())
+                .then(|| format!("{META_V1}.{kind}"))
+        })
         .ok_or_else(|| ProtobufError::Unsupported(format!("{kind} ({api_version})")))?;
     let mut object = match message(&name, raw, 0)? {
         Some(Value::Object(map)) => map,
@@ -557,6 +578,46 @@ mod tests {
             special("apimachinery.pkg.api.resource.Quantity", &quantity),
             Ok(Some(Some(json!("500m"))))
         );
+    }
+
+    #[test]
+    fn delete_options_should_decode_under_any_group_version() {
+        // client-go's delete of a ConfigMap: 31 bytes, the options empty.
+        let empty = [
+            envelope("v1", "DeleteOptions", b""),
+            len_field(3, b""),
+            len_field(4, b""),
+        ]
+        .concat();
+        assert_eq!(empty.len(), 31);
+        assert_eq!(
+            decode(&empty),
+            Ok(json!({"apiVersion": "v1", "kind": "DeleteOptions"}))
+        );
+        // A Lease's, in the background with a uid precondition.
+        let options = [
+            len_field(2, &len_field(1, b"3f1c")),
+            len_field(4, b"Background"),
+        ]
+        .concat();
+        assert_eq!(
+            decode(&envelope(
+                "coordination.k8s.io/v1",
+                "DeleteOptions",
+                &options
+            )),
+            Ok(json!({
+                "preconditions": {"uid": "3f1c"},
+                "propagationPolicy": "Background",
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "DeleteOptions",
+            }))
+        );
+        // Only the options: other meta kinds stay unknown to a group.
+        assert!(matches!(
+            decode(&envelope("apps/v1", "Status", b"")),
+            Err(ProtobufError::Unsupported(_))
+        ));
     }
 
     #[test]
