@@ -791,3 +791,71 @@ async fn selector_transitions_should_be_added_and_deleted_events() -> anyhow::Re
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn generation_should_be_kept_where_a_real_server_keeps_it() -> anyhow::Result<()> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let (_server, client) = cluster(1000).await?;
+    // A ConfigMap has none, created or changed (GenerationChangedPredicate
+    // depends on it).
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.create(&PostParams::default(), &cm("a", "1")).await?;
+    let changed = cms
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"k": "2"}})),
+        )
+        .await?;
+    assert_eq!(changed.metadata.generation, None);
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    assert_eq!(namespaces.get("default").await?.metadata.generation, None);
+    // A Deployment starts at 1 and counts its spec's changes, not its
+    // labels'.
+    let deployments: Api<Deployment> = Api::namespaced(client, "default");
+    let deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}))?;
+    let created = deployments
+        .create(&PostParams::default(), &deployment)
+        .await?;
+    assert_eq!(created.metadata.generation, Some(1));
+    let labelled = deployments
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
+        )
+        .await?;
+    assert_eq!(labelled.metadata.generation, Some(1));
+    let scaled = deployments
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await?;
+    assert_eq!(scaled.metadata.generation, Some(2));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_protobuf_delete_should_delete_as_client_go_sends_it() -> anyhow::Result<()> {
+    let (_server, client) = cluster(1000).await?;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.create(&PostParams::default(), &cm("a", "1")).await?;
+    // client-go's DeleteOptions for a ConfigMap: the `k8s\0` envelope of an
+    // empty `v1 DeleteOptions`, 31 bytes.
+    let body = b"k8s\0\x0a\x13\x0a\x02v1\x12\x0dDeleteOptions\x12\x00\x1a\x00\x22\x00".to_vec();
+    assert_eq!(body.len(), 31);
+    let request = http::Request::builder()
+        .method("DELETE")
+        .uri("/api/v1/namespaces/default/configmaps/a")
+        .header("content-type", "application/vnd.kubernetes.protobuf")
+        .body(body)?;
+    client.request_text(request).await?;
+    assert!(cms.get_opt("a").await?.is_none(), "deleted");
+    Ok(())
+}

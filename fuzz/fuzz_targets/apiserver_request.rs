@@ -91,6 +91,7 @@ fuzz_target!(|input: &[u8]| {
                 query: s.query.clone(),
                 content_type: s.content_type,
                 accept: "application/json",
+                user_agent: "fuzz/1",
                 body: Bytes::copy_from_slice(s.body),
                 user: User::admin(),
                 impersonate: Impersonation::default(),

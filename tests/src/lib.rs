@@ -6,6 +6,7 @@
 //! `target/test-plugins/`); `make test` runs both first.
 
 use std::path::PathBuf;
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -189,11 +190,59 @@ fn proc_kib(file: &str, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// A `kubewasm apiserver` process, stopped with SIGTERM when dropped.
+/// The cluster the host's suites run against, chosen by
+/// `KUBEWASM_TEST_CLUSTER`: `embedded` (the default: `kubewasm apiserver`,
+/// ready in a second) or `real` (Kubernetes' own control plane with kwok
+/// Nodes, `tests/real-cluster/up`: the arbiter where the two disagree).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TestCluster {
+    /// `kubewasm apiserver`.
+    Embedded,
+    /// etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok.
+    Real,
+}
+
+impl TestCluster {
+    /// The cluster `KUBEWASM_TEST_CLUSTER` names; an unknown name panics.
+    pub fn chosen() -> Self {
+        match std::env::var("KUBEWASM_TEST_CLUSTER").as_deref() {
+            Err(_) | Ok("" | "embedded") => Self::Embedded,
+            Ok("real") => Self::Real,
+            Ok(other) => panic!("KUBEWASM_TEST_CLUSTER={other}: expected embedded or real"),
+        }
+    }
+
+    /// Whether the test runs against the embedded server: a test of the
+    /// embedded server's own features (its flags, its simulation's
+    /// internals, its process) returns early otherwise, saying so.
+    pub fn embedded_only(what: &str) -> bool {
+        let embedded = Self::chosen() == Self::Embedded;
+        if !embedded {
+            eprintln!("skipped against the real cluster: {what} is the embedded server's");
+        }
+        embedded
+    }
+}
+
+/// The real control plane's binaries, built once per test process (minutes
+/// the first time, nothing once built).
+fn real_cluster_built() {
+    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| {
+        let status = Command::new(workspace_root().join("tests/real-cluster/build"))
+            .status()
+            .expect("tests/real-cluster/build runs");
+        assert!(status.success(), "tests/real-cluster/build failed");
+    });
+}
+
+/// The API server of a test, stopped with SIGTERM when dropped: `kubewasm
+/// apiserver`, or a real control plane ([`TestCluster`]).
 pub struct Apiserver {
     child: Child,
     /// The kubeconfig the server wrote.
     pub kubeconfig: PathBuf,
+    cluster: TestCluster,
     _dir: tempfile::TempDir,
 }
 
@@ -208,8 +257,62 @@ impl Apiserver {
         Self::start_at("127.0.0.1:0", flags)
     }
 
-    /// Starts it on `listen` with extra flags.
+    /// Starts it on `listen` with extra flags. Against the real cluster,
+    /// `--simulate-workloads` is what kwok and the controllers do anyway and
+    /// `--nodes N` sets the kwok Nodes; other flags are the embedded
+    /// server's own, and panic.
     pub fn start_at(listen: &str, flags: &[&str]) -> Self {
+        match TestCluster::chosen() {
+            TestCluster::Embedded => Self::embedded(listen, flags),
+            TestCluster::Real => {
+                assert_eq!(listen, "127.0.0.1:0", "the real cluster picks its own port");
+                Self::real(flags)
+            }
+        }
+    }
+
+    /// A real control plane (`tests/real-cluster/up`) in its own process
+    /// group, watching this process: nothing outlives the test binary.
+    fn real(flags: &[&str]) -> Self {
+        let mut nodes = "3".to_owned();
+        let mut rest = flags.iter();
+        while let Some(flag) = rest.next() {
+            match *flag {
+                "--simulate-workloads" => {}
+                "--nodes" => nodes = rest.next().map(|n| (*n).to_owned()).unwrap_or(nodes),
+                other => panic!("{other}: a flag of the embedded server, not of the real cluster"),
+            }
+        }
+        real_cluster_built();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("cluster");
+        let log = std::fs::File::create(dir.path().join("up.log")).expect("log file");
+        let child = Command::new(workspace_root().join("tests/real-cluster/up"))
+            .arg(&state)
+            .args(["--nodes", &nodes, "--watch-parent"])
+            .arg(std::process::id().to_string())
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log)
+            .process_group(0)
+            .spawn()
+            .expect("tests/real-cluster/up starts");
+        let mut server = Self {
+            child,
+            kubeconfig: state.join("kubeconfig"),
+            cluster: TestCluster::Real,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(180);
+        while !state.join("ready").is_file() {
+            let log = || std::fs::read_to_string(server._dir.path().join("up.log")).unwrap_or_default();
+            assert!(server.running(), "the real cluster exited: {}", log());
+            assert!(Instant::now() < deadline, "the real cluster not ready after 180 s: {}", log());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        server
+    }
+
+    fn embedded(listen: &str, flags: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let kubeconfig = dir.path().join("kubeconfig");
         let child = Command::new(kubewasm_bin())
@@ -228,8 +331,14 @@ impl Apiserver {
         Self {
             child,
             kubeconfig,
+            cluster: TestCluster::Embedded,
             _dir: dir,
         }
+    }
+
+    /// Which cluster this is.
+    pub fn cluster(&self) -> TestCluster {
+        self.cluster
     }
 
     /// Runs kubectl against it: success, stdout, stderr.
@@ -297,9 +406,18 @@ impl Apiserver {
         Ok(kube::Client::try_from(config)?)
     }
 
-    /// SIGKILL: no chance to flush anything.
+    /// SIGKILL: no chance to flush anything (the real cluster's whole
+    /// process group).
     pub fn kill(mut self) {
-        let _ = self.child.kill();
+        match self.cluster {
+            TestCluster::Embedded => {
+                let _ = self.child.kill();
+            }
+            TestCluster::Real => {
+                let group = format!("-{}", self.child.id());
+                let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+            }
+        }
         let _ = self.child.wait();
     }
 
@@ -328,8 +446,19 @@ impl Apiserver {
 
 impl Drop for Apiserver {
     fn drop(&mut self) {
-        // Already exited after `terminate`; otherwise (a failed test) stop it.
-        let _ = self.child.kill();
+        // Already exited after `terminate`; otherwise (a failed test) stop it:
+        // the real cluster's script stops its processes on SIGTERM.
+        if matches!(self.child.try_wait(), Ok(None)) {
+            match self.cluster {
+                TestCluster::Embedded => {
+                    let _ = self.child.kill();
+                }
+                TestCluster::Real => {
+                    let pid = self.child.id().to_string();
+                    let _ = Command::new("kill").args(["-TERM", &pid]).status();
+                }
+            }
+        }
         let _ = self.child.wait();
     }
 }

@@ -58,6 +58,7 @@ where
         },
         status,
         scale: SCALE.contains(&plural),
+        generation: GENERATION.contains(&plural),
         custom: false,
         schema: None,
         typed: Some(typed::<K>),
@@ -78,6 +79,40 @@ const ALL: [&str; 10] = [
     "horizontalpodautoscalers",
     "cronjobs",
     "jobs",
+];
+
+/// Plurals whose objects carry `metadata.generation`: those whose registry
+/// strategy sets it on create, in Kubernetes v1.37 (`Generation = 1` in
+/// `pkg/registry/*/*/strategy.go`; customresourcedefinitions in
+/// apiextensions-apiserver's), checked against a real kube-apiserver.
+const GENERATION: [&str; 27] = [
+    "mutatingadmissionpolicies",
+    "mutatingadmissionpolicybindings",
+    "mutatingwebhookconfigurations",
+    "validatingadmissionpolicies",
+    "validatingadmissionpolicybindings",
+    "validatingwebhookconfigurations",
+    "daemonsets",
+    "deployments",
+    "replicasets",
+    "statefulsets",
+    "horizontalpodautoscalers",
+    "cronjobs",
+    "jobs",
+    "pods",
+    "podtemplates",
+    "replicationcontrollers",
+    "endpointslices",
+    "flowschemas",
+    "prioritylevelconfigurations",
+    "ingresses",
+    "ingressclasses",
+    "networkpolicies",
+    "poddisruptionbudgets",
+    "deviceclasses",
+    "resourceslices",
+    "priorityclasses",
+    "customresourcedefinitions",
 ];
 
 /// Plurals with a `scale` subresource.

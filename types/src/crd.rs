@@ -86,6 +86,7 @@ pub fn served_types(crd: &Value) -> Result<Vec<ResourceInfo>, String> {
                 categories: strings("/spec/names/categories"),
                 status: v.pointer("/subresources/status").is_some(),
                 scale: v.pointer("/subresources/scale").is_some(),
+                generation: true,
                 custom: true,
                 schema: v
                     .pointer("/schema/openAPIV3Schema")

@@ -70,6 +70,11 @@ pub struct ResourceInfo {
     pub status: bool,
     /// Whether it has a `scale` subresource.
     pub scale: bool,
+    /// Whether the server keeps `metadata.generation`: 1 on create, one more
+    /// at each change of anything but metadata and status. Custom resources
+    /// and the built-in types whose registry strategy sets it (Deployments,
+    /// Pods, Jobs, …); not ConfigMaps, Leases, Services or Namespaces.
+    pub generation: bool,
     /// Whether it is a custom resource (served for a CRD).
     pub custom: bool,
     /// A custom resource's structural schema (`openAPIV3Schema`).

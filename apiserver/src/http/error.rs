@@ -197,7 +197,9 @@ impl ApiError {
         Self::new(504, "Timeout", message)
     }
 
-    /// The `Status` object.
+    /// The `Status` object, its fields in a real server's order (`details`
+    /// before `code`; a core group's empty `group` left out): clients that
+    /// compare an error's text see the same text.
     pub fn status(&self) -> Value {
         let mut status = json!({
             "kind": "Status",
@@ -206,11 +208,17 @@ impl ApiError {
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
-            "code": self.code,
         });
         if let Some(details) = &self.details {
-            status["details"] = details.clone();
+            let mut details = details.clone();
+            if let Some(map) = details.as_object_mut()
+                && map.get("group").is_some_and(|g| g == "")
+            {
+                map.shift_remove("group");
+            }
+            status["details"] = details;
         }
+        status["code"] = self.code.into();
         status
     }
 }
@@ -278,5 +286,36 @@ impl ApiError {
     fn with_name(mut self, name: &str) -> Self {
         self.details = Some(json!({"name": name}));
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubewasm_types::registry::Registry;
+
+    fn info(group: &str, plural: &str) -> ResourceInfo {
+        Registry::builtin()
+            .all()
+            .find(|t| t.group == group && t.plural == plural)
+            .cloned()
+            .expect("served")
+    }
+
+    #[test]
+    fn a_status_should_read_as_a_real_servers_to_the_byte() {
+        // kube-apiserver v1.37.2's answer to a second create of ConfigMap dup.
+        assert_eq!(
+            ApiError::already_exists(&info("", "configmaps"), "dup")
+                .status()
+                .to_string(),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"configmaps \"dup\" already exists","reason":"AlreadyExists","details":{"name":"dup","kind":"configmaps"},"code":409}"#
+        );
+        let apps = ApiError::not_found(&info("apps", "deployments"), "web").status();
+        assert_eq!(
+            apps["details"],
+            json!({"name": "web", "group": "apps", "kind": "deployments"})
+        );
+        assert_eq!(ApiError::bad_request("no").status()["code"], 400);
     }
 }

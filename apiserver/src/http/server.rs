@@ -210,7 +210,11 @@ impl Connection {
 }
 
 fn json(code: u16, value: &serde_json::Value) -> Response<Body> {
-    let mut response = Response::new(Full::new(Bytes::from(value.to_string())).boxed());
+    // A newline after the document, as Go's json.Encoder (a real server's)
+    // writes it.
+    let mut text = value.to_string();
+    text.push('\n');
+    let mut response = Response::new(Full::new(Bytes::from(text)).boxed());
     *response.status_mut() =
         StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     response.headers_mut().insert(
@@ -283,12 +287,18 @@ async fn serve(api: &Api, request: hyper::Request<Incoming>, busy: Busy) -> Resp
         .get(hyper::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
+    let user_agent = parts
+        .headers
+        .get(hyper::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     let request = Request {
         method: parts.method.as_str(),
         path: parts.uri.path(),
         query: parse_query(parts.uri.query().unwrap_or("")),
         content_type,
         accept,
+        user_agent,
         body,
         user,
         impersonate,

@@ -172,6 +172,7 @@ impl Client {
             query,
             content_type,
             accept: "application/json",
+            user_agent: "kube-controller-manager",
             body,
             user: User {
                 name: "system:kube-controller-manager".into(),

@@ -192,6 +192,35 @@ fn stamp(object: &mut Value, rv: u64) {
     }
 }
 
+/// The metadata collections Go's `ObjectMeta` leaves out when empty
+/// (`omitempty`): a real server never stores `ownerReferences: []`.
+const OMITTED_WHEN_EMPTY: [&str; 5] = [
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+];
+
+/// `object` as a real server stores it: empty metadata collections left
+/// out (an orphaned dependent's last reference removed, a user's
+/// `labels: {}`).
+fn omit_empty_metadata(object: &mut Value) {
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        for field in OMITTED_WHEN_EMPTY {
+            let empty = match metadata.get(field) {
+                Some(Value::Array(a)) => a.is_empty(),
+                Some(Value::Object(o)) => o.is_empty(),
+                Some(Value::Null) => true,
+                _ => false,
+            };
+            if empty {
+                metadata.shift_remove(field);
+            }
+        }
+    }
+}
+
 /// Equal but for `metadata.resourceVersion`.
 fn same_content(a: &Value, b: &Value) -> bool {
     let rv = |v: &Value| v.pointer("/metadata/resourceVersion").cloned();
@@ -423,6 +452,7 @@ impl Store {
         previous: Option<Arc<Value>>,
     ) -> Result<Arc<Value>, StoreError> {
         let rv = state.rv + 1;
+        omit_empty_metadata(&mut object);
         stamp(&mut object, rv);
         let encoded = serde_json::to_vec(&object)
             .map_err(|e| StoreError::Persist(PersistError::Io(e.to_string())))?;
@@ -513,7 +543,8 @@ impl Store {
     ) -> Result<Written, E> {
         let state = self.state();
         let current = Self::existing(&state, resource, key)?;
-        let next = update(&current)?;
+        let mut next = update(&current)?;
+        omit_empty_metadata(&mut next);
         if same_content(&current, &next) {
             return Ok(Written {
                 object: current,
@@ -605,6 +636,35 @@ mod tests {
             next["data"]["k"] = json!(value);
             Ok(next)
         }
+    }
+
+    #[test]
+    fn empty_metadata_collections_should_be_left_out_as_go_leaves_them() {
+        let store = Store::new(10);
+        let cms = cms();
+        let key = ObjectKey::namespaced("default", "a");
+        let created = store
+            .create(
+                &cms,
+                &key,
+                json!({"metadata": {"name": "a", "namespace": "default", "labels": {},
+                                    "finalizers": [], "annotations": {"k": "v"}}}),
+            )
+            .expect("created");
+        assert_eq!(
+            created["metadata"],
+            json!({"name": "a", "namespace": "default", "annotations": {"k": "v"}, "resourceVersion": "1"})
+        );
+        // An orphaned dependent's last owner reference removed: no list left.
+        let orphaned = store
+            .update::<StoreError>(&cms, &key, |current| {
+                let mut next = current.clone();
+                next["metadata"]["ownerReferences"] = json!([]);
+                Ok(next)
+            })
+            .expect("updated");
+        assert!(!orphaned.changed, "an empty list is no change");
+        assert!(orphaned.object["metadata"].get("ownerReferences").is_none());
     }
 
     #[test]

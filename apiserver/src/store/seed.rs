@@ -10,8 +10,7 @@ use crate::objects::{new_uid, now};
 use crate::store::{ResourceKey, Store, StoreError};
 
 fn meta(name: &str, namespace: Option<&str>) -> Value {
-    let mut m =
-        json!({"name": name, "uid": new_uid(), "creationTimestamp": now(), "generation": 1});
+    let mut m = json!({"name": name, "uid": new_uid(), "creationTimestamp": now()});
     if let Some(ns) = namespace {
         m["namespace"] = ns.into();
     }
@@ -158,6 +157,7 @@ fn objects() -> Vec<(ResourceKey, ObjectKey, Value)> {
                "status": {"loadBalancer": {}}}),
     ));
     let mut slice_meta = meta("kubernetes", Some("default"));
+    slice_meta["generation"] = 1.into();
     slice_meta["labels"] = json!({"kubernetes.io/service-name": "kubernetes",
                                   "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"});
     all.push((

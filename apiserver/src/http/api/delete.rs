@@ -18,6 +18,31 @@ use kubewasm_types::info::ResourceInfo;
 /// Namespaces no delete removes, as a real server's admission has it.
 const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
 
+/// The types whose delete answers the deleted object rather than a
+/// `Status`, as their registries in Kubernetes v1.37 do
+/// (`ReturnDeletedObject`); (group, plural).
+const RETURN_DELETED: [(&str, &str); 19] = [
+    ("", "pods"),
+    ("", "services"),
+    ("", "serviceaccounts"),
+    ("", "persistentvolumeclaims"),
+    ("", "persistentvolumes"),
+    ("", "namespaces"),
+    ("", "resourcequotas"),
+    ("", "podtemplates"),
+    ("storage.k8s.io", "csidrivers"),
+    ("storage.k8s.io", "csinodes"),
+    ("storage.k8s.io", "storageclasses"),
+    ("storage.k8s.io", "volumeattachments"),
+    ("storage.k8s.io", "volumeattributesclasses"),
+    ("resource.k8s.io", "deviceclasses"),
+    ("resource.k8s.io", "devicetaintrules"),
+    ("resource.k8s.io", "resourceclaims"),
+    ("resource.k8s.io", "resourceclaimtemplates"),
+    ("resource.k8s.io", "resourceslices"),
+    ("resource.k8s.io", "resourcepoolstatusrequests"),
+];
+
 /// What a delete asks for: `DeleteOptions` from the body, or the query.
 #[derive(Debug, Default)]
 struct DeleteOptions {
@@ -82,12 +107,25 @@ impl Api {
         let options = DeleteOptions::of(request)?;
         match self.delete_object(info, &self.key(target, name), name, &options)? {
             Deleted::Marked(object) => Ok(Reply::Json(200, shown(info, &object))),
-            Deleted::Gone(last) => Ok(Reply::Json(
-                200,
-                json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                       "details": {"name": name, "group": info.group, "kind": info.plural,
-                                   "uid": last.pointer("/metadata/uid").cloned().unwrap_or(Value::Null)}}),
-            )),
+            Deleted::Gone(last)
+                if RETURN_DELETED.contains(&(info.group.as_str(), info.plural.as_str())) =>
+            {
+                Ok(Reply::Json(200, shown(info, &last)))
+            }
+            Deleted::Gone(last) => {
+                let mut details = json!({"name": name, "group": info.group, "kind": info.plural,
+                                         "uid": last.pointer("/metadata/uid").cloned().unwrap_or(Value::Null)});
+                if info.group.is_empty()
+                    && let Some(details) = details.as_object_mut()
+                {
+                    details.remove("group"); // omitempty, as a real server's
+                }
+                Ok(Reply::Json(
+                    200,
+                    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                           "details": details}),
+                ))
+            }
         }
     }
 

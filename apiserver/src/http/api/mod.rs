@@ -80,6 +80,9 @@ pub struct Request<'a> {
     pub content_type: &'a str,
     /// What the client accepts (aggregated discovery is asked for here).
     pub accept: &'a str,
+    /// The client's `User-Agent` (a write's field manager when it names
+    /// none).
+    pub user_agent: &'a str,
     /// The body.
     pub body: Bytes,
     /// Who sent it (see [`Api::authenticate`]).

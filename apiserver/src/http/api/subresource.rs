@@ -62,7 +62,7 @@ impl Api {
             .unwrap_or("")
             .trim()
             .to_owned();
-        let manager = Self::manager(&request.query);
+        let manager = Self::manager(request);
         let strict = Self::strict(&request.query);
         let reply = self.write(
             target,
@@ -118,7 +118,7 @@ impl Api {
             .filter(|n| !n.is_empty())
             .ok_or_else(|| ApiError::invalid_kind("Binding", name, "target.name: Required value"))?
             .to_owned();
-        let manager = Self::manager(&request.query);
+        let manager = Self::manager(request);
         self.write(
             target,
             name,

@@ -108,7 +108,7 @@ impl Api {
         apply::record_update(
             &json!({}),
             &mut object,
-            &Self::manager(&request.query),
+            &Self::manager(request),
             &info.api_version(),
             info.custom,
         );
@@ -173,7 +173,11 @@ impl Api {
         metadata.insert("name".into(), name.clone().into());
         metadata.insert("uid".into(), new_uid().into());
         metadata.insert("creationTimestamp".into(), now().into());
-        metadata.insert("generation".into(), 1.into());
+        if info.generation {
+            metadata.insert("generation".into(), 1.into());
+        } else {
+            metadata.remove("generation");
+        }
         for server_owned in [
             "resourceVersion",
             "deletionTimestamp",
@@ -287,7 +291,7 @@ impl Api {
                 ));
             }
         }
-        if spec_changed(current, &desired) {
+        if info.generation && spec_changed(current, &desired) {
             let generation = current_meta
                 .get("generation")
                 .and_then(Value::as_i64)
@@ -486,7 +490,7 @@ impl Api {
         let subresource = target.subresource.clone();
         let wanted_rv = rv_of(&desired).map(str::to_owned);
         let custom = info.custom;
-        let manager = Self::manager(&request.query);
+        let manager = Self::manager(request);
         let strict = Self::strict(&request.query);
         self.write(target, name, Self::dry_run(&request.query), &request.user, |current| {
             match (&wanted_rv, rv_of(current)) {
@@ -527,7 +531,7 @@ impl Api {
         };
         let patch: Value = request.document()?;
         let subresource = target.subresource.clone();
-        let manager = Self::manager(&request.query);
+        let manager = Self::manager(request);
         let strict = Self::strict(&request.query);
         self.write(
             target,
@@ -556,13 +560,23 @@ impl Api {
         )
     }
 
-    /// The field manager of a write: `fieldManager`, or `unknown`.
-    pub(super) fn manager(query: &HashMap<String, String>) -> String {
-        query
-            .get("fieldManager")
-            .filter(|m| !m.is_empty())
-            .cloned()
-            .unwrap_or_else(|| "unknown".to_owned())
+    /// The field manager of a write: `fieldManager`, else what a real
+    /// server takes: the `User-Agent` up to its first `/`, its printable
+    /// characters, at most 128 bytes (`kubectl/v1.32.4 (linux/amd64) …` is
+    /// `kubectl`).
+    pub(super) fn manager(request: &Request<'_>) -> String {
+        if let Some(manager) = request.query.get("fieldManager").filter(|m| !m.is_empty()) {
+            return manager.clone();
+        }
+        let mut manager = String::new();
+        let prefix = request.user_agent.split('/').next().unwrap_or_default();
+        for c in prefix.chars().filter(|c| !c.is_control()) {
+            if manager.len() + c.len_utf8() > 128 {
+                break;
+            }
+            manager.push(c);
+        }
+        manager
     }
 
     /// Server-side apply: create or merge with field ownership (see [`apply`]).
