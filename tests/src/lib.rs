@@ -5,8 +5,8 @@
 //! `target/plugins/`) and `make test-plugins` (test guests, into
 //! `target/test-plugins/`); `make test` runs both first.
 
-use std::path::PathBuf;
 use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -303,10 +303,15 @@ impl Apiserver {
             _dir: dir,
         };
         let deadline = Instant::now() + Duration::from_secs(180);
+        let up_log = server._dir.path().join("up.log");
         while !state.join("ready").is_file() {
-            let log = || std::fs::read_to_string(server._dir.path().join("up.log")).unwrap_or_default();
+            let log = || std::fs::read_to_string(&up_log).unwrap_or_default();
             assert!(server.running(), "the real cluster exited: {}", log());
-            assert!(Instant::now() < deadline, "the real cluster not ready after 180 s: {}", log());
+            assert!(
+                Instant::now() < deadline,
+                "the real cluster not ready after 180 s: {}",
+                log()
+            );
             std::thread::sleep(Duration::from_millis(200));
         }
         server
