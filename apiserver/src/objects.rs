@@ -25,6 +25,21 @@ pub fn validate_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks a `generateName` as a real server does: the prefix itself must be
+/// a name once a trailing dash is masked (`web-` passes, `web.` does not).
+pub fn validate_generate_name(prefix: &str) -> Result<(), String> {
+    let masked = match prefix.strip_suffix('-') {
+        Some(head) => format!("{head}a"),
+        None => prefix.to_owned(),
+    };
+    validate_name(&masked).map_err(|_| {
+        format!(
+            "metadata.generateName: Invalid value: \"{prefix}\": a lowercase RFC 1123 subdomain must consist of lower \
+             case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
+        )
+    })
+}
+
 /// The string at `pointer`, or `""`.
 pub fn text_at<'a>(value: &'a Value, pointer: &str) -> &'a str {
     value.pointer(pointer).and_then(Value::as_str).unwrap_or("")
@@ -214,6 +229,20 @@ mod tests {
         for bad in ["", "A", "-a", "a-", "a_b", &"a".repeat(254)] {
             assert!(validate_name(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_generate_name_should_be_checked_as_a_real_server_checks_it() {
+        for good in ["web-", "web", "kube-root-ca.crt-"] {
+            assert!(validate_generate_name(good).is_ok(), "{good}");
+        }
+        // kube-apiserver v1.37.2 refuses an Event generated from `kube-root-ca.crt.`.
+        let refused = validate_generate_name("kube-root-ca.crt.").expect_err("a trailing dot");
+        assert!(
+            refused.starts_with("metadata.generateName: Invalid value: \"kube-root-ca.crt.\""),
+            "{refused}"
+        );
+        assert!(validate_generate_name("Web-").is_err());
     }
 
     #[test]

@@ -10,7 +10,8 @@ use kubewasm_tests::host::{
     get_json, wait_for,
 };
 use kubewasm_tests::{
-    Apiserver, contract_fixture, example_file, example_plugin, kubewasm_bin, test_plugin,
+    Apiserver, TestCluster, contract_fixture, example_file, example_plugin, kubewasm_bin,
+    test_plugin,
 };
 use serde_json::Value;
 
@@ -392,6 +393,9 @@ fn changes_made_while_the_host_is_stopped_should_converge_once_it_starts() {
 
 #[test]
 fn dropped_watches_and_expired_history_should_still_converge() {
+    if !TestCluster::embedded_only("restarting the server over its --data-dir") {
+        return;
+    }
     let data = tempfile::tempdir().expect("tempdir");
     let data_dir = data.path().to_str().unwrap_or_default().to_owned();
     let flags = ["--simulate-workloads", "--data-dir", &data_dir];

@@ -60,7 +60,7 @@ impl EventBody<'_> {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
             "metadata": {
-                "generateName": format!("{name}."),
+                "name": event_name(name, now),
                 "namespace": self.namespace,
             },
             "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
@@ -78,6 +78,22 @@ impl EventBody<'_> {
     }
 }
 
+/// Most bytes of an object name (a DNS subdomain).
+const MAX_NAME_BYTES: usize = 253;
+
+/// An Event's name as client-go's recorders make it: what it regards, a
+/// dot, the time in hexadecimal nanoseconds (`web.18a3f0c2d9e4b7a1`). Not a
+/// `generateName`: a real server validates the prefix itself as a DNS
+/// subdomain, so `web.` (a trailing dot) is refused. The prefix is cut so
+/// the name fits, without a dot or dash at its end.
+fn event_name(regarding: &str, now: jiff::Timestamp) -> String {
+    let suffix = format!(".{:x}", now.as_nanosecond().max(0));
+    let prefix = truncate(regarding.to_owned(), MAX_NAME_BYTES - suffix.len());
+    let prefix = prefix.trim_end_matches(['.', '-']);
+    let prefix = if prefix.is_empty() { "event" } else { prefix };
+    format!("{prefix}{suffix}")
+}
+
 /// Cuts `text` to at most `max` bytes, on a character boundary.
 pub(crate) fn truncate(mut text: String, max: usize) -> String {
     if text.len() > max {
@@ -88,4 +104,43 @@ pub(crate) fn truncate(mut text: String, max: usize) -> String {
         text.truncate(end);
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(nanos: i128) -> jiff::Timestamp {
+        jiff::Timestamp::from_nanosecond(nanos).unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+    }
+
+    #[test]
+    fn an_event_should_be_named_as_client_gos_and_be_a_valid_name() {
+        let now = at(0x18a3_f0c2_d9e4_b7a1);
+        // A dotted name (a real server refused the generateName `kube-root-ca.crt.`).
+        assert_eq!(
+            event_name("kube-root-ca.crt", now),
+            "kube-root-ca.crt.18a3f0c2d9e4b7a1"
+        );
+        // Four labels of 58 and their dots: the cut falls just past the last dot.
+        let long = format!("{}bbbb", format!("{}.", "a".repeat(58)).repeat(4));
+        let name = event_name(&long, now);
+        assert!(name.len() <= MAX_NAME_BYTES, "{}", name.len());
+        assert!(name.ends_with(".18a3f0c2d9e4b7a1"), "{name}");
+        assert!(!name.contains(".."), "{name}");
+        assert!(kubewasm_core::validation::is_dns_subdomain(&name), "{name}");
+        assert_eq!(event_name("", now), "event.18a3f0c2d9e4b7a1");
+        let body = EventBody {
+            regarding: json!({"kind": "ConfigMap", "name": "web"}),
+            namespace: "default",
+            controller: "kubewasm.dev/x",
+            event_type: EventType::Normal,
+            reason: "Synced",
+            action: "Reconcile",
+            note: String::new(),
+        }
+        .object(now);
+        assert_eq!(body["metadata"]["name"], "web.18a3f0c2d9e4b7a1");
+        assert!(body["metadata"].get("generateName").is_none());
+    }
 }

@@ -14,7 +14,8 @@ use crate::http::error::ApiError;
 use crate::mutation::apply;
 use crate::mutation::patch::{json_patch, merge_patch};
 use crate::objects::{
-    generate_name, metadata_mut, new_uid, now, spec_changed, strings_at, validate_name,
+    generate_name, metadata_mut, new_uid, now, spec_changed, strings_at, validate_generate_name,
+    validate_name,
 };
 use crate::schema::conversion;
 use crate::store::StoreError;
@@ -133,7 +134,12 @@ impl Api {
         {
             Some(name) => name.to_owned(),
             None => match metadata.get("generateName").and_then(Value::as_str) {
-                Some(prefix) => generate_name(prefix),
+                Some(prefix) => {
+                    let name = generate_name(prefix);
+                    validate_generate_name(prefix)
+                        .map_err(|why| ApiError::invalid(info, &name, why))?;
+                    name
+                }
                 None => String::new(),
             },
         };
