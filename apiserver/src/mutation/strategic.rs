@@ -124,38 +124,39 @@ fn merge_object(doc: &mut Value, patch: &Value) -> Result<(), String> {
                         }
                     }
                 }
-                None => *current = strip_directives(items),
+                None => *current = fresh_list(items)?,
             },
             (Some(current), Value::Object(_)) => merge_object(current, value)?,
             _ => {
-                let mut fresh = Value::Null;
-                merge_object(&mut fresh, value)?;
-                map.insert(
-                    key.clone(),
-                    if value.is_object() {
-                        fresh
-                    } else {
-                        strip(value)
-                    },
-                );
+                map.insert(key.clone(), fresh(value)?);
             }
         }
     }
     Ok(())
 }
 
-fn strip(value: &Value) -> Value {
+/// New content (a field the object lacks, an element its list lacks, a
+/// replaced list) as merging it into nothing makes it: its directives
+/// honoured at every depth, as they are where it merges into what is
+/// there, so applying the same patch twice gives the same object.
+fn fresh(value: &Value) -> Result<Value, String> {
     match value {
-        Value::Array(items) => Value::Array(strip_directives(items)),
-        other => other.clone(),
+        Value::Object(_) => {
+            let mut made = Value::Null;
+            merge_object(&mut made, value)?;
+            Ok(made)
+        }
+        Value::Array(items) => Ok(Value::Array(fresh_list(items)?)),
+        other => Ok(other.clone()),
     }
 }
 
-fn strip_directives(items: &[Value]) -> Vec<Value> {
+/// A new list: its directive elements dropped, the others made [`fresh`].
+fn fresh_list(items: &[Value]) -> Result<Vec<Value>, String> {
     items
         .iter()
         .filter(|i| i.get("$patch").is_none())
-        .cloned()
+        .map(fresh)
         .collect()
 }
 
@@ -191,13 +192,13 @@ fn merge_list(current: &mut Vec<Value>, items: &[Value], merge_key: &str) -> Res
             }
             (Some("delete"), None) => {}
             (Some("replace"), _) => {
-                *current = strip_directives(items);
+                *current = fresh_list(items)?;
                 return Ok(());
             }
             // `keyed` refused any other directive.
             (Some(_), _) => {}
             (None, Some(i)) => merge_object(&mut current[i], item)?,
-            (None, None) => current.push(item.clone()),
+            (None, None) => current.push(fresh(item)?),
         }
     }
     Ok(())
@@ -245,6 +246,26 @@ mod tests {
             apply(&mut endpoint, &json!({"addresses": ["10.0.0.2"]})).expect("replaces");
         }
         assert_eq!(endpoint["addresses"], json!(["10.0.0.2"]));
+    }
+
+    #[test]
+    fn new_content_should_honour_its_directives_as_merged_content_does() {
+        // Found by fuzzing (fuzz/seeds/patches/regression-apply-twice-
+        // directive-in-a-new-element): an owner reference added with a nested
+        // list holding a delete directive kept the directive, the same patch
+        // again dropped it.
+        let patch = json!({"metadata": {"ownerReferences": [
+            {"uid": "u", "name": "o", "kers": [{"name": "web", "$patch": "delete"}]}]}});
+        let mut once = json!({"metadata": {"name": "x"}});
+        apply(&mut once, &patch).expect("merges");
+        assert_eq!(once["metadata"]["ownerReferences"][0]["kers"], json!([]));
+        let mut twice = once.clone();
+        apply(&mut twice, &patch).expect("merges");
+        assert_eq!(twice, once);
+        // The same for an element new to a list that is there.
+        let mut more = json!({"metadata": {"ownerReferences": [{"uid": "t", "name": "p"}]}});
+        apply(&mut more, &patch).expect("merges");
+        assert_eq!(more["metadata"]["ownerReferences"][1]["kers"], json!([]));
     }
 
     #[test]
