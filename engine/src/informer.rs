@@ -47,7 +47,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 
 use futures_util::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, ApiResource, DynamicObject, TypeMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
@@ -359,7 +359,12 @@ async fn run(
     handlers: Arc<RwLock<HashMap<u64, Handler>>>,
     key: InformerKey,
 ) {
+    let resource = api_resource(&key.resource);
     let mut feed = Feed {
+        types: TypeMeta {
+            api_version: resource.api_version,
+            kind: resource.kind,
+        },
         listing: Arc::clone(&store) as _,
         store,
         handlers,
@@ -438,6 +443,9 @@ async fn run(
 
 /// An informer's store and handlers, fed the watch's events.
 struct Feed {
+    /// The type of what it watches: a real server's list items carry no
+    /// `apiVersion` and `kind`, the cache's objects always do.
+    types: TypeMeta,
     store: Arc<Store>,
     listing: Arc<dyn Keys>,
     handlers: Arc<RwLock<HashMap<u64, Handler>>>,
@@ -481,7 +489,8 @@ impl Feed {
                 if !self.admits(&object) {
                     return;
                 }
-                if let (Some(buffer), Some((okey, cached))) = (self.relist.as_mut(), cached(object))
+                if let (Some(buffer), Some((okey, cached))) =
+                    (self.relist.as_mut(), cached(object, &self.types))
                 {
                     buffer.insert(okey, cached);
                 }
@@ -491,7 +500,7 @@ impl Feed {
                 if !self.admits(&object) {
                     return;
                 }
-                if let Some((okey, cached)) = cached(object) {
+                if let Some((okey, cached)) = cached(object, &self.types) {
                     // An update keeps the key the store (and queues) hold.
                     let (okey, previous) = {
                         let mut objects = self.store.write();
@@ -509,7 +518,7 @@ impl Feed {
                 if !self.admits(&object) {
                     return;
                 }
-                if let Some((okey, cached)) = cached(object) {
+                if let Some((okey, cached)) = cached(object, &self.types) {
                     let held = self.store.write().remove_entry(&*okey).map(|(k, _)| k);
                     self.notify(Change::Deleted(&held.unwrap_or(okey), &cached));
                 }
@@ -575,8 +584,13 @@ fn version(object: &CachedObject) -> Option<&str> {
         .and_then(Value::as_str)
 }
 
-/// The object's key and its cached form, stripped of what no plugin needs.
-fn cached(mut object: DynamicObject) -> Option<(Key, Arc<CachedObject>)> {
+/// The object's key and its cached form, stripped of what no plugin needs,
+/// with its `apiVersion` and `kind` (`types`) where the server left them
+/// out (a real server's list items).
+fn cached(mut object: DynamicObject, types: &TypeMeta) -> Option<(Key, Arc<CachedObject>)> {
+    if object.types.is_none() {
+        object.types = Some(types.clone());
+    }
     let key = ObjectKey {
         namespace: object.metadata.namespace.clone(),
         name: object.metadata.name.clone()?,
@@ -784,11 +798,31 @@ mod tests {
     }
 
     #[test]
+    fn a_list_item_without_its_type_should_be_cached_with_it() {
+        // A real server's list items: no apiVersion, no kind.
+        let item: DynamicObject =
+            serde_json::from_value(json!({"metadata": {"name": "a", "namespace": "default"}}))
+                .expect("an object");
+        assert!(item.types.is_none());
+        let types = TypeMeta {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+        };
+        let (_, cached) = cached(item, &types).expect("named");
+        assert_eq!(cached.value()["apiVersion"], "v1");
+        assert_eq!(cached.value()["kind"], "ConfigMap");
+    }
+
+    #[test]
     fn strip_should_drop_managed_fields_and_last_applied_only() {
         let object =
             |value: Value| -> DynamicObject { serde_json::from_value(value).expect("an object") };
         let cached_value = |value: Value| {
-            let (_, cached) = cached(object(value)).expect("named");
+            let types = TypeMeta {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+            };
+            let (_, cached) = cached(object(value), &types).expect("named");
             cached.value().clone()
         };
         let stripped = cached_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
