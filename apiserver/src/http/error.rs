@@ -211,15 +211,21 @@ impl ApiError {
         });
         if let Some(details) = &self.details {
             let mut details = details.clone();
-            if let Some(map) = details.as_object_mut()
-                && map.get("group").is_some_and(|g| g == "")
-            {
-                map.shift_remove("group");
-            }
+            omit_empty_group(&mut details);
             status["details"] = details;
         }
         status["code"] = self.code.into();
         status
+    }
+}
+
+/// A `Status`'s `details` as a real server writes them: a core group's
+/// empty `group` left out (`omitempty`).
+pub(crate) fn omit_empty_group(details: &mut Value) {
+    if let Some(map) = details.as_object_mut()
+        && map.get("group").is_some_and(|g| g == "")
+    {
+        map.shift_remove("group");
     }
 }
 

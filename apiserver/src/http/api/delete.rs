@@ -115,11 +115,7 @@ impl Api {
             Deleted::Gone(last) => {
                 let mut details = json!({"name": name, "group": info.group, "kind": info.plural,
                                          "uid": last.pointer("/metadata/uid").cloned().unwrap_or(Value::Null)});
-                if info.group.is_empty()
-                    && let Some(details) = details.as_object_mut()
-                {
-                    details.remove("group"); // omitempty, as a real server's
-                }
+                crate::http::error::omit_empty_group(&mut details);
                 Ok(Reply::Json(
                     200,
                     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
