@@ -11,9 +11,11 @@
 //!    `containerStatuses` running and ready, init containers completed,
 //!    the `Initialized`, `ContainersReady` and `Ready` conditions, as a
 //!    kubelet writes them (kwok's `pod-ready`).
-//! 3. *Running*, for a Pod of a Job (or one asked to succeed): its
-//!    containers exit 0 and it is `Succeeded` (kwok's `pod-complete`).
-//!    Other Pods run until deleted.
+//! 3. *Running*, for a Pod that runs to completion (`restartPolicy:
+//!    Never` or `OnFailure`, as every Job's Pod, whatever owns it), or one
+//!    asked to succeed: its containers exit 0 and it is `Succeeded` (kwok's
+//!    `pod-complete`, which completes a Job's Pods only). Other Pods
+//!    (`restartPolicy: Always`, the default) run until deleted.
 //! 4. *Terminating* (`deletionTimestamp`): removed once its grace period
 //!    or [`Kubelet::delay`] has passed, whichever is shorter (its
 //!    containers stop on SIGTERM), and its finalizers are gone.
@@ -76,10 +78,11 @@ pub fn pod_ip(cidr: &str, n: u32) -> Ipv4Addr {
 /// How a Pod is asked to end ([`SIMULATE`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Story {
-    /// Runs and is ready; a Job's Pod then succeeds.
+    /// Runs and is ready, until deleted.
     Normal,
     Fail,
     Unready,
+    /// Runs, then its containers exit 0.
     Succeed,
 }
 
@@ -92,10 +95,17 @@ impl Story {
             "fail" => Self::Fail,
             "unready" => Self::Unready,
             "succeed" => Self::Succeed,
-            _ if super::controller_of(pod, kinds::JOB.kind).is_some() => Self::Succeed,
+            _ if runs_to_completion(pod) => Self::Succeed,
             _ => Self::Normal,
         }
     }
+}
+
+/// Whether a Pod's containers are not restarted once they exit
+/// (`restartPolicy: Never` or `OnFailure`): it ends `Succeeded` or
+/// `Failed`, where a Pod left at `Always` runs until deleted.
+fn runs_to_completion(pod: &Value) -> bool {
+    matches!(text_at(pod, "/spec/restartPolicy"), "Never" | "OnFailure")
 }
 
 /// Where a Pod is in its life.
@@ -218,9 +228,7 @@ fn started(pod: &Value, node: &Value, ip: Ipv4Addr, story: Story) -> Value {
         .find(|a| a["type"] == "InternalIP")
         .and_then(|a| a["address"].as_str())
         .unwrap_or("127.0.0.1");
-    let restarts = pod.pointer("/spec/restartPolicy").and_then(Value::as_str) != Some("Never")
-        && pod.pointer("/spec/restartPolicy").and_then(Value::as_str) != Some("OnFailure");
-    let failed = story == Story::Fail && !restarts;
+    let failed = story == Story::Fail && runs_to_completion(pod);
     let ready = story != Story::Fail && story != Story::Unready;
     let containers = |field: &str| -> Vec<Value> {
         pod.pointer(&format!("/spec/{field}"))
@@ -242,7 +250,7 @@ fn started(pod: &Value, node: &Value, ip: Ipv4Addr, story: Story) -> Value {
                 json!({"name": c["name"], "image": c["image"], "imageID": "",
                        "containerID": format!("kubewasm://{}", new_uid()),
                        "ready": main && ready, "started": main && !failed && story != Story::Fail,
-                       "restartCount": if story == Story::Fail && restarts { 1 } else { 0 },
+                       "restartCount": if story == Story::Fail && !runs_to_completion(pod) { 1 } else { 0 },
                        "state": state})
             })
             .collect()
@@ -456,6 +464,27 @@ mod tests {
             "CrashLoopBackOff"
         );
         assert_eq!(always["containerStatuses"][0]["ready"], false);
+    }
+
+    #[test]
+    fn a_pod_that_runs_to_completion_should_succeed_whatever_owns_it() {
+        let pod = |policy: Option<&str>, owner: &str| {
+            let mut pod = json!({"metadata": {"ownerReferences": [{"apiVersion": "example.com/v1",
+                "kind": owner, "name": "o", "uid": "u", "controller": true}]},
+                "spec": {"containers": [{"name": "a", "image": "x"}]}});
+            if let Some(policy) = policy {
+                pod["spec"]["restartPolicy"] = policy.into();
+            }
+            pod
+        };
+        assert_eq!(Story::of(&pod(Some("Never"), "Job")), Story::Succeed);
+        assert_eq!(Story::of(&pod(Some("Never"), "BatchRun")), Story::Succeed);
+        assert_eq!(
+            Story::of(&pod(Some("OnFailure"), "Workflow")),
+            Story::Succeed
+        );
+        assert_eq!(Story::of(&pod(Some("Always"), "ReplicaSet")), Story::Normal);
+        assert_eq!(Story::of(&pod(None, "ReplicaSet")), Story::Normal);
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //!    or the controller named in its `ownerReferences`, or what the
 //!    reconciler says (a Pod to the Services selecting it).
 //! 2. **Queue**: a key waits once however often it is named (dedup), in
-//!    the order first named; a key asked back later waits in a timer list.
+//!    the order first named; a key asked back later waits in a timer list,
+//!    once too, for the earliest time it was asked back for (as client-go's
+//!    delaying queue keeps a key's earliest `AddAfter`).
 //! 3. **Reconcile**: one key at a time, against the store's current state
 //!    (level-triggered: what changed does not matter, what is does).
 //!    [`Next::Done`] forgets the key, [`Next::After`] asks it back, an
@@ -15,7 +17,7 @@
 //! When the watch falls behind the store's history, every primary object
 //! is queued again (a relist).
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -98,6 +100,8 @@ struct Queue {
     ready: VecDeque<ObjectKey>,
     queued: HashSet<ObjectKey>,
     delayed: BTreeMap<Instant, Vec<ObjectKey>>,
+    /// When each delayed key is due: one timer per key.
+    due: HashMap<ObjectKey, Instant>,
 }
 
 impl Queue {
@@ -107,11 +111,23 @@ impl Queue {
         }
     }
 
+    /// Asks `key` back after `after`, unless it is already due sooner.
     fn later(&mut self, key: ObjectKey, after: Duration) {
-        self.delayed
-            .entry(Instant::now() + after)
-            .or_default()
-            .push(key);
+        let when = Instant::now() + after;
+        match self.due.get(&key) {
+            Some(due) if *due <= when => return,
+            Some(due) => {
+                if let Some(keys) = self.delayed.get_mut(due) {
+                    keys.retain(|k| *k != key);
+                    if keys.is_empty() {
+                        self.delayed.remove(due);
+                    }
+                }
+            }
+            None => {}
+        }
+        self.due.insert(key.clone(), when);
+        self.delayed.entry(when).or_default().push(key);
     }
 
     /// The next ready key (moving due timers first), or when to look again.
@@ -122,6 +138,7 @@ impl Queue {
                 break;
             }
             for key in entry.remove() {
+                self.due.remove(&key);
                 self.add(key);
             }
         }
@@ -234,6 +251,21 @@ mod tests {
         assert_eq!(due, Some(Instant::now() + Duration::from_secs(2)));
         tokio::time::advance(Duration::from_secs(2)).await;
         assert_eq!(q.next(), Ok(a));
+        assert_eq!(q.next(), Err(None));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_asked_back_twice_should_wait_once_for_the_earliest_time() {
+        let mut q = Queue::default();
+        let a = ObjectKey::namespaced("n", "a");
+        q.later(a.clone(), Duration::from_secs(5));
+        q.later(a.clone(), Duration::from_secs(2));
+        q.later(a.clone(), Duration::from_secs(9));
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(q.next(), Ok(a));
+        // No timer left behind to bring it back again.
+        assert_eq!(q.next(), Err(None));
+        tokio::time::advance(Duration::from_secs(10)).await;
         assert_eq!(q.next(), Err(None));
     }
 

@@ -16,7 +16,8 @@
 //!   they carry, `Duration` to Go's duration text, `bytes` to base64.
 //! - Go's encoder writes fields that are not pointers even when empty: an
 //!   empty string and a zero `Time` are left out, as JSON's `omitempty`
-//!   leaves them out. Numbers, booleans and empty messages are kept (a zero
+//!   leaves them out, except in the fields whose empty string JSON keeps
+//!   (a Lease's `holderIdentity`, a pointer; see `protos/strings.txt`). Numbers, booleans and empty messages are kept (a zero
 //!   `replicas` is meaningful).
 //! - Fields Go embeds inline (a Volume's `VolumeSource`, an IngressRule's
 //!   value, a reference's `LocalObjectReference`, …) are merged into their
@@ -341,7 +342,10 @@ fn message(kind: &str, bytes: &[u8], depth: usize) -> Result<Option<Value>, Prot
                 {
                     object.extend(inner);
                 }
-                Some(value) if value != Value::String(String::new()) => {
+                Some(value)
+                    if value != Value::String(String::new())
+                        || schema::keeps_empty(kind, &field.name) =>
+                {
                     object.insert(field.name.clone(), value);
                 }
                 _ => {}
@@ -577,6 +581,26 @@ mod tests {
         assert_eq!(
             special("apimachinery.pkg.api.resource.Quantity", &quantity),
             Ok(Some(Some(json!("500m"))))
+        );
+    }
+
+    #[test]
+    fn an_empty_string_should_stay_where_json_keeps_it() {
+        // A Lease released by client-go's leader election: holderIdentity
+        // is a pointer to "", the empty name of its ObjectMeta is not.
+        let lease = [
+            len_field(1, &len_field(1, b"")),
+            len_field(2, &[len_field(1, b""), varint_field(2, 15)].concat()),
+        ]
+        .concat();
+        assert_eq!(
+            decode(&envelope("coordination.k8s.io/v1", "Lease", &lease)),
+            Ok(json!({
+                "metadata": {},
+                "spec": {"holderIdentity": "", "leaseDurationSeconds": 15},
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+            }))
         );
     }
 

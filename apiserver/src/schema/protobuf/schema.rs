@@ -7,7 +7,7 @@
 //! names. Type names are resolved against the file's package, or absolute
 //! when they start with `.`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
 /// The embedded files: (path, text).
@@ -230,6 +230,25 @@ fn parse(files: &[(&str, &str)]) -> Schema {
 
 /// The parsed schema of the embedded files.
 pub(super) static SCHEMA: LazyLock<Schema> = LazyLock::new(|| parse(FILES));
+
+/// The string fields whose empty value JSON keeps (`message field` lines of
+/// `apiserver/protos/strings.txt`, read from Kubernetes' Go types by
+/// `tests/real-cluster/protostrings`): pointers to strings and strings
+/// without `omitempty`.
+static KEPT_EMPTY: LazyLock<HashSet<(&'static str, &'static str)>> = LazyLock::new(|| {
+    include_str!("../../../protos/strings.txt")
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.split_once(' '))
+        .collect()
+});
+
+/// Whether an empty string in `field` of `message` is a value JSON keeps
+/// (`holderIdentity: ""`), rather than the zero Go's encoder writes for a
+/// field JSON leaves out.
+pub(super) fn keeps_empty(message: &str, field: &str) -> bool {
+    KEPT_EMPTY.contains(&(message, field))
+}
 
 /// The package of an API group's version: `apps/v1` is `api.apps.v1`, the
 /// core `v1` is `api.core.v1`.
