@@ -20,7 +20,7 @@ NPM_STAMP := node_modules/.package-lock.json
 COMPONENTIZE_PY := componentize-py -d wit -w controller componentize
 COMPONENTIZE_JS := node_modules/.bin/kubewasm-componentize
 
-.PHONY: help setup plugins test-plugins rust-plugins rust-test-plugins build sdk publish-sdk test lint guest-tests new-project-tests fmt dev bench soak fuzz real-cluster kube-rs-tests clean
+.PHONY: help setup plugins test-plugins rust-plugins rust-test-plugins build sdk publish-sdk test lint guest-tests new-project-tests fmt dev bench soak fuzz real-cluster difference kube-rs-tests clean
 
 help:
 	@echo "make setup         install the wasm target, componentize-py and the npm toolchain (make dev and make test do it)"
@@ -33,6 +33,7 @@ help:
 	@echo "make bench         run the benchmarks and rewrite their sections of BENCHMARKS.md"
 	@echo "make soak          ten plugins, 10,000 primaries, 10 minutes against the faulty server; figures into BENCHMARKS.md"
 	@echo "make real-cluster  a real control plane on loopback (Kubernetes, etcd, kwok Nodes; built from Go modules), until Ctrl-C"
+	@echo "make difference    the same request sequences to the embedded server and a real one; the table and the figure"
 	@echo "make fuzz          every fuzz target for FUZZ_SECONDS (60) each (fuzz/run; coverage-guided, libFuzzer)"
 
 setup:
@@ -149,6 +150,10 @@ fuzz:
 
 real-cluster:
 	tests/real-cluster/up $(TARGET_DIR)/real-cluster/run --nodes $(or $(NODES),3)
+
+# Starts both servers itself; ONLY=PREFIX runs some sequences, SHOW=1 prints each difference.
+difference: build
+	$(CARGO) run -p kubewasm-tests --bin difference -- $(if $(ONLY),--only $(ONLY)) $(if $(SHOW),--show)
 
 kube-rs-tests: build
 	tests/kube-rs/run

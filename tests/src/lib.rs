@@ -271,6 +271,18 @@ impl Apiserver {
         }
     }
 
+    /// Starts `kubewasm apiserver` with `flags`, whatever
+    /// `KUBEWASM_TEST_CLUSTER` says (the difference tool runs both).
+    pub fn start_embedded(flags: &[&str]) -> Self {
+        Self::embedded("127.0.0.1:0", flags)
+    }
+
+    /// Starts a real control plane (flags as for [`Apiserver::start_at`]),
+    /// whatever `KUBEWASM_TEST_CLUSTER` says.
+    pub fn start_real(flags: &[&str]) -> Self {
+        Self::real(flags)
+    }
+
     /// A real control plane (`tests/real-cluster/up`) in its own process
     /// group, watching this process: nothing outlives the test binary.
     fn real(flags: &[&str]) -> Self {

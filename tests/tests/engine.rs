@@ -898,7 +898,9 @@ fn a_plugin_confined_to_a_namespace_should_watch_only_it_and_need_no_more_rights
         );
     }
     assert!(
-        !metrics.lines().any(|l| l.starts_with("kubewasm_informer_watch_restarts_total{") && !l.ends_with(" 0")),
+        !metrics
+            .lines()
+            .any(|l| l.starts_with("kubewasm_informer_watch_restarts{") && !l.ends_with(" 0")),
         "no watch refused: {metrics}"
     );
     let log = host.log();

@@ -353,8 +353,7 @@ async fn simulated_pods_should_run_and_writes_should_answer_as_asked() -> anyhow
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pod: Pod = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "sleeper", "labels": {"app": "demo"}},
-        "spec": {"restartPolicy": "Never",
-                 "containers": [{"name": "main", "image": "busybox", "command": ["sleep", "60"]}]}}))?;
+        "spec": {"containers": [{"name": "main", "image": "busybox", "command": ["sleep", "3600"]}]}}))?;
     pods.create(&PostParams::default(), &pod).await?;
     // As a kubelet would: bound, Running, every container ready.
     tokio::time::timeout(
@@ -380,6 +379,23 @@ async fn simulated_pods_should_run_and_writes_should_answer_as_asked() -> anyhow
         ok && out.contains("1/1") && out.contains("Running"),
         "{out}"
     );
+
+    // A Pod that is not restarted (here owned by no Job) completes.
+    let once: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "once"},
+        "spec": {"restartPolicy": "Never",
+                 "containers": [{"name": "main", "image": "busybox", "command": ["true"]}]}}))?;
+    pods.create(&PostParams::default(), &once).await?;
+    let succeeded = |pod: Option<&Pod>| {
+        pod.and_then(|p| p.status.as_ref())
+            .and_then(|s| s.phase.as_deref())
+            == Some("Succeeded")
+    };
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        await_condition(pods.clone(), "once", succeeded),
+    )
+    .await??;
 
     // A metadata patch answers with PartialObjectMetadata, as kube-rs asks.
     let patch = ObjectMeta {

@@ -1,0 +1,434 @@
+//! The difference tool: the same request sequences to a fresh embedded
+//! server (`kubewasm apiserver --simulate-workloads`) and a fresh real
+//! control plane (`tests/real-cluster/up`), answers compared after
+//! normalising what legitimately differs (`normalise`).
+//!
+//! ```text
+//! cargo run -p kubewasm-tests --bin difference [-- --only PREFIX] [--show] [--markdown FILE]
+//! ```
+//!
+//! Sequences: those generated for every resource of
+//! `tests/difference/resources.json` (create, list with selectors, update,
+//! the four patch types, apply with conflicts, delete with each
+//! propagation policy and preconditions, deletecollection, watch from a
+//! version, status and scale), the seeds of the `apiserver_request` fuzz
+//! target, and the files of `tests/difference/sequences/`. Each request's
+//! status code, `Content-Type`, `Warning` and `Retry-After`, and body are
+//! compared. A sequence is identical when every answer is.
+//!
+//! `tests/difference/known.json` lists the differences kept on purpose,
+//! each with its reason. The tool prints a table per resource and verb and
+//! the figure (sequences identical / all), and fails on a difference not
+//! listed, or a listed one that no longer differs.
+
+mod normalise;
+mod sequence;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use http_body_util::BodyExt as _;
+use kubewasm_tests::{Apiserver, workspace_root};
+use serde_json::Value;
+
+use sequence::{Resource, Sequence, Step};
+
+/// One answer, as compared.
+#[derive(Debug, Clone, PartialEq)]
+struct Answer {
+    status: u16,
+    content_type: String,
+    warning: String,
+    retry_after: String,
+    body: Value,
+    /// `metadata.resourceVersion` and `metadata.uid` of the body, for the
+    /// placeholders of later requests.
+    rv: String,
+    uid: String,
+}
+
+/// A server and what its requests need.
+struct Target {
+    client: kube::Client,
+}
+
+impl Target {
+    async fn new(server: &Apiserver) -> anyhow::Result<Self> {
+        Ok(Self {
+            client: server.client().await?,
+        })
+    }
+
+    async fn send(&self, step: &Step, fill: &dyn Fn(&str) -> String) -> anyhow::Result<Answer> {
+        let mut request = http::Request::builder()
+            .method(step.method.as_str())
+            .uri(fill(&step.target));
+        if !step.content_type.is_empty() {
+            request = request.header(http::header::CONTENT_TYPE, &step.content_type);
+        }
+        let body = fill(&String::from_utf8_lossy(&step.body)).into_bytes();
+        let request = request.body(kube::client::Body::from(body))?;
+        let response = tokio::time::timeout(Duration::from_secs(30), self.client.send(request))
+            .await
+            .context("no answer in 30 s")??;
+        let header = |name: http::header::HeaderName| {
+            response
+                .headers()
+                .get_all(name)
+                .iter()
+                .map(|v| v.to_str().unwrap_or_default().to_owned())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let (status, content_type, warning, retry_after) = (
+            response.status().as_u16(),
+            header(http::header::CONTENT_TYPE),
+            header(http::header::WARNING),
+            header(http::header::RETRY_AFTER),
+        );
+        let bytes = response.into_body().collect().await?.to_bytes();
+        let raw: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        let text = |pointer: &str| {
+            raw.pointer(pointer)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        Ok(Answer {
+            status,
+            content_type,
+            warning,
+            retry_after: if retry_after.is_empty() {
+                String::new()
+            } else {
+                "<set>".to_owned()
+            },
+            body: normalise::body(&bytes),
+            rv: text("/metadata/resourceVersion"),
+            uid: text("/metadata/uid"),
+        })
+    }
+
+    /// Runs a sequence in namespace `ns`: every answer.
+    async fn run(&self, sequence: &Sequence, ns: &str) -> anyhow::Result<Vec<Answer>> {
+        let mut answers: Vec<Answer> = Vec::new();
+        for step in &sequence.steps {
+            let fill = |text: &str| fill(text, ns, &answers);
+            let answer = self.send(step, &fill).await?;
+            answers.push(answer);
+        }
+        Ok(answers)
+    }
+
+    /// Creates namespace `ns` and waits for its `default` ServiceAccount
+    /// (which Pods need), as a controller adds it.
+    async fn namespace(&self, ns: &str) -> anyhow::Result<()> {
+        let create = Sequence::parse(
+            "setup",
+            &format!(
+                "POST /api/v1/namespaces\napplication/json\n{{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{{\"name\":\"{ns}\"}}}}"
+            ),
+        );
+        self.run(&create, ns).await?;
+        let account = Sequence::parse(
+            "setup",
+            &format!("GET /api/v1/namespaces/{ns}/serviceaccounts/default\n\n"),
+        );
+        for _ in 0..100 {
+            if self.run(&account, ns).await?[0].status == 200 {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        anyhow::bail!("namespace {ns}: no default ServiceAccount after 10 s")
+    }
+}
+
+/// A request's text with its placeholders filled.
+fn fill(text: &str, ns: &str, answers: &[Answer]) -> String {
+    let last = |field: fn(&Answer) -> &str| {
+        answers
+            .iter()
+            .rev()
+            .map(field)
+            .find(|v| !v.is_empty())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let mut out = text
+        .replace("{ns}", ns)
+        .replace("{rv}", &last(|a| &a.rv))
+        .replace("{uid}", &last(|a| &a.uid));
+    for (i, answer) in answers.iter().enumerate() {
+        out = out
+            .replace(&format!("{{rv:{i}}}"), &answer.rv)
+            .replace(&format!("{{uid:{i}}}"), &answer.uid);
+    }
+    out
+}
+
+/// How one sequence compared.
+#[derive(Debug)]
+enum Verdict {
+    Identical,
+    /// The first request answered differently, and how.
+    Differs {
+        step: usize,
+        what: String,
+    },
+}
+
+fn compare(embedded: &[Answer], real: &[Answer]) -> Verdict {
+    for (step, (e, r)) in embedded.iter().zip(real).enumerate() {
+        let what = if e.status != r.status {
+            format!("status {} (real {})", e.status, r.status)
+        } else if e.content_type != r.content_type {
+            format!(
+                "Content-Type {:?} (real {:?})",
+                e.content_type, r.content_type
+            )
+        } else if e.warning != r.warning {
+            format!("Warning {:?} (real {:?})", e.warning, r.warning)
+        } else if e.retry_after != r.retry_after {
+            format!("Retry-After {:?} (real {:?})", e.retry_after, r.retry_after)
+        } else if let Some((pointer, ours, theirs)) = normalise::first_difference(&e.body, &r.body)
+        {
+            format!("body at {pointer:?}: {ours} (real {theirs})")
+        } else {
+            continue;
+        };
+        return Verdict::Differs { step, what };
+    }
+    Verdict::Identical
+}
+
+/// A difference kept on purpose (`tests/difference/known.json`).
+#[derive(Debug, serde::Deserialize)]
+struct Known {
+    /// A sequence's name, or `resource/*`, `*/verb`.
+    sequence: String,
+    reason: String,
+}
+
+impl Known {
+    fn matches(&self, name: &str) -> bool {
+        let (resource, verb) = name.split_once('/').unwrap_or((name, ""));
+        match self.sequence.split_once('/') {
+            Some(("*", v)) => v == verb,
+            Some((r, "*")) => r == resource,
+            _ => self.sequence == name,
+        }
+    }
+}
+
+fn read_json(path: &Path) -> anyhow::Result<Value> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{}", path.display()))
+}
+
+/// Every sequence: generated, the fuzz seeds, the files.
+fn sequences(resources: &[Resource]) -> anyhow::Result<Vec<Sequence>> {
+    let mut all: Vec<Sequence> = resources
+        .iter()
+        .filter(|r| !r.setup)
+        .flat_map(Resource::sequences)
+        .collect();
+    for (dir, prefix) in [
+        ("fuzz/seeds/apiserver_request", "fuzz-seed"),
+        ("tests/difference/sequences", "file"),
+    ] {
+        let mut files: Vec<_> = std::fs::read_dir(workspace_root().join(dir))
+            .with_context(|| dir.to_owned())?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .collect();
+        files.sort();
+        for file in files {
+            let name = file
+                .file_stem()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default()
+                .trim_start_matches("seed-")
+                .to_owned();
+            let text = std::fs::read_to_string(&file)?;
+            all.push(Sequence::parse(&format!("{prefix}/{name}"), &text));
+        }
+    }
+    Ok(all)
+}
+
+struct Options {
+    only: Option<String>,
+    show: bool,
+    markdown: Option<std::path::PathBuf>,
+}
+
+fn options() -> anyhow::Result<Options> {
+    let mut options = Options {
+        only: None,
+        show: false,
+        markdown: None,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--only" => options.only = args.next(),
+            "--show" => options.show = true,
+            "--markdown" => options.markdown = args.next().map(Into::into),
+            other => anyhow::bail!(
+                "{other}: usage: difference [--only PREFIX] [--show] [--markdown FILE]"
+            ),
+        }
+    }
+    Ok(options)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let options = options()?;
+    let root = workspace_root();
+    let resources: Vec<Resource> = serde_json::from_value(
+        read_json(&root.join("tests/difference/resources.json"))?["resources"].clone(),
+    )?;
+    let known: Vec<Known> = serde_json::from_value(
+        read_json(&root.join("tests/difference/known.json"))?["known"].clone(),
+    )?;
+    let mut all = sequences(&resources)?;
+    if let Some(only) = &options.only {
+        all.retain(|s| s.name.starts_with(only.as_str()));
+    }
+
+    eprintln!("difference: starting the embedded server and the real control plane");
+    let embedded_server = Apiserver::start_embedded(&["--simulate-workloads", "--nodes", "3"]);
+    let real_server = Apiserver::start_real(&["--nodes", "3"]);
+    let embedded = Target::new(&embedded_server).await?;
+    let real = Target::new(&real_server).await?;
+    for resource in resources.iter().filter(|r| r.setup) {
+        let setup = Sequence {
+            name: "setup".to_owned(),
+            steps: vec![resource.setup_step()],
+        };
+        let (e, r) = tokio::join!(embedded.run(&setup, ""), real.run(&setup, ""));
+        anyhow::ensure!(e?[0].status == 201 && r?[0].status == 201, "setup failed");
+    }
+    // Custom resources are served once established.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let mut verdicts: Vec<(Sequence, Verdict)> = Vec::new();
+    for (i, sequence) in all.into_iter().enumerate() {
+        let ns = format!("diff-{i}");
+        let (e, r) = tokio::join!(embedded.namespace(&ns), real.namespace(&ns));
+        e?;
+        r?;
+        let (e, r) = tokio::join!(embedded.run(&sequence, &ns), real.run(&sequence, &ns));
+        let (e, r) = (e?, r?);
+        let verdict = compare(&e, &r);
+        if options.show
+            && let Verdict::Differs { step, what } = &verdict
+        {
+            println!("--- {} (in {ns}), request {step}: {what}", sequence.name);
+            println!(
+                "    {} {}",
+                sequence.steps[*step].method, sequence.steps[*step].target
+            );
+            println!("    embedded: {}", e[*step].body);
+            println!("    real:     {}", r[*step].body);
+            println!("    the sequence (a file of tests/difference/sequences/ replays it):");
+            for line in sequence.text().lines() {
+                println!("    | {line}");
+            }
+        }
+        verdicts.push((sequence, verdict));
+    }
+
+    report(&verdicts, &known, options.markdown.as_deref())
+}
+
+/// The table, the figure, and the verdict on the listed differences.
+fn report(
+    verdicts: &[(Sequence, Verdict)],
+    known: &[Known],
+    markdown: Option<&Path>,
+) -> anyhow::Result<()> {
+    let mut table: BTreeMap<String, BTreeMap<String, &'static str>> = BTreeMap::new();
+    let mut verbs: Vec<String> = Vec::new();
+    let mut others: Vec<(String, &str)> = Vec::new();
+    let (mut identical, mut unlisted, mut stale) = (0, Vec::new(), Vec::new());
+    for (sequence, verdict) in verdicts {
+        let listed = known.iter().find(|k| k.matches(&sequence.name));
+        let cell = match (verdict, listed) {
+            (Verdict::Identical, None) => {
+                identical += 1;
+                "="
+            }
+            (Verdict::Identical, Some(_)) => {
+                identical += 1;
+                stale.push(sequence.name.clone());
+                "="
+            }
+            (Verdict::Differs { .. }, Some(_)) => "listed",
+            (Verdict::Differs { step, what }, None) => {
+                unlisted.push(format!("{} (request {step}): {what}", sequence.name));
+                "DIFFERS"
+            }
+        };
+        if !sequence.generated() {
+            others.push((sequence.name.clone(), cell));
+            continue;
+        }
+        if !verbs.iter().any(|v| v == sequence.verb()) {
+            verbs.push(sequence.verb().to_owned());
+        }
+        table
+            .entry(sequence.resource().to_owned())
+            .or_default()
+            .insert(sequence.verb().to_owned(), cell);
+    }
+    let columns: Vec<&str> = verbs.iter().map(String::as_str).collect();
+    let mut text = format!(
+        "| resource | {} |\n|---|{}\n",
+        columns.join(" | "),
+        "---|".repeat(columns.len())
+    );
+    for (resource, cells) in &table {
+        let row: Vec<&str> = columns
+            .iter()
+            .map(|v| cells.get(*v).copied().unwrap_or(""))
+            .collect();
+        text.push_str(&format!("| {resource} | {} |\n", row.join(" | ")));
+    }
+    for (name, cell) in &others {
+        text.push_str(&format!("\n{name}: {cell}"));
+    }
+    let total = verdicts.len();
+    let figure = format!(
+        "{identical} of {total} sequences identical ({:.1}%)",
+        identical as f64 * 100.0 / total.max(1) as f64
+    );
+    println!("{text}\n{figure}");
+    for line in &unlisted {
+        println!("not listed: {line}");
+    }
+    for name in &stale {
+        println!("listed but identical now: {name}");
+    }
+    if let Some(path) = markdown {
+        let reasons: String = known
+            .iter()
+            .map(|k| format!("- `{}`: {}\n", k.sequence, k.reason))
+            .collect();
+        std::fs::write(
+            path,
+            format!("{text}\n{figure}\n\nListed differences:\n{reasons}"),
+        )?;
+    }
+    anyhow::ensure!(
+        unlisted.is_empty() && stale.is_empty(),
+        "{} differences not listed in tests/difference/known.json, {} listed ones gone",
+        unlisted.len(),
+        stale.len()
+    );
+    Ok(())
+}

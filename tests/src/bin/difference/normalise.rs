@@ -1,0 +1,198 @@
+//! What legitimately differs between two servers' answers to the same
+//! request, made the same: identities and versions each server assigns
+//! (`uid`, `resourceVersion`, continue tokens), clocks (every RFC 3339
+//! time), generated names' suffixes, allocated addresses and ports, and
+//! the status controllers write in their own time. What is left must be
+//! equal.
+
+use serde_json::Value;
+
+/// Fields whose value each server assigns: kept present, value replaced.
+const ASSIGNED: [&str; 12] = [
+    "uid",
+    "resourceVersion",
+    "continue",
+    "selfLink",
+    "clusterIP",
+    "clusterIPs",
+    "podIP",
+    "podIPs",
+    "hostIP",
+    "hostIPs",
+    "nodePort",
+    "remainingItemCount",
+];
+
+/// Kinds whose `status` controllers write on their own clock (the real
+/// kube-controller-manager and the embedded simulation alike): compared
+/// without it.
+const CONTROLLED: [&str; 12] = [
+    "Deployment",
+    "ReplicaSet",
+    "StatefulSet",
+    "DaemonSet",
+    "Job",
+    "CronJob",
+    "Pod",
+    "PersistentVolumeClaim",
+    "PersistentVolume",
+    "ResourceQuota",
+    "PodDisruptionBudget",
+    "HorizontalPodAutoscaler",
+];
+
+/// Whether `text` is an RFC 3339 time (`2026-12-04T01:02:03Z`, with or
+/// without fractions and offset).
+fn is_time(text: &str) -> bool {
+    let b = text.as_bytes();
+    b.len() >= 20
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b[10] == b'T'
+        && b[13] == b':'
+        && b[16] == b':'
+        && b[..4].iter().all(u8::is_ascii_digit)
+}
+
+/// The value made comparable, in place.
+pub(crate) fn normalise(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            if let Some(prefix) = map
+                .get("generateName")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                && let Some(name) = map.get_mut("name")
+                && name.as_str().is_some_and(|n| n.starts_with(&prefix))
+            {
+                *name = format!("{prefix}<generated>").into();
+            }
+            let controlled = map
+                .get("kind")
+                .and_then(Value::as_str)
+                .is_some_and(|k| CONTROLLED.contains(&k));
+            if controlled && map.contains_key("metadata") {
+                map.remove("status");
+            }
+            for (key, inner) in map.iter_mut() {
+                if ASSIGNED.contains(&key.as_str()) && !inner.is_null() {
+                    *inner = format!("<{key}>").into();
+                } else {
+                    normalise(inner);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(normalise),
+        Value::String(text) if is_time(text) => *text = "<time>".to_owned(),
+        _ => {}
+    }
+}
+
+/// A body made comparable: JSON normalised, a watch's events each
+/// normalised (one per line), anything else as text.
+pub(crate) fn body(bytes: &[u8]) -> Value {
+    if let Ok(mut value) = serde_json::from_slice::<Value>(bytes) {
+        normalise(&mut value);
+        return value;
+    }
+    let text = String::from_utf8_lossy(bytes);
+    let lines: Option<Vec<Value>> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect();
+    match lines {
+        Some(mut events) if !events.is_empty() => {
+            events.iter_mut().for_each(normalise);
+            Value::Array(events)
+        }
+        _ => Value::String(text.into_owned()),
+    }
+}
+
+/// The first place two normalised values differ: a JSON pointer and both
+/// values there.
+pub(crate) fn first_difference(a: &Value, b: &Value) -> Option<(String, Value, Value)> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            keys.into_iter().find_map(|k| {
+                let (l, r) = (x.get(k), y.get(k));
+                match (l, r) {
+                    (Some(l), Some(r)) => first_difference(l, r).map(|(p, l, r)| {
+                        (
+                            format!("/{}{p}", k.replace('~', "~0").replace('/', "~1")),
+                            l,
+                            r,
+                        )
+                    }),
+                    _ => Some((
+                        format!("/{k}"),
+                        l.cloned().unwrap_or(Value::Null),
+                        r.cloned().unwrap_or(Value::Null),
+                    )),
+                }
+            })
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            x.iter().zip(y).enumerate().find_map(|(i, (l, r))| {
+                first_difference(l, r).map(|(p, l, r)| (format!("/{i}{p}"), l, r))
+            })
+        }
+        _ if a == b => None,
+        _ => Some((String::new(), a.clone(), b.clone())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn assigned_values_clocks_and_generated_names_should_compare_equal() {
+        let one = json!({"kind": "ConfigMap", "metadata": {"name": "web-x7k2p", "generateName": "web-",
+            "uid": "1", "resourceVersion": "10", "creationTimestamp": "2026-12-04T01:02:03Z",
+            "managedFields": [{"manager": "m", "time": "2026-12-04T01:02:03Z"}]}});
+        let two = json!({"kind": "ConfigMap", "metadata": {"name": "web-q9z8m", "generateName": "web-",
+            "uid": "2", "resourceVersion": "77", "creationTimestamp": "2026-12-04T05:06:07.123456Z",
+            "managedFields": [{"manager": "m", "time": "2026-12-04T05:06:07Z"}]}});
+        let (mut a, mut b) = (one, two);
+        normalise(&mut a);
+        normalise(&mut b);
+        assert_eq!(first_difference(&a, &b), None);
+    }
+
+    #[test]
+    fn what_a_server_decides_should_still_differ() {
+        let mut a = json!({"kind": "ConfigMap", "metadata": {"name": "a", "labels": {"x": "1"}}});
+        let mut b = json!({"kind": "ConfigMap", "metadata": {"name": "a"}});
+        normalise(&mut a);
+        normalise(&mut b);
+        assert_eq!(
+            first_difference(&a, &b),
+            Some((
+                "/metadata/labels".to_owned(),
+                json!({"x": "1"}),
+                Value::Null
+            ))
+        );
+        // A missing field is not an assigned one.
+        let (mut c, mut d) = (json!({"uid": "1"}), json!({}));
+        normalise(&mut c);
+        normalise(&mut d);
+        assert!(first_difference(&c, &d).is_some());
+    }
+
+    #[test]
+    fn a_watch_should_compare_event_by_event() {
+        let events = b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"resourceVersion\":\"5\"}}}\n{\"type\":\"DELETED\",\"object\":{}}\n";
+        assert_eq!(
+            body(events),
+            json!([{"type": "ADDED", "object": {"metadata": {"resourceVersion": "<resourceVersion>"}}},
+                   {"type": "DELETED", "object": {}}])
+        );
+    }
+}
