@@ -316,6 +316,20 @@ struct Entry {
     fields: FieldSet,
 }
 
+impl Entry {
+    /// The manager as a conflict names it (apimachinery's `printManager`).
+    fn printed(&self) -> String {
+        if self.operation == "Update" {
+            format!(
+                "{:?} using {} at {}",
+                self.manager, self.api_version, self.time
+            )
+        } else {
+            format!("{:?}", self.manager)
+        }
+    }
+}
+
 fn entries(object: &Value) -> Vec<Entry> {
     object
         .pointer("/metadata/managedFields")
@@ -371,10 +385,38 @@ fn set_entries(object: &mut Value, entries: Vec<Entry>) {
 /// A field another manager owns with another value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Conflict {
-    /// The other manager.
+    /// The other manager, as a real server prints it: `"kubectl"`, or
+    /// `"kubectl" using v1 at 2026-12-04T01:02:03Z` for an `Update` entry.
     pub manager: String,
     /// The field, human form.
     pub field: String,
+}
+
+/// A refused apply's message, as apimachinery words it: one conflict on
+/// one line, several grouped by manager (sorted), one field a line.
+pub fn conflict_message(conflicts: &[Conflict]) -> String {
+    if let [one] = conflicts {
+        return format!(
+            "Apply failed with 1 conflict: conflict with {}: {}",
+            one.manager, one.field
+        );
+    }
+    let mut by_manager: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for c in conflicts {
+        by_manager.entry(&c.manager).or_default().push(&c.field);
+    }
+    let lines: Vec<String> = by_manager
+        .iter()
+        .flat_map(|(manager, fields)| {
+            std::iter::once(format!("conflicts with {manager}"))
+                .chain(fields.iter().map(|f| format!("- {f}")))
+        })
+        .collect();
+    format!(
+        "Apply failed with {} conflicts: {}",
+        conflicts.len(),
+        lines.join("\n")
+    )
 }
 
 /// Why an apply was refused.
@@ -423,7 +465,7 @@ pub fn apply(
         for path in wanted.intersection(&entry.fields) {
             if value_at(current, path) != value_at(applied, path) {
                 conflicts.push(Conflict {
-                    manager: entry.manager.clone(),
+                    manager: entry.printed(),
                     field: describe(path),
                 });
             }
@@ -660,6 +702,26 @@ mod tests {
     }
 
     #[test]
+    fn conflicts_should_be_worded_as_a_real_server_words_them() {
+        let one = Conflict {
+            manager: "\"kubectl\" using v1 at 2026-12-04T01:02:03Z".into(),
+            field: ".data.a".into(),
+        };
+        assert_eq!(
+            conflict_message(std::slice::from_ref(&one)),
+            "Apply failed with 1 conflict: conflict with \"kubectl\" using v1 at 2026-12-04T01:02:03Z: .data.a"
+        );
+        let two = Conflict {
+            manager: "\"helm\"".into(),
+            field: ".data.b".into(),
+        };
+        assert_eq!(
+            conflict_message(&[one, two]),
+            "Apply failed with 2 conflicts: conflicts with \"helm\"\n- .data.b\nconflicts with \"kubectl\" using v1 at 2026-12-04T01:02:03Z\n- .data.a"
+        );
+    }
+
+    #[test]
     fn apply_should_conflict_with_other_managers_unless_forced() {
         let mine =
             apply(&json!({}), &cm(json!({"a": "1"})), request("one", false)).expect("applies");
@@ -668,7 +730,7 @@ mod tests {
         assert_eq!(
             err,
             ApplyError::Conflicts(vec![Conflict {
-                manager: "one".into(),
+                manager: "\"one\"".into(),
                 field: ".data.a".into()
             }])
         );
@@ -736,7 +798,7 @@ mod tests {
         let err =
             apply(&edited, &cm(json!({"a": "1"})), request("ssa", false)).expect_err("conflict");
         assert!(
-            matches!(&err, ApplyError::Conflicts(c) if c[0].manager == "kubectl-edit"),
+            matches!(&err, ApplyError::Conflicts(c) if c[0].manager.starts_with("\"kubectl-edit\" using v1 at ")),
             "{err:?}"
         );
     }

@@ -582,6 +582,10 @@ impl Api {
             }
             manager.push(c);
         }
+        if manager.is_empty() {
+            // As apimachinery's buildManagerInfo names a write with neither.
+            manager.push_str("unknown");
+        }
         manager
     }
 
@@ -620,24 +624,10 @@ impl Api {
         let conflict = |conflicts: Vec<apply::Conflict>| {
             let causes: Vec<Value> = conflicts
                 .iter()
-                .map(|c| json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"{}\"", c.manager), "field": c.field}))
+                .map(|c| json!({"reason": "FieldManagerConflict", "message": format!("conflict with {}", c.manager), "field": c.field}))
                 .collect();
-            let listed: Vec<String> = conflicts
-                .iter()
-                .map(|c| format!("- {}: {}", c.manager, c.field))
-                .collect();
-            let mut error = ApiError::conflict(
-                &info,
-                name,
-                &format!(
-                    "Apply failed with {} conflict(s):\n{}",
-                    conflicts.len(),
-                    listed.join("\n")
-                ),
-            );
-            if let Some(details) = error.details.as_mut() {
-                details["causes"] = Value::Array(causes);
-            }
+            let mut error = ApiError::new(409, "Conflict", apply::conflict_message(&conflicts));
+            error.details = Some(json!({"causes": causes}));
             error
         };
         let refused = |error: apply::ApplyError| match error {

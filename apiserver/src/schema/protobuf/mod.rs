@@ -17,7 +17,7 @@
 //! - Go's encoder writes fields that are not pointers even when empty: an
 //!   empty string and a zero `Time` are left out, as JSON's `omitempty`
 //!   leaves them out, except in the fields whose empty string JSON keeps
-//!   (a Lease's `holderIdentity`, a pointer; see `protos/strings.txt`). Numbers, booleans and empty messages are kept (a zero
+//!   (a Lease's `holderIdentity`, a pointer; see `protos/gotypes.txt`). Numbers, booleans and empty messages are kept (a zero
 //!   `replicas` is meaningful).
 //! - Fields Go embeds inline (a Volume's `VolumeSource`, an IngressRule's
 //!   value, a reference's `LocalObjectReference`, …) are merged into their

@@ -231,14 +231,14 @@ fn parse(files: &[(&str, &str)]) -> Schema {
 /// The parsed schema of the embedded files.
 pub(super) static SCHEMA: LazyLock<Schema> = LazyLock::new(|| parse(FILES));
 
-/// The string fields whose empty value JSON keeps (`message field` lines of
-/// `apiserver/protos/strings.txt`, read from Kubernetes' Go types by
-/// `tests/real-cluster/protostrings`): pointers to strings and strings
-/// without `omitempty`.
+/// The string fields whose empty value JSON keeps (Go pointers, strings
+/// without `omitempty`): the `empty MESSAGE FIELD` lines of
+/// `apiserver/protos/gotypes.txt`, written from Kubernetes' Go types by
+/// `tests/real-cluster/gotypes`.
 static KEPT_EMPTY: LazyLock<HashSet<(&'static str, &'static str)>> = LazyLock::new(|| {
-    include_str!("../../../protos/strings.txt")
+    include_str!("../../../protos/gotypes.txt")
         .lines()
-        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.strip_prefix("empty "))
         .filter_map(|line| line.split_once(' '))
         .collect()
 });

@@ -35,6 +35,12 @@ use serde_json::Value;
 
 use sequence::{Resource, Sequence, Step};
 
+/// How long a request may take, its body read.
+const ANSWER: Duration = Duration::from_secs(30);
+
+/// Sequences run at once (each in its namespace).
+const PARALLEL: usize = 8;
+
 /// One answer, as compared.
 #[derive(Debug, Clone, PartialEq)]
 struct Answer {
@@ -61,34 +67,45 @@ impl Target {
         })
     }
 
-    async fn send(&self, step: &Step, fill: &dyn Fn(&str) -> String) -> anyhow::Result<Answer> {
+    async fn send(&self, step: &Step, ns: &str, answers: &[Answer]) -> anyhow::Result<Answer> {
+        let fill = |text: &str| fill(text, ns, answers);
+        let mut target = fill(&step.target);
+        if target.contains("watch=") && !target.contains("timeoutSeconds=") {
+            // A watch ends, so that its events can be compared.
+            target.push_str("&timeoutSeconds=1");
+        }
         let mut request = http::Request::builder()
             .method(step.method.as_str())
-            .uri(fill(&step.target));
+            .uri(target);
         if !step.content_type.is_empty() {
             request = request.header(http::header::CONTENT_TYPE, &step.content_type);
         }
         let body = fill(&String::from_utf8_lossy(&step.body)).into_bytes();
         let request = request.body(kube::client::Body::from(body))?;
-        let response = tokio::time::timeout(Duration::from_secs(30), self.client.send(request))
+        let response = tokio::time::timeout(ANSWER, self.client.send(request))
             .await
             .context("no answer in 30 s")??;
-        let header = |name: http::header::HeaderName| {
-            response
-                .headers()
-                .get_all(name)
-                .iter()
-                .map(|v| v.to_str().unwrap_or_default().to_owned())
-                .collect::<Vec<_>>()
-                .join(", ")
+        let (status, content_type, warning, retry_after) = {
+            let header = |name: http::header::HeaderName| {
+                response
+                    .headers()
+                    .get_all(name)
+                    .iter()
+                    .map(|v| v.to_str().unwrap_or_default().to_owned())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            (
+                response.status().as_u16(),
+                header(http::header::CONTENT_TYPE),
+                header(http::header::WARNING),
+                header(http::header::RETRY_AFTER),
+            )
         };
-        let (status, content_type, warning, retry_after) = (
-            response.status().as_u16(),
-            header(http::header::CONTENT_TYPE),
-            header(http::header::WARNING),
-            header(http::header::RETRY_AFTER),
-        );
-        let bytes = response.into_body().collect().await?.to_bytes();
+        let bytes = tokio::time::timeout(ANSWER, response.into_body().collect())
+            .await
+            .context("no whole body in 30 s")??
+            .to_bytes();
         let raw: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         let text = |pointer: &str| {
             raw.pointer(pointer)
@@ -115,8 +132,7 @@ impl Target {
     async fn run(&self, sequence: &Sequence, ns: &str) -> anyhow::Result<Vec<Answer>> {
         let mut answers: Vec<Answer> = Vec::new();
         for step in &sequence.steps {
-            let fill = |text: &str| fill(text, ns, &answers);
-            let answer = self.send(step, &fill).await?;
+            let answer = self.send(step, ns, &answers).await?;
             answers.push(answer);
         }
         Ok(answers)
@@ -316,34 +332,64 @@ async fn main() -> anyhow::Result<()> {
     // Custom resources are served once established.
     tokio::time::sleep(Duration::from_secs(3)).await;
 
-    let mut verdicts: Vec<(Sequence, Verdict)> = Vec::new();
-    for (i, sequence) in all.into_iter().enumerate() {
-        let ns = format!("diff-{i}");
-        let (e, r) = tokio::join!(embedded.namespace(&ns), real.namespace(&ns));
-        e?;
-        r?;
-        let (e, r) = tokio::join!(embedded.run(&sequence, &ns), real.run(&sequence, &ns));
-        let (e, r) = (e?, r?);
-        let verdict = compare(&e, &r);
-        if options.show
-            && let Verdict::Differs { step, what } = &verdict
-        {
-            println!("--- {} (in {ns}), request {step}: {what}", sequence.name);
-            println!(
-                "    {} {}",
-                sequence.steps[*step].method, sequence.steps[*step].target
-            );
-            println!("    embedded: {}", e[*step].body);
-            println!("    real:     {}", r[*step].body);
-            println!("    the sequence (a file of tests/difference/sequences/ replays it):");
-            for line in sequence.text().lines() {
-                println!("    | {line}");
-            }
-        }
-        verdicts.push((sequence, verdict));
-    }
-
+    // Generated sequences meet nowhere and run at once; seeds and files may
+    // share names (the `default` namespace), so they run one by one after.
+    let (generated, rest): (Vec<_>, Vec<_>) = all.into_iter().partition(Sequence::generated);
+    let targets = std::sync::Arc::new((embedded, real));
+    let mut verdicts = run_all(&targets, generated, 0, PARALLEL, options.show).await?;
+    let offset = verdicts.len();
+    verdicts.extend(run_all(&targets, rest, offset, 1, options.show).await?);
     report(&verdicts, &known, options.markdown.as_deref())
+}
+
+/// Runs `sequences` on both servers, `parallel` at a time, sequence `i`
+/// in namespace `diff-<offset + i>`: each one's verdict, in order.
+async fn run_all(
+    targets: &std::sync::Arc<(Target, Target)>,
+    sequences: Vec<Sequence>,
+    offset: usize,
+    parallel: usize,
+    show: bool,
+) -> anyhow::Result<Vec<(Sequence, Verdict)>> {
+    let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(parallel));
+    let mut running = tokio::task::JoinSet::new();
+    for (i, sequence) in sequences.into_iter().enumerate() {
+        let (targets, permits) = (targets.clone(), permits.clone());
+        running.spawn(async move {
+            let _permit = permits.acquire_owned().await?;
+            let (embedded, real) = (&targets.0, &targets.1);
+            let ns = format!("diff-{}", offset + i);
+            let (e, r) = tokio::join!(embedded.namespace(&ns), real.namespace(&ns));
+            e?;
+            r?;
+            let (e, r) = tokio::join!(embedded.run(&sequence, &ns), real.run(&sequence, &ns));
+            let (e, r) = (e?, r?);
+            let verdict = compare(&e, &r);
+            if show && let Verdict::Differs { step, what } = &verdict {
+                let mut text = format!("--- {} (in {ns}), request {step}: {what}\n", sequence.name);
+                text += &format!(
+                    "    {} {}\n",
+                    sequence.steps[*step].method, sequence.steps[*step].target
+                );
+                text += &format!(
+                    "    embedded: {}\n    real:     {}\n",
+                    e[*step].body, r[*step].body
+                );
+                text += "    the sequence (a file of tests/difference/sequences/ replays it):\n";
+                for line in sequence.text().lines() {
+                    text += &format!("    | {line}\n");
+                }
+                print!("{text}");
+            }
+            anyhow::Ok((i, sequence, verdict))
+        });
+    }
+    let mut done = Vec::new();
+    while let Some(finished) = running.join_next().await {
+        done.push(finished??);
+    }
+    done.sort_by_key(|(i, ..)| *i);
+    Ok(done.into_iter().map(|(_, s, v)| (s, v)).collect())
 }
 
 /// The table, the figure, and the verdict on the listed differences.

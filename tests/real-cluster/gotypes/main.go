@@ -1,15 +1,22 @@
-// Command protostrings lists the string fields of Kubernetes' protobuf
-// messages whose empty value JSON keeps: Go pointers to strings
-// (`holderIdentity *string`, "" is not nil) and strings without
-// `omitempty` (`name string `json:"name"“). Go's protobuf encoder writes a
-// non-pointer string even when empty, so the wire alone cannot tell an empty
-// value JSON leaves out from one it keeps; the embedded API server reads this
-// list (apiserver/protos/strings.txt) to decode protobuf bodies as a real
-// server does.
+// Command gotypes lists what Kubernetes' Go types say of their protobuf
+// messages that the .proto files do not, one fact a line, into
+// apiserver/protos/gotypes.txt:
+//
+//   - `empty MESSAGE FIELD`: a string field whose empty value JSON keeps, a
+//     Go pointer (a Lease's `holderIdentity *string`: "" is not nil) or a
+//     string without `omitempty` (a Container's name). Go's protobuf encoder
+//     writes a non-pointer string even when empty, so the wire alone cannot
+//     tell an empty value JSON leaves out from one it keeps; the embedded API
+//     server's protobuf decoder reads these.
+//   - `present MESSAGE FIELD`: a field a zero object already has in JSON (a
+//     struct that is not a pointer, a field without `omitempty`), which
+//     server-side apply's field sets never record as created.
+//   - `atomic MESSAGE`: a struct marked `+structType=atomic` (a
+//     LabelSelector), owned whole.
 //
 // It reads the Go types of the modules this directory's go.mod pins:
 //
-//	go run ./protostrings > ../../apiserver/protos/strings.txt
+//	go run ./gotypes > ../../apiserver/protos/gotypes.txt
 package main
 
 import (
@@ -58,17 +65,29 @@ func moduleDir(module string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// kept returns "message field" for every string field of the package's
-// protobuf messages whose empty value JSON keeps.
-func kept(dir, proto string) ([]string, error) {
+// Struct types that JSON writes as something else than an object.
+var leaves = map[string]bool{
+	"Time": true, "MicroTime": true, "Duration": true, "Quantity": true,
+	"IntOrString": true, "RawExtension": true, "FieldsV1": true, "JSON": true,
+}
+
+// Go's own scalar types: leaves, whatever their tags.
+var basic = map[string]bool{
+	"bool": true, "int": true, "int32": true, "int64": true, "uint32": true, "uint64": true,
+	"float32": true, "float64": true, "byte": true,
+}
+
+// facts returns the package's lines (see the command's doc).
+func facts(dir, proto string) ([]string, error) {
 	files, err := parser.ParseDir(token.NewFileSet(), dir, func(info os.FileInfo) bool {
 		return !strings.HasSuffix(info.Name(), "_test.go")
-	}, 0)
+	}, parser.ParseComments)
 	if err != nil {
 		return nil, err
 	}
 	strs := map[string]bool{"string": true}
 	var structs []*ast.TypeSpec
+	var lines []string
 	for _, pkg := range files {
 		for _, file := range pkg.Files {
 			for _, decl := range file.Decls {
@@ -80,6 +99,13 @@ func kept(dir, proto string) ([]string, error) {
 					ts, ok := spec.(*ast.TypeSpec)
 					if !ok {
 						continue
+					}
+					doc := ts.Doc
+					if doc == nil {
+						doc = gen.Doc
+					}
+					if doc != nil && strings.Contains(doc.Text(), "+structType=atomic") {
+						lines = append(lines, "atomic "+proto+"."+ts.Name.Name)
 					}
 					switch t := ts.Type.(type) {
 					case *ast.Ident:
@@ -93,7 +119,10 @@ func kept(dir, proto string) ([]string, error) {
 			}
 		}
 	}
-	var lines []string
+	structNames := map[string]bool{}
+	for _, ts := range structs {
+		structNames[ts.Name.Name] = true
+	}
 	for _, ts := range structs {
 		for _, field := range ts.Type.(*ast.StructType).Fields.List {
 			if field.Tag == nil {
@@ -108,14 +137,35 @@ func kept(dir, proto string) ([]string, error) {
 				continue
 			}
 			omitempty := strings.Contains(","+options+",", ",omitempty,")
+			at := proto + "." + ts.Name.Name + " " + name
 			switch t := field.Type.(type) {
 			case *ast.StarExpr:
 				if id, ok := t.X.(*ast.Ident); ok && strs[id.Name] {
-					lines = append(lines, proto+"."+ts.Name.Name+" "+name)
+					lines = append(lines, "empty "+at)
+				} else if !omitempty {
+					lines = append(lines, "present "+at)
 				}
 			case *ast.Ident:
-				if strs[t.Name] && !omitempty {
-					lines = append(lines, proto+"."+ts.Name.Name+" "+name)
+				switch {
+				case strs[t.Name]:
+					if !omitempty {
+						lines = append(lines, "empty "+at)
+					}
+				case structNames[t.Name]:
+					if !leaves[t.Name] {
+						lines = append(lines, "present "+at)
+					}
+				case !omitempty && !basic[t.Name]:
+					// A named map or list (ResourceList), written as null.
+					lines = append(lines, "present "+at)
+				}
+			case *ast.SelectorExpr:
+				if !leaves[t.Sel.Name] {
+					lines = append(lines, "present "+at)
+				}
+			case *ast.ArrayType, *ast.MapType:
+				if !omitempty {
+					lines = append(lines, "present "+at)
 				}
 			}
 		}
@@ -131,7 +181,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		lines, err := kept(filepath.Join(root, s.dir), s.proto)
+		lines, err := facts(filepath.Join(root, s.dir), s.proto)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -139,8 +189,8 @@ func main() {
 		all = append(all, lines...)
 	}
 	sort.Strings(all)
-	fmt.Println("# The string fields of Kubernetes' protobuf messages whose empty value JSON keeps (Go pointers to")
-	fmt.Println("# strings, strings without omitempty): `message field`. Written by tests/real-cluster/protostrings.")
+	fmt.Println("# What Kubernetes' Go types say of their protobuf messages that the .proto files do not: `empty`,")
+	fmt.Println("# `present` and `atomic` lines, as tests/real-cluster/gotypes (which writes this file) documents.")
 	for _, line := range all {
 		fmt.Println(line)
 	}
