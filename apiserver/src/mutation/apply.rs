@@ -29,6 +29,7 @@ use std::collections::BTreeSet;
 use serde_json::{Map, Value, json};
 
 use crate::objects::now;
+use crate::schema::protobuf;
 
 /// One segment of a field path, as `FieldsV1` spells it: `f:name` for a
 /// map key, `k:{"name":"web"}` for a list element by merge key.
@@ -70,10 +71,32 @@ fn element_key(field: &str, item: &Value, custom: bool) -> Option<String> {
     Some(format!("k:{}", Value::Object(single)))
 }
 
+/// The message of `ObjectMeta`, which custom resources share.
+const OBJECT_META: &str = "apimachinery.pkg.apis.meta.v1.ObjectMeta";
+
+/// The message of `object`'s type, when Kubernetes defines it: a custom
+/// resource's fields have none (no struct of its is atomic or present
+/// when zero), its metadata aside.
+fn root_message(object: &Value, custom: bool) -> Option<String> {
+    if custom {
+        return None;
+    }
+    protobuf::message_of(
+        object.get("apiVersion")?.as_str()?,
+        object.get("kind")?.as_str()?,
+    )
+}
+
+/// The message of `field` in `message`, if known.
+fn child(message: Option<&str>, field: &str) -> Option<&'static str> {
+    message.and_then(|m| protobuf::field_message(m, field))
+}
+
 /// The leaf paths `object` sets (`apiVersion`, `kind`, name and namespace
-/// aside).
+/// aside). An atomic struct (a LabelSelector) is one leaf.
 pub fn fields_of(object: &Value, custom: bool) -> FieldSet {
     let mut set = FieldSet::new();
+    let root = root_message(object, custom);
     if let Value::Object(map) = object {
         for (k, v) in map {
             if matches!(k.as_str(), "apiVersion" | "kind") {
@@ -89,25 +112,43 @@ pub fn fields_of(object: &Value, custom: bool) -> FieldSet {
                                 mk,
                                 mv,
                                 custom,
+                                child(Some(OBJECT_META), mk),
                             );
                         }
                     }
                 }
                 continue;
             }
-            collect(&mut set, vec![format!("f:{k}")], k, v, custom);
+            collect(
+                &mut set,
+                vec![format!("f:{k}")],
+                k,
+                v,
+                custom,
+                child(root.as_deref(), k),
+            );
         }
     }
     set
 }
 
-fn collect(set: &mut FieldSet, path: Path, field: &str, value: &Value, custom: bool) {
+/// Collects `value`'s paths under `path`; `message` is its type (its
+/// elements', for a list).
+fn collect(
+    set: &mut FieldSet,
+    path: Path,
+    field: &str,
+    value: &Value,
+    custom: bool,
+    message: Option<&str>,
+) {
+    let atomic = message.is_some_and(protobuf::atomic);
     match value {
-        Value::Object(map) if !map.is_empty() => {
+        Value::Object(map) if !map.is_empty() && !atomic => {
             for (k, v) in map {
                 let mut p = path.clone();
                 p.push(format!("f:{k}"));
-                collect(set, p, k, v, custom);
+                collect(set, p, k, v, custom, child(message, k));
             }
         }
         Value::Array(items)
@@ -122,7 +163,7 @@ fn collect(set: &mut FieldSet, path: Path, field: &str, value: &Value, custom: b
                 };
                 let mut element = path.clone();
                 element.push(key);
-                if !item.is_object() {
+                if !item.is_object() || atomic {
                     set.insert(element);
                     continue;
                 }
@@ -133,7 +174,7 @@ fn collect(set: &mut FieldSet, path: Path, field: &str, value: &Value, custom: b
                     for (k, v) in map {
                         let mut p = element.clone();
                         p.push(format!("f:{k}"));
-                        collect(set, p, k, v, custom);
+                        collect(set, p, k, v, custom, child(message, k));
                     }
                 }
             }
@@ -141,6 +182,136 @@ fn collect(set: &mut FieldSet, path: Path, field: &str, value: &Value, custom: b
         _ => {
             set.insert(path);
         }
+    }
+}
+
+/// The `.` entries of an update: the maps and keyed lists `new` has that
+/// `old` did not, as apimachinery compares them: the old object as Go
+/// writes it, where a struct that is not a pointer and a field without
+/// `omitempty` are there even when zero (a Deployment's `spec.strategy`, a
+/// Pod's `containers`), so only what a pointer, a map or an `omitempty`
+/// list brings is created (`labels`, `data`, `rollingUpdate`,
+/// `ownerReferences`; any map of a custom resource).
+fn created(old: &Value, new: &Value, custom: bool) -> FieldSet {
+    let mut set = FieldSet::new();
+    let root = root_message(new, custom);
+    let Value::Object(map) = new else {
+        return set;
+    };
+    for (k, v) in map {
+        match k.as_str() {
+            "apiVersion" | "kind" => {}
+            "metadata" => {
+                let Value::Object(meta) = v else { continue };
+                for (mk, mv) in meta {
+                    if !UNOWNED_METADATA.contains(&mk.as_str()) {
+                        created_under(
+                            &mut set,
+                            vec!["f:metadata".into(), format!("f:{mk}")],
+                            (
+                                old.pointer("/metadata").and_then(|m| m.get(mk)),
+                                protobuf::always_present(OBJECT_META, mk),
+                            ),
+                            (mk, mv),
+                            custom,
+                            child(Some(OBJECT_META), mk),
+                        );
+                    }
+                }
+            }
+            _ => created_under(
+                &mut set,
+                vec![format!("f:{k}")],
+                (
+                    old.get(k),
+                    root.as_deref()
+                        .is_some_and(|m| protobuf::always_present(m, k)),
+                ),
+                (k, v),
+                custom,
+                child(root.as_deref(), k),
+            ),
+        }
+    }
+    set
+}
+
+/// [`created`] at one node: `was` is the old value there and whether a
+/// zero object has it, `now` the field and its new value.
+fn created_under(
+    set: &mut FieldSet,
+    path: Path,
+    was: (Option<&Value>, bool),
+    now: (&str, &Value),
+    custom: bool,
+    message: Option<&str>,
+) {
+    let (old, zero_has) = was;
+    let (field, value) = now;
+    let existed = old.is_some() || zero_has;
+    let atomic = message.is_some_and(protobuf::atomic);
+    match value {
+        Value::Object(map) if !map.is_empty() && !atomic => {
+            if !existed {
+                let mut dot = path.clone();
+                dot.push(".".into());
+                set.insert(dot);
+            }
+            for (k, v) in map {
+                let mut p = path.clone();
+                p.push(format!("f:{k}"));
+                let zero = existed && message.is_some_and(|m| protobuf::always_present(m, k));
+                created_under(
+                    set,
+                    p,
+                    (old.and_then(|o| o.get(k)), zero),
+                    (k, v),
+                    custom,
+                    child(message, k),
+                );
+            }
+        }
+        Value::Array(items)
+            if !items.is_empty()
+                && items
+                    .iter()
+                    .all(|i| element_key(field, i, custom).is_some()) =>
+        {
+            if !existed {
+                let mut dot = path.clone();
+                dot.push(".".into());
+                set.insert(dot);
+            }
+            if atomic {
+                return;
+            }
+            for item in items {
+                let (Some(key), Value::Object(fields)) = (element_key(field, item, custom), item)
+                else {
+                    continue;
+                };
+                let before = old.and_then(Value::as_array).and_then(|list| {
+                    list.iter()
+                        .find(|o| element_key(field, o, custom).as_deref() == Some(key.as_str()))
+                });
+                for (k, v) in fields {
+                    let mut p = path.clone();
+                    p.push(key.clone());
+                    p.push(format!("f:{k}"));
+                    let zero =
+                        before.is_some() && message.is_some_and(|m| protobuf::always_present(m, k));
+                    created_under(
+                        set,
+                        p,
+                        (before.and_then(|b| b.get(k)), zero),
+                        (k, v),
+                        custom,
+                        child(message, k),
+                    );
+                }
+            }
+        }
+        _ => {}
     }
 }
 
@@ -547,13 +718,15 @@ pub fn apply(
 pub fn record_update(old: &Value, new: &mut Value, manager: &str, api_version: &str, custom: bool) {
     let before = fields_of(old, custom);
     let after = fields_of(new, custom);
-    let changed: FieldSet = after
+    let mut changed: FieldSet = after
         .iter()
         .filter(|p| !before.contains(*p) || value_at(old, p) != value_at(new, p))
         .cloned()
         .collect();
+    changed.extend(created(old, new, custom));
     let mut managers = entries(old);
-    let gone: FieldSet = before.difference(&after).cloned().collect();
+    let mut gone: FieldSet = before.difference(&after).cloned().collect();
+    gone.extend(created(new, old, custom));
     for entry in &mut managers {
         entry
             .fields
@@ -784,6 +957,50 @@ mod tests {
         assert_eq!(
             one["spec"]["template"]["spec"]["containers"],
             json!([{"name": "a", "image": "1"}])
+        );
+    }
+
+    #[test]
+    fn a_create_should_record_what_it_created_as_a_real_server_does() {
+        // As kube-apiserver v1.37.2 records `kubectl create`: `.` for a map,
+        // a pointer struct or an `omitempty` list the zero object lacks, none
+        // for the structs it has; an atomic selector and owner are leaves.
+        let mut deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "labels": {"app": "web"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u1"}]},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}},
+                "template": {"metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "web", "image": "nginx", "args": ["-v"]}]}}}});
+        record_update(&json!({}), &mut deploy, "kubectl", "apps/v1", false);
+        assert_eq!(
+            deploy["metadata"]["managedFields"][0]["fieldsV1"],
+            json!({
+                "f:metadata": {"f:labels": {".": {}, "f:app": {}},
+                               "f:ownerReferences": {".": {}, "k:{\"uid\":\"u1\"}": {}}},
+                "f:spec": {"f:replicas": {}, "f:selector": {},
+                    "f:strategy": {"f:type": {}, "f:rollingUpdate": {".": {}, "f:maxSurge": {}}},
+                    "f:template": {"f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+                        "f:spec": {"f:containers": {"k:{\"name\":\"web\"}": {
+                            ".": {}, "f:args": {}, "f:image": {}, "f:name": {}}}}}}
+            })
+        );
+        // A custom resource has no structs: every map it brings is created.
+        let mut custom = json!({"apiVersion": "example.com/v1", "kind": "Gadget",
+            "metadata": {"name": "g"}, "spec": {"size": "s", "parts": {"a": 1}}});
+        record_update(&json!({}), &mut custom, "kubectl", "example.com/v1", true);
+        assert_eq!(
+            custom["metadata"]["managedFields"][0]["fieldsV1"],
+            json!({"f:spec": {".": {}, "f:size": {}, "f:parts": {".": {}, "f:a": {}}}})
+        );
+        // An update that adds labels creates them; one that keeps them does not.
+        let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}});
+        let old = cm.clone();
+        cm["metadata"]["labels"] = json!({"x": "1"});
+        record_update(&old, &mut cm, "editor", "v1", false);
+        assert_eq!(
+            cm["metadata"]["managedFields"][0]["fieldsV1"],
+            json!({"f:metadata": {"f:labels": {".": {}, "f:x": {}}}})
         );
     }
 

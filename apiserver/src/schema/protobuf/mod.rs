@@ -398,6 +398,37 @@ fn message(kind: &str, bytes: &[u8], depth: usize) -> Result<Option<Value>, Prot
     Ok(Some(Value::Object(object)))
 }
 
+/// The message of objects of `kind` in `api_version`
+/// (`api.apps.v1.Deployment`), if Kubernetes defines it.
+pub(crate) fn message_of(api_version: &str, kind: &str) -> Option<String> {
+    let message = format!("{}.{kind}", package_of(api_version)?);
+    SCHEMA.messages.contains_key(&message).then_some(message)
+}
+
+/// The message of `field` in `message` (of its elements, for a list), if
+/// it is one.
+pub(crate) fn field_message(message: &str, field: &str) -> Option<&'static str> {
+    SCHEMA
+        .messages
+        .get(message)?
+        .values()
+        .find(|f| f.name == field)
+        .map(|f| f.kind.as_str())
+        .filter(|kind| SCHEMA.messages.contains_key(*kind))
+}
+
+/// Whether a zero `message`, as Go writes it in JSON, already has `field`:
+/// a struct that is not a pointer, or a field without `omitempty`.
+pub(crate) fn always_present(message: &str, field: &str) -> bool {
+    schema::always_present(message, field)
+}
+
+/// Whether objects of `message` are owned whole, a leaf of field sets
+/// (`+structType=atomic`: a LabelSelector, an OwnerReference).
+pub(crate) fn atomic(message: &str) -> bool {
+    schema::atomic(message)
+}
+
 /// Decodes the object in a protobuf body into JSON.
 ///
 /// # Errors

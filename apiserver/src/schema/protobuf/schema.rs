@@ -231,23 +231,54 @@ fn parse(files: &[(&str, &str)]) -> Schema {
 /// The parsed schema of the embedded files.
 pub(super) static SCHEMA: LazyLock<Schema> = LazyLock::new(|| parse(FILES));
 
-/// The string fields whose empty value JSON keeps (Go pointers, strings
-/// without `omitempty`): the `empty MESSAGE FIELD` lines of
-/// `apiserver/protos/gotypes.txt`, written from Kubernetes' Go types by
-/// `tests/real-cluster/gotypes`.
-static KEPT_EMPTY: LazyLock<HashSet<(&'static str, &'static str)>> = LazyLock::new(|| {
-    include_str!("../../../protos/gotypes.txt")
-        .lines()
-        .filter_map(|line| line.strip_prefix("empty "))
-        .filter_map(|line| line.split_once(' '))
-        .collect()
+/// What Kubernetes' Go types say that the .proto files do not
+/// (`apiserver/protos/gotypes.txt`, written by `tests/real-cluster/gotypes`).
+#[derive(Debug, Default)]
+struct GoTypes {
+    /// String fields whose empty value JSON keeps (pointers, no
+    /// `omitempty`).
+    empty: HashSet<(&'static str, &'static str)>,
+    /// Fields a zero object already has (non-pointer structs, fields
+    /// without `omitempty`).
+    present: HashSet<(&'static str, &'static str)>,
+    /// Messages owned whole (`+structType=atomic`).
+    atomic: HashSet<&'static str>,
+}
+
+static GO_TYPES: LazyLock<GoTypes> = LazyLock::new(|| {
+    let mut facts = GoTypes::default();
+    for line in include_str!("../../../protos/gotypes.txt").lines() {
+        match line.split(' ').collect::<Vec<_>>()[..] {
+            ["empty", message, field] => {
+                facts.empty.insert((message, field));
+            }
+            ["present", message, field] => {
+                facts.present.insert((message, field));
+            }
+            ["atomic", message] => {
+                facts.atomic.insert(message);
+            }
+            _ => {}
+        }
+    }
+    facts
 });
 
 /// Whether an empty string in `field` of `message` is a value JSON keeps
 /// (`holderIdentity: ""`), rather than the zero Go's encoder writes for a
 /// field JSON leaves out.
 pub(super) fn keeps_empty(message: &str, field: &str) -> bool {
-    KEPT_EMPTY.contains(&(message, field))
+    GO_TYPES.empty.contains(&(message, field))
+}
+
+/// Whether a zero `message` already has `field` in JSON.
+pub(super) fn always_present(message: &str, field: &str) -> bool {
+    GO_TYPES.present.contains(&(message, field))
+}
+
+/// Whether `message` is owned whole (`+structType=atomic`).
+pub(super) fn atomic(message: &str) -> bool {
+    GO_TYPES.atomic.contains(message)
 }
 
 /// The package of an API group's version: `apps/v1` is `api.apps.v1`, the
