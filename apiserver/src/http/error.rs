@@ -128,6 +128,21 @@ impl ApiError {
         error
     }
 
+    /// 422 Invalid: a request's options (`kind`, `PatchOptions`) lack
+    /// `field` (an apply without `fieldManager`), as a real server words
+    /// it: the options kind in `meta.k8s.io`, with an empty name.
+    pub fn option_required(kind: &str, field: &str, why: &str) -> Self {
+        let message = format!("Required value: {why}");
+        let mut invalid = Self::new(
+            422,
+            "Invalid",
+            format!("{kind}.meta.k8s.io \"\" is invalid: {field}: {message}"),
+        );
+        invalid.details = Some(json!({"group": "meta.k8s.io", "kind": kind,
+            "causes": [{"reason": "FieldValueRequired", "message": message, "field": field}]}));
+        invalid
+    }
+
     /// 401 Unauthorized.
     pub fn unauthorized() -> Self {
         Self::new(401, "Unauthorized", "Unauthorized")

@@ -579,7 +579,7 @@ pub fn conflict_message(conflicts: &[Conflict]) -> String {
     let lines: Vec<String> = by_manager
         .iter()
         .flat_map(|(manager, fields)| {
-            std::iter::once(format!("conflicts with {manager}"))
+            std::iter::once(format!("conflicts with {manager}:"))
                 .chain(fields.iter().map(|f| format!("- {f}")))
         })
         .collect();
@@ -890,7 +890,7 @@ mod tests {
         };
         assert_eq!(
             conflict_message(&[one, two]),
-            "Apply failed with 2 conflicts: conflicts with \"helm\"\n- .data.b\nconflicts with \"kubectl\" using v1 at 2026-12-04T01:02:03Z\n- .data.a"
+            "Apply failed with 2 conflicts: conflicts with \"helm\":\n- .data.b\nconflicts with \"kubectl\" using v1 at 2026-12-04T01:02:03Z:\n- .data.a"
         );
     }
 

@@ -138,10 +138,12 @@ pub fn node(name: &str, address: &str, pod_cidr: &str, control_plane: bool) -> V
 fn objects() -> Vec<(ResourceKey, ObjectKey, Value)> {
     let mut all = Vec::new();
     for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        let mut metadata = meta(ns, None);
+        metadata["labels"] = json!({"kubernetes.io/metadata.name": ns});
         all.push((
             ResourceKey::new("", "namespaces"),
             ObjectKey::cluster(ns),
-            json!({"kind": "Namespace", "apiVersion": "v1", "metadata": meta(ns, None),
+            json!({"kind": "Namespace", "apiVersion": "v1", "metadata": metadata,
                    "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
         ));
     }

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use kubewasm_core::ObjectKey;
 
 use super::filter::Filter;
-use super::{Api, Reply, Request, Target, rv_of, shown};
+use super::{Api, Reply, Request, Target, list_item, rv_of, shown};
 use crate::http::error::ApiError;
 use crate::objects::{metadata_mut, now, text_at};
 use crate::store::ListAt;
@@ -153,7 +153,7 @@ impl Api {
                 continue;
             };
             match self.delete_object(info, &key, &key.name, &options) {
-                Ok(Deleted::Marked(o) | Deleted::Gone(o)) => items.push(shown(info, &o)),
+                Ok(Deleted::Marked(o) | Deleted::Gone(o)) => items.push(list_item(info, &o)),
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),
             }

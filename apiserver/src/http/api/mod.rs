@@ -184,6 +184,21 @@ fn stamped(info: &ResourceInfo, mut object: Value) -> Value {
     canonical_order(object)
 }
 
+/// An item of a list (or of a deletecollection's answer) as a real server
+/// writes it: a built-in type's items carry no `apiVersion` and `kind` (Go
+/// encodes the typed list, whose items leave them empty); a custom
+/// resource's, unstructured, keep them.
+fn list_item(info: &ResourceInfo, stored: &Value) -> Value {
+    let mut item = shown(info, stored);
+    if !info.custom
+        && let Value::Object(map) = &mut item
+    {
+        map.shift_remove("apiVersion");
+        map.shift_remove("kind");
+    }
+    item
+}
+
 fn rv_of(object: &Value) -> Option<&str> {
     object
         .pointer("/metadata/resourceVersion")

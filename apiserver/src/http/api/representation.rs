@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::shown;
 use super::table;
+use super::{list_item, shown};
 use kubewasm_types::info::ResourceInfo;
 
 /// The representation asked for.
@@ -94,7 +94,7 @@ pub(super) fn list(
 ) -> Value {
     match representation {
         As::Object => {
-            let items: Vec<Value> = items.iter().map(|o| shown(info, o)).collect();
+            let items: Vec<Value> = items.iter().map(|o| list_item(info, o)).collect();
             json!({"kind": info.list_kind, "apiVersion": info.api_version(),
                    "metadata": metadata, "items": items})
         }
