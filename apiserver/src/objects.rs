@@ -146,6 +146,15 @@ fn workload_defaults(kind: &str, object: &mut Value) {
     }
 }
 
+/// The defaults Go's decoder sets on a built-in object (a workload's spec
+/// defaults), before a write's fields are recorded: a real server's
+/// creator owns `progressDeadlineSeconds` it never sent.
+pub fn decoded_defaults(info: &kubewasm_types::info::ResourceInfo, object: &mut Value) {
+    if !info.custom && matches!(info.group.as_str(), "apps" | "batch") {
+        workload_defaults(&info.kind, object);
+    }
+}
+
 /// What the real API server's registry strategies do to a built-in object
 /// on every write: a Secret's `stringData` is merged into `data` (base64)
 /// and dropped; a Namespace without a phase is `Active`, a Pod `Pending`;
@@ -155,7 +164,7 @@ pub fn normalize_builtin(info: &kubewasm_types::info::ResourceInfo, object: &mut
         return;
     }
     if matches!(info.group.as_str(), "apps" | "batch") {
-        workload_defaults(&info.kind, object);
+        decoded_defaults(info, object);
         return;
     }
     if !info.group.is_empty() {

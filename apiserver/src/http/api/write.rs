@@ -105,7 +105,9 @@ impl Api {
         if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.shift_remove("managedFields");
         }
-        // The creator owns every field it set (`Update` in `managedFields`).
+        // The creator owns every field it set (`Update` in `managedFields`),
+        // defaults the decoder sets included.
+        crate::objects::decoded_defaults(info, &mut object);
         apply::record_update(
             &json!({}),
             &mut object,
@@ -332,6 +334,7 @@ impl Api {
         strict: bool,
     ) -> Result<Value, ApiError> {
         let mut next = Self::next_version(info, name, subresource, current, desired)?;
+        crate::objects::decoded_defaults(info, &mut next);
         apply::record_update(
             current,
             &mut next,
