@@ -859,3 +859,48 @@ async fn a_protobuf_delete_should_delete_as_client_go_sends_it() -> anyhow::Resu
     assert!(cms.get_opt("a").await?.is_none(), "deleted");
     Ok(())
 }
+
+/// What `make difference` found a real kube-apiserver (v1.37.2) does that
+/// this server did not: typeless items in a list of a built-in type, a
+/// Namespace's name label, a claim's protection finalizer.
+#[tokio::test]
+async fn writes_and_lists_should_answer_as_a_real_server_does() -> anyhow::Result<()> {
+    let (_server, client) = cluster(1000).await?;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "team"}}))?,
+        )
+        .await?;
+    let team = namespaces.get("team").await?;
+    let labels = team.metadata.labels.unwrap_or_default();
+    assert_eq!(
+        labels
+            .get("kubernetes.io/metadata.name")
+            .map(String::as_str),
+        Some("team")
+    );
+    let list = client
+        .request_text(http::Request::get("/api/v1/namespaces").body(Vec::new())?)
+        .await?;
+    let list: serde_json::Value = serde_json::from_str(&list)?;
+    assert_eq!(list["kind"], "NamespaceList");
+    assert_eq!(list["items"][0]["kind"], serde_json::Value::Null, "{list}");
+    assert!(list["items"][0]["metadata"]["name"].is_string());
+
+    let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+        Api::namespaced(client, "team");
+    let claim = claims
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "data"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))?,
+        )
+        .await?;
+    assert_eq!(
+        claim.metadata.finalizers.unwrap_or_default(),
+        ["kubernetes.io/pvc-protection"]
+    );
+    Ok(())
+}
