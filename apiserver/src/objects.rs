@@ -146,12 +146,35 @@ fn workload_defaults(kind: &str, object: &mut Value) {
     }
 }
 
-/// The defaults Go's decoder sets on a built-in object (a workload's spec
-/// defaults), before a write's fields are recorded: a real server's
-/// creator owns `progressDeadlineSeconds` it never sent.
+/// The defaults a real server sets on a built-in object before a write's
+/// fields are recorded, so that the writer owns them: a workload's spec
+/// defaults (`progressDeadlineSeconds` it never sent), a DaemonSet's
+/// `deprecated.daemonset.template.generation` annotation, a Namespace's
+/// `kubernetes.io/metadata.name` label.
 pub fn decoded_defaults(info: &kubewasm_types::info::ResourceInfo, object: &mut Value) {
-    if !info.custom && matches!(info.group.as_str(), "apps" | "batch") {
+    if info.custom {
+        return;
+    }
+    if matches!(info.group.as_str(), "apps" | "batch") {
         workload_defaults(&info.kind, object);
+    }
+    let name = text_at(object, "/metadata/name").to_owned();
+    let (field, key, value) = match (info.group.as_str(), info.kind.as_str()) {
+        ("", "Namespace") if !name.is_empty() => ("labels", "kubernetes.io/metadata.name", name),
+        ("apps", "DaemonSet") => (
+            "annotations",
+            "deprecated.daemonset.template.generation",
+            "1".to_owned(),
+        ),
+        _ => return,
+    };
+    if let Some(metadata) = metadata_mut(object)
+        && let Value::Object(map) = metadata.entry(field).or_insert_with(|| json!({}))
+    {
+        // A DaemonSet's annotation follows its generation once there.
+        if key == "kubernetes.io/metadata.name" || !map.contains_key(key) {
+            map.insert(key.into(), value.into());
+        }
     }
 }
 

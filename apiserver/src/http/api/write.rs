@@ -202,7 +202,7 @@ impl Api {
         if info.group.is_empty() && info.plural == "services" {
             self.allocate_service(&mut object)?;
         }
-        prepare_for_create(info, &name, &mut object);
+        admitted(info, &mut object);
         let object = Self::checked(info, &name, served(info, &object), Self::strict(query))?;
         Self::no_escalation(info, &name, self.writer(target, user).as_ref(), &object)?;
         if crd::is_crd(info) {
@@ -309,15 +309,6 @@ impl Api {
             if let Some(m) = metadata_mut(&mut desired) {
                 m.insert("generation".into(), generation.into());
             }
-        }
-        if info.group.is_empty()
-            && info.plural == "namespaces"
-            && subresource.is_none()
-            && let Some(m) = metadata_mut(&mut desired)
-            && let Value::Object(labels) = m.entry("labels").or_insert_with(|| json!({}))
-        {
-            // As the Namespace strategy's PrepareForUpdate keeps it.
-            labels.insert("kubernetes.io/metadata.name".into(), name.into());
         }
         Ok(served(info, &desired))
     }
@@ -671,43 +662,20 @@ impl Api {
     }
 }
 
-/// What a real server's strategies and admission plugins add to a new
-/// object of some built-in types (after the creator's fields are recorded,
-/// so nobody owns them): a Namespace's `kubernetes.io/metadata.name` label,
-/// the storage protection finalizers of a PersistentVolume(Claim)
-/// (`StorageObjectInUseProtection`), a DaemonSet's
-/// `deprecated.daemonset.template.generation` annotation.
-fn prepare_for_create(info: &ResourceInfo, name: &str, object: &mut Value) {
-    if !info.group.is_empty() && info.group != "apps" {
-        return;
-    }
+/// What a real server's admission adds to a new object, after the
+/// creator's fields are recorded (so nobody owns it): the storage
+/// protection finalizer of a PersistentVolume(Claim)
+/// (`StorageObjectInUseProtection`).
+fn admitted(info: &ResourceInfo, object: &mut Value) {
+    let finalizer = match (info.group.as_str(), info.plural.as_str()) {
+        ("", "persistentvolumeclaims") => "kubernetes.io/pvc-protection",
+        ("", "persistentvolumes") => "kubernetes.io/pv-protection",
+        _ => return,
+    };
     let Some(metadata) = metadata_mut(object) else {
         return;
     };
-    let mut set = |field: &str, key: &str, value: &str| {
-        if let Value::Object(map) = metadata.entry(field).or_insert_with(|| json!({})) {
-            map.insert(key.into(), value.into());
-        }
-    };
-    let finalizer = match (info.group.as_str(), info.plural.as_str()) {
-        ("", "namespaces") => {
-            set("labels", "kubernetes.io/metadata.name", name);
-            None
-        }
-        ("apps", "daemonsets") => {
-            set(
-                "annotations",
-                "deprecated.daemonset.template.generation",
-                "1",
-            );
-            None
-        }
-        ("", "persistentvolumeclaims") => Some("kubernetes.io/pvc-protection"),
-        ("", "persistentvolumes") => Some("kubernetes.io/pv-protection"),
-        _ => None,
-    };
-    if let Some(finalizer) = finalizer
-        && let Value::Array(list) = metadata.entry("finalizers").or_insert_with(|| json!([]))
+    if let Value::Array(list) = metadata.entry("finalizers").or_insert_with(|| json!([]))
         && !list.iter().any(|f| f == finalizer)
     {
         list.push(finalizer.into());
