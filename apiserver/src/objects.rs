@@ -7,6 +7,11 @@ pub use kubewasm_types::value::strings_at;
 /// Checks a DNS-1123 subdomain: what most object names must be.
 ///
 /// # Errors
+/// The rule of a DNS subdomain name, as apimachinery words it.
+const SUBDOMAIN_RULE: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, \
+     '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for \
+     validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
 /// A message naming the rule broken, as the API server words it.
 pub fn validate_name(name: &str) -> Result<(), String> {
     let ok_chars = name
@@ -18,8 +23,7 @@ pub fn validate_name(name: &str) -> Result<(), String> {
     }
     if name.len() > 253 || !ok_chars || !edges(name.chars().next()) || !edges(name.chars().last()) {
         return Err(format!(
-            "metadata.name: Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case \
-             alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
+            "metadata.name: Invalid value: \"{name}\": {SUBDOMAIN_RULE}"
         ));
     }
     Ok(())
@@ -33,10 +37,7 @@ pub fn validate_generate_name(prefix: &str) -> Result<(), String> {
         None => prefix.to_owned(),
     };
     validate_name(&masked).map_err(|_| {
-        format!(
-            "metadata.generateName: Invalid value: \"{prefix}\": a lowercase RFC 1123 subdomain must consist of lower \
-             case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
-        )
+        format!("metadata.generateName: Invalid value: \"{prefix}\": {SUBDOMAIN_RULE}")
     })
 }
 

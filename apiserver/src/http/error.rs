@@ -88,6 +88,24 @@ impl ApiError {
         .about(info, name)
     }
 
+    /// 409 Conflict of a delete's precondition, as a real registry words
+    /// it: about the kind (`ConfigMap`, `Deployment.apps`), not the
+    /// resource.
+    pub fn precondition_failed(info: &ResourceInfo, name: &str, why: &str) -> Self {
+        let kind = if info.group.is_empty() {
+            info.kind.clone()
+        } else {
+            format!("{}.{}", info.kind, info.group)
+        };
+        let mut error = Self::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {kind} \"{name}\": {why}"),
+        );
+        error.details = Some(json!({"name": name, "group": info.group, "kind": info.kind}));
+        error
+    }
+
     /// 422 Invalid.
     pub fn invalid(info: &ResourceInfo, name: &str, why: impl std::fmt::Display) -> Self {
         Self::invalid_fields(info, name, &[why.to_string()])
@@ -294,11 +312,25 @@ impl ApiError {
     }
 
     /// A JSON patch that failed: 413 when it grows the object too much,
-    /// 422 otherwise.
+    /// 422 otherwise. A patch that cannot apply (a failed `test`, a path
+    /// that names nothing) is answered as a real server answers it, with
+    /// `NewGenericServerResponse`'s words and nothing more; this server's
+    /// own bounds say what was refused.
     pub fn patch_failed(info: &ResourceInfo, name: &str, error: &PatchError) -> Self {
         match error {
             PatchError::TooLarge { .. } => {
                 Self::new(413, "RequestEntityTooLarge", error.to_string()).about(info, name)
+            }
+            PatchError::TestFailed { .. }
+            | PatchError::NoPath { .. }
+            | PatchError::BadIndex { .. } => {
+                let mut error = Self::new(
+                    422,
+                    "Invalid",
+                    "the server rejected our request due to an error in our request",
+                );
+                error.details = Some(json!({}));
+                error
             }
             _ => Self::invalid(info, name, error),
         }

@@ -213,19 +213,25 @@ impl Api {
         if let Some(uid) = &options.uid
             && current.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str())
         {
-            return Err(ApiError::conflict(
+            return Err(ApiError::precondition_failed(
                 info,
                 name,
-                &format!("Precondition failed: UID in precondition: {uid}"),
+                &format!(
+                    "the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated",
+                    text_at(&current, "/metadata/uid")
+                ),
             ));
         }
         if let Some(rv) = &options.resource_version
             && rv_of(&current) != Some(rv.as_str())
         {
-            return Err(ApiError::conflict(
+            return Err(ApiError::precondition_failed(
                 info,
                 name,
-                &format!("Precondition failed: ResourceVersion in precondition: {rv}"),
+                &format!(
+                    "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified",
+                    rv_of(&current).unwrap_or_default()
+                ),
             ));
         }
         let policy = options.policy.as_deref().unwrap_or("Background");

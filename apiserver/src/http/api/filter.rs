@@ -178,6 +178,12 @@ impl Filter {
             })
     }
 
+    /// Whether it selects every object (no label or field selector): only
+    /// then does a page say how many items remain, as etcd's store says.
+    pub(super) fn selects_all(&self) -> bool {
+        self.labels.is_empty() && self.fields.terms.is_empty() && self.shard.is_none()
+    }
+
     /// What a list's `metadata.shardInfo` says: the shard selector it
     /// honoured, in canonical form.
     pub(super) fn shard_info(&self) -> Option<Value> {

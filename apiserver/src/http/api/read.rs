@@ -120,7 +120,9 @@ impl Api {
             }
             .encode()
             .into();
-            metadata["remainingItemCount"] = remaining.into();
+            if filter.selects_all() {
+                metadata["remainingItemCount"] = remaining.into();
+            }
         }
         Ok(Reply::Json(
             200,

@@ -83,14 +83,14 @@ impl Api {
         name: &str,
     ) -> Result<Value, ApiError> {
         let body = Self::body(info, request)?;
-        if body
+        if let Some(sent) = body
             .pointer("/metadata/name")
             .and_then(Value::as_str)
-            .is_some_and(|n| n != name)
+            .filter(|n| *n != name)
         {
-            return Err(ApiError::bad_request(
-                "the name of the object does not match the name on the URL",
-            ));
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({sent}) does not match the name on the URL ({name})"
+            )));
         }
         Ok(body)
     }
