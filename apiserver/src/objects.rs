@@ -29,6 +29,32 @@ pub fn validate_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks the name of an object of `info`'s type as its real strategy
+/// does: RBAC's roles and bindings take any path segment
+/// (`system:controller:foo`, `Admins_2`), every other type a DNS subdomain.
+pub fn validate_name_of(
+    info: &kubewasm_types::info::ResourceInfo,
+    name: &str,
+) -> Result<(), String> {
+    if info.group != "rbac.authorization.k8s.io" {
+        return validate_name(name);
+    }
+    if name.is_empty() {
+        return Err("metadata.name: Required value: name or generateName is required".into());
+    }
+    if name == "." || name == ".." {
+        return Err(format!(
+            "metadata.name: Invalid value: \"{name}\": may not be '{name}'"
+        ));
+    }
+    if let Some(bad) = ["/", "%"].into_iter().find(|bad| name.contains(bad)) {
+        return Err(format!(
+            "metadata.name: Invalid value: \"{name}\": may not contain '{bad}'"
+        ));
+    }
+    Ok(())
+}
+
 /// Checks a `generateName` as a real server does: the prefix itself must be
 /// a name once a trailing dash is masked (`web-` passes, `web.` does not).
 pub fn validate_generate_name(prefix: &str) -> Result<(), String> {
@@ -261,6 +287,21 @@ mod tests {
         }
         for bad in ["", "A", "-a", "a-", "a_b", &"a".repeat(254)] {
             assert!(validate_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn rbac_names_should_be_path_segments() {
+        let rbac = kubewasm_types::registry::Registry::builtin()
+            .all()
+            .find(|t| t.plural == "clusterroles")
+            .cloned()
+            .expect("clusterroles served");
+        for good in ["system:controller:foo", "Admins_2", "a..b"] {
+            assert!(validate_name_of(&rbac, good).is_ok(), "{good}");
+        }
+        for bad in ["", ".", "..", "a/b", "50%"] {
+            assert!(validate_name_of(&rbac, bad).is_err(), "{bad}");
         }
     }
 

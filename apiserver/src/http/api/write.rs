@@ -15,7 +15,7 @@ use crate::mutation::apply;
 use crate::mutation::patch::{json_patch, merge_patch};
 use crate::objects::{
     generate_name, metadata_mut, new_uid, now, spec_changed, strings_at, validate_generate_name,
-    validate_name,
+    validate_name_of,
 };
 use crate::schema::conversion;
 use crate::store::StoreError;
@@ -145,7 +145,7 @@ impl Api {
                 None => String::new(),
             },
         };
-        validate_name(&name).map_err(|why| ApiError::invalid(info, &name, why))?;
+        validate_name_of(info, &name).map_err(|why| ApiError::invalid(info, &name, why))?;
         match (
             &target.namespace,
             metadata
