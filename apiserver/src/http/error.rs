@@ -92,11 +92,7 @@ impl ApiError {
     /// it: about the kind (`ConfigMap`, `Deployment.apps`), not the
     /// resource.
     pub fn precondition_failed(info: &ResourceInfo, name: &str, why: &str) -> Self {
-        let kind = if info.group.is_empty() {
-            info.kind.clone()
-        } else {
-            format!("{}.{}", info.kind, info.group)
-        };
+        let kind = qualified_kind(info);
         let mut error = Self::new(
             409,
             "Conflict",
@@ -133,10 +129,11 @@ impl ApiError {
                 json!({"reason": reason, "message": message, "field": field})
             })
             .collect();
+        let kind = qualified_kind(info);
         let mut error = Self::new(
             422,
             "Invalid",
-            format!("{} \"{name}\" is invalid: {why}", info.kind),
+            format!("{kind} \"{name}\" is invalid: {why}"),
         )
         .about(info, name);
         if let Some(details) = error.details.as_mut() {
@@ -259,6 +256,16 @@ pub(crate) fn omit_empty_group(details: &mut Value) {
         && map.get("group").is_some_and(|g| g == "")
     {
         map.shift_remove("group");
+    }
+}
+
+/// A kind as errors about an object name it: `ConfigMap`,
+/// `Lease.coordination.k8s.io`.
+fn qualified_kind(info: &ResourceInfo) -> String {
+    if info.group.is_empty() {
+        info.kind.clone()
+    } else {
+        format!("{}.{}", info.kind, info.group)
     }
 }
 

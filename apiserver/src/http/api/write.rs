@@ -557,6 +557,16 @@ impl Api {
                     PatchType::Strategic => crate::mutation::strategic::apply(&mut desired, &patch)
                         .map_err(|why| ApiError::invalid(&info, name, why))?,
                 }
+                if let Some(renamed) = desired
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .filter(|n| *n != name)
+                {
+                    // A patch may not rename: as a PUT, refused (400).
+                    return Err(ApiError::bad_request(format!(
+                        "the name of the object ({renamed}) does not match the name on the URL ({name})"
+                    )));
+                }
                 Self::updated(
                     &info,
                     name,
