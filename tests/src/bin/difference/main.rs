@@ -446,14 +446,14 @@ fn report(
         text.push_str(&format!("| {resource} | {} |\n", row.join(" | ")));
     }
     for (name, cell) in &others {
-        text.push_str(&format!("\n{name}: {cell}"));
+        text.push_str(&format!("\n- {name}: {cell}"));
     }
     let total = verdicts.len();
     let figure = format!(
         "{identical} of {total} sequences identical ({:.1}%)",
         identical as f64 * 100.0 / total.max(1) as f64
     );
-    println!("{text}\n{figure}");
+    println!("{text}\n\n{figure}");
     for line in &unlisted {
         println!("not listed: {line}");
     }
@@ -467,7 +467,7 @@ fn report(
             .collect();
         std::fs::write(
             path,
-            format!("{text}\n{figure}\n\nListed differences:\n{reasons}"),
+            format!("{text}\n\n{figure}\n\nListed differences:\n{reasons}"),
         )?;
     }
     anyhow::ensure!(
