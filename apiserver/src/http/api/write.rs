@@ -83,15 +83,7 @@ impl Api {
         name: &str,
     ) -> Result<Value, ApiError> {
         let body = Self::body(info, request)?;
-        if let Some(sent) = body
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .filter(|n| *n != name)
-        {
-            return Err(ApiError::bad_request(format!(
-                "the name of the object ({sent}) does not match the name on the URL ({name})"
-            )));
-        }
+        same_name(&body, name)?;
         Ok(body)
     }
 
@@ -557,16 +549,8 @@ impl Api {
                     PatchType::Strategic => crate::mutation::strategic::apply(&mut desired, &patch)
                         .map_err(|why| ApiError::invalid(&info, name, why))?,
                 }
-                if let Some(renamed) = desired
-                    .pointer("/metadata/name")
-                    .and_then(Value::as_str)
-                    .filter(|n| *n != name)
-                {
-                    // A patch may not rename: as a PUT, refused (400).
-                    return Err(ApiError::bad_request(format!(
-                        "the name of the object ({renamed}) does not match the name on the URL ({name})"
-                    )));
-                }
+                // A patch may not rename, as a PUT may not.
+                same_name(&desired, name)?;
                 Self::updated(
                     &info,
                     name,
@@ -669,6 +653,21 @@ impl Api {
                 Self::checked(&info, name, next, strict)
             },
         )
+    }
+}
+
+/// Refuses (400) an object whose name is not the one its URL names, in a
+/// real server's words.
+fn same_name(object: &Value, name: &str) -> Result<(), ApiError> {
+    match object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .filter(|n| *n != name)
+    {
+        Some(sent) => Err(ApiError::bad_request(format!(
+            "the name of the object ({sent}) does not match the name on the URL ({name})"
+        ))),
+        None => Ok(()),
     }
 }
 

@@ -208,6 +208,15 @@ impl Resource {
         let p = |short: &str| self.path(short);
         let c = self.collection();
         let selector = |label: &str| format!("labelSelector=difference%3D{{ns}}-{label}");
+        // Server-side apply of object `a` labelled `label`, with `query`.
+        let apply = |query: &str, label: &str| {
+            step(
+                "PATCH",
+                format!("{}?{query}", p("a")),
+                APPLY,
+                &self.object("a", label),
+            )
+        };
         let mut all = vec![
             (
                 "create",
@@ -312,30 +321,10 @@ impl Resource {
             (
                 "apply",
                 vec![
-                    step(
-                        "PATCH",
-                        format!("{}?fieldManager=difference", p("a")),
-                        APPLY,
-                        &self.object("a", "one"),
-                    ),
-                    step(
-                        "PATCH",
-                        format!("{}?fieldManager=difference", p("a")),
-                        APPLY,
-                        &self.object("a", "two"),
-                    ),
-                    step(
-                        "PATCH",
-                        format!("{}?fieldManager=other", p("a")),
-                        APPLY,
-                        &self.object("a", "three"),
-                    ),
-                    step(
-                        "PATCH",
-                        format!("{}?fieldManager=other&force=true", p("a")),
-                        APPLY,
-                        &self.object("a", "three"),
-                    ),
+                    apply("fieldManager=difference", "one"),
+                    apply("fieldManager=difference", "two"),
+                    apply("fieldManager=other", "three"),
+                    apply("fieldManager=other&force=true", "three"),
                     step("PATCH", p("a"), APPLY, &self.object("a", "four")),
                     get(p("a")),
                 ],
