@@ -194,7 +194,6 @@ impl Api {
         if info.group.is_empty() && info.plural == "services" {
             self.allocate_service(&mut object)?;
         }
-        admitted(info, &mut object);
         let object = Self::checked(info, &name, served(info, &object), Self::strict(query))?;
         Self::no_escalation(info, &name, self.writer(target, user).as_ref(), &object)?;
         if crd::is_crd(info) {
@@ -668,25 +667,5 @@ fn same_name(object: &Value, name: &str) -> Result<(), ApiError> {
             "the name of the object ({sent}) does not match the name on the URL ({name})"
         ))),
         None => Ok(()),
-    }
-}
-
-/// What a real server's admission adds to a new object, after the
-/// creator's fields are recorded (so nobody owns it): the storage
-/// protection finalizer of a PersistentVolume(Claim)
-/// (`StorageObjectInUseProtection`).
-fn admitted(info: &ResourceInfo, object: &mut Value) {
-    let finalizer = match (info.group.as_str(), info.plural.as_str()) {
-        ("", "persistentvolumeclaims") => "kubernetes.io/pvc-protection",
-        ("", "persistentvolumes") => "kubernetes.io/pv-protection",
-        _ => return,
-    };
-    let Some(metadata) = metadata_mut(object) else {
-        return;
-    };
-    if let Value::Array(list) = metadata.entry("finalizers").or_insert_with(|| json!([]))
-        && !list.iter().any(|f| f == finalizer)
-    {
-        list.push(finalizer.into());
     }
 }
