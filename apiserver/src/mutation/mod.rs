@@ -3,5 +3,6 @@
 //! with `managedFields`). Pure functions of values: no store, no HTTP.
 
 pub mod apply;
+mod fieldset;
 pub mod patch;
 pub mod strategic;
