@@ -132,7 +132,8 @@ pub async fn run(
     }
 }
 
-fn now() -> MicroTime {
+/// Now, as a Lease's times hold it (also the ring's slot Leases').
+pub(crate) fn now() -> MicroTime {
     MicroTime(jiff::Timestamp::now())
 }
 

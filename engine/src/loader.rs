@@ -25,7 +25,7 @@
 //!   [`Loaded::Refused`] with its reason; what the caller runs meanwhile is
 //!   its business (the daemon keeps the running version).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -406,6 +406,9 @@ pub struct Loads<O> {
     next_load: u64,
     /// Loads in flight; `None` for one superseded before it ran.
     loads: JoinSet<Option<(String, LoadDone<O>)>>,
+    /// The loads in flight of new code: tier-ups aside, which only make
+    /// code that already runs faster.
+    awaited: HashSet<tokio::task::Id>,
 }
 
 impl<O: Send + 'static> Default for Loads<O> {
@@ -417,6 +420,7 @@ impl<O: Send + 'static> Default for Loads<O> {
             )),
             next_load: 0,
             loads: JoinSet::new(),
+            awaited: HashSet::new(),
         }
     }
 }
@@ -436,6 +440,17 @@ impl<O: Send + 'static> Loads<O> {
         origin: O,
         load: impl FnOnce() -> Result<Prepared, Refused> + Send + 'static,
     ) {
+        let task = self.start(name, origin, load);
+        self.awaited.insert(task);
+    }
+
+    /// Starts `load` as the latest load of `name`; its task's id.
+    fn start(
+        &mut self,
+        name: &str,
+        origin: O,
+        load: impl FnOnce() -> Result<Prepared, Refused> + Send + 'static,
+    ) -> tokio::task::Id {
         self.next_load += 1;
         let id = self.next_load;
         self.latest().insert(name.to_owned(), id);
@@ -444,7 +459,7 @@ impl<O: Send + 'static> Loads<O> {
             Arc::clone(&self.permits),
             Arc::clone(&self.latest),
         );
-        self.loads.spawn(async move {
+        let task = self.loads.spawn(async move {
             // Closed never: the semaphore lives as long as the loads.
             let _permit = permits.acquire_owned().await.ok();
             let current = latest
@@ -463,6 +478,7 @@ impl<O: Send + 'static> Loads<O> {
                 }
             }
         });
+        task.id()
     }
 
     /// When `plugin` (just started as `name`) runs baseline code, starts
@@ -481,7 +497,7 @@ impl<O: Send + 'static> Loads<O> {
             return;
         }
         let (plugin, config) = (Arc::clone(plugin), config.to_owned());
-        self.spawn(name, origin, move || {
+        self.start(name, origin, move || {
             Ok(Prepared {
                 plugin: plugin.optimized()?,
                 config,
@@ -496,19 +512,28 @@ impl<O: Send + 'static> Loads<O> {
         self.latest().remove(name);
     }
 
-    /// Loads not finished yet.
+    /// Loads of new code not finished yet (a plugin's first version, a
+    /// change): what a host waits for before it says it is ready. A tier-up
+    /// does not count: the plugin it speeds up already runs.
     pub fn pending(&self) -> usize {
-        self.loads.len()
+        self.awaited.len()
     }
 
     /// The next load to finish that is still the latest of its plugin,
     /// with the plugin's name; `None` when none is in flight.
     pub async fn next(&mut self) -> Option<(String, Loaded<O>)> {
         loop {
-            let (name, (id, origin, loaded)) = match self.loads.join_next().await? {
-                Ok(Some(done)) => done,
-                Ok(None) => continue,
+            let (name, (id, origin, loaded)) = match self.loads.join_next_with_id().await? {
+                Ok((task, Some(done))) => {
+                    self.awaited.remove(&task);
+                    done
+                }
+                Ok((task, None)) => {
+                    self.awaited.remove(&task);
+                    continue;
+                }
                 Err(error) => {
+                    self.awaited.remove(&error.id());
                     tracing::error!(%error, "a plugin load task failed");
                     continue;
                 }
@@ -667,6 +692,26 @@ mod tests {
             "one result for a, none for b"
         );
         assert_eq!(loads.pending(), 0);
+    }
+
+    #[tokio::test]
+    async fn only_loads_of_new_code_should_be_pending() {
+        let mut loads = Loads::<()>::default();
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let refused = || Err(Refused::NameTaken("taken".to_owned()));
+        // A tier-up of `a` (started as `tier_up` does) and a new `b`.
+        loads.start("a", (), move || {
+            let _ = held.recv();
+            refused()
+        });
+        loads.spawn("b", (), refused);
+        assert_eq!(loads.pending(), 1, "b only: a's code already runs");
+        let (first, _) = loads.next().await.expect("b");
+        assert_eq!(first, "b");
+        assert_eq!(loads.pending(), 0);
+        release.send(()).expect("a waits");
+        let (second, _) = loads.next().await.expect("a");
+        assert_eq!(second, "a");
     }
 
     #[tokio::test]

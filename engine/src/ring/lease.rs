@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Api;
 use kube::api::{ListParams, ObjectMeta, PostParams};
 use tokio::time::Instant;
@@ -35,10 +34,6 @@ struct Seen {
     wanted: BTreeMap<u32, Instant>,
 }
 
-fn micro_now() -> MicroTime {
-    MicroTime(jiff::Timestamp::now())
-}
-
 fn lease(name: &str, config: &RingConfig, role: &str, holder: &str) -> Lease {
     Lease {
         metadata: ObjectMeta {
@@ -58,7 +53,7 @@ fn lease(name: &str, config: &RingConfig, role: &str, holder: &str) -> Lease {
             lease_duration_seconds: Some(
                 i32::try_from(config.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX),
             ),
-            renew_time: Some(micro_now()),
+            renew_time: Some(crate::leader::now()),
             ..LeaseSpec::default()
         }),
     }
@@ -71,7 +66,7 @@ async fn renew(api: &Api<Lease>, config: &RingConfig) -> Result<(), kube::Error>
         Some(mut current) => {
             let spec = current.spec.get_or_insert_with(LeaseSpec::default);
             spec.holder_identity = Some(config.identity.clone());
-            spec.renew_time = Some(micro_now());
+            spec.renew_time = Some(crate::leader::now());
             api.replace(&name, &PostParams::default(), &current).await?;
         }
         None => {
@@ -99,9 +94,9 @@ async fn write_slot(
         Some(mut current) => {
             let spec = current.spec.get_or_insert_with(LeaseSpec::default);
             spec.holder_identity = (!holder.is_empty()).then(|| holder.to_owned());
-            spec.renew_time = Some(micro_now());
+            spec.renew_time = Some(crate::leader::now());
             if !holder.is_empty() {
-                spec.acquire_time = Some(micro_now());
+                spec.acquire_time = Some(crate::leader::now());
                 spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
             }
             api.replace(&name, &PostParams::default(), &current)
