@@ -73,48 +73,71 @@ pub(crate) mod v0_1_imports {
 use v0_1::exports::kubewasm::controller::plugin as v1;
 use v0_2::exports::kubewasm::controller::plugin as v2;
 
-/// A component linked, ready to instantiate: of one contract version.
+/// A component linked, ready to instantiate: of one contract version, with
+/// the indices of its exports.
 pub(crate) enum ControllerPre {
-    V0_1(v0_1::ControllerPre<PluginState>),
-    V0_2(v0_2::ControllerPre<PluginState>),
-    V0_3(v0_3::ControllerPre<PluginState>),
+    V0_1(InstancePre<PluginState>, v0_1::ControllerIndices),
+    V0_2(InstancePre<PluginState>, v0_2::ControllerIndices),
+    V0_3(InstancePre<PluginState>, v0_3::ControllerIndices),
+}
+
+/// Why an instance could not be made.
+pub(crate) enum Instantiation {
+    /// Instantiating failed: a trap in its start, a limit, the pool.
+    Failed(wasmtime::Error),
+    /// It instantiated, but an export's type is not the contract's (a
+    /// component built against another revision of the WIT package).
+    Exports(wasmtime::Error),
 }
 
 impl ControllerPre {
-    /// Wraps a linked component of `contract`, type-checking its exports.
+    /// Wraps a linked component of `contract`, finding its exports.
     pub(crate) fn new(contract: Contract, pre: InstancePre<PluginState>) -> wasmtime::Result<Self> {
         Ok(match contract {
-            Contract::V0_1 => Self::V0_1(v0_1::ControllerPre::new(pre)?),
-            Contract::V0_2 => Self::V0_2(v0_2::ControllerPre::new(pre)?),
-            Contract::V0_3 => Self::V0_3(v0_3::ControllerPre::new(pre)?),
+            Contract::V0_1 => {
+                let indices = v0_1::ControllerIndices::new(&pre)?;
+                Self::V0_1(pre, indices)
+            }
+            Contract::V0_2 => {
+                let indices = v0_2::ControllerIndices::new(&pre)?;
+                Self::V0_2(pre, indices)
+            }
+            Contract::V0_3 => {
+                let indices = v0_3::ControllerIndices::new(&pre)?;
+                Self::V0_3(pre, indices)
+            }
         })
+    }
+
+    fn instance_pre(&self) -> &InstancePre<PluginState> {
+        match self {
+            Self::V0_1(pre, _) | Self::V0_2(pre, _) | Self::V0_3(pre, _) => pre,
+        }
     }
 
     pub(crate) fn component(&self) -> &Component {
-        match self {
-            Self::V0_1(pre) => pre.instance_pre().component(),
-            Self::V0_2(pre) => pre.instance_pre().component(),
-            Self::V0_3(pre) => pre.instance_pre().component(),
-        }
+        self.instance_pre().component()
     }
 
     pub(crate) fn engine(&self) -> &Engine {
-        match self {
-            Self::V0_1(pre) => pre.engine(),
-            Self::V0_2(pre) => pre.engine(),
-            Self::V0_3(pre) => pre.engine(),
-        }
+        self.instance_pre().engine()
     }
 
+    /// A fresh instance in `store`, its exports type-checked.
     pub(crate) fn instantiate(
         &self,
         store: &mut Store<PluginState>,
-    ) -> wasmtime::Result<Controller> {
-        Ok(match self {
-            Self::V0_1(pre) => Controller::V0_1(pre.instantiate(store)?),
-            Self::V0_2(pre) => Controller::V0_2(pre.instantiate(store)?),
-            Self::V0_3(pre) => Controller::V0_3(pre.instantiate(store)?),
-        })
+    ) -> Result<Controller, Instantiation> {
+        let instance = self
+            .instance_pre()
+            .instantiate(&mut *store)
+            .map_err(Instantiation::Failed)?;
+        let loaded = match self {
+            Self::V0_1(_, indices) => indices.load(&mut *store, &instance).map(Controller::V0_1),
+            Self::V0_2(_, indices) => indices.load(&mut *store, &instance).map(Controller::V0_2),
+            Self::V0_3(_, indices) => indices.load(&mut *store, &instance).map(Controller::V0_3),
+        };
+        loaded.map_err(Instantiation::Exports)
     }
 }
 

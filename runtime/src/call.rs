@@ -12,7 +12,7 @@ use wasmtime::{Store, Trap};
 use crate::cache::{Cache, MemoryCache};
 use crate::resource::ObjectKey;
 
-use super::bindings::Controller;
+use super::bindings::{Controller, Instantiation};
 use super::pool::Busy;
 use super::state::{Limiter, PluginState};
 use super::{CallError, EPOCH_TICK, LimitExceeded, Plugin, blocking};
@@ -60,7 +60,11 @@ impl Plugin {
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(deadline_ticks(limits.deadline));
         store.data_mut().call_deadline = Instant::now() + limits.deadline;
-        let controller = self.code.pre.instantiate(&mut store).map_err(|error| {
+        let controller = self.code.pre.instantiate(&mut store).map_err(|failed| {
+            let error = match failed {
+                Instantiation::Failed(error) => error,
+                Instantiation::Exports(error) => return CallError::Exports(error),
+            };
             if error.downcast_ref::<Trap>().is_some()
                 || error
                     .downcast_ref::<blocking::BlockedPastDeadline>()
@@ -223,12 +227,18 @@ fn classify(
                 detail: format!("{error:#}"),
             };
         }
+        // What a Rust panic (and any abort) compiles to; its message is
+        // what the guest wrote, told as such, never read for a verdict.
+        Some(Trap::UnreachableCodeReached) => {
+            return CallError::Panicked {
+                message: if stderr.is_empty() {
+                    format!("{error:#}")
+                } else {
+                    stderr
+                },
+            };
+        }
         _ => {}
-    }
-    if let Some(at) = stderr.find("panicked at") {
-        return CallError::Panicked {
-            message: stderr[at..].to_owned(),
-        };
     }
     CallError::Trapped {
         trap: format!("{error:#}"),

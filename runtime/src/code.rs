@@ -244,14 +244,12 @@ impl Runtime {
         let started = Instant::now();
         let checkout = bootstrap.checkout(Arc::new(MemoryCache::default()), None);
         let checkout = checkout.map_err(|error| match error {
-            // Exports are type-checked at instantiation: a mismatch means
+            // Exports are type-checked once instantiated: a mismatch means
             // another revision of the contract.
-            CallError::Instantiate(error) if error.to_string().contains("type mismatch") => {
-                LoadError::Incompatible {
-                    contract,
-                    source: error,
-                }
-            }
+            CallError::Exports(error) => LoadError::Incompatible {
+                contract,
+                source: error,
+            },
             other => LoadError::Declare(other),
         })?;
         let instantiate_time = started.elapsed();

@@ -87,6 +87,9 @@ pub enum CallError {
     /// Instantiation failed.
     #[error("failed to instantiate: {0:#}")]
     Instantiate(#[source] wasmtime::Error),
+    /// It instantiated, but an export's type is not the contract's.
+    #[error("its exports do not type-check: {0:#}")]
+    Exports(#[source] wasmtime::Error),
     /// Every instance slot stayed in a call for as long as the call could
     /// wait: nothing ran (the engine queues the key again, without backoff).
     #[error(transparent)]
@@ -103,10 +106,12 @@ pub enum CallError {
         /// What was asked for.
         detail: String,
     },
-    /// The plugin panicked.
+    /// The plugin panicked or aborted: it reached an `unreachable`
+    /// instruction, what a Rust panic compiles to.
     #[error("plugin panicked: {message}")]
     Panicked {
-        /// The panic message, from the plugin's stderr.
+        /// What the plugin wrote to stderr during the call (its panic
+        /// message), or the trap when it wrote nothing.
         message: String,
     },
     /// The plugin went past an output limit.
