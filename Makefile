@@ -20,7 +20,7 @@ NPM_STAMP := node_modules/.package-lock.json
 COMPONENTIZE_PY := componentize-py -d wit -w controller componentize
 COMPONENTIZE_JS := node_modules/.bin/kubewasm-componentize
 
-.PHONY: help setup plugins test-plugins rust-plugins rust-test-plugins build sdk publish-sdk test lint guest-tests new-project-tests fmt dev bench soak fuzz real-cluster difference kube-rs-tests clean
+.PHONY: help setup plugins test-plugins rust-plugins rust-test-plugins build test-build sdk publish-sdk test lint guest-tests new-project-tests fmt dev bench soak fuzz real-cluster difference kube-rs-tests clean
 
 help:
 	@echo "make setup         install the wasm target, componentize-py and the npm toolchain (make dev and make test do it)"
@@ -28,6 +28,7 @@ help:
 	@echo "make test-plugins  build the test guests into $(TEST_OUT)/"
 	@echo "make sdk           the Python wheel and the npm tarball of the guest SDK, into $(SDK_OUT)/ (kubewasm new uses them)"
 	@echo "make test          fmt check, clippy -D warnings, unit, integration, doc and guest-language tests, new projects"
+	@echo "make test-build    the kubewasm binary and every test, built once with the tests' features (make test does it)"
 	@echo "make dev           the main job: the embedded API server and the host running the example plugins"
 	@echo "make kube-rs-tests kube-rs 5.0's own cluster tests against the embedded API server (not in CI)"
 	@echo "make bench         run the benchmarks and rewrite their sections of BENCHMARKS.md"
@@ -91,6 +92,11 @@ $(TEST_OUT)/misbehave-js.wasm: $(wildcard tests/guests/misbehave-js/*.js) $(JS_S
 build:
 	$(CARGO) build --bin kubewasm
 
+# Every test and the kubewasm binary, with the features the tests unify (a
+# `cargo build --bin kubewasm` first would build tokio and all above it twice).
+test-build:
+	$(CARGO) build --workspace --all-targets
+
 # The SDK packages, each staged with the contract's WIT inside (the build
 # commands of new projects use it). `make publish-sdk` publishes them (PyPI
 # and npm credentials needed; not reachable from this project's CI).
@@ -115,7 +121,7 @@ $(NPM_TARBALL): $(JS_SDK) guest-sdk/js/package.json wit/controller.wit
 
 # `kubewasm new` in each language, outside the repo: setup, test, build,
 # replay, as the "Write your first plugin" guides say.
-new-project-tests: build sdk
+new-project-tests: test-build sdk
 	tests/new-project/run
 
 fmt:
@@ -134,7 +140,7 @@ guest-tests: $(NPM_STAMP)
 	cd plugins/tenant-bootstrap && PYTHONPATH=../../guest-sdk/python $(PYTHON) -m unittest -v
 	node --test guest-sdk/js/test/ plugins/configmap-replicator/
 
-test: setup lint plugins test-plugins build guest-tests new-project-tests
+test: setup lint plugins test-plugins test-build guest-tests new-project-tests
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
 
