@@ -105,6 +105,24 @@ pub fn metadata_mut(object: &mut Value) -> Option<&mut Map<String, Value>> {
         .as_object_mut()
 }
 
+/// Marks an object's metadata deleted, as a graceful delete does, unless it
+/// is already: its `deletionTimestamp` and grace period, and one more
+/// `generation` where it keeps one (a real server's `BeforeDelete`).
+pub fn begin_deletion(metadata: &mut Map<String, Value>, grace: i64) {
+    if metadata.contains_key("deletionTimestamp") {
+        return;
+    }
+    metadata.insert("deletionTimestamp".into(), now().into());
+    metadata.insert("deletionGracePeriodSeconds".into(), grace.into());
+    if let Some(generation) = metadata
+        .get("generation")
+        .and_then(Value::as_i64)
+        .filter(|g| *g > 0)
+    {
+        metadata.insert("generation".into(), (generation + 1).into());
+    }
+}
+
 /// Whether anything but `metadata` and `status` differs: what bumps
 /// `metadata.generation`.
 pub fn spec_changed(old: &Value, new: &Value) -> bool {
@@ -142,136 +160,78 @@ pub fn canonical_order(object: Value) -> Value {
     Value::Object(ordered)
 }
 
-/// The defaults the real API server writes into a workload's spec where
-/// it says nothing (what `kubectl rollout status` and controllers read:
-/// the update strategy, history and retry limits).
-fn workload_defaults(kind: &str, object: &mut Value) {
-    let defaults = match kind {
-        "Deployment" => {
-            json!({"replicas": 1, "revisionHistoryLimit": 10, "progressDeadlineSeconds": 600,
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}})
-        }
-        "StatefulSet" => {
-            json!({"replicas": 1, "revisionHistoryLimit": 10, "podManagementPolicy": "OrderedReady",
-            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}})
-        }
-        "DaemonSet" => json!({"revisionHistoryLimit": 10,
-            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}}),
-        "ReplicaSet" => json!({"replicas": 1}),
-        "Job" => json!({"backoffLimit": 6, "completionMode": "NonIndexed", "suspend": false}),
-        "CronJob" => json!({"concurrencyPolicy": "Allow", "suspend": false,
-            "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 1}),
-        _ => return,
-    };
-    let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else {
+/// A Secret's `stringData` merged into `data` (base64) and dropped, as
+/// its conversion from the versioned type does.
+fn merge_string_data(object: &mut Value) {
+    use base64::Engine as _;
+    let Some(map) = object.as_object_mut() else {
         return;
     };
-    for (field, value) in defaults.as_object().into_iter().flatten() {
-        if spec.get(field).is_none() {
-            spec.insert(field.clone(), value.clone());
+    let Some(Value::Object(plain)) = map.shift_remove("stringData") else {
+        return;
+    };
+    let data = map
+        .entry("data")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    if !data.is_object() {
+        *data = Value::Object(serde_json::Map::new());
+    }
+    if let Some(data) = data.as_object_mut() {
+        for (key, value) in plain {
+            if let Value::String(text) = value {
+                let encoded = base64::engine::general_purpose::STANDARD.encode(text);
+                data.insert(key, Value::String(encoded));
+            }
         }
     }
 }
 
 /// The defaults a real server sets on a built-in object before a write's
-/// fields are recorded, so that the writer owns them: a workload's spec
-/// defaults (`progressDeadlineSeconds` it never sent), a DaemonSet's
-/// `deprecated.daemonset.template.generation` annotation, a Namespace's
-/// `kubernetes.io/metadata.name` label.
+/// fields are recorded, so that the writer owns them: what its decoding
+/// sets ([`crate::schema::defaults`]: a Container's `imagePullPolicy`, a
+/// Deployment's `progressDeadlineSeconds`, a Namespace's
+/// `kubernetes.io/metadata.name` label), and a DaemonSet's
+/// `deprecated.daemonset.template.generation` annotation, a Secret's
+/// `stringData` merged into its `data`.
 pub fn decoded_defaults(info: &kubewasm_types::info::ResourceInfo, object: &mut Value) {
     if info.custom {
         return;
     }
-    if matches!(info.group.as_str(), "apps" | "batch") {
-        workload_defaults(&info.kind, object);
+    if (info.group.as_str(), info.kind.as_str()) == ("", "Secret") {
+        merge_string_data(object);
     }
-    let name = text_at(object, "/metadata/name").to_owned();
-    let (field, key, value) = match (info.group.as_str(), info.kind.as_str()) {
-        ("", "Namespace") if !name.is_empty() => ("labels", "kubernetes.io/metadata.name", name),
-        ("apps", "DaemonSet") => (
-            "annotations",
-            "deprecated.daemonset.template.generation",
-            "1".to_owned(),
-        ),
-        _ => return,
-    };
-    if let Some(metadata) = metadata_mut(object)
-        && let Value::Object(map) = metadata.entry(field).or_insert_with(|| json!({}))
+    crate::schema::defaults::apply(&info.api_version(), &info.kind, object);
+    if (info.group.as_str(), info.kind.as_str()) == ("apps", "DaemonSet")
+        && let Some(metadata) = metadata_mut(object)
+        && let Value::Object(map) = metadata.entry("annotations").or_insert_with(|| json!({}))
     {
-        // A DaemonSet's annotation follows its generation once there.
-        if key == "kubernetes.io/metadata.name" || !map.contains_key(key) {
-            map.insert(key.into(), value.into());
-        }
+        // It follows the DaemonSet's generation once there.
+        map.entry("deprecated.daemonset.template.generation")
+            .or_insert_with(|| "1".into());
     }
 }
 
-/// What the real API server's registry strategies do to a built-in object
-/// on every write: a Secret's `stringData` is merged into `data` (base64)
-/// and dropped; a Namespace without a phase is `Active`, a Pod `Pending`;
-/// workloads get their spec defaults.
+/// What a real server does to a built-in object on every write: its
+/// decoded defaults ([`decoded_defaults`]; set again, as a patch or an
+/// apply is decoded again), then its registry strategy's part: a Pod
+/// without a phase is `Pending`.
 pub fn normalize_builtin(info: &kubewasm_types::info::ResourceInfo, object: &mut Value) {
     if info.custom {
         return;
     }
-    if matches!(info.group.as_str(), "apps" | "batch") {
-        decoded_defaults(info, object);
-        return;
-    }
-    if !info.group.is_empty() {
-        return;
-    }
-    match info.kind.as_str() {
-        "Secret" => {
-            use base64::Engine as _;
-            let Some(map) = object.as_object_mut() else {
-                return;
-            };
-            let Some(Value::Object(plain)) = map.shift_remove("stringData") else {
-                return;
-            };
-            let data = map
-                .entry("data")
-                .or_insert_with(|| Value::Object(serde_json::Map::new()));
-            if !data.is_object() {
-                *data = Value::Object(serde_json::Map::new());
-            }
-            if let Some(data) = data.as_object_mut() {
-                for (key, value) in plain {
-                    if let Value::String(text) = value {
-                        let encoded = base64::engine::general_purpose::STANDARD.encode(text);
-                        data.insert(key, Value::String(encoded));
-                    }
-                }
-            }
+    decoded_defaults(info, object);
+    // Created Pending, as the registry writes it, for a kubelet to move.
+    if (info.group.as_str(), info.kind.as_str()) == ("", "Pod")
+        && object.pointer("/status/phase").is_none_or(|p| p == "")
+        && let Some(map) = object.as_object_mut()
+    {
+        let status = map.entry("status").or_insert_with(|| json!({}));
+        if let Some(status) = status.as_object_mut() {
+            status.insert("phase".into(), "Pending".into());
+            status
+                .entry("qosClass")
+                .or_insert_with(|| "BestEffort".into());
         }
-        "Pod" => {
-            // Created Pending, as the registry writes it, for a kubelet to move.
-            if object.pointer("/status/phase").is_none()
-                && let Some(map) = object.as_object_mut()
-            {
-                let status = map.entry("status").or_insert_with(|| json!({}));
-                if let Some(status) = status.as_object_mut() {
-                    status.insert("phase".into(), "Pending".into());
-                    status
-                        .entry("qosClass")
-                        .or_insert_with(|| "BestEffort".into());
-                }
-            }
-        }
-        "Namespace" => {
-            let phase = object.pointer("/status/phase").and_then(Value::as_str);
-            if phase.is_none()
-                && let Some(map) = object.as_object_mut()
-            {
-                let status = map
-                    .entry("status")
-                    .or_insert_with(|| Value::Object(serde_json::Map::new()));
-                if let Some(status) = status.as_object_mut() {
-                    status.insert("phase".into(), "Active".into());
-                }
-            }
-        }
-        _ => {}
     }
 }
 

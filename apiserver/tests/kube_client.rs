@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use futures_util::{StreamExt, TryStreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
@@ -874,6 +875,10 @@ async fn writes_and_lists_should_answer_as_a_real_server_does() -> anyhow::Resul
         )
         .await?;
     let team = namespaces.get("team").await?;
+    assert_eq!(
+        team.spec.as_ref().and_then(|s| s.finalizers.clone()),
+        Some(vec!["kubernetes".to_owned()])
+    );
     let labels = team.metadata.labels.unwrap_or_default();
     assert_eq!(
         labels
@@ -888,6 +893,28 @@ async fn writes_and_lists_should_answer_as_a_real_server_does() -> anyhow::Resul
     assert_eq!(list["kind"], "NamespaceList");
     assert_eq!(list["items"][0]["kind"], serde_json::Value::Null, "{list}");
     assert!(list["items"][0]["metadata"]["name"].is_string());
+
+    // A PUT creates a Lease that is not there (its strategy allows it),
+    // never a ConfigMap.
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "team");
+    let lease = serde_json::from_value(json!({"metadata": {"name": "held"},
+        "spec": {"holderIdentity": "a"}}))?;
+    let created = leases
+        .replace("held", &PostParams::default(), &lease)
+        .await?;
+    assert_eq!(
+        created.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some("a")
+    );
+    let configs: Api<ConfigMap> = Api::namespaced(client.clone(), "team");
+    let absent = serde_json::from_value(json!({"metadata": {"name": "absent"}}))?;
+    match configs
+        .replace("absent", &PostParams::default(), &absent)
+        .await
+    {
+        Err(kube::Error::Api(status)) => assert_eq!(status.code, 404),
+        other => panic!("a ConfigMap PUT must not create: {other:?}"),
+    }
 
     Ok(())
 }

@@ -77,7 +77,7 @@ pub fn test_plugin(name: &str) -> PathBuf {
     artifact("test-plugins", &format!("{name}.wasm"), "test-plugins")
 }
 
-/// The `kubewasm` binary built by `make test` (`cargo build --bin kubewasm`).
+/// The `kubewasm` binary built by `make test` (`make test-build`).
 pub fn kubewasm_bin() -> PathBuf {
     artifact("debug", "kubewasm", "test")
 }

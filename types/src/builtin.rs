@@ -59,6 +59,7 @@ where
         status,
         scale: SCALE.contains(&plural),
         generation: GENERATION.contains(&plural),
+        create_on_update: CREATE_ON_UPDATE.contains(&plural),
         custom: false,
         schema: None,
         typed: Some(typed::<K>),
@@ -66,6 +67,23 @@ where
         printer_columns: Vec::new(),
     }
 }
+
+/// Plurals whose registry strategy allows a PUT to create
+/// (`AllowCreateOnUpdate`, Kubernetes v1.37.2's `pkg/registry`).
+const CREATE_ON_UPDATE: [&str; 11] = [
+    "leases",
+    "leasecandidates",
+    "endpoints",
+    // events.k8s.io's Events too: they share the core strategy.
+    "events",
+    "limitranges",
+    "services",
+    "runtimeclasses",
+    "clusterroles",
+    "clusterrolebindings",
+    "roles",
+    "rolebindings",
+];
 
 /// Plurals in the `all` category.
 const ALL: [&str; 10] = [

@@ -87,6 +87,7 @@ pub fn served_types(crd: &Value) -> Result<Vec<ResourceInfo>, String> {
                 status: v.pointer("/subresources/status").is_some(),
                 scale: v.pointer("/subresources/scale").is_some(),
                 generation: true,
+                create_on_update: false,
                 custom: true,
                 schema: v
                     .pointer("/schema/openAPIV3Schema")

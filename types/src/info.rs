@@ -75,6 +75,11 @@ pub struct ResourceInfo {
     /// and the built-in types whose registry strategy sets it (Deployments,
     /// Pods, Jobs, …); not ConfigMaps, Leases, Services or Namespaces.
     pub generation: bool,
+    /// Whether a PUT of an object that does not exist creates it (the
+    /// registry strategy's `AllowCreateOnUpdate`): Leases, Services, Events,
+    /// Endpoints, LimitRanges, RuntimeClasses and RBAC's four types; never
+    /// a custom resource.
+    pub create_on_update: bool,
     /// Whether it is a custom resource (served for a CRD).
     pub custom: bool,
     /// A custom resource's structural schema (`openAPIV3Schema`).

@@ -27,7 +27,7 @@ use kubewasm_core::ObjectKey;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
-use crate::objects::{metadata_mut, now, strings_at};
+use crate::objects::{begin_deletion, metadata_mut, strings_at};
 use crate::store::{Event, EventType, ResourceKey, Store, StoreError};
 
 /// The finalizer of foreground deletion.
@@ -220,8 +220,7 @@ fn delete(store: &Store, resource: &ResourceKey, object: &Value) {
         let _ = store.update::<StoreError>(resource, &key, |current| {
             let mut next = current.clone();
             if let Some(m) = metadata_mut(&mut next) {
-                m.insert("deletionTimestamp".into(), now().into());
-                m.insert("deletionGracePeriodSeconds".into(), 0.into());
+                begin_deletion(m, 0);
             }
             Ok(next)
         });

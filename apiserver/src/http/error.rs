@@ -183,13 +183,20 @@ impl ApiError {
         Self::new(405, "MethodNotAllowed", message)
     }
 
-    /// 415 UnsupportedMediaType.
-    pub fn unsupported_media_type(content_type: &str) -> Self {
+    /// 415 UnsupportedMediaType for a PATCH: the patch types the type
+    /// takes (a custom resource has no strategic merge), in a real
+    /// server's order.
+    pub fn unsupported_patch(custom: bool) -> Self {
+        let accepted = if custom {
+            "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+        } else {
+            "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml"
+        };
         Self::new(
             415,
             "UnsupportedMediaType",
             format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json, application/merge-patch+json, application/json-patch+json (got {content_type})"
+                "the body of the request was in an unknown format - accepted media types include: {accepted}"
             ),
         )
     }

@@ -326,14 +326,15 @@ pub fn apply(
         .find(|e| e.manager == request.manager && e.operation == "Apply")
         .map(|e| e.fields.clone())
         .unwrap_or_default();
-    // Take over what this apply sets (a no-op without conflicts).
+    // Take over the conflicting fields (none without force): a field set
+    // to the value it has stays shared with whoever owned it.
     for entry in managers
         .iter_mut()
         .filter(|e| !(e.manager == request.manager && e.operation == "Apply"))
     {
-        if request.force {
-            entry.fields.retain(|p| !wanted.contains(p));
-        }
+        entry
+            .fields
+            .retain(|p| !wanted.contains(p) || value_at(current, p) == value_at(applied, p));
     }
     let owned_by_others: FieldSet = managers
         .iter()
@@ -390,8 +391,17 @@ pub fn apply(
 }
 
 /// Records an update: `manager` owns the fields it changed, as its `Update`
-/// entry, and nobody else does any more.
-pub fn record_update(old: &Value, new: &mut Value, manager: &str, api_version: &str, custom: bool) {
+/// entry, and nobody else does any more. The paths under `reset`, a
+/// top-level field the write's strategy keeps as it was (a main resource's
+/// `status` when the type has a status subresource), are nobody's by it.
+pub fn record_update(
+    old: &Value,
+    new: &mut Value,
+    manager: &str,
+    api_version: &str,
+    custom: bool,
+    reset: Option<&str>,
+) {
     let before = fields_of(old, custom);
     let after = fields_of(new, custom);
     let mut changed: FieldSet = after
@@ -400,6 +410,9 @@ pub fn record_update(old: &Value, new: &mut Value, manager: &str, api_version: &
         .cloned()
         .collect();
     changed.extend(created(old, new, custom));
+    if let Some(reset) = reset.map(|field| format!("f:{field}")) {
+        changed.retain(|p| p.first() != Some(&reset));
+    }
     let mut managers = entries(old);
     let mut gone: FieldSet = before.difference(&after).cloned().collect();
     gone.extend(created(new, old, custom));
@@ -592,6 +605,15 @@ mod tests {
             !owners(&forced).contains_key("one/Apply"),
             "ownership moved"
         );
+        // Forcing takes the conflicting fields only: a field set to the
+        // value it has stays shared.
+        let both = apply(
+            &mine,
+            &cm(json!({"a": "1", "b": "2"})),
+            request("two", true),
+        )
+        .expect("forced");
+        assert_eq!(owners(&both).len(), 2, "a is still one's too");
     }
 
     #[test]
@@ -648,7 +670,7 @@ mod tests {
                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}},
                 "template": {"metadata": {"labels": {"app": "web"}},
                     "spec": {"containers": [{"name": "web", "image": "nginx", "args": ["-v"]}]}}}});
-        record_update(&json!({}), &mut deploy, "kubectl", "apps/v1", false);
+        record_update(&json!({}), &mut deploy, "kubectl", "apps/v1", false, None);
         assert_eq!(
             deploy["metadata"]["managedFields"][0]["fieldsV1"],
             json!({
@@ -664,7 +686,14 @@ mod tests {
         // A custom resource has no structs: every map it brings is created.
         let mut custom = json!({"apiVersion": "example.com/v1", "kind": "Gadget",
             "metadata": {"name": "g"}, "spec": {"size": "s", "parts": {"a": 1}}});
-        record_update(&json!({}), &mut custom, "kubectl", "example.com/v1", true);
+        record_update(
+            &json!({}),
+            &mut custom,
+            "kubectl",
+            "example.com/v1",
+            true,
+            None,
+        );
         assert_eq!(
             custom["metadata"]["managedFields"][0]["fieldsV1"],
             json!({"f:spec": {".": {}, "f:size": {}, "f:parts": {".": {}, "f:a": {}}}})
@@ -673,7 +702,7 @@ mod tests {
         let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}});
         let old = cm.clone();
         cm["metadata"]["labels"] = json!({"x": "1"});
-        record_update(&old, &mut cm, "editor", "v1", false);
+        record_update(&old, &mut cm, "editor", "v1", false, None);
         assert_eq!(
             cm["metadata"]["managedFields"][0]["fieldsV1"],
             json!({"f:metadata": {"f:labels": {".": {}, "f:x": {}}}})
@@ -686,7 +715,7 @@ mod tests {
             apply(&json!({}), &cm(json!({"a": "1"})), request("ssa", false)).expect("applies");
         let mut edited = applied.clone();
         edited["data"]["a"] = json!("hand");
-        record_update(&applied, &mut edited, "kubectl-edit", "v1", false);
+        record_update(&applied, &mut edited, "kubectl-edit", "v1", false, None);
         assert_eq!(owners(&edited)["kubectl-edit/Update"], [".data.a"]);
         let err =
             apply(&edited, &cm(json!({"a": "1"})), request("ssa", false)).expect_err("conflict");

@@ -44,10 +44,25 @@ fn element_key(field: &str, item: &Value, custom: bool) -> Option<String> {
         return item.is_string().then(|| format!("v:{item}"));
     }
     let key = crate::mutation::strategic::list_merge_key(field, item)?;
-    let value = item.get(key)?;
-    let mut single = Map::new();
-    single.insert(key.to_owned(), value.clone());
-    Some(format!("k:{}", Value::Object(single)))
+    let mut fields = Map::new();
+    fields.insert(key.to_owned(), item.get(key)?.clone());
+    // Server-side apply keys some lists by more fields than strategic
+    // merge does (`+listMapKey`), a port by its protocol too (`TCP` when
+    // an applied configuration leaves out the default), in the order of
+    // their names.
+    let more: &[(&str, Option<&str>)] = match field {
+        "ports" => &[("protocol", Some("TCP"))],
+        "topologySpreadConstraints" => &[("whenUnsatisfiable", None)],
+        _ => &[],
+    };
+    for &(name, default) in more {
+        let value = item.get(name).filter(|v| !v.is_null()).cloned();
+        if let Some(value) = value.or_else(|| default.map(Value::from)) {
+            fields.insert(name.to_owned(), value);
+        }
+    }
+    fields.sort_keys();
+    Some(format!("k:{}", Value::Object(fields)))
 }
 
 /// The message of `ObjectMeta`, which custom resources share.
@@ -66,9 +81,27 @@ fn root_message(object: &Value, custom: bool) -> Option<String> {
     )
 }
 
-/// The message of `field` in `message`, if known.
-fn child(message: Option<&str>, field: &str) -> Option<&'static str> {
-    message.and_then(|m| protobuf::field_message(m, field))
+/// What is known of a field's type.
+#[derive(Clone, Copy)]
+struct Typed {
+    /// Its message (its elements', for a list).
+    message: Option<&'static str>,
+    /// Whether that message is owned whole (`+structType=atomic`: a
+    /// LabelSelector, an OwnerReference).
+    atomic: bool,
+    /// Whether the field is owned whole, a list or map marked atomic (a
+    /// Service's `selector`, a PodSpec's `tolerations`).
+    whole: bool,
+}
+
+/// The type of `field` in `parent`, if known.
+fn typed(parent: Option<&str>, field: &str) -> Typed {
+    let message = parent.and_then(|m| protobuf::field_message(m, field));
+    Typed {
+        message,
+        atomic: message.is_some_and(protobuf::atomic),
+        whole: parent.is_some_and(|m| protobuf::atomic_field(m, field)),
+    }
 }
 
 /// The leaf paths `object` sets (`apiVersion`, `kind`, name and namespace
@@ -91,7 +124,7 @@ pub fn fields_of(object: &Value, custom: bool) -> FieldSet {
                                 mk,
                                 mv,
                                 custom,
-                                child(Some(OBJECT_META), mk),
+                                typed(Some(OBJECT_META), mk),
                             );
                         }
                     }
@@ -104,7 +137,7 @@ pub fn fields_of(object: &Value, custom: bool) -> FieldSet {
                 k,
                 v,
                 custom,
-                child(root.as_deref(), k),
+                typed(root.as_deref(), k),
             );
         }
     }
@@ -113,21 +146,22 @@ pub fn fields_of(object: &Value, custom: bool) -> FieldSet {
 
 /// Collects `value`'s paths under `path`; `message` is its type (its
 /// elements', for a list).
-fn collect(
-    set: &mut FieldSet,
-    path: Path,
-    field: &str,
-    value: &Value,
-    custom: bool,
-    message: Option<&str>,
-) {
-    let atomic = message.is_some_and(protobuf::atomic);
+fn collect(set: &mut FieldSet, path: Path, field: &str, value: &Value, custom: bool, node: Typed) {
+    let Typed {
+        message,
+        atomic,
+        whole,
+    } = node;
+    if whole {
+        set.insert(path);
+        return;
+    }
     match value {
         Value::Object(map) if !map.is_empty() && !atomic => {
             for (k, v) in map {
                 let mut p = path.clone();
                 p.push(format!("f:{k}"));
-                collect(set, p, k, v, custom, child(message, k));
+                collect(set, p, k, v, custom, typed(message, k));
             }
         }
         Value::Array(items)
@@ -153,7 +187,7 @@ fn collect(
                     for (k, v) in map {
                         let mut p = element.clone();
                         p.push(format!("f:{k}"));
-                        collect(set, p, k, v, custom, child(message, k));
+                        collect(set, p, k, v, custom, typed(message, k));
                     }
                 }
             }
@@ -193,7 +227,7 @@ pub(super) fn created(old: &Value, new: &Value, custom: bool) -> FieldSet {
                             ),
                             (mk, mv),
                             custom,
-                            child(Some(OBJECT_META), mk),
+                            typed(Some(OBJECT_META), mk),
                         );
                     }
                 }
@@ -208,7 +242,7 @@ pub(super) fn created(old: &Value, new: &Value, custom: bool) -> FieldSet {
                 ),
                 (k, v),
                 custom,
-                child(root.as_deref(), k),
+                typed(root.as_deref(), k),
             ),
         }
     }
@@ -223,12 +257,15 @@ fn created_under(
     was: (Option<&Value>, bool),
     now: (&str, &Value),
     custom: bool,
-    message: Option<&str>,
+    node: Typed,
 ) {
+    if node.whole {
+        return;
+    }
+    let (message, atomic) = (node.message, node.atomic);
     let (old, zero_has) = was;
     let (field, value) = now;
     let existed = old.is_some() || zero_has;
-    let atomic = message.is_some_and(protobuf::atomic);
     match value {
         Value::Object(map) if !map.is_empty() && !atomic => {
             if !existed {
@@ -246,7 +283,7 @@ fn created_under(
                     (old.and_then(|o| o.get(k)), zero),
                     (k, v),
                     custom,
-                    child(message, k),
+                    typed(message, k),
                 );
             }
         }
@@ -285,7 +322,7 @@ fn created_under(
                         (before.and_then(|b| b.get(k)), zero),
                         (k, v),
                         custom,
-                        child(message, k),
+                        typed(message, k),
                     );
                 }
             }
@@ -331,4 +368,43 @@ pub fn from_fields_v1(fields: &Value) -> FieldSet {
     let mut set = FieldSet::new();
     walk(&mut set, &mut Vec::new(), fields);
     set
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_atomic_map_or_list_should_be_one_leaf() {
+        let service = json!({"apiVersion": "v1", "kind": "Service",
+            "spec": {"selector": {"app": "web"}}});
+        let set = fields_of(&service, false);
+        assert_eq!(
+            set,
+            FieldSet::from([vec!["f:spec".into(), "f:selector".into()]])
+        );
+        assert!(
+            created(&json!({}), &service, false).is_empty(),
+            "no `.` inside a leaf"
+        );
+    }
+
+    #[test]
+    fn a_port_should_be_keyed_by_its_protocol_too() {
+        let service = json!({"apiVersion": "v1", "kind": "Service", "spec": {"ports": [
+            {"port": 80, "protocol": "UDP"}, {"port": 443}]}});
+        let set = fields_of(&service, false);
+        let keys: BTreeSet<&str> = set
+            .iter()
+            .filter_map(|path| path.get(2).map(String::as_str))
+            .collect();
+        assert_eq!(
+            keys,
+            BTreeSet::from([
+                r#"k:{"port":443,"protocol":"TCP"}"#,
+                r#"k:{"port":80,"protocol":"UDP"}"#
+            ])
+        );
+    }
 }

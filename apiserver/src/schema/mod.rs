@@ -6,6 +6,7 @@
 //! `generated.proto` schemas).
 
 pub mod conversion;
+pub mod defaults;
 pub mod openapi;
 pub mod protobuf;
 pub mod structural;

@@ -12,7 +12,17 @@
 //     struct that is not a pointer, a field without `omitempty`), which
 //     server-side apply's field sets never record as created.
 //   - `atomic MESSAGE`: a struct marked `+structType=atomic` (a
-//     LabelSelector), owned whole.
+//     LabelSelector), owned whole; `atomic MESSAGE FIELD`: a list or map
+//     field marked `+listType=atomic` or `+mapType=atomic` (a Service's
+//     `selector`), owned whole.
+//   - `zero MESSAGE FIELD JSON`: what Go's encoder writes for the field of a
+//     zero object, when it writes something (`{}` for a struct, `null` for
+//     a nil pointer, list or map without `omitempty`, `""`, `0`, `false`):
+//     what a real server's answer holds for a field its client never sent.
+//   - `omit MESSAGE FIELD`: a field Go's encoder leaves out when it holds
+//     its zero value (`omitempty` on a string, number, bool, list or map
+//     that is not a pointer): a real server's answer never has `""`, `0`,
+//     `false` or `[]` there.
 //
 // It reads the Go types of the modules this directory's go.mod pins:
 //
@@ -71,60 +81,101 @@ var leaves = map[string]bool{
 	"IntOrString": true, "RawExtension": true, "FieldsV1": true, "JSON": true,
 }
 
-// Go's own scalar types: leaves, whatever their tags.
-var basic = map[string]bool{
-	"bool": true, "int": true, "int32": true, "int64": true, "uint32": true, "uint64": true,
-	"float32": true, "float64": true, "byte": true,
+// What a zero leaf struct writes in JSON (its MarshalJSON).
+var leafZero = map[string]string{
+	"Time": "null", "MicroTime": "null", "Duration": `"0s"`, "Quantity": `"0"`,
+	"IntOrString": "0", "RawExtension": "null", "FieldsV1": "null", "JSON": "null",
 }
 
-// facts returns the package's lines (see the command's doc).
-func facts(dir, proto string) ([]string, error) {
+// A type declaration of one package.
+type decl struct {
+	spec *ast.TypeSpec
+	doc  *ast.CommentGroup
+}
+
+// decls parses the package in dir.
+func decls(dir string) ([]decl, error) {
 	files, err := parser.ParseDir(token.NewFileSet(), dir, func(info os.FileInfo) bool {
 		return !strings.HasSuffix(info.Name(), "_test.go")
 	}, parser.ParseComments)
 	if err != nil {
 		return nil, err
 	}
-	strs := map[string]bool{"string": true}
-	var structs []*ast.TypeSpec
-	var lines []string
+	var all []decl
 	for _, pkg := range files {
 		for _, file := range pkg.Files {
-			for _, decl := range file.Decls {
-				gen, ok := decl.(*ast.GenDecl)
+			for _, d := range file.Decls {
+				gen, ok := d.(*ast.GenDecl)
 				if !ok {
 					continue
 				}
 				for _, spec := range gen.Specs {
-					ts, ok := spec.(*ast.TypeSpec)
-					if !ok {
-						continue
-					}
-					doc := ts.Doc
-					if doc == nil {
-						doc = gen.Doc
-					}
-					if doc != nil && strings.Contains(doc.Text(), "+structType=atomic") {
-						lines = append(lines, "atomic "+proto+"."+ts.Name.Name)
-					}
-					switch t := ts.Type.(type) {
-					case *ast.Ident:
-						if t.Name == "string" {
-							strs[ts.Name.Name] = true
+					if ts, ok := spec.(*ast.TypeSpec); ok {
+						doc := ts.Doc
+						if doc == nil {
+							doc = gen.Doc
 						}
-					case *ast.StructType:
-						structs = append(structs, ts)
+						all = append(all, decl{ts, doc})
 					}
 				}
 			}
 		}
 	}
-	structNames := map[string]bool{}
-	for _, ts := range structs {
-		structNames[ts.Name.Name] = true
+	return all, nil
+}
+
+// The shape JSON gives a Go type: "struct", "leaf NAME", "string", "bool",
+// "number", "collection" (a list or map), or "pointer " and the pointee's.
+type shapes map[string]ast.Expr
+
+func (named shapes) of(t ast.Expr) string {
+	switch t := t.(type) {
+	case *ast.StarExpr:
+		return "pointer " + named.of(t.X)
+	case *ast.ArrayType, *ast.MapType:
+		return "collection"
+	case *ast.StructType:
+		return "struct"
+	case *ast.SelectorExpr:
+		return named.name(t.Sel.Name)
+	case *ast.Ident:
+		switch t.Name {
+		case "string":
+			return "string"
+		case "bool":
+			return "bool"
+		case "int", "int32", "int64", "uint32", "uint64", "float32", "float64", "byte":
+			return "number"
+		}
+		return named.name(t.Name)
 	}
-	for _, ts := range structs {
-		for _, field := range ts.Type.(*ast.StructType).Fields.List {
+	return "other"
+}
+
+// name is the shape of the named type name, declared in any package read.
+func (named shapes) name(name string) string {
+	if _, leaf := leafZero[name]; leaf {
+		return "leaf " + name
+	}
+	if t, ok := named[name]; ok {
+		return named.of(t)
+	}
+	return "other"
+}
+
+// facts returns the lines of one package's declarations (see the command's
+// doc), the shapes of every package read at hand.
+func facts(all []decl, proto string, named shapes) []string {
+	var lines []string
+	for _, d := range all {
+		if d.doc != nil && strings.Contains(d.doc.Text(), "+structType=atomic") {
+			lines = append(lines, "atomic "+proto+"."+d.spec.Name.Name)
+		}
+		st, ok := d.spec.Type.(*ast.StructType)
+		if !ok {
+			continue
+		}
+		for _, field := range st.Fields.List {
 			if field.Tag == nil {
 				continue
 			}
@@ -137,60 +188,89 @@ func facts(dir, proto string) ([]string, error) {
 				continue
 			}
 			omitempty := strings.Contains(","+options+",", ",omitempty,")
-			at := proto + "." + ts.Name.Name + " " + name
-			switch t := field.Type.(type) {
-			case *ast.StarExpr:
-				if id, ok := t.X.(*ast.Ident); ok && strs[id.Name] {
-					lines = append(lines, "empty "+at)
-				} else if !omitempty {
-					lines = append(lines, "present "+at)
+			// Go 1.24's `omitzero` leaves out a zero struct too.
+			omitzero := strings.Contains(","+options+",", ",omitzero,")
+			omitempty = omitempty || omitzero
+			at := proto + "." + d.spec.Name.Name + " " + name
+			if field.Doc != nil {
+				doc := field.Doc.Text()
+				if strings.Contains(doc, "+listType=atomic") || strings.Contains(doc, "+mapType=atomic") {
+					lines = append(lines, "atomic "+at)
 				}
-			case *ast.Ident:
-				switch {
-				case strs[t.Name]:
-					if !omitempty {
-						lines = append(lines, "empty "+at)
-					}
-				case structNames[t.Name]:
-					if !leaves[t.Name] {
-						lines = append(lines, "present "+at)
-					}
-				case !omitempty && !basic[t.Name]:
-					// A named map or list (ResourceList), written as null.
-					lines = append(lines, "present "+at)
-				}
-			case *ast.SelectorExpr:
-				if !leaves[t.Sel.Name] {
-					lines = append(lines, "present "+at)
-				}
-			case *ast.ArrayType, *ast.MapType:
+			}
+			add := func(fact string) {
+				kind, json, _ := strings.Cut(fact, " ")
+				lines = append(lines, strings.TrimSuffix(kind+" "+at+" "+json, " "))
+			}
+			shape := named.of(field.Type)
+			switch {
+			case shape == "pointer string":
+				add("empty")
 				if !omitempty {
-					lines = append(lines, "present "+at)
+					add("present")
+					add("zero null")
 				}
+			case strings.HasPrefix(shape, "pointer "):
+				if !omitempty {
+					add("present")
+					add("zero null")
+				}
+			case shape == "string":
+				if !omitempty {
+					add("empty")
+					add(`zero ""`)
+				} else {
+					add("omit")
+				}
+			case shape == "struct" && !omitzero:
+				add("present")
+				add("zero {}")
+			case strings.HasPrefix(shape, "leaf ") && !omitzero:
+				add("zero " + leafZero[strings.TrimPrefix(shape, "leaf ")])
+			case shape == "bool" && !omitempty:
+				add("zero false")
+			case shape == "number" && !omitempty:
+				add("zero 0")
+			case shape == "collection" && !omitempty:
+				add("present")
+				add("zero null")
+			case shape == "bool" || shape == "number" || shape == "collection":
+				add("omit")
 			}
 		}
 	}
-	return lines, nil
+	return lines
 }
 
 func main() {
-	var all []string
+	type read struct {
+		decls []decl
+		proto string
+	}
+	var packages []read
+	named := shapes{}
 	for _, s := range sources() {
 		root, err := moduleDir(s.module)
+		if err == nil {
+			var all []decl
+			all, err = decls(filepath.Join(root, s.dir))
+			for _, d := range all {
+				named[d.spec.Name.Name] = d.spec.Type
+			}
+			packages = append(packages, read{all, s.proto})
+		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		lines, err := facts(filepath.Join(root, s.dir), s.proto)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		all = append(all, lines...)
+	}
+	var all []string
+	for _, p := range packages {
+		all = append(all, facts(p.decls, p.proto, named)...)
 	}
 	sort.Strings(all)
 	fmt.Println("# What Kubernetes' Go types say of their protobuf messages that the .proto files do not: `empty`,")
-	fmt.Println("# `present` and `atomic` lines, as tests/real-cluster/gotypes (which writes this file) documents.")
+	fmt.Println("# `present`, `atomic`, `zero` and `omit` lines, as tests/real-cluster/gotypes (which writes this file) documents.")
 	for _, line := range all {
 		fmt.Println(line)
 	}

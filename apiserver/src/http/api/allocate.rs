@@ -58,15 +58,10 @@ impl Api {
         };
         spec.insert("clusterIP".into(), ip.clone().into());
         spec.insert("clusterIPs".into(), json!([ip]));
-        spec.entry("type").or_insert_with(|| "ClusterIP".into());
-        spec.entry("sessionAffinity")
-            .or_insert_with(|| "None".into());
         if ip != "None" {
             spec.entry("ipFamilies").or_insert_with(|| json!(["IPv4"]));
             spec.entry("ipFamilyPolicy")
                 .or_insert_with(|| "SingleStack".into());
-            spec.entry("internalTrafficPolicy")
-                .or_insert_with(|| "Cluster".into());
         }
         if matches!(kind.as_str(), "NodePort" | "LoadBalancer") {
             let mut used: HashSet<i64> = existing

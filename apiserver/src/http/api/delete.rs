@@ -10,7 +10,7 @@ use kubewasm_core::ObjectKey;
 use super::filter::Filter;
 use super::{Api, Reply, Request, Target, list_item, rv_of, shown};
 use crate::http::error::ApiError;
-use crate::objects::{metadata_mut, now, text_at};
+use crate::objects::{begin_deletion, metadata_mut, text_at};
 use crate::store::ListAt;
 use kubewasm_types::crd;
 use kubewasm_types::info::ResourceInfo;
@@ -259,9 +259,7 @@ impl Api {
             let deleting = move |object: &Value| -> Result<Value, ApiError> {
                 let mut next = object.clone();
                 if let Some(m) = metadata_mut(&mut next) {
-                    m.entry("deletionTimestamp").or_insert_with(|| now().into());
-                    m.entry("deletionGracePeriodSeconds")
-                        .or_insert_with(|| grace.unwrap_or(0).into());
+                    begin_deletion(m, grace.unwrap_or(0));
                     if !finalizers.is_empty() {
                         m.insert("finalizers".into(), Value::Array(finalizers));
                     }

@@ -51,7 +51,8 @@ fn selectable_fields(plural: &str) -> &'static [&'static str] {
         "secrets" => &["type"],
         "namespaces" => &["status.phase"],
         "nodes" => &["spec.unschedulable"],
-        "replicasets" | "replicationcontrollers" => &["status.replicas"],
+        "replicationcontrollers" => &["status.replicas"],
+        "services" => &["spec.clusterIP", "spec.type"],
         "jobs" => &["status.successful"],
         "certificatesigningrequests" => &["spec.signerName"],
         _ => &[],
@@ -59,15 +60,26 @@ fn selectable_fields(plural: &str) -> &'static [&'static str] {
 }
 
 impl FieldSelector {
-    pub(super) fn parse_for(s: &str, plural: &str) -> Result<Self, ApiError> {
+    /// A field selector on the type `plural` (a custom resource's when
+    /// `custom`), refused as a real server refuses a field it does not
+    /// select by: in its own words for a type that selects by more than
+    /// name and namespace, or a custom resource, in apimachinery's default
+    /// words for any other.
+    pub(super) fn parse_for(s: &str, plural: &str, custom: bool) -> Result<Self, ApiError> {
         let selector = Self::parse(s)?;
+        let more = selectable_fields(plural);
         if let Some((field, _, _)) = selector.terms.iter().find(|(f, _, _)| {
             !matches!(f.as_str(), "metadata.name" | "metadata.namespace")
-                && !selectable_fields(plural).contains(&f.as_str())
+                && !more.contains(&f.as_str())
         }) {
-            return Err(ApiError::bad_request(format!(
-                "field label not supported: {field}"
-            )));
+            let why = if custom || !more.is_empty() {
+                format!("field label not supported: {field}")
+            } else {
+                format!(
+                    "{field:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+                )
+            };
+            return Err(ApiError::bad_request(why));
         }
         Ok(selector)
     }
@@ -144,6 +156,7 @@ impl Filter {
         let mut fields = FieldSelector::parse_for(
             query.get("fieldSelector").map_or("", String::as_str),
             &info.plural,
+            info.custom,
         )?;
         // Selectors match stored objects: a view's field names are mapped.
         for (field, _, _) in &mut fields.terms {
@@ -223,13 +236,32 @@ mod tests {
 
     #[test]
     fn field_selectors_should_support_name_and_namespace_only() {
-        let f = FieldSelector::parse_for("metadata.name=a,metadata.namespace!=b", "configmaps")
-            .expect("valid");
+        let f =
+            FieldSelector::parse_for("metadata.name=a,metadata.namespace!=b", "configmaps", false)
+                .expect("valid");
         assert!(f.matches(&json!({"metadata": {"name": "a", "namespace": "c"}})));
         assert!(!f.matches(&json!({"metadata": {"name": "a", "namespace": "b"}})));
-        assert!(FieldSelector::parse_for("spec.nodeName=x", "configmaps").is_err());
-        let events = FieldSelector::parse_for("involvedObject.name=web,type!=Normal", "events")
-            .expect("valid");
+        let refused = FieldSelector::parse_for("spec.nodeName=x", "configmaps", false)
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            refused.as_deref().is_some_and(|e| e.contains(
+                r#""spec.nodeName" is not a known field selector: only "metadata.name", "metadata.namespace""#
+            )),
+            "{refused:?}"
+        );
+        let refused = FieldSelector::parse_for("spec.nonsense=x", "pods", false)
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            refused
+                .as_deref()
+                .is_some_and(|e| e.contains("field label not supported: spec.nonsense")),
+            "{refused:?}"
+        );
+        let events =
+            FieldSelector::parse_for("involvedObject.name=web,type!=Normal", "events", false)
+                .expect("valid");
         assert!(events.matches(&json!({"involvedObject": {"name": "web"}, "type": "Warning"})));
         assert!(!events.matches(&json!({"involvedObject": {"name": "web"}, "type": "Normal"})));
     }
@@ -282,12 +314,12 @@ mod tests {
     #[test]
     fn absent_typed_fields_should_select_as_their_zero_value() {
         let schedulable =
-            FieldSelector::parse_for("spec.unschedulable==false", "nodes").expect("valid");
+            FieldSelector::parse_for("spec.unschedulable==false", "nodes", false).expect("valid");
         assert!(schedulable.matches(&json!({"metadata": {"name": "n"}})));
         assert!(!schedulable.matches(&json!({"spec": {"unschedulable": true}})));
-        let done = FieldSelector::parse_for("status.successful=1", "jobs").expect("valid");
+        let done = FieldSelector::parse_for("status.successful=1", "jobs", false).expect("valid");
         assert!(done.matches(&json!({"status": {"succeeded": 1}})));
-        let none = FieldSelector::parse_for("status.successful=0", "jobs").expect("valid");
+        let none = FieldSelector::parse_for("status.successful=0", "jobs", false).expect("valid");
         assert!(none.matches(&json!({"status": {}})));
     }
 }

@@ -46,6 +46,7 @@ mod filter;
 pub mod query;
 mod read;
 mod representation;
+mod strategy;
 mod subresource;
 mod table;
 mod watch;
@@ -205,6 +206,22 @@ fn rv_of(object: &Value) -> Option<&str> {
         .and_then(Value::as_str)
 }
 
+/// A body as a real server quotes it in a decoding error: `<empty>`, its
+/// first 30 bytes when it starts as an object, else their hex.
+fn summary(body: &[u8]) -> String {
+    const MAX: usize = 30;
+    let head = &body[..body.len().min(MAX)];
+    let more = if body.len() > MAX { " ..." } else { "" };
+    match body.first() {
+        None => "<empty>".to_owned(),
+        Some(b'{') => format!("{}{more}", String::from_utf8_lossy(head)),
+        Some(_) => {
+            let hex: String = head.iter().map(|b| format!("{b:02x}")).collect();
+            format!("{hex}{more}")
+        }
+    }
+}
+
 impl Request<'_> {
     /// Whether the request may write (any method but GET, HEAD and OPTIONS).
     pub fn may_write(&self) -> bool {
@@ -217,6 +234,28 @@ impl Request<'_> {
             Format::of(self.content_type)?,
             &self.body,
         )?)
+    }
+
+    /// [`Request::document`] of a body that must be an object of `kind`: a
+    /// JSON body that does not parse is refused in a real server's words
+    /// (the kind it must be, Go's parse error, the body's first 30 bytes).
+    fn object_document(&self, kind: &str) -> Result<Value, ApiError> {
+        let format = Format::of(self.content_type)?;
+        match crate::http::decode::decode(format, &self.body) {
+            Ok(value) => Ok(value),
+            Err(crate::http::decode::DecodeError::Json(error)) => {
+                let parse = if error.classify() == serde_json::error::Category::Eof {
+                    "unexpected end of JSON input".to_owned()
+                } else {
+                    error.to_string()
+                };
+                Err(ApiError::bad_request(format!(
+                    "the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; json parse error: {parse} ({})",
+                    summary(&self.body)
+                )))
+            }
+            Err(other) => Err(other.into()),
+        }
     }
 
     /// [`Request::document`], or `{}` when the body is empty (optional

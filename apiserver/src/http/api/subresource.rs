@@ -27,14 +27,17 @@ impl Api {
                 .cloned()
                 .unwrap_or(Value::Null)
         };
-        json!({
+        let mut scale = json!({
             "kind": "Scale",
             "apiVersion": "autoscaling/v1",
             "metadata": {"name": meta("name"), "namespace": meta("namespace"), "uid": meta("uid"),
                          "resourceVersion": meta("resourceVersion"), "creationTimestamp": meta("creationTimestamp")},
             "spec": {"replicas": object.pointer("/spec/replicas").cloned().unwrap_or(json!(1))},
             "status": {"replicas": object.pointer("/status/replicas").cloned().unwrap_or(json!(0)), "selector": selector},
-        })
+        });
+        // As Go writes it: no `spec.replicas` when it is 0.
+        crate::schema::defaults::apply("autoscaling/v1", "Scale", &mut scale);
+        scale
     }
 
     pub(super) fn get_scale(&self, target: &Target, name: &str) -> Result<Reply, ApiError> {
@@ -79,9 +82,10 @@ impl Api {
                     }
                     _ => merge_patch(&mut scale, &body),
                 }
+                // Absent is 0, as Go decodes it (and writes a Scale of 0).
                 let replicas = scale
                     .pointer("/spec/replicas")
-                    .and_then(Value::as_i64)
+                    .map_or(Some(0), Value::as_i64)
                     .filter(|r| *r >= 0)
                     .ok_or_else(|| {
                         ApiError::invalid(

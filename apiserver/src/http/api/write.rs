@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use kubewasm_core::ObjectKey;
 use serde_json::{Value, json};
 
-use super::{Api, Reply, Request, Target, rv_of, served, shown};
+use super::{Api, Reply, Request, Target, rv_of, served, shown, strategy};
 use crate::http::auth::User;
 use crate::http::auth::escalation::Writer;
 use crate::http::error::ApiError;
@@ -49,7 +49,7 @@ impl Api {
     /// The request's object, decoded; its `apiVersion` and `kind`, when
     /// given, must be the target's.
     pub(super) fn body(info: &ResourceInfo, request: &Request<'_>) -> Result<Value, ApiError> {
-        let body: Value = request.document()?;
+        let body: Value = request.object_document(&info.kind)?;
         if !body.is_object() {
             return Err(ApiError::bad_request(
                 "the body of the request must be a JSON object",
@@ -100,12 +100,18 @@ impl Api {
         // The creator owns every field it set (`Update` in `managedFields`),
         // defaults the decoder sets included.
         crate::objects::decoded_defaults(info, &mut object);
+        let zero = if info.custom {
+            json!({})
+        } else {
+            crate::schema::defaults::zero(&info.api_version(), &info.kind)
+        };
         apply::record_update(
-            &json!({}),
+            &zero,
             &mut object,
             &Self::manager(request),
             &info.api_version(),
             info.custom,
+            info.status.then_some("status"),
         );
         self.insert(target, object, &request.query, &request.user)
     }
@@ -194,6 +200,14 @@ impl Api {
         if info.group.is_empty() && info.plural == "services" {
             self.allocate_service(&mut object)?;
         }
+        if info.group == "batch" && info.plural == "jobs" {
+            strategy::job_selector(&mut object, &name);
+        }
+        if info.group.is_empty() && info.plural == "namespaces" {
+            // The strategy's: a namespace is created with the `kubernetes`
+            // finalizer, which its lifecycle removes once it is emptied.
+            strategy::kubernetes_finalizer(&mut object);
+        }
         let object = Self::checked(info, &name, served(info, &object), Self::strict(query))?;
         Self::no_escalation(info, &name, self.writer(target, user).as_ref(), &object)?;
         if crd::is_crd(info) {
@@ -234,7 +248,13 @@ impl Api {
             .get("metadata")
             .cloned()
             .unwrap_or_else(|| json!({}));
-        if let Some(part) = subresource.and_then(|s| part_of(info, s)) {
+        // A built-in type's status strategy takes the object as sent, its
+        // spec as it was; a custom resource's takes the status alone.
+        let builtin_status = subresource == Some("status") && !info.custom;
+        if let Some(part) = subresource
+            .and_then(|s| part_of(info, s))
+            .filter(|_| !builtin_status)
+        {
             // A subresource writes its part of the object, and nothing else.
             let mut next = current.clone();
             let (parent, field) = part.rsplit_once('/').unwrap_or(("", part));
@@ -249,9 +269,12 @@ impl Api {
                     None => map.shift_remove(field),
                 };
             }
+            crate::objects::decoded_defaults(info, &mut next);
             return Ok(next);
         }
-        if info.status {
+        if builtin_status {
+            strategy::status_strategy(info, current, &mut desired);
+        } else if info.status {
             match current.get("status") {
                 Some(status) => desired["status"] = status.clone(),
                 None => {
@@ -291,6 +314,8 @@ impl Api {
                 ));
             }
         }
+        // Compared as decoded: defaults the writer left out change nothing.
+        crate::objects::decoded_defaults(info, &mut desired);
         if info.generation && spec_changed(current, &desired) {
             let generation = current_meta
                 .get("generation")
@@ -304,7 +329,7 @@ impl Api {
         Ok(served(info, &desired))
     }
 
-    /// [`Api::next_version`], with the fields the write changed recorded as
+    /// [`Api::next_version`] (decoded: defaulted), with the fields the write changed recorded as
     /// `manager`'s (`Update` in `managedFields`).
     pub(super) fn updated(
         info: &ResourceInfo,
@@ -316,13 +341,13 @@ impl Api {
         strict: bool,
     ) -> Result<Value, ApiError> {
         let mut next = Self::next_version(info, name, subresource, current, desired)?;
-        crate::objects::decoded_defaults(info, &mut next);
         apply::record_update(
             current,
             &mut next,
             manager,
             &info.api_version(),
             info.custom,
+            (info.status && subresource.is_none()).then_some("status"),
         );
         Self::checked(info, name, next, strict)
     }
@@ -489,6 +514,15 @@ impl Api {
         let info = target.info.clone();
         let desired = Self::body_named(&info, request, name)?;
         let subresource = target.subresource.clone();
+        if info.create_on_update
+            && subresource.is_none()
+            && self
+                .store
+                .get(&info.storage_key(), &self.key(target, name))
+                .is_none()
+        {
+            return self.create(target, request);
+        }
         let wanted_rv = rv_of(&desired).map(str::to_owned);
         let custom = info.custom;
         let manager = Self::manager(request);
@@ -528,7 +562,7 @@ impl Api {
             // Built-in types only, as the API server: custom resources have no
             // patch strategy.
             "application/strategic-merge-patch+json" if !info.custom => PatchType::Strategic,
-            other => return Err(ApiError::unsupported_media_type(other)),
+            _ => return Err(ApiError::unsupported_patch(info.custom)),
         };
         let patch: Value = request.document()?;
         let subresource = target.subresource.clone();

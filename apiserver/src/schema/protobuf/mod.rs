@@ -429,6 +429,60 @@ pub(crate) fn atomic(message: &str) -> bool {
     schema::atomic(message)
 }
 
+/// Whether `field` of `message`, a list or a map, is owned whole, a leaf of
+/// field sets (`+listType=atomic`, `+mapType=atomic`: a Service's
+/// `selector`, an EndpointSlice's `ports`).
+pub(crate) fn atomic_field(message: &str, field: &str) -> bool {
+    schema::atomic_field(message, field)
+}
+
+/// What Go's encoder writes for the fields of a zero `message` (those a
+/// real server's answers always hold): each field's JSON name and value.
+pub(crate) fn zero_fields(message: &str) -> &'static [(&'static str, Value)] {
+    schema::zero_fields(message)
+}
+
+/// Whether Go's encoder leaves `field` of `message` out when it holds its
+/// zero value (`omitempty` on a string, number, bool, list or map).
+pub(crate) fn omitted_when_zero(message: &str, field: &str) -> bool {
+    schema::omitted_when_zero(message, field)
+}
+
+/// How a field holding messages holds them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Holds {
+    /// One message.
+    One,
+    /// A list of them.
+    List,
+    /// A map of them, by key.
+    Map,
+    /// One, whose fields are the parent's in JSON (`json:",inline"`).
+    Inline,
+}
+
+/// The fields of `message` that hold messages: each one's JSON name, its
+/// message and how it holds it.
+pub(crate) fn message_fields(
+    message: &str,
+) -> impl Iterator<Item = (&'static str, &'static str, Holds)> {
+    SCHEMA
+        .messages
+        .get(message)
+        .into_iter()
+        .flat_map(std::collections::HashMap::values)
+        .filter(|f| SCHEMA.messages.contains_key(&f.kind))
+        .map(|f| {
+            let holds = match f.label {
+                _ if INLINE.contains(&(f.kind.as_str(), f.name.as_str())) => Holds::Inline,
+                Label::Optional => Holds::One,
+                Label::Repeated => Holds::List,
+                Label::Map => Holds::Map,
+            };
+            (f.name.as_str(), f.kind.as_str(), holds)
+        })
+}
+
 /// Decodes the object in a protobuf body into JSON.
 ///
 /// # Errors

@@ -243,6 +243,13 @@ struct GoTypes {
     present: HashSet<(&'static str, &'static str)>,
     /// Messages owned whole (`+structType=atomic`).
     atomic: HashSet<&'static str>,
+    /// Lists and maps owned whole (`+listType=atomic`, `+mapType=atomic`).
+    atomic_fields: HashSet<(&'static str, &'static str)>,
+    /// Fields Go's encoder leaves out when zero (`omitempty`, no pointer).
+    omit: HashSet<(&'static str, &'static str)>,
+    /// By message, the fields Go's encoder writes for a zero object, and
+    /// what it writes.
+    zero: HashMap<&'static str, Vec<(&'static str, serde_json::Value)>>,
 }
 
 static GO_TYPES: LazyLock<GoTypes> = LazyLock::new(|| {
@@ -257,6 +264,17 @@ static GO_TYPES: LazyLock<GoTypes> = LazyLock::new(|| {
             }
             ["atomic", message] => {
                 facts.atomic.insert(message);
+            }
+            ["atomic", message, field] => {
+                facts.atomic_fields.insert((message, field));
+            }
+            ["omit", message, field] => {
+                facts.omit.insert((message, field));
+            }
+            ["zero", message, field, json] => {
+                if let Ok(value) = serde_json::from_str(json) {
+                    facts.zero.entry(message).or_default().push((field, value));
+                }
             }
             _ => {}
         }
@@ -279,6 +297,23 @@ pub(super) fn always_present(message: &str, field: &str) -> bool {
 /// Whether `message` is owned whole (`+structType=atomic`).
 pub(super) fn atomic(message: &str) -> bool {
     GO_TYPES.atomic.contains(message)
+}
+
+/// Whether Go's encoder leaves `field` of `message` out when it is zero.
+pub(super) fn omitted_when_zero(message: &str, field: &str) -> bool {
+    GO_TYPES.omit.contains(&(message, field))
+}
+
+/// Whether `field` of `message` is owned whole (`+listType=atomic`,
+/// `+mapType=atomic`).
+pub(super) fn atomic_field(message: &str, field: &str) -> bool {
+    GO_TYPES.atomic_fields.contains(&(message, field))
+}
+
+/// The fields a zero `message` has in JSON, and their values (`{}` for a
+/// struct, `null` for a nil list, `""`, `0`, `false`).
+pub(super) fn zero_fields(message: &str) -> &'static [(&'static str, serde_json::Value)] {
+    GO_TYPES.zero.get(message).map_or(&[], Vec::as_slice)
 }
 
 /// The package of an API group's version: `apps/v1` is `api.apps.v1`, the

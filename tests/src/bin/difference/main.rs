@@ -196,8 +196,19 @@ enum Verdict {
     },
 }
 
-fn compare(embedded: &[Answer], real: &[Answer]) -> Verdict {
+/// Compares two sequences' answers, the `masks` (fields kept different on
+/// purpose) left out of their bodies: the verdict, and whether a mask hid
+/// a difference.
+fn compare(embedded: &[Answer], real: &[Answer], masks: &[&str]) -> (Verdict, bool) {
+    let mut masked = false;
     for (step, (e, r)) in embedded.iter().zip(real).enumerate() {
+        let (mut ours, mut theirs) = (e.body.clone(), r.body.clone());
+        for mask in masks {
+            normalise::without(&mut ours, mask);
+            normalise::without(&mut theirs, mask);
+        }
+        let body = normalise::first_difference(&ours, &theirs);
+        masked |= body.is_none() && normalise::first_difference(&e.body, &r.body).is_some();
         let what = if e.status != r.status {
             format!("status {} (real {})", e.status, r.status)
         } else if e.content_type != r.content_type {
@@ -209,15 +220,14 @@ fn compare(embedded: &[Answer], real: &[Answer]) -> Verdict {
             format!("Warning {:?} (real {:?})", e.warning, r.warning)
         } else if e.retry_after != r.retry_after {
             format!("Retry-After {:?} (real {:?})", e.retry_after, r.retry_after)
-        } else if let Some((pointer, ours, theirs)) = normalise::first_difference(&e.body, &r.body)
-        {
+        } else if let Some((pointer, ours, theirs)) = body {
             format!("body at {pointer:?}: {ours} (real {theirs})")
         } else {
             continue;
         };
-        return Verdict::Differs { step, what };
+        return (Verdict::Differs { step, what }, masked);
     }
-    Verdict::Identical
+    (Verdict::Identical, masked)
 }
 
 /// A difference kept on purpose (`tests/difference/known.json`).
@@ -225,6 +235,11 @@ fn compare(embedded: &[Answer], real: &[Answer]) -> Verdict {
 struct Known {
     /// A sequence's name, or `resource/*`, `*/verb`.
     sequence: String,
+    /// The one field that differs (a JSON pointer into an object, in an
+    /// answer, a list's items or a watch's events), the rest of the
+    /// sequence compared; without it, the whole sequence is kept apart.
+    #[serde(default)]
+    field: Option<String>,
     reason: String,
 }
 
@@ -336,25 +351,31 @@ async fn main() -> anyhow::Result<()> {
     // share names (the `default` namespace), so they run one by one after.
     let (generated, rest): (Vec<_>, Vec<_>) = all.into_iter().partition(Sequence::generated);
     let targets = std::sync::Arc::new((embedded, real));
-    let mut verdicts = run_all(&targets, generated, 0, PARALLEL, options.show).await?;
+    let known = std::sync::Arc::new(known);
+    let mut verdicts = run_all(&targets, &known, generated, 0, PARALLEL, options.show).await?;
     let offset = verdicts.len();
-    verdicts.extend(run_all(&targets, rest, offset, 1, options.show).await?);
+    verdicts.extend(run_all(&targets, &known, rest, offset, 1, options.show).await?);
     report(&verdicts, &known, options.markdown.as_deref())
 }
+
+/// What a sequence's run gave: the sequence, its verdict, and whether a
+/// listed field hid a difference.
+type Run = (Sequence, Verdict, bool);
 
 /// Runs `sequences` on both servers, `parallel` at a time, sequence `i`
 /// in namespace `diff-<offset + i>`: each one's verdict, in order.
 async fn run_all(
     targets: &std::sync::Arc<(Target, Target)>,
+    known: &std::sync::Arc<Vec<Known>>,
     sequences: Vec<Sequence>,
     offset: usize,
     parallel: usize,
     show: bool,
-) -> anyhow::Result<Vec<(Sequence, Verdict)>> {
+) -> anyhow::Result<Vec<Run>> {
     let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(parallel));
     let mut running = tokio::task::JoinSet::new();
     for (i, sequence) in sequences.into_iter().enumerate() {
-        let (targets, permits) = (targets.clone(), permits.clone());
+        let (targets, permits, known) = (targets.clone(), permits.clone(), known.clone());
         running.spawn(async move {
             let _permit = permits.acquire_owned().await?;
             let (embedded, real) = (&targets.0, &targets.1);
@@ -364,7 +385,12 @@ async fn run_all(
             r?;
             let (e, r) = tokio::join!(embedded.run(&sequence, &ns), real.run(&sequence, &ns));
             let (e, r) = (e?, r?);
-            let verdict = compare(&e, &r);
+            let masks: Vec<&str> = known
+                .iter()
+                .filter(|k| k.matches(&sequence.name))
+                .filter_map(|k| k.field.as_deref())
+                .collect();
+            let (verdict, masked) = compare(&e, &r, &masks);
             if show && let Verdict::Differs { step, what } = &verdict {
                 let mut text = format!("--- {} (in {ns}), request {step}: {what}\n", sequence.name);
                 text += &format!(
@@ -381,7 +407,7 @@ async fn run_all(
                 }
                 print!("{text}");
             }
-            anyhow::Ok((i, sequence, verdict))
+            anyhow::Ok((i, sequence, verdict, masked))
         });
     }
     let mut done = Vec::new();
@@ -389,25 +415,28 @@ async fn run_all(
         done.push(finished??);
     }
     done.sort_by_key(|(i, ..)| *i);
-    Ok(done.into_iter().map(|(_, s, v)| (s, v)).collect())
+    Ok(done.into_iter().map(|(_, s, v, m)| (s, v, m)).collect())
 }
 
 /// The table, the figure, and the verdict on the listed differences.
-fn report(
-    verdicts: &[(Sequence, Verdict)],
-    known: &[Known],
-    markdown: Option<&Path>,
-) -> anyhow::Result<()> {
+fn report(verdicts: &[Run], known: &[Known], markdown: Option<&Path>) -> anyhow::Result<()> {
     let mut table: BTreeMap<String, BTreeMap<String, &'static str>> = BTreeMap::new();
     let mut verbs: Vec<String> = Vec::new();
     let mut others: Vec<(String, &str)> = Vec::new();
-    let (mut identical, mut unlisted, mut stale) = (0, Vec::new(), Vec::new());
-    for (sequence, verdict) in verdicts {
-        let listed = known.iter().find(|k| k.matches(&sequence.name));
+    let (mut identical, mut but_listed, mut unlisted, mut stale) = (0, 0, Vec::new(), Vec::new());
+    for (sequence, verdict, masked) in verdicts {
+        let listed = known
+            .iter()
+            .find(|k| k.field.is_none() && k.matches(&sequence.name));
         let cell = match (verdict, listed) {
             (Verdict::Identical, None) => {
                 identical += 1;
-                "="
+                if *masked {
+                    but_listed += 1;
+                    "=*"
+                } else {
+                    "="
+                }
             }
             (Verdict::Identical, Some(_)) => {
                 identical += 1;
@@ -448,9 +477,22 @@ fn report(
     for (name, cell) in &others {
         text.push_str(&format!("\n- {name}: {cell}"));
     }
+    // A listed field that hid nothing anywhere is gone.
+    for k in known.iter().filter(|k| k.field.is_some()) {
+        let hid = verdicts
+            .iter()
+            .any(|(sequence, _, masked)| *masked && k.matches(&sequence.name));
+        if !hid {
+            stale.push(format!(
+                "{} {}",
+                k.sequence,
+                k.field.as_deref().unwrap_or("")
+            ));
+        }
+    }
     let total = verdicts.len();
     let figure = format!(
-        "{identical} of {total} sequences identical ({:.1}%)",
+        "{identical} of {total} sequences identical ({:.1}%; {but_listed} of them but for a listed field, `=*`)",
         identical as f64 * 100.0 / total.max(1) as f64
     );
     println!("{text}\n\n{figure}");
@@ -463,7 +505,10 @@ fn report(
     if let Some(path) = markdown {
         let reasons: String = known
             .iter()
-            .map(|k| format!("- `{}`: {}\n", k.sequence, k.reason))
+            .map(|k| match &k.field {
+                Some(field) => format!("- `{}` `{field}`: {}\n", k.sequence, k.reason),
+                None => format!("- `{}`: {}\n", k.sequence, k.reason),
+            })
             .collect();
         std::fs::write(
             path,

@@ -146,6 +146,35 @@ pub(crate) fn body(bytes: &[u8]) -> Value {
     }
 }
 
+/// `value` without the field at `pointer` (into an object): in an answer,
+/// in each item of a list, in each event of a watch.
+pub(crate) fn without(value: &mut Value, pointer: &str) {
+    match value {
+        Value::Array(events) => {
+            for event in events {
+                without(event, pointer);
+            }
+        }
+        Value::Object(map) => {
+            for nested in ["items", "object"] {
+                if let Some(inner) = map.get_mut(nested) {
+                    without(inner, pointer);
+                }
+            }
+            let (parent, field) = pointer.rsplit_once('/').unwrap_or(("", pointer));
+            let parent = if parent.is_empty() {
+                Some(&mut *value)
+            } else {
+                value.pointer_mut(parent)
+            };
+            if let Some(Value::Object(parent)) = parent {
+                parent.shift_remove(field);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// The first place two normalised values differ: a JSON pointer and both
 /// values there.
 pub(crate) fn first_difference(a: &Value, b: &Value) -> Option<(String, Value, Value)> {
@@ -232,6 +261,23 @@ mod tests {
         normalise(&mut b);
         assert_eq!(a, b);
         assert_eq!(a, json!("does not match the UID in record (<uid>)."));
+    }
+
+    #[test]
+    fn a_listed_field_should_be_left_out_wherever_an_object_is() {
+        let mut list = json!({"items": [{"metadata": {"name": "a", "finalizers": ["x"]}}],
+            "metadata": {"finalizers": ["y"]}});
+        without(&mut list, "/metadata/finalizers");
+        assert_eq!(
+            list,
+            json!({"items": [{"metadata": {"name": "a"}}], "metadata": {}})
+        );
+        let mut events = json!([{"type": "ADDED", "object": {"metadata": {"finalizers": []}}}]);
+        without(&mut events, "/metadata/finalizers");
+        assert_eq!(
+            events,
+            json!([{"type": "ADDED", "object": {"metadata": {}}}])
+        );
     }
 
     #[test]

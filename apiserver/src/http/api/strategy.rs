@@ -1,0 +1,98 @@
+//! What a built-in type's registry strategy does to a write, beyond
+//! defaults (`crate::schema::defaults`): a Namespace's finalizer and a
+//! Job's selector on create, what a status write keeps of the object.
+
+use kubewasm_types::info::ResourceInfo;
+use serde_json::{Value, json};
+
+use crate::objects::metadata_mut;
+
+/// Adds `kubernetes` to a Namespace's `spec.finalizers` unless it is there.
+pub(super) fn kubernetes_finalizer(namespace: &mut Value) {
+    let Some(map) = namespace.as_object_mut() else {
+        return;
+    };
+    let spec = map.entry("spec").or_insert_with(|| json!({}));
+    if let Some(spec) = spec.as_object_mut() {
+        let finalizers = spec.entry("finalizers").or_insert_with(|| json!([]));
+        if !finalizers.is_array() {
+            *finalizers = json!([]);
+        }
+        if let Some(list) = finalizers.as_array_mut()
+            && !list.iter().any(|f| f == "kubernetes")
+        {
+            list.push("kubernetes".into());
+        }
+    }
+}
+
+/// What the Job strategy gives a Job created without `manualSelector`: its
+/// template labelled with its name and uid (the legacy labels too), and a
+/// selector of its uid, so that its Pods are its alone.
+pub(super) fn job_selector(job: &mut Value, name: &str) {
+    if job.pointer("/spec/manualSelector") == Some(&Value::Bool(true)) {
+        return;
+    }
+    let uid = job.pointer("/metadata/uid").cloned().unwrap_or(Value::Null);
+    let Some(spec) = job.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let labels = spec
+        .entry("template")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .map(|t| t.entry("metadata").or_insert_with(|| json!({})))
+        .and_then(Value::as_object_mut)
+        .map(|m| m.entry("labels").or_insert_with(|| json!({})))
+        .and_then(Value::as_object_mut);
+    if let Some(labels) = labels {
+        for (label, value) in [
+            ("batch.kubernetes.io/controller-uid", &uid),
+            ("batch.kubernetes.io/job-name", &Value::from(name)),
+            ("controller-uid", &uid),
+            ("job-name", &Value::from(name)),
+        ] {
+            labels.entry(label).or_insert_with(|| value.clone());
+        }
+    }
+    let selector = spec
+        .entry("selector")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .map(|s| s.entry("matchLabels").or_insert_with(|| json!({})))
+        .and_then(Value::as_object_mut);
+    if let Some(selector) = selector {
+        selector
+            .entry("batch.kubernetes.io/controller-uid")
+            .or_insert(uid);
+    }
+}
+
+/// What a built-in type's status strategy keeps of `current` in a status
+/// write's `desired`: everything but metadata and status (the spec), a
+/// Deployment's labels, a Pod's owner references.
+pub(super) fn status_strategy(info: &ResourceInfo, current: &Value, desired: &mut Value) {
+    let (Value::Object(old), Value::Object(new)) = (current, &mut *desired) else {
+        return;
+    };
+    new.retain(|field, _| {
+        matches!(field.as_str(), "metadata" | "status") || old.contains_key(field)
+    });
+    for (field, value) in old {
+        if !matches!(field.as_str(), "metadata" | "status") {
+            new.insert(field.clone(), value.clone());
+        }
+    }
+    let kept = match (info.group.as_str(), info.kind.as_str()) {
+        ("apps", "Deployment") => "labels",
+        ("", "Pod") => "ownerReferences",
+        _ => return,
+    };
+    let before = current.pointer(&format!("/metadata/{kept}")).cloned();
+    if let Some(metadata) = metadata_mut(desired) {
+        match before {
+            Some(value) => metadata.insert(kept.to_owned(), value),
+            None => metadata.shift_remove(kept),
+        };
+    }
+}
