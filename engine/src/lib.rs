@@ -155,6 +155,14 @@ impl Engine {
         self
     }
 
+    /// An engine showing `runtime`'s instance budget in its metrics
+    /// (`kubewasm_instances`); set before the first plugin starts.
+    #[must_use]
+    pub fn with_runtime(self, runtime: &kubewasm_runtime::Runtime) -> Self {
+        self.shared.metrics.watch_runtime(runtime);
+        self
+    }
+
     /// An engine recording the steps of the plugins `recorder` records
     /// (`kubewasm run --record`); set before the first plugin starts.
     #[must_use]
@@ -169,7 +177,6 @@ impl Engine {
         self.shared
             .metrics
             .runs(&plugin.declaration().name, plugin.digest());
-        self.shared.metrics.watch_runtime(plugin.runtime());
         self.controllers
             .push(Controller::start(plugin, settings, &self.shared));
     }

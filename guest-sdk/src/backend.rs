@@ -1,5 +1,5 @@
 //! Where cache reads and log records go: the host's imports in a wasm
-//! build, the [`testing`](crate::testing) fixtures in a native build.
+//! build, the [`testing`](crate::testing) fixtures (`fixtures`) in a native build.
 
 #[cfg(target_arch = "wasm32")]
 mod imports {
@@ -47,4 +47,4 @@ mod imports {
 pub(crate) use imports::{get, list, log};
 
 #[cfg(not(target_arch = "wasm32"))]
-pub(crate) use crate::testing::backend::{get, list, log};
+pub(crate) use crate::fixtures::{get, list, log};

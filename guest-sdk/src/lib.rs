@@ -35,8 +35,11 @@
 mod backend;
 mod context;
 mod error;
+#[cfg(not(target_arch = "wasm32"))]
+mod fixtures;
 pub mod log;
 mod outcome;
+mod reconciler;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
 mod types;
@@ -44,20 +47,13 @@ mod types;
 pub use context::Context;
 pub use error::{Error, Result};
 pub use outcome::{Action, Event, EventType, Outcome, Preconditions};
+pub use reconciler::Reconciler;
 pub use types::{Declaration, Mapping, ObjectKey, ResourceType, Secondary, Verb};
 pub use {k8s_openapi, serde_json};
 
 /// The generated bindings. Not part of the API.
 #[doc(hidden)]
-pub mod wit {
-    wit_bindgen::generate!({
-        path: "../wit",
-        world: "controller",
-        export_macro_name: "__export_plugin",
-        pub_export_macro: true,
-        default_bindings_module: "kubewasm_guest::wit",
-    });
-}
+pub mod wit;
 
 /// The time of the call, for timestamps such as a condition's
 /// `lastTransitionTime`: in the host, the wall clock it gives the call
@@ -65,7 +61,7 @@ pub mod wit {
 /// [`testing::Harness::now`] clock if one is set, else the system's.
 pub fn now() -> k8s_openapi::jiff::Timestamp {
     #[cfg(not(target_arch = "wasm32"))]
-    if let Some(now) = testing::backend::now() {
+    if let Some(now) = fixtures::now() {
         return now;
     }
     let since_epoch = std::time::SystemTime::now()
@@ -75,58 +71,6 @@ pub fn now() -> k8s_openapi::jiff::Timestamp {
     let nanos = i32::try_from(since_epoch.subsec_nanos()).unwrap_or(0);
     k8s_openapi::jiff::Timestamp::new(seconds, nanos)
         .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
-}
-
-/// A controller plugin.
-pub trait Reconciler {
-    /// What the plugin reconciles, reads and writes. Called once, at load.
-    fn declare() -> Declaration;
-
-    /// Reconciles the primary named by `ctx.key()`: read what is needed,
-    /// return the desired actions. An `Err` is retried with backoff.
-    ///
-    /// # Errors
-    /// Any failure; the host logs it and retries the key.
-    fn reconcile(ctx: &Context) -> Result<Outcome>;
-
-    /// Cleans up for a primary being deleted (only with
-    /// [`Declaration::managed_finalizer`]). The default does nothing.
-    ///
-    /// # Errors
-    /// Any failure; the finalizer stays and the host retries.
-    fn finalize(ctx: &Context) -> Result<Outcome> {
-        let _ = ctx;
-        Ok(Outcome::new())
-    }
-
-    /// Maps a changed secondary object to primary keys (only for
-    /// [`Mapping::Custom`]). `ctx` is about the changed object (its type and
-    /// key), with the configuration and the cache reads of a reconcile, and
-    /// its state before the change ([`Context::previous`]; map it too, so
-    /// an object that left a primary reconciles it) or its deletion
-    /// ([`Context::deleted`]: `object` is its last state). The default maps
-    /// nothing.
-    ///
-    /// # Errors
-    /// Any failure; the host logs it and enqueues nothing.
-    fn map_keys(ctx: &Context, object: &serde_json::Value) -> Result<Vec<ObjectKey>> {
-        let _ = (ctx, object);
-        Ok(Vec::new())
-    }
-
-    /// Runs on the declared schedule ([`Declaration::schedule`]): read what
-    /// is needed, return actions. There is no primary: `ctx.key()` is
-    /// empty, applies must be unowned, events must name what they are
-    /// about; [`Context::scheduled_at`] is the time the schedule named. The
-    /// default does nothing.
-    ///
-    /// # Errors
-    /// Any failure; the host logs and counts it, and the next call is the
-    /// schedule's.
-    fn scheduled(ctx: &Context) -> Result<Outcome> {
-        let _ = ctx;
-        Ok(Outcome::new())
-    }
 }
 
 /// Exports a [`Reconciler`] as the plugin's implementation of the world.

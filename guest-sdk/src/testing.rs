@@ -31,17 +31,12 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
-/// An object parsed, and as the JSON text a read returns.
-type Cached = (Value, String);
-
-/// The objects of a harness, shared with the backend during a call.
-type Fixture = Rc<Vec<Cached>>;
-
-use crate::Reconciler;
 use crate::context::Context;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::fixtures::{self, Cached, Declared, Fixture};
 use crate::outcome::Outcome;
-use crate::types::{Declaration, ObjectKey, Verb};
+use crate::reconciler::Reconciler;
+use crate::types::{Declaration, ObjectKey, ResourceType, Verb};
 use kubewasm_core::rules;
 
 /// Fixtures and a configuration to run reconciles against.
@@ -101,7 +96,7 @@ impl Harness {
         call: fn(&Context) -> Result<Outcome>,
     ) -> Result<Outcome> {
         let checked = declaration.clone();
-        backend::with(Rc::clone(&self.objects), declaration, self.now, || {
+        fixtures::with(Rc::clone(&self.objects), declaration, self.now, || {
             call(ctx).and_then(Outcome::into_result)
         })
         .and_then(|outcome| check_writes(&checked, ctx.key(), &self.objects, outcome))
@@ -144,7 +139,7 @@ impl Harness {
     /// What the plugin returns, a denied read, or an object without a name.
     pub fn map_keys<R: Reconciler>(
         &self,
-        resource: crate::ResourceType,
+        resource: ResourceType,
         object: &Value,
     ) -> Result<Vec<ObjectKey>> {
         self.map_change::<R>(resource, object, None, false)
@@ -158,13 +153,13 @@ impl Harness {
     /// As [`Harness::map_keys`].
     pub fn map_change<R: Reconciler>(
         &self,
-        resource: crate::ResourceType,
+        resource: ResourceType,
         object: &Value,
         previous: Option<&Value>,
         deleted: bool,
     ) -> Result<Vec<ObjectKey>> {
         let key = ObjectKey::of(object)
-            .ok_or_else(|| crate::Error::msg("the changed object has no metadata.name"))?;
+            .ok_or_else(|| Error::msg("the changed object has no metadata.name"))?;
         let declaration = R::declare();
         let mut ctx = Context::new(resource, key);
         if let Some(config) = &self.config {
@@ -172,7 +167,7 @@ impl Harness {
         }
         ctx.previous = previous.cloned();
         ctx.deleted = deleted;
-        backend::with(Rc::clone(&self.objects), declaration, self.now, || {
+        fixtures::with(Rc::clone(&self.objects), declaration, self.now, || {
             R::map_keys(&ctx, object)
         })
     }
@@ -226,162 +221,10 @@ fn check_writes(
             Action::Event(_) => Ok(()),
         };
         if let Err(refusal) = refused {
-            return Err(crate::error::Error::msg(refusal.at(index + 1).to_string()));
+            return Err(Error::msg(refusal.at(index + 1).to_string()));
         }
     }
     Ok(outcome)
-}
-
-/// A declaration as the host holds it when the operator grants all it
-/// declares.
-struct Declared<'a>(&'a Declaration);
-
-impl rules::Holdings for Declared<'_> {
-    fn plugin(&self) -> &str {
-        &self.0.name
-    }
-
-    fn held(
-        &self,
-        resource: &crate::ResourceType,
-        verb: Verb,
-    ) -> Option<(&crate::ResourceType, bool)> {
-        held(self.0, resource).map(|(declared, verbs, _)| (declared, verbs.contains(&verb)))
-    }
-}
-
-/// The declared form of a type, what the plugin holds on it, and the label
-/// selector its reads are restricted to: the host's rules
-/// (`kubewasm_runtime::reads`), checked by the shared conformance fixtures.
-fn held<'a>(
-    declaration: &'a Declaration,
-    resource: &crate::ResourceType,
-) -> Option<(&'a crate::ResourceType, Vec<Verb>, &'a str)> {
-    // Group, version and kind identify a type, as on the host.
-    let same = |t: &crate::ResourceType| {
-        t.group == resource.group && t.version == resource.version && t.kind == resource.kind
-    };
-    if same(&declaration.primary) {
-        let mut verbs = vec![Verb::Get, Verb::List, Verb::Watch];
-        verbs.extend(&declaration.primary_verbs);
-        return Some((&declaration.primary, verbs, &declaration.primary_selector));
-    }
-    declaration
-        .secondaries
-        .iter()
-        .find(|s| same(&s.resource))
-        .map(|s| (&s.resource, s.verbs.clone(), s.label_selector.as_str()))
-}
-
-/// The native backend: a thread-local fixture set.
-pub(crate) mod backend {
-    use std::cell::RefCell;
-
-    use serde_json::Value;
-
-    use k8s_openapi::jiff::Timestamp;
-
-    use super::{Cached, Declared, Fixture, held};
-    use crate::error::{Error, Result};
-    use crate::types::Level;
-    use crate::types::{Declaration, ObjectKey, ResourceType, Verb};
-    use kubewasm_core::rules;
-
-    thread_local! {
-        static FIXTURE: RefCell<Option<(Fixture, Declaration)>> = const { RefCell::new(None) };
-        static NOW: std::cell::Cell<Option<Timestamp>> = const { std::cell::Cell::new(None) };
-    }
-
-    pub(super) fn with<T>(
-        objects: Fixture,
-        declaration: Declaration,
-        now: Option<Timestamp>,
-        f: impl FnOnce() -> T,
-    ) -> T {
-        FIXTURE.with(|cell| *cell.borrow_mut() = Some((objects, declaration)));
-        NOW.set(now);
-        let result = f();
-        FIXTURE.with(|cell| *cell.borrow_mut() = None);
-        NOW.set(None);
-        result
-    }
-
-    /// The harness's clock during a call, if it set one.
-    pub(crate) fn now() -> Option<Timestamp> {
-        NOW.get()
-    }
-
-    /// Runs `f` on the objects of the declared type `resource` that the
-    /// plugin may see, after the host's grant check.
-    fn read<T>(
-        resource: &ResourceType,
-        verb: Verb,
-        f: impl FnOnce(&ResourceType, Vec<&Cached>) -> Result<T>,
-    ) -> Result<T> {
-        FIXTURE.with(|cell| {
-            let fixture = cell.borrow();
-            let (objects, declaration) = fixture.as_ref().ok_or_else(|| {
-                Error::msg("cache read outside a reconcile: use kubewasm_guest::testing::Harness")
-            })?;
-            let holdings = Declared(declaration);
-            let declared = rules::check(&holdings, verb, resource)
-                .map_err(|denied| Error::msg(format!("read denied: {denied}")))?;
-            // The declared selector restricts every read of the type.
-            let selector = held(declaration, resource).map_or("", |(_, _, selector)| selector);
-            let selector = kubewasm_core::Selector::parse(selector)?;
-            let visible = objects
-                .iter()
-                .filter(|(o, _)| is(o, declared) && selector.matches(o))
-                .collect();
-            f(declared, visible)
-        })
-    }
-
-    fn is(object: &Value, resource: &ResourceType) -> bool {
-        object.get("apiVersion").and_then(Value::as_str) == Some(resource.api_version().as_str())
-            && object.get("kind").and_then(Value::as_str) == Some(resource.kind.as_str())
-    }
-
-    fn meta<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
-        object.get("metadata")?.get(field)?.as_str()
-    }
-
-    pub(crate) fn get(resource: &ResourceType, key: &ObjectKey) -> Result<Option<String>> {
-        read(resource, Verb::Get, |declared, objects| {
-            // A name no object can have finds nothing, as on the host.
-            if kubewasm_core::validation::name(declared, &key.name).is_err() {
-                return Ok(None);
-            }
-            Ok(objects
-                .into_iter()
-                .find(|(o, _)| {
-                    meta(o, "name") == Some(&key.name)
-                        && meta(o, "namespace") == key.namespace.as_deref()
-                })
-                .map(|(_, text)| text.clone()))
-        })
-    }
-
-    pub(crate) fn list(
-        resource: &ResourceType,
-        namespace: Option<&str>,
-        selector: &str,
-    ) -> Result<Vec<String>> {
-        let selector = kubewasm_core::Selector::parse(selector)?;
-        read(resource, Verb::List, |_, objects| {
-            let mut found: Vec<&Cached> = objects
-                .into_iter()
-                .filter(|(o, _)| namespace.is_none() || meta(o, "namespace") == namespace)
-                .filter(|(o, _)| selector.matches(o))
-                .collect();
-            found.sort_by_key(|(o, _)| (meta(o, "namespace"), meta(o, "name")));
-            Ok(found.into_iter().map(|(_, text)| text.clone()).collect())
-        })
-    }
-
-    pub(crate) fn log(level: Level, message: &str, fields: &[(&str, &str)]) {
-        eprintln!("[{level:?}] {message} {fields:?}");
-    }
 }
 
 #[cfg(test)]
@@ -393,7 +236,7 @@ mod conformance {
 
     use serde_json::{Value, json};
 
-    use super::backend;
+    use crate::fixtures as backend;
     use crate::types::{Declaration, ObjectKey, ResourceType, Secondary, Verb};
 
     fn fixtures() -> Value {

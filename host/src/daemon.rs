@@ -366,7 +366,8 @@ pub async fn run(
     let (shard, ring_task) = ring.unzip();
     let mut engine = Engine::new(client, options.workers, leading_rx.clone())
         .with_initial_list(options.initial_list)
-        .with_resync(options.resync);
+        .with_resync(options.resync)
+        .with_runtime(&runtime);
     if let Some(shard) = &shard {
         engine = engine.with_shard(Arc::clone(shard));
     }

@@ -37,7 +37,7 @@ use wasmtime_wasi::p2::bindings::io::streams::{
 use wasmtime_wasi::p2::bindings::sync::io::streams::StreamError;
 use wasmtime_wasi::p2::{DynInputStream, DynOutputStream, DynPollable, StreamResult, subscribe};
 
-use super::state::PluginState;
+use crate::state::PluginState;
 
 /// The WASI version wasmtime-wasi 48 links; guests built against any 0.2.x
 /// resolve to it.

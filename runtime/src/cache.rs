@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::resource::{ObjectKey, ResourceType, split_api_version};
-use crate::selector::Selector;
+use kubewasm_core::resource::{ObjectKey, ResourceType, split_api_version};
+use kubewasm_core::selector::Selector;
 
 /// One cached object: parsed, and as the JSON text handed to plugins.
 #[derive(Debug, PartialEq)]

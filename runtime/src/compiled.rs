@@ -28,8 +28,6 @@ use sha2::Sha256;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-use super::LoadError;
-
 /// What starts every artifact file.
 const MAGIC: &[u8; 8] = b"KWCWASM1";
 /// Hex sha256 of the component.
@@ -137,9 +135,9 @@ impl CompiledCache {
         engine: &Engine,
         bytes: &[u8],
         digest: &str,
-    ) -> Result<Component, LoadError> {
+    ) -> wasmtime::Result<Component> {
         let path = self.path(engine, digest);
-        let component = Component::new(engine, bytes).map_err(LoadError::Compile)?;
+        let component = Component::new(engine, bytes)?;
         if let Err(error) = self.store(engine, &component, &path, digest) {
             tracing::warn!(path = %path.display(), %error, "failed to cache precompiled component");
         }

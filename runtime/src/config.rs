@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::grants::OperatorGrants;
 use crate::mapper::RestMapper;
 
-use super::{CallLimits, Limits};
+use crate::limits::{CallLimits, Limits};
 
 /// Whether calls reuse warm instances or get a fresh one each.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -11,10 +11,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::mapper::{MapperError, RestMapper};
-use crate::resource::ResourceType;
-pub use crate::resource::Verb;
-use crate::schedule::{Schedule, ScheduleError};
-use crate::selector::{Selector, SelectorError};
+use kubewasm_core::resource::ResourceType;
+pub use kubewasm_core::resource::Verb;
+use kubewasm_core::schedule::{Schedule, ScheduleError};
+use kubewasm_core::selector::{Selector, SelectorError};
 
 /// How changes of a secondary resource map to primary keys.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,7 +84,7 @@ pub struct Declaration {
     /// JSON Schema of the configuration, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub config_schema: Option<serde_json::Value>,
-    /// The cron schedule `scheduled` is called on, if any ([`crate::schedule`]).
+    /// The cron schedule `scheduled` is called on, if any ([`kubewasm_core::schedule`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<String>,
 }
@@ -357,7 +357,7 @@ pub(crate) mod tests {
         plural: &str,
         namespaced: bool,
     ) -> ResourceType {
-        let (group, version) = crate::resource::split_api_version(api_version);
+        let (group, version) = kubewasm_core::resource::split_api_version(api_version);
         ResourceType {
             group: group.into(),
             version: version.into(),

@@ -8,8 +8,10 @@ use crate::action::ActionError;
 use crate::declaration::DeclarationError;
 use crate::grants::Excess;
 
-use super::contract::accepted_exports;
-use super::{CacheDirError, Contract, Exhausted, LimitExceeded};
+use crate::compiled::CacheDirError;
+use crate::contract::{Contract, accepted_exports};
+use crate::limits::LimitExceeded;
+use crate::pool::Exhausted;
 
 /// Why the runtime could not start.
 #[derive(Debug, thiserror::Error)]

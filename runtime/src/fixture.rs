@@ -27,11 +27,12 @@ use serde_json::Value;
 
 use crate::cache::{Cache, CachedObject, MemoryCache};
 use crate::mapper::RestMapper;
+use crate::plugin::Plugin;
 use crate::replay::{ReplayError, Report};
-use crate::resource::{ObjectKey, ResourceType};
-use crate::selector::Selector;
+use crate::request::Request;
 use crate::step::{Step, StepError};
-use crate::{Plugin, Request};
+use kubewasm_core::resource::{ObjectKey, ResourceType};
+use kubewasm_core::selector::Selector;
 
 /// A cache that keeps every object read through it (see the module
 /// documentation).
@@ -192,7 +193,9 @@ impl Fixture {
         let key = self
             .key
             .parse()
-            .map_err(|e: crate::resource::InvalidKey| ReplayError::Fixture(e.to_string()))?;
+            .map_err(|e: kubewasm_core::resource::InvalidKey| {
+                ReplayError::Fixture(e.to_string())
+            })?;
         Ok(Request {
             config: self.config.to_string(),
             retries: self.retries,

@@ -46,9 +46,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::declaration::{Declaration, Verb};
-use crate::resource::ResourceType;
-use crate::selector::Selector;
+use kubewasm_core::resource::ResourceType;
 use kubewasm_core::rules::{self, Holdings};
+use kubewasm_core::selector::Selector;
 
 /// Namespaces no plugin writes to unless the operator lists them.
 pub const SYSTEM_NAMESPACES: [&str; 3] = ["kube-system", "kube-public", "kube-node-lease"];
@@ -368,7 +368,7 @@ impl Holdings for Grants {
 mod tests {
     use super::*;
     use crate::declaration::tests::{sample, ty};
-    use crate::resource::ObjectKey;
+    use kubewasm_core::resource::ObjectKey;
 
     #[test]
     fn grants_should_follow_the_declaration_exactly() {

@@ -19,7 +19,7 @@
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::bindings::exports;
+use crate::action::Desired;
 
 /// One output limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -182,26 +182,26 @@ impl Limits {
         }
     }
 
-    /// Checks an outcome against the output limits (actions, bytes of each
-    /// object and of the whole) before anything of it is parsed or planned.
+    /// Checks a plugin's desired actions against the output limits
+    /// (actions, bytes of each and of the whole) before anything of them
+    /// is parsed or planned.
     ///
     /// # Errors
     /// [`LimitExceeded`] for the first limit it is past.
-    pub(crate) fn check_outcome(&self, outcome: &exports::Outcome) -> Result<(), LimitExceeded> {
-        self.check(Limit::Actions, outcome.actions.len() as u64)?;
+    pub(crate) fn check_desired(&self, desired: &[Desired]) -> Result<(), LimitExceeded> {
+        self.check(Limit::Actions, desired.len() as u64)?;
         let mut total: u64 = 0;
-        for action in &outcome.actions {
+        for action in desired {
             let bytes = match action {
-                exports::Action::Apply(apply) => apply.object.len(),
-                exports::Action::ApplyStatus(object) => object.len(),
-                exports::Action::Delete(d) => {
+                Desired::Apply { object, .. } | Desired::ApplyStatus(object) => object.len(),
+                Desired::Delete(_, key, preconditions) => {
                     let text = |t: &Option<String>| t.as_ref().map_or(0, String::len);
-                    d.key.name.len()
-                        + text(&d.key.namespace)
-                        + text(&d.preconditions.uid)
-                        + text(&d.preconditions.resource_version)
+                    key.name.len()
+                        + text(&key.namespace)
+                        + text(&preconditions.uid)
+                        + text(&preconditions.resource_version)
                 }
-                exports::Action::Event(e) => e.reason.len() + e.action.len() + e.note.len(),
+                Desired::Event(e) => e.reason.len() + e.action.len() + e.note.len(),
             } as u64;
             self.check(Limit::ObjectBytes, bytes)?;
             total = total.saturating_add(bytes);

@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::resource::{ResourceType, split_api_version};
+use kubewasm_core::resource::{ResourceType, split_api_version};
 
 /// Group, version, kind.
 type Gvk = (String, String, String);

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use crate::cache::{Cache, CachedObject};
 use crate::grants::Grants;
 use crate::reads;
-use crate::resource::{ObjectKey, ResourceType};
+use kubewasm_core::resource::{ObjectKey, ResourceType};
 
 /// Most reads recorded per call.
 pub const MAX_READS: usize = 256;

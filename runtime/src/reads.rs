@@ -23,8 +23,8 @@ use serde_json::Value;
 use crate::cache::{Cache, CachedObject};
 use crate::declaration::Verb;
 use crate::grants::{Denied, Grants};
-use crate::resource::{ObjectKey, ResourceType};
-use crate::selector::{Selector, SelectorError};
+use kubewasm_core::resource::{ObjectKey, ResourceType};
+use kubewasm_core::selector::{Selector, SelectorError};
 
 /// Why a read was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

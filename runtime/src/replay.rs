@@ -19,9 +19,11 @@ use serde_json::Value;
 
 use crate::action::ApiRequest;
 use crate::cache::{Cache, MemoryCache, MemoryCacheError};
-use crate::resource::{ObjectKey, ResourceType};
+use crate::error::MapError;
+use crate::plugin::Plugin;
+use crate::request::Request;
 use crate::step::{self, Step, StepError};
-use crate::{MapError, Plugin, Request};
+use kubewasm_core::resource::{ObjectKey, ResourceType};
 
 /// Why a replay failed.
 #[derive(Debug, thiserror::Error)]
@@ -80,7 +82,7 @@ pub fn map(
     let keys = plugin.map(
         Arc::new(cache),
         resource,
-        crate::MapChange::of(&object_text),
+        crate::request::MapChange::of(&object_text),
         config,
     )?;
     Ok(MapReport {
@@ -262,7 +264,7 @@ pub fn unconverged(
 ) -> Result<Vec<Unconverged>, ReplayError> {
     let cache: Arc<dyn Cache> = Arc::new(MemoryCache::from_objects(objects.iter().cloned())?);
     let declaration = plugin.declaration();
-    let selector = crate::selector::Selector::parse(&declaration.primary_selector).ok();
+    let selector = kubewasm_core::selector::Selector::parse(&declaration.primary_selector).ok();
     let typed = |object: &Value| -> Option<(ResourceType, ObjectKey)> {
         let resource = declaration.resource_type(
             object.get("apiVersion")?.as_str()?,

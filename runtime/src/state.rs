@@ -14,10 +14,10 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use super::limits::{Limits, Usage};
 use crate::cache::{Cache, MemoryCache};
 use crate::grants::Grants;
-use crate::resource::ObjectKey;
+use crate::limits::{Limits, Usage};
+use kubewasm_core::resource::ObjectKey;
 
 /// Most random bytes one WASI call may ask for (wasmtime-wasi's default is
 /// 64 MiB, allocated by the host before the guest sees it).
@@ -115,7 +115,7 @@ impl OutputStream for CapturedOutput {
 
 /// Enforces a plugin instance's memory budget and remembers that it was hit,
 /// so the failure is reported as
-/// [`MemoryExhausted`](super::CallError::MemoryExhausted) rather than as an
+/// [`MemoryExhausted`](crate::CallError::MemoryExhausted) rather than as an
 /// anonymous trap.
 ///
 /// The budget is per instance, not per memory: a component may define many

@@ -42,9 +42,11 @@ use serde_json::Value;
 
 use crate::action::{self, Action, PlanContext};
 use crate::cache::Cache;
+use crate::error::{CallError, ReconcileError};
+use crate::plugin::Plugin;
 use crate::read_set::ReadSet;
-use crate::resource::ObjectKey;
-use crate::{CallError, CallStats, Plugin, ReconcileError, Reply, Request, ScheduledRequest};
+use crate::request::{CallStats, Reply, Request, ScheduledRequest};
+use kubewasm_core::resource::ObjectKey;
 
 /// Which plugin export a step called.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

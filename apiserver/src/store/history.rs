@@ -8,40 +8,10 @@ use std::sync::Arc;
 use kubewasm_core::ObjectKey;
 use serde_json::Value;
 
-use super::{Event, EventType, Objects, ResourceKey, State, Store, StoreError};
-
-/// Which version of a list to read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ListAt {
-    /// The current state.
-    Latest,
-    /// Exactly this RV (a continued list, or `resourceVersionMatch=Exact`).
-    Exact(u64),
-    /// This RV or newer (`resourceVersionMatch=NotOlderThan`); served at the
-    /// current RV.
-    NotOlderThan(u64),
-}
-
-/// A list snapshot.
-#[derive(Clone, Debug)]
-pub struct Snapshot {
-    /// The RV the snapshot shows.
-    pub rv: u64,
-    /// The objects, ordered by namespace then name.
-    pub items: Arc<[Arc<Value>]>,
-}
-
-/// How many list snapshots the store keeps, so that the pages of a list
-/// share one snapshot instead of rebuilding it from the history each.
-pub(super) const SNAPSHOTS_KEPT: usize = 8;
-
-/// What a kept snapshot shows.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) struct SnapshotKey {
-    resource: ResourceKey,
-    namespace: Option<String>,
-    rv: u64,
-}
+use super::{
+    Event, EventType, ListAt, Objects, ResourceKey, SNAPSHOTS_KEPT, Snapshot, SnapshotKey, State,
+    Store, StoreError, Watcher,
+};
 
 impl Store {
     /// The objects of `resource` in `namespace` (all when `None`) at `at`.
@@ -190,15 +160,6 @@ impl State {
         }
         objects.into_values().collect()
     }
-}
-
-/// A watch on the store: see [`Store::watch`].
-#[derive(Debug)]
-pub struct Watcher {
-    store: Store,
-    resource: Option<ResourceKey>,
-    /// Every event at or below this RV has been yielded or skipped.
-    position: u64,
 }
 
 impl Watcher {

@@ -35,8 +35,6 @@ use kubewasm_core::ObjectKey;
 use serde_json::Value;
 use tokio::sync::Notify;
 
-use history::SnapshotKey;
-pub use history::{ListAt, Snapshot, Watcher};
 use index::Indexes;
 use persist::{PersistError, Persistence};
 
@@ -54,6 +52,48 @@ pub const DEFAULT_HISTORY: usize = 10_000;
 pub const DEFAULT_HISTORY_BYTES: usize = 256 << 20;
 
 pub use kubewasm_types::info::ResourceKey;
+
+/// Which version of a list to read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListAt {
+    /// The current state.
+    Latest,
+    /// Exactly this RV (a continued list, or `resourceVersionMatch=Exact`).
+    Exact(u64),
+    /// This RV or newer (`resourceVersionMatch=NotOlderThan`); served at the
+    /// current RV.
+    NotOlderThan(u64),
+}
+
+/// A list snapshot.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    /// The RV the snapshot shows.
+    pub rv: u64,
+    /// The objects, ordered by namespace then name.
+    pub items: Arc<[Arc<Value>]>,
+}
+
+/// How many list snapshots the store keeps, so that the pages of a list
+/// share one snapshot instead of rebuilding it from the history each.
+const SNAPSHOTS_KEPT: usize = 8;
+
+/// What a kept snapshot shows.
+#[derive(Debug, PartialEq, Eq)]
+struct SnapshotKey {
+    resource: ResourceKey,
+    namespace: Option<String>,
+    rv: u64,
+}
+
+/// A watch on the store: see [`Store::watch`].
+#[derive(Debug)]
+pub struct Watcher {
+    store: Store,
+    resource: Option<ResourceKey>,
+    /// Every event at or below this RV has been yielded or skipped.
+    position: u64,
+}
 
 /// What happened to an object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

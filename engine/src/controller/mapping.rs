@@ -8,9 +8,9 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::Current;
 use super::departed::Departed;
 use super::triggers::Triggers;
+use super::version::Current;
 use crate::informer::{Change, Handler};
 use crate::listing::Key;
 use crate::queue::{Priority, WorkQueue};

@@ -33,7 +33,7 @@ use kubewasm_runtime::read_set::Queries;
 use kubewasm_runtime::resource::ObjectKey;
 use kubewasm_runtime::step::{Call, Step};
 
-use super::Version;
+use super::version::Version;
 use crate::listing::Key;
 use crate::queue::Priority;
 

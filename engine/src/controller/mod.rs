@@ -52,32 +52,35 @@
 //! competes for every permit by its share.
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::applier::Applier;
-use super::fair::{DEFAULT_SHARE, Flow, Workers};
-use super::informer::{Change, Handler, InformerKey, Informers, Subscription};
+use super::fair::{DEFAULT_SHARE, Flow};
+use super::informer::{Change, Handler, InformerKey};
 use super::listing::Key;
-use super::metrics::Metrics;
 use super::queue::{Backoff, Priority, WorkQueue};
-use super::ring::Shard;
 use kubewasm_core::shard::ShardField;
 use kubewasm_runtime::Plugin;
 use kubewasm_runtime::resource::ResourceType;
 
 pub use super::plugin_cache::InformerCache;
 use mapping::{Targets, enqueue, map_custom, mapping_handler};
+use version::{Current, Version};
 use worker::Worker;
+
+pub use shared::Shared;
 
 mod departed;
 mod mapping;
 mod memo;
 mod schedule;
+mod shared;
 mod triggers;
+mod version;
 mod worker;
 
 /// How the engine runs a plugin.
@@ -123,29 +126,6 @@ impl Default for Settings {
     }
 }
 
-/// What every controller of the host shares.
-#[derive(Clone)]
-pub struct Shared {
-    /// The informers.
-    pub informers: Informers,
-    /// The writer.
-    pub applier: Applier,
-    /// The host's workers: a permit per step, shared fairly.
-    pub workers: Arc<Workers>,
-    /// The metrics registry.
-    pub metrics: Arc<Metrics>,
-    /// Whether this process leads (always, without leader election): the
-    /// queues hand out keys only then.
-    pub leading: watch::Receiver<bool>,
-    /// With sharding, the slots this replica may start steps for.
-    pub shard: Option<Arc<Shard>>,
-    /// How often every primary is queued again when a plugin declares no
-    /// `resync-seconds`.
-    pub resync: Duration,
-    /// Where steps are recorded, if they are.
-    pub recorder: Option<Arc<crate::recorder::Recorder>>,
-}
-
 /// The resync period when neither the host nor the plugin sets one.
 pub const DEFAULT_RESYNC: Duration = Duration::from_secs(10 * 3600);
 
@@ -164,39 +144,6 @@ pub struct Controller {
     background: JoinSet<()>,
 }
 
-/// What a controller runs now: one version of its plugin with the
-/// subscriptions it declared and its configuration. A swap replaces it
-/// whole; a step that began on a version finishes on it (it holds the
-/// `Arc`), and the version's subscriptions go with its last step.
-struct Version {
-    /// Told apart from every other version of every plugin: a key's
-    /// remembered inputs hold it ([`memo`]).
-    serial: u64,
-    plugin: Arc<Plugin>,
-    cache: Arc<InformerCache>,
-    config: String,
-    flow: Flow,
-    _subscriptions: Vec<Subscription>,
-}
-
-/// The version steps start on.
-#[derive(Clone)]
-struct Current(Arc<RwLock<Arc<Version>>>);
-
-impl Current {
-    fn get(&self) -> Arc<Version> {
-        Arc::clone(&self.0.read().unwrap_or_else(PoisonError::into_inner))
-    }
-
-    /// Replaces the version by the one `subscribe` makes, holding steps
-    /// from starting meanwhile: the keys the new version's subscriptions
-    /// list are handed out only to it.
-    fn replace(&self, subscribe: impl FnOnce() -> Version) {
-        let mut current = self.0.write().unwrap_or_else(PoisonError::into_inner);
-        *current = Arc::new(subscribe());
-    }
-}
-
 /// Why a plugin could not be swapped in place.
 #[derive(Debug, thiserror::Error)]
 pub enum SwapError {
@@ -211,81 +158,78 @@ pub enum SwapError {
     },
 }
 
-impl Version {
-    /// Subscribes to the primary's informer and each secondary's, their
-    /// changes mapped to keys of the queue of `targets`.
-    fn subscribe(
-        plugin: Arc<Plugin>,
-        settings: &Settings,
-        shared: &Shared,
-        targets: &Targets,
-    ) -> Self {
-        let declaration = plugin.declaration();
-        let primary = declaration.primary.clone();
-        let primary_handler: Handler = {
-            let (queue, departed) = (Arc::clone(&targets.queue), Arc::clone(&targets.departed));
-            let finalizer = declaration
-                .managed_finalizer
-                .then(|| declaration.finalizer());
-            Arc::new(move |change: Change<'_>| {
-                match (&change, &finalizer) {
-                    (Change::Deleted(key, last), Some(finalizer)) => {
-                        departed.gone(key, last, finalizer);
-                    }
-                    (Change::Deleted(..), None) => {}
-                    (Change::Listed(key, ..) | Change::Applied(key, ..), _) => departed.back(key),
+/// A version of `plugin` subscribed to the primary's informer and each
+/// secondary's, their changes mapped to keys of the queue of `targets`.
+fn subscribe(
+    plugin: Arc<Plugin>,
+    settings: &Settings,
+    shared: &Shared,
+    targets: &Targets,
+) -> Version {
+    let declaration = plugin.declaration();
+    let primary = declaration.primary.clone();
+    let primary_handler: Handler = {
+        let (queue, departed) = (Arc::clone(&targets.queue), Arc::clone(&targets.departed));
+        let finalizer = declaration
+            .managed_finalizer
+            .then(|| declaration.finalizer());
+        Arc::new(move |change: Change<'_>| {
+            match (&change, &finalizer) {
+                (Change::Deleted(key, last), Some(finalizer)) => {
+                    departed.gone(key, last, finalizer);
                 }
-                match change {
-                    // The primary's own store: walked, not held key by key.
-                    Change::Listed(key, _, store) => queue.add_listed_in(Arc::clone(key), store),
-                    _ => enqueue(&queue, &change, Arc::clone(change.key())),
-                }
+                (Change::Deleted(..), None) => {}
+                (Change::Listed(key, ..) | Change::Applied(key, ..), _) => departed.back(key),
+            }
+            match change {
+                // The primary's own store: walked, not held key by key.
+                Change::Listed(key, _, store) => queue.add_listed_in(Arc::clone(key), store),
+                _ => enqueue(&queue, &change, Arc::clone(change.key())),
+            }
+        })
+    };
+    let namespaces = plugin.grants().namespaces();
+    let mut subscriptions = Vec::new();
+    let mut types = Vec::new();
+    // In a ring, the primary's store holds this replica's share; placed
+    // by namespace, so do the stores of namespaced secondaries. The
+    // primary's type declared again as a secondary (mapped to other
+    // primaries) is the primary's informer, with another handler.
+    let field = shared.shard.as_ref().map(|shard| shard.field());
+    let mut subscribe = |resource: &ResourceType, selector: &str, handler: Handler| {
+        let shard = field.filter(|field| {
+            *resource == primary || (*field == ShardField::Namespace && resource.namespaced)
+        });
+        let stores = scopes(resource, namespaces)
+            .into_iter()
+            .map(|namespace| {
+                let key = InformerKey {
+                    resource: resource.clone(),
+                    namespace,
+                    selector: selector.to_owned(),
+                    shard,
+                };
+                let subscription = shared.informers.subscribe(&key, Arc::clone(&handler));
+                let store = Arc::clone(subscription.store());
+                subscriptions.push(subscription);
+                store
             })
-        };
-        let namespaces = plugin.grants().namespaces();
-        let mut subscriptions = Vec::new();
-        let mut types = Vec::new();
-        // In a ring, the primary's store holds this replica's share; placed
-        // by namespace, so do the stores of namespaced secondaries. The
-        // primary's type declared again as a secondary (mapped to other
-        // primaries) is the primary's informer, with another handler.
-        let field = shared.shard.as_ref().map(|shard| shard.field());
-        let mut subscribe = |resource: &ResourceType, selector: &str, handler: Handler| {
-            let shard = field.filter(|field| {
-                *resource == primary || (*field == ShardField::Namespace && resource.namespaced)
-            });
-            let stores = scopes(resource, namespaces)
-                .into_iter()
-                .map(|namespace| {
-                    let key = InformerKey {
-                        resource: resource.clone(),
-                        namespace,
-                        selector: selector.to_owned(),
-                        shard,
-                    };
-                    let subscription = shared.informers.subscribe(&key, Arc::clone(&handler));
-                    let store = Arc::clone(subscription.store());
-                    subscriptions.push(subscription);
-                    store
-                })
-                .collect();
-            types.push(stores);
-        };
-        subscribe(&primary, &declaration.primary_selector, primary_handler);
-        for secondary in &declaration.secondaries {
-            let handler =
-                mapping_handler(&secondary.mapping, &secondary.resource, &primary, targets);
-            subscribe(&secondary.resource, &secondary.label_selector, handler);
-        }
-        static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        Self {
-            serial: SERIALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            flow: settings.flow(&plugin),
-            config: settings.config.clone(),
-            plugin,
-            cache: Arc::new(InformerCache::new(types)),
-            _subscriptions: subscriptions,
-        }
+            .collect();
+        types.push(stores);
+    };
+    subscribe(&primary, &declaration.primary_selector, primary_handler);
+    for secondary in &declaration.secondaries {
+        let handler = mapping_handler(&secondary.mapping, &secondary.resource, &primary, targets);
+        subscribe(&secondary.resource, &secondary.label_selector, handler);
+    }
+    static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    Version {
+        serial: SERIALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        flow: settings.flow(&plugin),
+        config: settings.config.clone(),
+        plugin,
+        cache: Arc::new(InformerCache::new(types)),
+        _subscriptions: subscriptions,
     }
 }
 
@@ -315,7 +259,7 @@ impl Controller {
             triggers: Arc::default(),
             departed: Arc::default(),
         };
-        let version = Version::subscribe(plugin, &settings, shared, &targets);
+        let version = subscribe(plugin, &settings, shared, &targets);
         let current = Current(Arc::new(RwLock::new(Arc::new(version))));
 
         let worker = Worker {
@@ -398,7 +342,7 @@ impl Controller {
         }
         let digest = plugin.digest().to_owned();
         self.current
-            .replace(|| Version::subscribe(plugin, settings, shared, &self.targets));
+            .replace(|| subscribe(plugin, settings, shared, &self.targets));
         tracing::info!(plugin = %self.name, %digest, "plugin swapped");
         Ok(())
     }

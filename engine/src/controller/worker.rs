@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use super::departed::{Departed, WithPrimary};
 use super::memo::{Memo, primary_version};
+use super::shared::Shared;
 use super::triggers::Triggers;
-use super::{Current, Shared, Version};
+use super::version::{Current, Version};
 use crate::applier::ApplyError;
 use crate::fair::Permit;
 use crate::listing::Key;

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use oci_client::Reference;
 
-use super::{
-    Access, Credentials, OciError, Pulled, digest_of, pull_layer, resolve, write_atomically,
-};
+use super::credentials::Credentials;
+use super::error::OciError;
+use super::registry::{Access, Pulled, digest_of, pull_layer, resolve, write_atomically};
 
 /// Pulled components cached on disk by manifest digest: a reference
 /// pinned by digest that is cached needs no registry at all (a host

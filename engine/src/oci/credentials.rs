@@ -11,7 +11,7 @@ use oci_client::Reference;
 use oci_client::secrets::RegistryAuth;
 use serde_json::Value;
 
-use super::OciError;
+use super::error::OciError;
 
 /// Credentials by registry, from a docker config file.
 #[derive(Clone, Debug, Default)]

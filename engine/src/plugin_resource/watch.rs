@@ -142,7 +142,7 @@ impl RbacEpochs {
 /// at once.
 pub(super) fn rbac(
     client: kube::Client,
-    plugins: Store<super::PluginResource>,
+    plugins: Store<super::types::PluginResource>,
     queue: &Arc<WorkQueue>,
     tasks: &mut JoinSet<()>,
 ) -> tokio::sync::watch::Receiver<RbacEpochs> {

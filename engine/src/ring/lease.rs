@@ -1,5 +1,5 @@
 //! The ring's I/O: each round renews this replica's member Lease, reads the
-//! others', and acquires or releases slot Leases as [`super::plan`] decides
+//! others', and acquires or releases slot Leases as [`super::slots::plan`] decides
 //! (resourceVersion-guarded writes).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -11,7 +11,8 @@ use kube::Api;
 use kube::api::{ListParams, ObjectMeta, PostParams};
 use tokio::time::Instant;
 
-use super::{Move, RING_LABEL, RingConfig, SLOTS, Shard, assignment, plan};
+use super::shard::Shard;
+use super::slots::{Move, RING_LABEL, RingConfig, SLOTS, assignment, plan};
 
 /// Starts the ring: the shard the workers and informers read, and the
 /// ring's task.

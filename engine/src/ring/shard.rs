@@ -8,7 +8,7 @@ use std::time::Duration;
 use kubewasm_core::shard::ShardField;
 use tokio::time::Instant;
 
-use super::{RingConfig, SLOTS, slot_of};
+use super::slots::{RingConfig, SLOTS, slot_of};
 
 /// What the workers of this replica read: which slots they may start steps
 /// for, and the steps in flight per slot.

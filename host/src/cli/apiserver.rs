@@ -14,7 +14,8 @@ use kubewasm_apiserver::simulation::{Simulation, Workloads};
 use kubewasm_apiserver::store::private::write_private;
 use kubewasm_apiserver::store::{DEFAULT_HISTORY, Store};
 
-use super::{CliError, block_on, wait_for_shutdown};
+use super::error::CliError;
+use super::process::{block_on, wait_for_shutdown};
 
 /// `kubewasm apiserver`'s flags.
 #[derive(Debug, clap::Args)]

@@ -11,8 +11,9 @@ use kubewasm_engine::informer::InitialList;
 use kubewasm_runtime::InstanceReuse;
 
 use super::apiserver::Embedded;
+use super::error::CliError;
 use super::flags::{HostFlags, RuntimeFlags};
-use super::{CliError, block_on, client, wait_for_shutdown};
+use super::process::{block_on, client, wait_for_shutdown};
 
 /// `kubewasm dev`'s flags.
 #[derive(Debug, clap::Args)]

@@ -11,9 +11,11 @@ use kubewasm_engine::informer::InitialList;
 use kubewasm_engine::oci;
 use kubewasm_engine::plugin_resource::ResourceOptions;
 use kubewasm_engine::recorder::RecordOptions;
+use kubewasm_engine::signature::PublicKeys;
 use kubewasm_runtime::{InstanceReuse, Limits, Runtime, RuntimeConfig};
 
-use super::CliError;
+use super::error::CliError;
+use super::process::read_bytes;
 use crate::daemon::HostOptions;
 
 /// How every plugin call is run: its deadline, memory and output limits,
@@ -289,7 +291,7 @@ impl HostFlags {
                 max_bytes: self.record_max_bytes,
                 secrets: self.record_secrets,
             }),
-            required_signatures: super::verify::read_keys(&self.require_signatures)?,
+            required_signatures: read_keys(&self.require_signatures)?,
         })
     }
 }
@@ -310,6 +312,19 @@ pub(super) enum LogFormat {
     Text,
     /// One JSON object per line.
     Json,
+}
+
+/// The public keys of `paths` (PEM files).
+///
+/// # Errors
+/// [`CliError::Read`], [`CliError::Signature`] for a file holding no key.
+pub(super) fn read_keys(paths: &[PathBuf]) -> Result<PublicKeys, CliError> {
+    let mut keys = PublicKeys::default();
+    for path in paths {
+        let text = String::from_utf8_lossy(&read_bytes(path)?).into_owned();
+        keys.add_pem(&path.display().to_string(), &text)?;
+    }
+    Ok(keys)
 }
 
 #[cfg(test)]

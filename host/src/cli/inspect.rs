@@ -4,8 +4,9 @@ use std::path::PathBuf;
 
 use kubewasm_runtime::InstanceReuse;
 
+use super::error::CliError;
 use super::flags::RuntimeFlags;
-use super::{CliError, read_bytes};
+use super::process::read_bytes;
 
 /// `kubewasm inspect`'s flags.
 #[derive(Debug, clap::Args)]

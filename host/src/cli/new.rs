@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::CliError;
+use super::error::CliError;
 use crate::scaffold::{Language, Project};
 
 /// `kubewasm new`'s flags.

@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use kubewasm_engine::oci;
 use kubewasm_runtime::InstanceReuse;
 
+use super::error::CliError;
 use super::flags::{RegistryFlags, RuntimeFlags};
-use super::{CliError, block_on_value};
+use super::process::block_on_value;
 
 /// `kubewasm pull`'s flags.
 #[derive(Debug, clap::Args)]

@@ -7,8 +7,9 @@ use kubewasm_engine::oci;
 use kubewasm_engine::signature::{self, PrivateKey};
 use kubewasm_runtime::InstanceReuse;
 
+use super::error::CliError;
 use super::flags::{RegistryFlags, RuntimeFlags};
-use super::{CliError, block_on_value, read_bytes};
+use super::process::{block_on_value, read_bytes};
 
 /// `kubewasm push`'s flags.
 #[derive(Debug, clap::Args)]

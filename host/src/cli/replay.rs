@@ -13,8 +13,9 @@ use kubewasm_runtime::replay::{self, ReplayError};
 use kubewasm_runtime::resource::{ObjectKey, ResourceType};
 use kubewasm_runtime::{InstanceReuse, LoadOptions, Plugin, Request, Runtime};
 
+use super::error::CliError;
 use super::flags::RuntimeFlags;
-use super::{CliError, read_bytes, read_text};
+use super::process::{read_bytes, read_text};
 
 /// `kubewasm replay`'s flags.
 #[derive(Debug, clap::Args)]

@@ -11,8 +11,9 @@ use kubewasm_engine::leader::LeaseConfig;
 use kubewasm_engine::ring::RingConfig;
 use kubewasm_runtime::InstanceReuse;
 
+use super::error::CliError;
 use super::flags::{HostFlags, RuntimeFlags, pod_namespace};
-use super::{CliError, block_on, client, wait_for_shutdown};
+use super::process::{block_on, client, wait_for_shutdown};
 
 /// `kubewasm run`'s flags.
 #[derive(Debug, clap::Args)]

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use kubewasm_runtime::replay;
 
-use super::{CliError, read_text};
+use super::error::CliError;
+use super::process::read_text;
 use crate::typegen::{self, Language};
 
 /// `kubewasm types`'s flags.

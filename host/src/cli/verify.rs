@@ -4,10 +4,11 @@
 use std::path::PathBuf;
 
 use kubewasm_engine::oci;
-use kubewasm_engine::signature::{self, PublicKeys};
+use kubewasm_engine::signature;
 
-use super::flags::RegistryFlags;
-use super::{CliError, block_on_value, read_bytes};
+use super::error::CliError;
+use super::flags::{RegistryFlags, read_keys};
+use super::process::block_on_value;
 
 /// `kubewasm verify`'s flags.
 #[derive(Debug, clap::Args)]
@@ -41,17 +42,4 @@ pub(super) fn run(args: Args) -> Result<(), CliError> {
     ))??;
     println!("{}", resolved.digest);
     Ok(())
-}
-
-/// The public keys of `paths` (PEM files).
-///
-/// # Errors
-/// [`CliError::Read`], [`CliError::Signature`] for a file holding no key.
-pub(super) fn read_keys(paths: &[PathBuf]) -> Result<PublicKeys, CliError> {
-    let mut keys = PublicKeys::default();
-    for path in paths {
-        let text = String::from_utf8_lossy(&read_bytes(path)?).into_owned();
-        keys.add_pem(&path.display().to_string(), &text)?;
-    }
-    Ok(keys)
 }

@@ -1,11 +1,11 @@
 //! The one builder of events.k8s.io/v1 Events: a plugin's, planned from its
-//! [`DesiredEvent`](super::DesiredEvent), and the host's own (about
+//! [`DesiredEvent`](super::desired::DesiredEvent), and the host's own (about
 //! `Plugin` resources).
 
 use serde_json::{Value, json};
 
-use super::EventType;
-use crate::resource::{ObjectKey, ResourceType};
+use super::desired::EventType;
+use kubewasm_core::resource::{ObjectKey, ResourceType};
 
 /// Most bytes of an Event's note (the API server's limit).
 const MAX_NOTE_BYTES: usize = 1024;
@@ -104,6 +104,23 @@ pub(crate) fn truncate(mut text: String, max: usize) -> String {
         text.truncate(end);
     }
     text
+}
+
+/// An event's `regarding`: the object of `resource` and `key`, with its
+/// `uid` when known.
+pub(super) fn regarding(resource: &ResourceType, key: &ObjectKey, uid: Option<&Value>) -> Value {
+    let mut regarding = json!({
+        "apiVersion": resource.api_version(),
+        "kind": resource.kind,
+        "name": key.name,
+    });
+    if let Some(namespace) = &key.namespace {
+        regarding["namespace"] = namespace.clone().into();
+    }
+    if let Some(uid) = uid {
+        regarding["uid"] = uid.clone();
+    }
+    regarding
 }
 
 #[cfg(test)]

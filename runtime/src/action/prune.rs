@@ -22,9 +22,12 @@
 
 use serde_json::Value;
 
-use super::{Action, ActionError, Desired, PlanContext, Preconditions, plan_one};
-use crate::resource::{ObjectKey, ResourceType};
-use crate::selector::Selector;
+use super::desired::{Desired, Preconditions};
+use super::plan::{PlanContext, plan_one};
+use super::planned::Action;
+use kubewasm_core::resource::{ObjectKey, ResourceType};
+use kubewasm_core::rules::ActionError;
+use kubewasm_core::selector::Selector;
 
 /// The deletes of the children `planned` (a reconcile's outcome, planned)
 /// no longer applies, for every type declared with `prune`; their refusal

@@ -5,8 +5,8 @@
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::{Action, Planned};
-use crate::resource::{ObjectKey, ResourceType};
+use super::planned::{Action, Planned};
+use kubewasm_core::resource::{ObjectKey, ResourceType};
 
 /// The HTTP method of an [`ApiRequest`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -11,31 +11,14 @@
 
 use serde_json::{Value, json};
 
-use super::{Api, Reply, Request, Target};
+use super::Api;
+use super::request::{Reply, Request};
+use super::route::{Review, Target};
 use crate::http::auth::rbac::{Attributes, Policy};
 use crate::http::auth::token::{DEFAULT_EXPIRATION, MAX_EXPIRATION, MIN_EXPIRATION};
 use crate::http::auth::{AuthError, Impersonation, User};
 use crate::http::error::ApiError;
 use crate::objects::{new_uid, strings_at, text_at};
-
-/// The self-reviews.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Review {
-    /// `SelfSubjectAccessReview`: may I do this?
-    Access,
-    /// `SelfSubjectRulesReview`: what may I do in this namespace?
-    Rules,
-    /// `SelfSubjectReview`: who am I?
-    WhoAmI,
-    /// `TokenReview`: whom does this token stand for? (Needs `create
-    /// tokenreviews`, as `system:auth-delegator` grants it.)
-    Token,
-    /// `SubjectAccessReview`: may this user, with these groups, do this?
-    /// (Needs `create subjectaccessreviews`, as `system:auth-delegator`
-    /// grants it.) Evaluated for exactly the user and groups named, as the
-    /// real server does: a ServiceAccount's groups are not implied.
-    Subject,
-}
 
 impl Api {
     /// The user a bearer token stands for; everyone is the admin when the

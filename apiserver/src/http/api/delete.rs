@@ -7,8 +7,11 @@ use serde_json::{Value, json};
 
 use kubewasm_core::ObjectKey;
 
+use super::Api;
 use super::filter::Filter;
-use super::{Api, Reply, Request, Target, list_item, rv_of, shown};
+use super::request::{Reply, Request};
+use super::route::Target;
+use super::shape::{list_item, rv_of, shown};
 use crate::http::error::ApiError;
 use crate::objects::{begin_deletion, metadata_mut, text_at};
 use crate::store::ListAt;

@@ -5,16 +5,16 @@ use serde_json::{Value, json};
 
 use super::Api;
 
-/// What `/version` says: the Kubernetes release whose API this serves.
-pub(super) fn version() -> Value {
-    json!({
-        "major": "1", "minor": "33", "gitVersion": "v1.33.0-kubewasm", "gitCommit": "0000000000000000000000000000000000000000",
-        "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
-        "goVersion": "go1.24.0", "compiler": "rustc", "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
-    })
-}
-
 impl Api {
+    /// What `/version` says: the Kubernetes release whose API this serves.
+    pub(super) fn version() -> Value {
+        json!({
+            "major": "1", "minor": "33", "gitVersion": "v1.33.0-kubewasm", "gitCommit": "0000000000000000000000000000000000000000",
+            "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
+            "goVersion": "go1.24.0", "compiler": "rustc", "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+        })
+    }
+
     pub(super) fn group_list(&self) -> Value {
         let groups: Vec<Value> = self
             .registry()

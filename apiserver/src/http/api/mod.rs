@@ -15,24 +15,17 @@
 //! Body decoding is [`crate::http::decode`], patch algorithms [`crate::mutation::patch`],
 //! size and depth bounds [`crate::http::bounds`].
 
-use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use bytes::Bytes;
 use kubewasm_core::ObjectKey;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
+use crate::http::auth::Authenticator;
 use crate::http::auth::token::Signer;
-use crate::http::auth::{Authenticator, Impersonation, User};
-use crate::http::decode::Format;
 use crate::http::error::ApiError;
 use crate::http::faults::Faults;
-use crate::objects::canonical_order;
-use crate::schema::conversion;
 use crate::store::Store;
-use access::Review;
 use kubewasm_types::info::ResourceInfo;
 use kubewasm_types::registry::Registry;
 use representation::As;
@@ -46,6 +39,10 @@ mod filter;
 pub mod query;
 mod read;
 mod representation;
+mod request;
+mod route;
+mod shape;
+mod slots;
 mod strategy;
 mod subresource;
 mod table;
@@ -54,43 +51,8 @@ mod write;
 
 pub use crate::http::bounds::MAX_BODY;
 pub use query::parse_query;
-
-/// What a request gets back.
-#[derive(Debug)]
-pub enum Reply {
-    /// A JSON document with an HTTP status code.
-    Json(u16, Value),
-    /// Plain text (health checks).
-    Text(u16, String),
-    /// An aggregated discovery document (`apidiscovery.k8s.io/v2`).
-    Discovery(Value),
-    /// A watch: newline-delimited JSON events, until the channel closes.
-    Watch(mpsc::Receiver<Bytes>),
-}
-
-/// A parsed request.
-#[derive(Debug)]
-pub struct Request<'a> {
-    /// HTTP method.
-    pub method: &'a str,
-    /// Path, without the query.
-    pub path: &'a str,
-    /// Decoded query parameters.
-    pub query: HashMap<String, String>,
-    /// Content type of the body.
-    pub content_type: &'a str,
-    /// What the client accepts (aggregated discovery is asked for here).
-    pub accept: &'a str,
-    /// The client's `User-Agent` (a write's field manager when it names
-    /// none).
-    pub user_agent: &'a str,
-    /// The body.
-    pub body: Bytes,
-    /// Who sent it (see [`Api::authenticate`]).
-    pub user: User,
-    /// Whom it asks to act as (`Impersonate-*` headers).
-    pub impersonate: Impersonation,
-}
+pub use request::{Reply, Request};
+use route::{Review, Route, Target};
 
 /// Settings of the API.
 #[derive(Clone, Debug)]
@@ -138,134 +100,9 @@ pub struct Api {
     registry: Arc<RwLock<Registry>>,
     config: ApiConfig,
     /// One permit per open watch.
-    watches: Arc<watch::WatchSlots>,
+    watches: Arc<slots::WatchSlots>,
     /// None: no authentication, everyone is the admin.
     authenticator: Option<Authenticator>,
-}
-
-/// Where a request lands.
-enum Route {
-    Version,
-    Health,
-    OpenApiIndex,
-    OpenApi(String, String),
-    CoreVersions,
-    Groups,
-    Group(String),
-    ResourceList(String, String),
-    Review(Review),
-    Resource(Box<Target>),
-}
-
-/// A request on a resource: collection or object, maybe a subresource.
-struct Target {
-    info: ResourceInfo,
-    namespace: Option<String>,
-    name: Option<String>,
-    subresource: Option<String>,
-}
-
-/// The object with `apiVersion` and `kind` of the version served, in the
-/// API server's field order.
-fn served(info: &ResourceInfo, object: &Value) -> Value {
-    stamped(info, object.clone())
-}
-
-/// A stored object as `info`'s view serves it ([`conversion::from_storage`],
-/// then [`served`]): what every answer carries.
-fn shown(info: &ResourceInfo, stored: &Value) -> Value {
-    stamped(info, conversion::from_storage(info, stored).into_owned())
-}
-
-fn stamped(info: &ResourceInfo, mut object: Value) -> Value {
-    if let Some(map) = object.as_object_mut() {
-        map.insert("apiVersion".into(), info.api_version().into());
-        map.insert("kind".into(), info.kind.clone().into());
-    }
-    canonical_order(object)
-}
-
-/// An item of a list (or of a deletecollection's answer) as a real server
-/// writes it: a built-in type's items carry no `apiVersion` and `kind` (Go
-/// encodes the typed list, whose items leave them empty); a custom
-/// resource's, unstructured, keep them.
-fn list_item(info: &ResourceInfo, stored: &Value) -> Value {
-    let mut item = shown(info, stored);
-    if !info.custom
-        && let Value::Object(map) = &mut item
-    {
-        map.shift_remove("apiVersion");
-        map.shift_remove("kind");
-    }
-    item
-}
-
-fn rv_of(object: &Value) -> Option<&str> {
-    object
-        .pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
-}
-
-/// A body as a real server quotes it in a decoding error: `<empty>`, its
-/// first 30 bytes when it starts as an object, else their hex.
-fn summary(body: &[u8]) -> String {
-    const MAX: usize = 30;
-    let head = &body[..body.len().min(MAX)];
-    let more = if body.len() > MAX { " ..." } else { "" };
-    match body.first() {
-        None => "<empty>".to_owned(),
-        Some(b'{') => format!("{}{more}", String::from_utf8_lossy(head)),
-        Some(_) => {
-            let hex: String = head.iter().map(|b| format!("{b:02x}")).collect();
-            format!("{hex}{more}")
-        }
-    }
-}
-
-impl Request<'_> {
-    /// Whether the request may write (any method but GET, HEAD and OPTIONS).
-    pub fn may_write(&self) -> bool {
-        !matches!(self.method, "GET" | "HEAD" | "OPTIONS")
-    }
-
-    /// The body, decoded by its content type within [`crate::http::bounds`].
-    fn document(&self) -> Result<Value, ApiError> {
-        Ok(crate::http::decode::decode(
-            Format::of(self.content_type)?,
-            &self.body,
-        )?)
-    }
-
-    /// [`Request::document`] of a body that must be an object of `kind`: a
-    /// JSON body that does not parse is refused in a real server's words
-    /// (the kind it must be, Go's parse error, the body's first 30 bytes).
-    fn object_document(&self, kind: &str) -> Result<Value, ApiError> {
-        let format = Format::of(self.content_type)?;
-        match crate::http::decode::decode(format, &self.body) {
-            Ok(value) => Ok(value),
-            Err(crate::http::decode::DecodeError::Json(error)) => {
-                let parse = if error.classify() == serde_json::error::Category::Eof {
-                    "unexpected end of JSON input".to_owned()
-                } else {
-                    error.to_string()
-                };
-                Err(ApiError::bad_request(format!(
-                    "the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; json parse error: {parse} ({})",
-                    summary(&self.body)
-                )))
-            }
-            Err(other) => Err(other.into()),
-        }
-    }
-
-    /// [`Request::document`], or `{}` when the body is empty (optional
-    /// options: DeleteOptions, a TokenRequest).
-    fn document_or_empty(&self) -> Result<Value, ApiError> {
-        if self.body.iter().all(u8::is_ascii_whitespace) {
-            return Ok(json!({}));
-        }
-        self.document()
-    }
 }
 
 impl Api {
@@ -275,7 +112,7 @@ impl Api {
         let api = Self {
             store,
             registry: Arc::new(RwLock::new(Registry::builtin())),
-            watches: Arc::new(watch::WatchSlots::new(
+            watches: Arc::new(slots::WatchSlots::new(
                 config.max_watches,
                 config.max_watches_per_user,
             )),
@@ -339,7 +176,7 @@ impl Api {
         request.user = self.acting_user(&request.user, &request.impersonate)?;
         match self.route(request.path)? {
             Route::Review(review) => self.review(review, &request),
-            Route::Version => Ok(Reply::Json(200, discovery::version())),
+            Route::Version => Ok(Reply::Json(200, Self::version())),
             Route::Health => Ok(Reply::Text(200, "ok".into())),
             Route::OpenApiIndex => Ok(Reply::Json(
                 200,
@@ -493,7 +330,7 @@ impl Api {
             }
             ("GET", None, None) => self.list(&target, &request.query, representation),
             ("GET", Some(name), None) => self.get(&target, name, representation),
-            ("GET", Some(name), Some(sub)) if write::part_of(&target.info, sub).is_some() => {
+            ("GET", Some(name), Some(sub)) if shape::part_of(&target.info, sub).is_some() => {
                 self.get(&target, name, representation)
             }
             ("GET", Some(name), Some("log"))
@@ -511,10 +348,10 @@ impl Api {
             ("PUT", Some(name), None) => self.update(&target, name, &request),
             ("PATCH", Some(name), None) => self.patch(&target, name, &request),
             // Subresources that write a part of the object, by PUT or PATCH.
-            ("PUT", Some(name), Some(sub)) if write::part_of(&target.info, sub).is_some() => {
+            ("PUT", Some(name), Some(sub)) if shape::part_of(&target.info, sub).is_some() => {
                 self.update(&target, name, &request)
             }
-            ("PATCH", Some(name), Some(sub)) if write::part_of(&target.info, sub).is_some() => {
+            ("PATCH", Some(name), Some(sub)) if shape::part_of(&target.info, sub).is_some() => {
                 self.patch(&target, name, &request)
             }
             ("POST", Some(name), Some("binding"))

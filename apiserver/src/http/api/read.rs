@@ -7,10 +7,12 @@ use base64::Engine;
 use kubewasm_core::ObjectKey;
 use serde_json::{Value, json};
 
+use super::Api;
 use super::filter::Filter;
 use super::query::parse_rv;
 use super::representation::{self, As};
-use super::{Api, Reply, Target};
+use super::request::Reply;
+use super::route::Target;
 use crate::http::error::ApiError;
 use crate::store::ListAt;
 

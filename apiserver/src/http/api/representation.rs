@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::shape::{list_item, shown};
 use super::table;
-use super::{list_item, shown};
 use kubewasm_types::info::ResourceInfo;
 
 /// The representation asked for.

@@ -3,7 +3,9 @@
 
 use serde_json::{Value, json};
 
-use super::{Api, Reply, Request, Target};
+use super::Api;
+use super::request::{Reply, Request};
+use super::route::Target;
 use crate::http::error::ApiError;
 use crate::mutation::patch::{json_patch, merge_patch};
 

@@ -7,7 +7,11 @@ use std::collections::HashMap;
 use kubewasm_core::ObjectKey;
 use serde_json::{Value, json};
 
-use super::{Api, Reply, Request, Target, rv_of, served, shown, strategy};
+use super::Api;
+use super::request::{Reply, Request};
+use super::route::Target;
+use super::shape::{part_of, rv_of, served, shown};
+use super::strategy;
 use crate::http::auth::User;
 use crate::http::auth::escalation::Writer;
 use crate::http::error::ApiError;
@@ -24,18 +28,6 @@ use kubewasm_types::info::ResourceInfo;
 
 /// The API group of RBAC, whose writes are checked for escalation.
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
-
-/// The part of an object a subresource writes: `/status` its status (and a
-/// CertificateSigningRequest's `/approval` its status conditions), a Pod's
-/// `/ephemeralcontainers` its `spec.ephemeralContainers`.
-pub(super) fn part_of(info: &ResourceInfo, subresource: &str) -> Option<&'static str> {
-    match (info.group.as_str(), info.plural.as_str(), subresource) {
-        (_, _, "status") => Some("/status"),
-        ("certificates.k8s.io", "certificatesigningrequests", "approval") => Some("/status"),
-        ("", "pods", "ephemeralcontainers") => Some("/spec/ephemeralContainers"),
-        _ => None,
-    }
-}
 
 /// The patch flavours, by content type.
 #[derive(Clone, Copy)]

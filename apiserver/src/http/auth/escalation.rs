@@ -24,8 +24,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::User;
 use super::rbac::{Attributes, Policy, all, matches};
+use super::user::User;
 use crate::objects::{strings_at, text_at as text};
 use crate::store::Store;
 

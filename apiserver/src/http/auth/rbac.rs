@@ -17,7 +17,7 @@
 
 use serde_json::Value;
 
-use super::User;
+use super::user::User;
 use crate::objects::{strings_at, text_at as text};
 use crate::store::{ListAt, ResourceKey, Store};
 

@@ -16,7 +16,7 @@ use kubewasm_core::ObjectKey;
 use serde_json::{Value, json};
 use sha2::Sha256;
 
-use super::User;
+use super::user::User;
 use crate::store::{ResourceKey, Store};
 
 /// Shortest lifetime a token may ask for, in seconds.

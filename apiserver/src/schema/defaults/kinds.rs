@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{blank, in_spec, object, or_blank, or_unset, phase, pull_policy, text, unset};
+use super::fields::{blank, in_spec, object, or_blank, or_unset, phase, pull_policy, text, unset};
 
 pub(super) fn container(m: &mut Map<String, Value>) {
     let policy = pull_policy(text(m, "image"));
@@ -195,7 +195,8 @@ pub(super) fn persistent_volume(m: &mut Map<String, Value>) {
 pub(super) fn namespace(m: &mut Map<String, Value>) {
     let name = m
         .get("metadata")
-        .map(|meta| crate::objects::text_at(meta, "/name").to_owned())
+        .and_then(Value::as_object)
+        .map(|meta| text(meta, "name").to_owned())
         .unwrap_or_default();
     if !name.is_empty()
         && let Some(labels) = object(m, "metadata").and_then(|meta| object(meta, "labels"))

@@ -3,17 +3,20 @@
 //! calls, same rules). Only `Host` impls and `add_to_linker` live here.
 //!
 //! Every import is charged against the call's hostcall fuel and log budget
-//! ([`super::limits`]); reads follow the rules of [`crate::reads`].
+//! ([`crate::limits`]); reads follow the rules of [`crate::reads`].
 
 use std::time::Instant;
 
 use tracing::{Level, event};
 use wasmtime::component::{HasSelf, Linker};
 
-use super::bindings::{cache, log, types, v0_1_imports, v0_2_imports};
-use super::state::PluginState;
+use kubewasm_core::resource::{ObjectKey, ResourceType};
+
+use super::generated::v0_1::kubewasm::controller as v0_1_imports;
+use super::generated::v0_2::kubewasm::controller as v0_2_imports;
+use super::generated::{cache, log, types};
 use crate::reads::{self, ReadError};
-use crate::resource::{ObjectKey, ResourceType};
+use crate::state::PluginState;
 
 /// Links `kubewasm:controller/{types,cache,log}` of every contract version
 /// into `linker`.

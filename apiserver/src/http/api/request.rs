@@ -1,0 +1,107 @@
+//! A request as the API sees it, and what it gets back.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::http::auth::{Impersonation, User};
+use crate::http::decode::{self, DecodeError, Format};
+use crate::http::error::ApiError;
+
+/// What a request gets back.
+#[derive(Debug)]
+pub enum Reply {
+    /// A JSON document with an HTTP status code.
+    Json(u16, Value),
+    /// Plain text (health checks).
+    Text(u16, String),
+    /// An aggregated discovery document (`apidiscovery.k8s.io/v2`).
+    Discovery(Value),
+    /// A watch: newline-delimited JSON events, until the channel closes.
+    Watch(mpsc::Receiver<Bytes>),
+}
+
+/// A parsed request.
+#[derive(Debug)]
+pub struct Request<'a> {
+    /// HTTP method.
+    pub method: &'a str,
+    /// Path, without the query.
+    pub path: &'a str,
+    /// Decoded query parameters.
+    pub query: HashMap<String, String>,
+    /// Content type of the body.
+    pub content_type: &'a str,
+    /// What the client accepts (aggregated discovery is asked for here).
+    pub accept: &'a str,
+    /// The client's `User-Agent` (a write's field manager when it names
+    /// none).
+    pub user_agent: &'a str,
+    /// The body.
+    pub body: Bytes,
+    /// Who sent it (see [`super::Api::authenticate`]).
+    pub user: User,
+    /// Whom it asks to act as (`Impersonate-*` headers).
+    pub impersonate: Impersonation,
+}
+
+/// A body as a real server quotes it in a decoding error: `<empty>`, its
+/// first 30 bytes when it starts as an object, else their hex.
+fn summary(body: &[u8]) -> String {
+    const MAX: usize = 30;
+    let head = &body[..body.len().min(MAX)];
+    let more = if body.len() > MAX { " ..." } else { "" };
+    match body.first() {
+        None => "<empty>".to_owned(),
+        Some(b'{') => format!("{}{more}", String::from_utf8_lossy(head)),
+        Some(_) => {
+            let hex: String = head.iter().map(|b| format!("{b:02x}")).collect();
+            format!("{hex}{more}")
+        }
+    }
+}
+
+impl Request<'_> {
+    /// Whether the request may write (any method but GET, HEAD and OPTIONS).
+    pub fn may_write(&self) -> bool {
+        !matches!(self.method, "GET" | "HEAD" | "OPTIONS")
+    }
+
+    /// The body, decoded by its content type within [`crate::http::bounds`].
+    pub(super) fn document(&self) -> Result<Value, ApiError> {
+        Ok(decode::decode(Format::of(self.content_type)?, &self.body)?)
+    }
+
+    /// [`Request::document`] of a body that must be an object of `kind`: a
+    /// JSON body that does not parse is refused in a real server's words
+    /// (the kind it must be, Go's parse error, the body's first 30 bytes).
+    pub(super) fn object_document(&self, kind: &str) -> Result<Value, ApiError> {
+        let format = Format::of(self.content_type)?;
+        match decode::decode(format, &self.body) {
+            Ok(value) => Ok(value),
+            Err(DecodeError::Json(error)) => {
+                let parse = if error.classify() == serde_json::error::Category::Eof {
+                    "unexpected end of JSON input".to_owned()
+                } else {
+                    error.to_string()
+                };
+                Err(ApiError::bad_request(format!(
+                    "the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; json parse error: {parse} ({})",
+                    summary(&self.body)
+                )))
+            }
+            Err(other) => Err(other.into()),
+        }
+    }
+
+    /// [`Request::document`], or `{}` when the body is empty (optional
+    /// options: DeleteOptions, a TokenRequest).
+    pub(super) fn document_or_empty(&self) -> Result<Value, ApiError> {
+        if self.body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(json!({}));
+        }
+        self.document()
+    }
+}

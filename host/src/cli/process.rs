@@ -1,0 +1,71 @@
+//! What every command does with the process: read files, run an async
+//! runtime, reach a cluster, wait for a signal.
+
+use std::path::PathBuf;
+
+use super::error::{BoxError, CliError};
+
+/// A text file's contents.
+pub(super) fn read_text(path: PathBuf) -> Result<String, CliError> {
+    std::fs::read_to_string(&path).map_err(|source| CliError::Read { path, source })
+}
+
+/// A file's bytes.
+pub(super) fn read_bytes(path: &PathBuf) -> Result<Vec<u8>, CliError> {
+    std::fs::read(path).map_err(|source| CliError::Read {
+        path: path.clone(),
+        source,
+    })
+}
+
+/// Runs `future` on a new multi-threaded tokio runtime.
+pub(super) fn block_on(future: impl Future<Output = Result<(), CliError>>) -> Result<(), CliError> {
+    block_on_value(future)?
+}
+
+/// Runs `future` on a new multi-threaded tokio runtime; its output.
+pub(super) fn block_on_value<T>(future: impl Future<Output = T>) -> Result<T, CliError> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(CliError::AsyncRuntime)?
+        .block_on(future))
+}
+
+/// A client from `kubeconfig`, or the default configuration.
+pub(super) async fn client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client, CliError> {
+    let failed = |e: BoxError| CliError::Client(e);
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path).map_err(|e| failed(e.into()))?;
+            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| failed(e.into()))?
+        }
+        None => kube::Config::infer().await.map_err(|e| failed(e.into()))?,
+    };
+    kube::Client::try_from(config).map_err(|e| failed(e.into()))
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub(super) async fn wait_for_shutdown() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
