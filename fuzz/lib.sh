@@ -58,9 +58,9 @@ report() {
   echo "--- libFuzzer's report"
   # From the panic or libFuzzer's error to its summary, at most 120 lines.
   awk '/^thread .* panicked at|^==[0-9]+== ERROR/ {on=1} on {print; if (++n >= 120) exit} /^SUMMARY:/ {if (on) exit}' "$log"
-  echo "--- the input, base64 ($(wc -c <"$artifact") bytes)"
-  base64 -w 76 "$artifact"
-  echo "--- to reproduce, run from the repository's root (add --save NAME once fixed, to keep it as a seed):"
+  # The input once, inside the command that replays it.
+  echo "--- the input ($(wc -c <"$artifact") bytes, base64) in the command that reproduces it, run from the"
+  echo "--- repository's root (add --save NAME once fixed, to keep it as a seed):"
   echo "fuzz/replay $target <<'INPUT'"
   base64 -w 76 "$artifact"
   echo "INPUT"

@@ -5,7 +5,10 @@ use std::time::Duration;
 use futures_util::{StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+    PostParams,
+};
 use kube::runtime::watcher;
 use kube::{Api, Client, Config};
 use kubewasm_apiserver::http::api::{Api as RestApi, ApiConfig};
@@ -858,6 +861,95 @@ async fn a_protobuf_delete_should_delete_as_client_go_sends_it() -> anyhow::Resu
         .body(body)?;
     client.request_text(request).await?;
     assert!(cms.get_opt("a").await?.is_none(), "deleted");
+    Ok(())
+}
+
+/// A Job deleted with no propagation named orphans its Pods, as batch/v1's
+/// default policy says, and the answer warns of it (a real server's
+/// `Warning: 299 - "child pods are preserved ..."`); a policy named, or
+/// the deprecated `orphanDependents`, is followed without a warning.
+#[tokio::test]
+async fn a_job_delete_should_orphan_by_default_and_warn() -> anyhow::Result<()> {
+    let (_server, client) = cluster(1000).await?;
+    let jobs: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("batch", "v1", "Job"), "jobs"),
+    );
+    let job = |name: &str| -> anyhow::Result<DynamicObject> {
+        Ok(serde_json::from_value(json!({
+            "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+            "spec": {"template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "main", "image": "busybox"}]}}}
+        }))?)
+    };
+    let delete = |name: &str, body: serde_json::Value| -> anyhow::Result<http::Request<Vec<u8>>> {
+        Ok(http::Request::builder()
+            .method("DELETE")
+            .uri(format!("/apis/batch/v1/namespaces/default/jobs/{name}"))
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(&body)?)?)
+    };
+    let warnings = |response: &http::Response<_>| -> Vec<String> {
+        response
+            .headers()
+            .get_all("warning")
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(str::to_owned))
+            .collect()
+    };
+    for name in ["default", "background", "kept"] {
+        jobs.create(&PostParams::default(), &job(name)?).await?;
+    }
+    let response = client
+        .send(delete("default", json!({}))?.map(Into::into))
+        .await?;
+    assert_eq!(
+        warnings(&response),
+        [
+            "299 - \"child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning\""
+        ]
+    );
+    // Marked for the garbage collector, which orphans the Pods, then lets
+    // the Job go.
+    let body = http_body_util::BodyExt::collect(response.into_body()).await?;
+    let marked: serde_json::Value = serde_json::from_slice(&body.to_bytes())?;
+    assert!(
+        marked.pointer("/metadata/deletionTimestamp").is_some(),
+        "{marked}"
+    );
+    assert_eq!(
+        marked.pointer("/metadata/finalizers"),
+        Some(&json!(["orphan"]))
+    );
+
+    let response = client
+        .send(delete("background", json!({"propagationPolicy": "Background"}))?.map(Into::into))
+        .await?;
+    assert!(warnings(&response).is_empty());
+    assert!(
+        jobs.get_opt("background").await?.is_none(),
+        "deleted at once"
+    );
+
+    let response = client
+        .send(delete("kept", json!({"orphanDependents": false}))?.map(Into::into))
+        .await?;
+    assert!(warnings(&response).is_empty());
+    assert!(
+        jobs.get_opt("kept").await?.is_none(),
+        "orphanDependents false: background"
+    );
+
+    let both = json!({"orphanDependents": true, "propagationPolicy": "Background"});
+    let err = client
+        .request_text(delete("default", both)?)
+        .await
+        .expect_err("both set");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 422),
+        "{err}"
+    );
     Ok(())
 }
 

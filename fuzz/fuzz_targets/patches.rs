@@ -31,6 +31,7 @@ fuzz_target!(|input: &[u8]| {
                 force: manager == "b",
                 api_version: "v1",
                 custom,
+                part: apply::Part::Whole,
             };
             if let Ok(applied) = apply::apply(&object, &change, request) {
                 // Applying the same configuration again changes nothing.

@@ -363,7 +363,7 @@ fn paths(tokens: &[String]) -> Vec<(Module, Vec<String>)> {
                 if inline.last().is_some_and(|(_, d)| *d == depth) {
                     inline.pop();
                 }
-                depth -= 1;
+                depth = depth.saturating_sub(1);
             }
             _ => {}
         }
@@ -613,8 +613,14 @@ fn without_tests(code: &str) -> String {
         for (i, c) in item.char_indices() {
             match c {
                 '{' => depth += 1,
+                // The end of the scope holding the item (a field's, an
+                // arm's): the item ends before it.
+                '}' if depth == 0 => {
+                    end = i;
+                    break;
+                }
                 '}' => {
-                    depth = depth.saturating_sub(1);
+                    depth -= 1;
                     if depth == 0 {
                         end = i + 1;
                         break;

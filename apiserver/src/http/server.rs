@@ -313,12 +313,17 @@ async fn serve(api: &Api, request: hyper::Request<Incoming>, busy: Busy) -> Resp
     }
     let reply = api.handle(request).await;
     if let Some(faults) = faults.as_deref()
-        && let Reply::Json(code, _) = &reply
+        && let Some(code) = reply.json_code()
         && let Some(fault) = faults.after(write)
     {
-        let error = faults.answer(fault, *code < 300).await;
+        let error = faults.answer(fault, code < 300).await;
         return json(error.code, &error.status());
     }
+    respond(reply, busy)
+}
+
+/// The HTTP response of `reply`; `busy` goes with a watch's stream.
+fn respond(reply: Reply, busy: Busy) -> Response<Body> {
     match reply {
         Reply::Json(code, value) => json(code, &value),
         Reply::Discovery(value) => {
@@ -351,5 +356,28 @@ async fn serve(api: &Api, request: hyper::Request<Incoming>, busy: Busy) -> Resp
             );
             response
         }
+        Reply::Warned(warnings, reply) => {
+            let mut response = respond(*reply, busy);
+            for warning in warnings {
+                if let Ok(value) = hyper::header::HeaderValue::from_str(&warning_header(&warning)) {
+                    response.headers_mut().append(hyper::header::WARNING, value);
+                }
+            }
+            response
+        }
     }
+}
+
+/// A `Warning` header's value as a real server writes it: code 299, no
+/// agent, the text quoted (`299 - "text"`).
+fn warning_header(text: &str) -> String {
+    let quoted: String = text
+        .chars()
+        .flat_map(|c| match c {
+            '"' | '\\' => vec!['\\', c],
+            c if c.is_control() => vec![' '],
+            c => vec![c],
+        })
+        .collect();
+    format!("299 - \"{quoted}\"")
 }

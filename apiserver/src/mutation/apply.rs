@@ -161,9 +161,60 @@ struct Entry {
     api_version: String,
     time: String,
     fields: FieldSet,
+    /// The subresource written (`status`), when not the main resource: a
+    /// manager's entries are apart per operation and subresource.
+    subresource: Option<String>,
+}
+
+/// What part of an object a write owns, by where it writes: a status
+/// write its `status`, recorded in an entry of its own (`subresource:
+/// status`); a main write of a type with a status subresource all but its
+/// `status` (its strategy resets it); any other write the whole object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// The whole object.
+    Whole,
+    /// The main resource of a type with a status subresource.
+    Main,
+    /// The status subresource.
+    Status,
+}
+
+impl Part {
+    /// Whether a write of this part owns `path`.
+    fn owns(self, path: &Path) -> bool {
+        let status = path.first().is_some_and(|f| f == "f:status");
+        match self {
+            Self::Whole => true,
+            Self::Main => !status,
+            Self::Status => status,
+        }
+    }
+
+    /// The part a write owns: of a type with a status subresource
+    /// (`has_status`), at `subresource` (none for the main resource).
+    pub fn of(has_status: bool, subresource: Option<&str>) -> Self {
+        match subresource {
+            Some("status") => Self::Status,
+            None if has_status => Self::Main,
+            _ => Self::Whole,
+        }
+    }
+
+    /// The subresource its entries name.
+    fn subresource(self) -> Option<&'static str> {
+        (self == Self::Status).then_some("status")
+    }
 }
 
 impl Entry {
+    /// Whether this is the entry of `manager`'s `operation` on `part`.
+    fn is(&self, manager: &str, operation: &str, part: Part) -> bool {
+        self.manager == manager
+            && self.operation == operation
+            && self.subresource.as_deref() == part.subresource()
+    }
+
     /// The manager as a conflict names it (apimachinery's `printManager`).
     fn printed(&self) -> String {
         if self.operation == "Update" {
@@ -205,6 +256,11 @@ fn entries(object: &Value) -> Vec<Entry> {
                         .unwrap_or("")
                         .to_owned(),
                     fields: e.get("fieldsV1").map(from_fields_v1).unwrap_or_default(),
+                    subresource: e
+                        .get("subresource")
+                        .and_then(Value::as_str)
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_owned),
                 })
                 .collect()
         })
@@ -216,8 +272,13 @@ fn set_entries(object: &mut Value, entries: Vec<Entry>) {
         .into_iter()
         .filter(|e| !e.fields.is_empty())
         .map(|e| {
-            json!({"manager": e.manager, "operation": e.operation, "apiVersion": e.api_version,
-                   "time": e.time, "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(&e.fields)})
+            let mut entry = json!({"manager": e.manager, "operation": e.operation,
+                "apiVersion": e.api_version, "time": e.time, "fieldsType": "FieldsV1",
+                "fieldsV1": to_fields_v1(&e.fields)});
+            if let Some(subresource) = e.subresource {
+                entry["subresource"] = subresource.into();
+            }
+            entry
         })
         .collect();
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -289,6 +350,8 @@ pub struct ApplyRequest<'a> {
     pub api_version: &'a str,
     /// Whether the type is a custom resource (atomic lists).
     pub custom: bool,
+    /// What the apply owns, by where it writes.
+    pub part: Part,
 }
 
 /// Applies `applied` over `current` (an empty object for a create).
@@ -302,13 +365,13 @@ pub fn apply(
     applied: &Value,
     request: ApplyRequest<'_>,
 ) -> Result<Value, ApplyError> {
-    let wanted = fields_of(applied, request.custom);
+    let part = request.part;
+    let mut wanted = fields_of(applied, request.custom);
+    wanted.retain(|p| part.owns(p));
+    let mine = |e: &Entry| e.is(request.manager, "Apply", part);
     let mut managers = entries(current);
     let mut conflicts = Vec::new();
-    for entry in managers
-        .iter()
-        .filter(|e| !(e.manager == request.manager && e.operation == "Apply"))
-    {
+    for entry in managers.iter().filter(|e| !mine(e)) {
         for path in wanted.intersection(&entry.fields) {
             if value_at(current, path) != value_at(applied, path) {
                 conflicts.push(Conflict {
@@ -323,22 +386,19 @@ pub fn apply(
     }
     let previous: FieldSet = managers
         .iter()
-        .find(|e| e.manager == request.manager && e.operation == "Apply")
+        .find(|e| mine(e))
         .map(|e| e.fields.clone())
         .unwrap_or_default();
     // Take over the conflicting fields (none without force): a field set
     // to the value it has stays shared with whoever owned it.
-    for entry in managers
-        .iter_mut()
-        .filter(|e| !(e.manager == request.manager && e.operation == "Apply"))
-    {
+    for entry in managers.iter_mut().filter(|e| !mine(e)) {
         entry
             .fields
             .retain(|p| !wanted.contains(p) || value_at(current, p) == value_at(applied, p));
     }
     let owned_by_others: FieldSet = managers
         .iter()
-        .filter(|e| !(e.manager == request.manager && e.operation == "Apply"))
+        .filter(|e| !mine(e))
         .flat_map(|e| e.fields.iter().cloned())
         .collect();
     let mut next = current.clone();
@@ -376,31 +436,31 @@ pub fn apply(
     // An unchanged apply keeps its entry's time, so it is a no-op write.
     let time = managers
         .iter()
-        .find(|e| e.manager == request.manager && e.operation == "Apply" && e.fields == wanted)
+        .find(|e| mine(e) && e.fields == wanted)
         .map_or_else(now, |e| e.time.clone());
-    managers.retain(|e| !(e.manager == request.manager && e.operation == "Apply"));
+    managers.retain(|e| !mine(e));
     managers.push(Entry {
         manager: request.manager.to_owned(),
         operation: "Apply".into(),
         api_version: request.api_version.to_owned(),
         time,
         fields: wanted,
+        subresource: part.subresource().map(str::to_owned),
     });
     set_entries(&mut next, managers);
     Ok(next)
 }
 
 /// Records an update: `manager` owns the fields it changed, as its `Update`
-/// entry, and nobody else does any more. The paths under `reset`, a
-/// top-level field the write's strategy keeps as it was (a main resource's
-/// `status` when the type has a status subresource), are nobody's by it.
+/// entry for `part`, and nobody else does any more. The paths outside
+/// `part` (what the write's strategy keeps as it was) are nobody's by it.
 pub fn record_update(
     old: &Value,
     new: &mut Value,
     manager: &str,
     api_version: &str,
     custom: bool,
-    reset: Option<&str>,
+    part: Part,
 ) {
     let before = fields_of(old, custom);
     let after = fields_of(new, custom);
@@ -410,9 +470,7 @@ pub fn record_update(
         .cloned()
         .collect();
     changed.extend(created(old, new, custom));
-    if let Some(reset) = reset.map(|field| format!("f:{field}")) {
-        changed.retain(|p| p.first() != Some(&reset));
-    }
+    changed.retain(|p| part.owns(p));
     let mut managers = entries(old);
     let mut gone: FieldSet = before.difference(&after).cloned().collect();
     gone.extend(created(new, old, custom));
@@ -422,10 +480,7 @@ pub fn record_update(
             .retain(|p| !changed.contains(p) && !gone.contains(p));
     }
     if !changed.is_empty() {
-        match managers
-            .iter_mut()
-            .find(|e| e.manager == manager && e.operation == "Update")
-        {
+        match managers.iter_mut().find(|e| e.is(manager, "Update", part)) {
             Some(entry) => {
                 entry.fields.extend(changed);
                 entry.time = now();
@@ -436,6 +491,7 @@ pub fn record_update(
                 api_version: api_version.to_owned(),
                 time: now(),
                 fields: changed,
+                subresource: part.subresource().map(str::to_owned),
             }),
         }
     }
@@ -465,6 +521,7 @@ mod tests {
             force,
             api_version: "v1",
             custom: false,
+            part: Part::Whole,
         }
     }
 
@@ -485,6 +542,50 @@ mod tests {
         assert_eq!(v1["f:metadata"]["f:labels"]["f:a"], json!({}));
         assert!(v1["f:metadata"].get("f:name").is_none());
         assert_eq!(from_fields_v1(&v1), set);
+    }
+
+    /// A manager's applies of the main resource and of its status are two
+    /// entries (the status one names its subresource), neither taking the
+    /// other's fields, and each applied again is a no-op.
+    #[test]
+    fn main_and_status_applies_should_be_owned_apart() {
+        let at = |part| ApplyRequest {
+            part,
+            ..request("host", false)
+        };
+        let spec = json!({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g"},
+            "spec": {"size": 1}, "status": {"ignored": true}});
+        let status = json!({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g"},
+            "status": {"ready": true}});
+        let first = apply(&json!({}), &spec, at(Part::Main)).expect("main");
+        let both = apply(&first, &status, at(Part::Status)).expect("status");
+        let entries = entries(&both);
+        assert_eq!(entries.len(), 2, "{both}");
+        assert_eq!(
+            entries
+                .iter()
+                .map(|e| e.subresource.as_deref())
+                .collect::<Vec<_>>(),
+            [None, Some("status")]
+        );
+        assert_eq!(
+            both["spec"],
+            json!({"size": 1}),
+            "the status apply keeps the spec"
+        );
+        assert!(
+            both["metadata"]["managedFields"][0]["fieldsV1"]
+                .get("f:status")
+                .is_none(),
+            "a main apply owns no status field"
+        );
+        let again = apply(&both, &spec, at(Part::Main)).expect("main again");
+        let again = apply(&again, &status, at(Part::Status)).expect("status again");
+        assert_eq!(
+            again["metadata"]["managedFields"],
+            both["metadata"]["managedFields"]
+        );
+        assert_eq!(again["spec"], both["spec"]);
     }
 
     #[test]
@@ -508,6 +609,7 @@ mod tests {
                 force: false,
                 api_version: "example.com/v1",
                 custom,
+                part: Part::Whole,
             };
             let a = json!({"metadata": {"name": "x", "finalizers": ["a.example.com/f"],
                 "ownerReferences": [{"uid": "1", "name": "one", "kind": "K", "apiVersion": "v1"}]}});
@@ -670,7 +772,14 @@ mod tests {
                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}},
                 "template": {"metadata": {"labels": {"app": "web"}},
                     "spec": {"containers": [{"name": "web", "image": "nginx", "args": ["-v"]}]}}}});
-        record_update(&json!({}), &mut deploy, "kubectl", "apps/v1", false, None);
+        record_update(
+            &json!({}),
+            &mut deploy,
+            "kubectl",
+            "apps/v1",
+            false,
+            Part::Whole,
+        );
         assert_eq!(
             deploy["metadata"]["managedFields"][0]["fieldsV1"],
             json!({
@@ -692,7 +801,7 @@ mod tests {
             "kubectl",
             "example.com/v1",
             true,
-            None,
+            Part::Whole,
         );
         assert_eq!(
             custom["metadata"]["managedFields"][0]["fieldsV1"],
@@ -702,7 +811,7 @@ mod tests {
         let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}});
         let old = cm.clone();
         cm["metadata"]["labels"] = json!({"x": "1"});
-        record_update(&old, &mut cm, "editor", "v1", false, None);
+        record_update(&old, &mut cm, "editor", "v1", false, Part::Whole);
         assert_eq!(
             cm["metadata"]["managedFields"][0]["fieldsV1"],
             json!({"f:metadata": {"f:labels": {".": {}, "f:x": {}}}})
@@ -715,7 +824,14 @@ mod tests {
             apply(&json!({}), &cm(json!({"a": "1"})), request("ssa", false)).expect("applies");
         let mut edited = applied.clone();
         edited["data"]["a"] = json!("hand");
-        record_update(&applied, &mut edited, "kubectl-edit", "v1", false, None);
+        record_update(
+            &applied,
+            &mut edited,
+            "kubectl-edit",
+            "v1",
+            false,
+            Part::Whole,
+        );
         assert_eq!(owners(&edited)["kubectl-edit/Update"], [".data.a"]);
         let err =
             apply(&edited, &cm(json!({"a": "1"})), request("ssa", false)).expect_err("conflict");

@@ -184,7 +184,7 @@ impl Client {
             },
             impersonate: Impersonation::default(),
         };
-        match self.api.handle(request).await {
+        match self.api.handle(request).await.warnings().1 {
             Reply::Json(code, value) if code < 300 => Ok(value),
             Reply::Json(code, status) => Err(ClientError {
                 method,

@@ -46,10 +46,23 @@ const RETURN_DELETED: [(&str, &str); 19] = [
     ("resource.k8s.io", "resourcepoolstatusrequests"),
 ];
 
+/// The types whose objects orphan their dependents when a delete names no
+/// propagation, for backward compatibility (their registry strategies'
+/// `DefaultGarbageCollectionPolicy`: batch/v1 Jobs, core/v1
+/// ReplicationControllers); every other type deletes them in the
+/// background.
+const ORPHAN_BY_DEFAULT: [(&str, &str); 2] = [("batch", "jobs"), ("", "replicationcontrollers")];
+
+/// What a real server warns of when a Job's delete leaves its Pods to the
+/// default (`deleteOptionWarnings` of the Job registry).
+const JOB_PODS_KEPT: &str = "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning";
+
 /// What a delete asks for: `DeleteOptions` from the body, or the query.
 #[derive(Debug, Default)]
 struct DeleteOptions {
     dry_run: bool,
+    /// `propagationPolicy`, or what the deprecated `orphanDependents` says;
+    /// `None` when the request says neither.
     policy: Option<String>,
     uid: Option<String>,
     resource_version: Option<String>,
@@ -65,8 +78,24 @@ impl DeleteOptions {
                 .and_then(Value::as_str)
                 .map(str::to_owned)
         };
+        let orphan = body
+            .get("orphanDependents")
+            .and_then(Value::as_bool)
+            .or_else(|| request.query.get("orphanDependents")?.parse().ok());
         let policy =
             text("/propagationPolicy").or_else(|| request.query.get("propagationPolicy").cloned());
+        if let (Some(_), Some(policy)) = (orphan, &policy) {
+            return Err(ApiError::invalid_kind(
+                "DeleteOptions.meta.k8s.io",
+                "",
+                format!(
+                    "propagationPolicy: Invalid value: \"{policy}\": orphanDependents and deletionPropagation cannot be both set"
+                ),
+            ));
+        }
+        let policy = policy.or_else(|| {
+            orphan.map(|orphan| if orphan { "Orphan" } else { "Background" }.to_owned())
+        });
         if let Some(p) = &policy
             && !matches!(p.as_str(), "Background" | "Foreground" | "Orphan")
         {
@@ -91,6 +120,37 @@ impl DeleteOptions {
     }
 }
 
+impl DeleteOptions {
+    /// The propagation of a delete of an object of `info` holding
+    /// `finalizers`: the one asked for; else the one its finalizers say
+    /// (an `orphan` or `foregroundDeletion` left by an earlier delete);
+    /// else the type's default (`ORPHAN_BY_DEFAULT`, else `Background`).
+    fn policy(&self, info: &ResourceInfo, finalizers: &[Value]) -> &str {
+        if let Some(policy) = &self.policy {
+            return policy;
+        }
+        if finalizers.iter().any(|f| f == "orphan") {
+            "Orphan"
+        } else if finalizers.iter().any(|f| f == "foregroundDeletion") {
+            "Foreground"
+        } else if ORPHAN_BY_DEFAULT.contains(&(info.group.as_str(), info.plural.as_str())) {
+            "Orphan"
+        } else {
+            "Background"
+        }
+    }
+
+    /// `reply`, with the warning a real server adds to a delete of Jobs
+    /// that leaves their Pods to the default.
+    fn warned(&self, info: &ResourceInfo, reply: Reply) -> Reply {
+        if self.policy.is_none() && info.group == "batch" && info.plural == "jobs" {
+            Reply::Warned(vec![JOB_PODS_KEPT.to_owned()], Box::new(reply))
+        } else {
+            reply
+        }
+    }
+}
+
 /// What a delete did.
 enum Deleted {
     /// Marked for deletion: finalizers (or the namespace controller) finish.
@@ -108,24 +168,25 @@ impl Api {
     ) -> Result<Reply, ApiError> {
         let info = &target.info;
         let options = DeleteOptions::of(request)?;
-        match self.delete_object(info, &self.key(target, name), name, &options)? {
-            Deleted::Marked(object) => Ok(Reply::Json(200, shown(info, &object))),
+        let reply = match self.delete_object(info, &self.key(target, name), name, &options)? {
+            Deleted::Marked(object) => Reply::Json(200, shown(info, &object)),
             Deleted::Gone(last)
                 if RETURN_DELETED.contains(&(info.group.as_str(), info.plural.as_str())) =>
             {
-                Ok(Reply::Json(200, shown(info, &last)))
+                Reply::Json(200, shown(info, &last))
             }
             Deleted::Gone(last) => {
                 let mut details = json!({"name": name, "group": info.group, "kind": info.plural,
                                          "uid": last.pointer("/metadata/uid").cloned().unwrap_or(Value::Null)});
                 crate::http::error::omit_empty_group(&mut details);
-                Ok(Reply::Json(
+                Reply::Json(
                     200,
                     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                            "details": details}),
-                ))
+                )
             }
-        }
+        };
+        Ok(options.warned(info, reply))
     }
 
     /// `deletecollection`: deletes every object of the collection its
@@ -161,11 +222,12 @@ impl Api {
                 Err(e) => return Err(e),
             }
         }
-        Ok(Reply::Json(
+        let reply = Reply::Json(
             200,
             json!({"kind": info.list_kind, "apiVersion": info.api_version(),
                    "metadata": {"resourceVersion": self.store.current_rv().to_string()}, "items": items}),
-        ))
+        );
+        Ok(options.warned(info, reply))
     }
 
     /// The grace period a simulated kubelet gets to stop a Pod bound to a
@@ -237,13 +299,12 @@ impl Api {
                 ),
             ));
         }
-        let policy = options.policy.as_deref().unwrap_or("Background");
         let mut finalizers: Vec<Value> = current
             .pointer("/metadata/finalizers")
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
-        let gc_finalizer = match policy {
+        let gc_finalizer = match options.policy(info, &finalizers) {
             "Foreground" => Some("foregroundDeletion"),
             "Orphan" => Some("orphan"),
             _ => None,

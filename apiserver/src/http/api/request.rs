@@ -21,6 +21,32 @@ pub enum Reply {
     Discovery(Value),
     /// A watch: newline-delimited JSON events, until the channel closes.
     Watch(mpsc::Receiver<Bytes>),
+    /// A reply with warnings for the client (`Warning` headers, which
+    /// kubectl prints and client-go logs).
+    Warned(Vec<String>, Box<Reply>),
+}
+
+impl Reply {
+    /// The status code of a JSON reply, warned or not.
+    pub fn json_code(&self) -> Option<u16> {
+        match self {
+            Self::Json(code, _) => Some(*code),
+            Self::Warned(_, reply) => reply.json_code(),
+            Self::Text(..) | Self::Discovery(_) | Self::Watch(_) => None,
+        }
+    }
+
+    /// The reply itself and every warning it carries.
+    pub fn warnings(self) -> (Vec<String>, Self) {
+        match self {
+            Self::Warned(mut warnings, reply) => {
+                let (more, reply) = reply.warnings();
+                warnings.extend(more);
+                (warnings, reply)
+            }
+            reply => (Vec::new(), reply),
+        }
+    }
 }
 
 /// A parsed request.

@@ -103,7 +103,7 @@ impl Api {
             &Self::manager(request),
             &info.api_version(),
             info.custom,
-            info.status.then_some("status"),
+            apply::Part::of(info.status, None),
         );
         self.insert(target, object, &request.query, &request.user)
     }
@@ -247,10 +247,19 @@ impl Api {
             .and_then(|s| part_of(info, s))
             .filter(|_| !builtin_status)
         {
-            // A subresource writes its part of the object, and nothing else.
+            // A subresource writes its part of the object, and nothing else
+            // (and the fields' owners: an apply's entry for it).
             let mut next = current.clone();
             let (parent, field) = part.rsplit_once('/').unwrap_or(("", part));
             let value = desired.pointer_mut(part).map(Value::take);
+            if let (Some(owners), Some(metadata)) = (
+                desired
+                    .pointer_mut("/metadata/managedFields")
+                    .map(Value::take),
+                metadata_mut(&mut next),
+            ) {
+                metadata.insert("managedFields".into(), owners);
+            }
             if let Some(Value::Object(map)) = if parent.is_empty() {
                 Some(&mut next)
             } else {
@@ -339,7 +348,7 @@ impl Api {
             manager,
             &info.api_version(),
             info.custom,
-            (info.status && subresource.is_none()).then_some("status"),
+            apply::Part::of(info.status, subresource),
         );
         Self::checked(info, name, next, strict)
     }
@@ -643,6 +652,7 @@ impl Api {
             force,
             api_version: &api_version,
             custom: info.custom,
+            part: apply::Part::of(info.status, target.subresource.as_deref()),
         };
         let conflict = |conflicts: Vec<apply::Conflict>| {
             let causes: Vec<Value> = conflicts
