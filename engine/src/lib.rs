@@ -39,6 +39,7 @@ pub mod discovery;
 pub mod fair;
 pub mod informer;
 pub mod leader;
+pub mod lifecycle;
 pub mod listing;
 pub mod loader;
 pub mod metrics;
@@ -62,45 +63,14 @@ use std::sync::Arc;
 use controller::{Controller, Settings, Shared};
 use kubewasm_runtime::Plugin;
 use kubewasm_runtime::mapper::{MapperError, RestMapper};
-
-/// What became of a plugin's load (`kubewasm_plugin_loads_total`'s
-/// `result`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LoadResult {
-    /// Started: it was not running.
-    Loaded,
-    /// Swapped in for the running version.
-    Swapped,
-    /// The running version's optimized code swapped in for its baseline
-    /// code.
-    Optimized,
-    /// Refused (a running version keeps serving).
-    Refused,
-    /// Its component went: stopped.
-    Removed,
-    /// A type it declares is not served: refused (a running version keeps
-    /// serving), or stopped if it ran; it loads again once the type is.
-    Unserved,
-}
-
-impl LoadResult {
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Loaded => "loaded",
-            Self::Swapped => "swapped",
-            Self::Optimized => "optimized",
-            Self::Refused => "refused",
-            Self::Removed => "removed",
-            Self::Unserved => "unserved",
-        }
-    }
-}
+pub use lifecycle::LoadResult;
 
 /// Every plugin of the host, run as controllers over shared informers.
 pub struct Engine {
     shared: Shared,
     controllers: Vec<Controller>,
+    /// Who runs each plugin a load gave ([`Self::run_loaded`]).
+    owners: std::collections::HashMap<String, lifecycle::Owner>,
 }
 
 impl Engine {
@@ -124,6 +94,7 @@ impl Engine {
                 recorder: None,
             },
             controllers: Vec::new(),
+            owners: std::collections::HashMap::new(),
         }
     }
 
@@ -201,24 +172,54 @@ impl Engine {
         }
     }
 
-    /// Runs a plugin a load gave ([`Self::replace`]) and counts the load:
-    /// `loaded`, `swapped`, or `optimized` for a `tier_up` (a running
-    /// version's optimized code). Returns what it counted.
+    /// Runs a plugin a load of `owner` gave ([`Self::replace`]) and counts
+    /// the load: `loaded`, `swapped`, or `optimized` for a `tier_up` (a
+    /// running version's optimized code). Returns what it counted.
+    ///
+    /// # Errors
+    /// [`loader::Refused::NameTaken`] when the other owner runs a plugin
+    /// of its name: nothing changes (the load counts as refused).
     pub async fn run_loaded(
         &mut self,
         plugin: Arc<Plugin>,
         settings: Settings,
         tier_up: bool,
-    ) -> LoadResult {
+        owner: lifecycle::Owner,
+    ) -> Result<LoadResult, loader::Refused> {
         let name = plugin.declaration().name.clone();
+        if let Some(holder) = self.owners.get(&name).filter(|holder| **holder != owner) {
+            self.record_load(&name, LoadResult::Refused);
+            return Err(loader::Refused::NameTaken {
+                name,
+                holder: *holder,
+            });
+        }
         let result = match (tier_up, self.running(&name)) {
             (true, _) => LoadResult::Optimized,
             (false, true) => LoadResult::Swapped,
             (false, false) => LoadResult::Loaded,
         };
         self.replace(plugin, settings).await;
+        self.owners.insert(name.clone(), owner);
         self.record_load(&name, result);
-        result
+        Ok(result)
+    }
+
+    /// The plugins `owner` runs, by name.
+    pub fn owned(&self, owner: lifecycle::Owner) -> impl Iterator<Item = &str> {
+        self.owners
+            .iter()
+            .filter(move |(_, o)| **o == owner)
+            .map(|(name, _)| name.as_str())
+    }
+
+    /// [`Self::stop`], if `owner` runs the plugin `name`: a source stops
+    /// only its own plugins. Whether it was running.
+    pub async fn stop_owned(&mut self, name: &str, owner: lifecycle::Owner) -> bool {
+        if self.owners.get(name) != Some(&owner) {
+            return false;
+        }
+        self.stop(name).await
     }
 
     /// Whether a plugin called `name` runs.
@@ -253,6 +254,7 @@ impl Engine {
             return false;
         };
         self.controllers.swap_remove(index).shutdown().await;
+        self.owners.remove(name);
         self.shared.metrics.forget(name);
         true
     }

@@ -72,10 +72,15 @@ pub enum Refused {
     /// The component was refused.
     #[error(transparent)]
     Load(#[from] LoadError),
-    /// A plugin resource runs under this name: a directory's plugin does
-    /// not displace it.
-    #[error("a Plugin or ClusterPlugin resource runs as `{0}`; this file does not displace it")]
-    NameTaken(String),
+    /// The other source runs a plugin under this name: a load does not
+    /// displace it, whichever source it comes from.
+    #[error("{holder} runs a plugin named `{name}`; this one does not displace it")]
+    NameTaken {
+        /// The name.
+        name: String,
+        /// Who runs it.
+        holder: crate::lifecycle::Owner,
+    },
     /// A plugin resource's spec cannot be run as it is.
     #[error(transparent)]
     Spec(#[from] SpecError),
@@ -100,10 +105,10 @@ pub enum Refused {
 
 impl Refused {
     /// How the load is counted.
-    pub fn result(&self) -> crate::LoadResult {
+    pub fn result(&self) -> crate::lifecycle::LoadResult {
         match self {
-            Self::Unserved { .. } => crate::LoadResult::Unserved,
-            _ => crate::LoadResult::Refused,
+            Self::Unserved { .. } => crate::lifecycle::LoadResult::Unserved,
+            _ => crate::lifecycle::LoadResult::Refused,
         }
     }
 
@@ -698,7 +703,12 @@ mod tests {
     async fn only_loads_of_new_code_should_be_pending() {
         let mut loads = Loads::<()>::default();
         let (release, held) = std::sync::mpsc::channel::<()>();
-        let refused = || Err(Refused::NameTaken("taken".to_owned()));
+        let refused = || {
+            Err(Refused::NameTaken {
+                name: "taken".to_owned(),
+                holder: crate::lifecycle::Owner::Directory,
+            })
+        };
         // A tier-up of `a` (started as `tier_up` does) and a new `b`.
         loads.start("a", (), move || {
             let _ = held.recv();

@@ -40,11 +40,12 @@
 //!    once.
 //!
 //! # `dev`
-//! Starts the embedded API server (workload simulation on), writes its
-//! kubeconfig, installs the `Plugin` and `ClusterPlugin` resources and
-//! every CustomResourceDefinition found among the plugin directory's
-//! `*.yaml` files, then runs the host against it with `trust_declarations`
-//! (the examples run as they declare).
+//! `cli/dev.rs` starts the embedded API server (workload simulation on),
+//! writes its kubeconfig and installs the CRDs (of `Plugin` and
+//! `ClusterPlugin`, and those among the plugin directory's `*.yaml`
+//! files) through a client like any other writer, then runs this with
+//! `trust_declarations` (the examples run as they declare). The daemon
+//! itself writes nothing to the cluster but through the engine.
 //!
 //! # Plugin resources
 //! When the cluster serves `Plugin` and `ClusterPlugin` (`kubewasm crds`),
@@ -55,21 +56,18 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
-use serde_json::Value;
 
 use kubewasm_engine::controller::Settings;
 use kubewasm_engine::discovery::{self, DiscoveryError};
 use kubewasm_engine::fair::DEFAULT_SHARE;
 use kubewasm_engine::informer::InitialList;
 use kubewasm_engine::leader::{self, LeaseConfig};
-use kubewasm_engine::loader::{Loaded, Loader, Loads, Prepared, Refused};
+use kubewasm_engine::lifecycle::Owner;
+use kubewasm_engine::loader::{Loaded, Loader, Loads, Prepared};
 use kubewasm_engine::plugin_dir::{PluginFiles, ScanError};
 use kubewasm_engine::plugin_resource::{PluginResources, ResourceOptions};
 use kubewasm_engine::ring::{self, RingConfig};
@@ -134,15 +132,6 @@ pub enum DaemonError {
         #[source]
         source: std::io::Error,
     },
-    /// A CustomResourceDefinition could not be installed.
-    #[error("failed to install {path}: {source}")]
-    Crd {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
 }
 
 /// How often the plugin directory is looked at, notified of a change or not.
@@ -158,7 +147,7 @@ async fn rescan(directory: &mut Directory, engine: &mut Engine) {
     match directory.loader.rescan(&mut directory.loads) {
         Ok(removed) => {
             for name in removed {
-                if engine.stop(&name).await {
+                if engine.stop_owned(&name, Owner::Directory).await {
                     engine.record_load(&name, LoadResult::Removed);
                     tracing::info!(plugin = %name, "plugin removed: stopped");
                 }
@@ -238,22 +227,12 @@ struct Directory {
 async fn run_loaded(
     engine: &mut Engine,
     directory: &mut Directory,
-    resources: Option<&PluginResources>,
     options: &HostOptions,
     name: &str,
     loaded: Loaded<PluginFiles>,
 ) {
     let Directory { loader, loads } = directory;
-    let loaded = match loaded.under(loader.discovered()) {
-        Loaded::Ready { origin, .. } if resources.is_some_and(|r| r.runs(name)) => {
-            Loaded::Refused {
-                origin,
-                error: Refused::NameTaken(name.to_owned()),
-            }
-        }
-        other => other,
-    };
-    match loaded {
+    match loaded.under(loader.discovered()) {
         Loaded::Ready {
             origin: files,
             prepared:
@@ -266,15 +245,23 @@ async fn run_loaded(
         } => {
             let digest = plugin.digest().to_owned();
             let plugin = Arc::new(plugin);
-            loads.tier_up(name, files.clone(), &plugin, &config, artifact);
             let settings = Settings {
-                config,
+                config: config.clone(),
                 share: options.shares.get(name).copied().unwrap_or(DEFAULT_SHARE),
                 ..Settings::default()
             };
-            let result = engine.run_loaded(plugin, settings, tier_up).await;
-            tracing::info!(plugin = %files.name, %digest, path = %files.component.display(),
-                "plugin {}", result.as_str());
+            match engine
+                .run_loaded(Arc::clone(&plugin), settings, tier_up, Owner::Directory)
+                .await
+            {
+                Ok(result) => {
+                    loads.tier_up(name, files.clone(), &plugin, &config, artifact);
+                    tracing::info!(plugin = %files.name, %digest, path = %files.component.display(),
+                        "plugin {}", result.as_str());
+                }
+                Err(error) => tracing::error!(plugin = %files.name,
+                    path = %files.component.display(), %error, "plugin refused"),
+            }
         }
         Loaded::Refused {
             origin: files,
@@ -310,12 +297,11 @@ async fn types_changed(
     directory.loader.types_changed(&mut directory.loads);
     let types = directory.loader.discovered().now();
     let gone: Vec<(String, _)> = engine
-        .names()
-        .filter(|name| !resources.as_ref().is_some_and(|r| r.runs(name)))
+        .owned(Owner::Directory)
         .filter_map(|name| Some((name.to_owned(), engine.unserved(name, &types.mapper)?)))
         .collect();
     for (name, error) in gone {
-        if engine.stop(&name).await {
+        if engine.stop_owned(&name, Owner::Directory).await {
             engine.record_load(&name, LoadResult::Unserved);
             tracing::warn!(plugin = %name, %error,
                 "a type the plugin declares is no longer served: stopped; it loads again once it is");
@@ -433,15 +419,7 @@ pub async fn run(
         };
         match next {
             Next::File(name, loaded) => {
-                run_loaded(
-                    &mut engine,
-                    &mut directory,
-                    resources.as_ref(),
-                    &options,
-                    &name,
-                    *loaded,
-                )
-                .await;
+                run_loaded(&mut engine, &mut directory, &options, &name, *loaded).await;
             }
             Next::Rescan => rescan(&mut directory, &mut engine).await,
             Next::Resource(event) => {
@@ -490,80 +468,4 @@ pub async fn run(
     server.abort();
     discovery_task.abort();
     Ok(())
-}
-
-/// Applies the CustomResourceDefinitions of `Plugin` and `ClusterPlugin`,
-/// and returns their names.
-///
-/// # Errors
-/// [`DaemonError::Crd`].
-pub async fn install_plugin_crds(client: &kube::Client) -> Result<Vec<String>, DaemonError> {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut installed = Vec::new();
-    for crd in kubewasm_engine::plugin_resource::crds() {
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        api.patch(
-            &name,
-            &PatchParams::apply("kubewasm-dev").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .map_err(|e| DaemonError::Crd {
-            path: PathBuf::from("kubewasm crds"),
-            source: Box::new(e),
-        })?;
-        installed.push(name);
-    }
-    Ok(installed)
-}
-
-/// Applies every CustomResourceDefinition among `dir`'s `*.yaml` files, and
-/// returns their names.
-///
-/// # Errors
-/// [`DaemonError::Crd`] naming the file.
-pub async fn install_crds(client: &kube::Client, dir: &Path) -> Result<Vec<String>, DaemonError> {
-    let entries = std::fs::read_dir(dir).map_err(|source| ScanError {
-        path: dir.to_owned(),
-        source,
-    })?;
-    let mut paths: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
-        .collect();
-    paths.sort();
-    let api: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ApiResource::erase::<CustomResourceDefinition>(&()),
-    );
-    let mut installed = Vec::new();
-    for path in paths {
-        let failed = |source: Box<dyn std::error::Error + Send + Sync>| DaemonError::Crd {
-            path: path.clone(),
-            source,
-        };
-        let text = std::fs::read_to_string(&path).map_err(|e| failed(Box::new(e)))?;
-        let objects =
-            kubewasm_runtime::replay::parse_objects(&text).map_err(|e| failed(Box::new(e)))?;
-        for crd in objects
-            .into_iter()
-            .filter(|o| o["kind"] == "CustomResourceDefinition")
-        {
-            let name = crd
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
-            api.patch(
-                &name,
-                &PatchParams::apply("kubewasm-dev").force(),
-                &Patch::Apply(&crd),
-            )
-            .await
-            .map_err(|e| failed(Box::new(e)))?;
-            installed.push(name);
-        }
-    }
-    Ok(installed)
 }

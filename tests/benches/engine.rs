@@ -42,8 +42,7 @@ async fn cluster() -> anyhow::Result<(ApiServer, Client)> {
     let (server, client) =
         in_process_cluster(kubewasm_apiserver::store::Store::new(1_000_000)).await?;
     // The example's CRD, installed as `kubewasm dev` installs it.
-    kubewasm::daemon::install_crds(&client, &workspace_root().join("plugins").join("myapp"))
-        .await?;
+    kubewasm::cli::install_crds(&client, &workspace_root().join("plugins").join("myapp")).await?;
     Ok((server, client))
 }
 

@@ -340,7 +340,7 @@ async fn main() -> anyhow::Result<()> {
     let rounds = if real { 60 } else { 3 };
     let (_server, client) =
         in_process_cluster(kubewasm_apiserver::store::Store::new(100_000)).await?;
-    kubewasm::daemon::install_plugin_crds(&client).await?;
+    kubewasm::cli::install_plugin_crds(&client).await?;
     for namespace in ["tenant-a", "tenant-b", "share-a", "share-b", "share-c"] {
         let object = serde_json::from_value(json!({"metadata": {"name": namespace}}))?;
         Api::<Namespace>::all(client.clone())

@@ -236,6 +236,89 @@ fn a_plugin_resource_should_load_swap_keep_its_last_good_version_suspend_and_sto
     );
 }
 
+/// A name is one source's at a time, whichever came first: a ClusterPlugin
+/// named as a directory plugin is refused (`NameTaken`), a directory
+/// plugin named as a ClusterPlugin is too, and neither's going stops the
+/// other's plugin.
+#[test]
+fn a_name_should_be_refused_the_same_way_from_either_source() {
+    let server = server_with_crds(&[]);
+    let registry = Registry::start();
+    let (source, digest) = registry.push(&test_plugin("misbehave"), "plugins/names:1");
+    let config = "mode: language\n";
+    let host = Host::start(
+        &server,
+        &[("first", test_plugin("misbehave"))],
+        &[("first.config.yaml", config)],
+        &["--plain-http"],
+    );
+    host.wait_ready();
+    let cluster_plugin = |name: &str| {
+        format!(
+            "apiVersion: kubewasm.dev/v1alpha1\nkind: ClusterPlugin\nmetadata:\n  name: {name}\n\
+             spec:\n  source: {source}\n  config:\n    {config}"
+        )
+    };
+    let cluster_status = |name: &str| {
+        get_json(&server, &["clusterplugin", name])
+            .map(|p| p["status"].clone())
+            .unwrap_or(Value::Null)
+    };
+    let loads = |name: &str, result: &str| {
+        counted(
+            &host,
+            &format!(r#"kubewasm_plugin_loads_total{{plugin="{name}",result="{result}"}}"#),
+        )
+    };
+
+    // The directory came first: the resource is refused by the name.
+    apply_text(&server, &cluster_plugin("first"));
+    eventually_showing(
+        "the ClusterPlugin named as the directory's plugin is refused",
+        &host,
+        || format!("{:#}", cluster_status("first")),
+        || {
+            let status = cluster_status("first");
+            let degraded = condition(&status, "Degraded");
+            status["phase"] == "Failed"
+                && degraded["reason"] == "NameTaken"
+                && degraded["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("the plugin directory"))
+        },
+    );
+    assert_eq!(loads("first", "loaded"), 1.0, "the directory's, once");
+
+    // The resource came first: the file is refused by the name ...
+    apply_text(&server, &cluster_plugin("second"));
+    eventually("the ClusterPlugin runs", &host, || {
+        let status = cluster_status("second");
+        status["phase"] == "Running" && status["digest"] == digest.as_str()
+    });
+    std::fs::write(host.dir().join("second.config.yaml"), config).expect("config written");
+    host.put_plugin("second", &test_plugin("misbehave"));
+    eventually(
+        "the file named as the ClusterPlugin is refused",
+        &host,
+        || {
+            loads("second", "refused") >= 1.0
+                && host
+                    .log()
+                    .contains("a Plugin or ClusterPlugin resource runs a plugin named `second`")
+        },
+    );
+    // ... and its going stops nothing of the resource's.
+    host.remove_plugin("second");
+    let rescans = Duration::from_secs(3);
+    std::thread::sleep(rescans);
+    assert_eq!(loads("second", "removed"), 0.0, "{}", host.log());
+    let status = cluster_status("second");
+    assert_eq!(status["phase"], "Running", "{status:#}");
+    assert_eq!(loads("second", "loaded"), 1.0);
+    // The directory's plugin is still the directory's.
+    assert_eq!(loads("first", "removed"), 0.0);
+}
+
 #[test]
 fn pull_secrets_should_open_a_private_registry_to_their_own_namespace_only() {
     let server = server_with_crds(&[]);

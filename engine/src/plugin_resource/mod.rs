@@ -49,8 +49,10 @@
 //! namespace, its reads and writes reach only it, and its pull secrets are
 //! read only from it. With impersonation on, its writes are made as the
 //! ServiceAccount `<account>` of its namespace. A `ClusterPlugin` runs as
-//! its name, reaching the namespaces of its grants; a directory plugin of
-//! the same name is never displaced by one.
+//! its name, reaching the namespaces of its grants. A name is one source's
+//! at a time ([`crate::lifecycle`]): a resource does not displace a directory
+//! plugin of its name, nor a directory plugin a resource's, and neither's
+//! going stops the other's (`NameTaken`, from either side).
 //!
 //! # Status and events
 //! Written with server-side apply (field manager `kubewasm`) on the status
@@ -76,12 +78,14 @@ use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::task::JoinSet;
 
+use crate::Engine;
 use crate::controller::Settings;
+use crate::lifecycle::LoadResult;
+use crate::lifecycle::Owner;
 use crate::listing::Key;
 use crate::loader::{Loaded, Loads, Prepared, Refused};
 use crate::queue::{Backoff, Done, Priority, WorkQueue};
 use crate::rights::{Reads, RightsError};
-use crate::{Engine, LoadResult};
 use spec::{Asked, load};
 pub use spec::{Generation, ResourceId, ResourceOptions};
 use status::{Refusal, Tracked};
@@ -263,13 +267,6 @@ impl PluginResources {
         self.synced() && self.queue.is_idle()
     }
 
-    /// Whether the plugin `name` runs from a resource.
-    pub fn runs(&self, name: &str) -> bool {
-        self.tracked
-            .iter()
-            .any(|(id, t)| t.running.is_some() && id.plugin_name() == name)
-    }
-
     /// What the resource `id` asks for now, if it exists.
     fn asked(&self, id: &ResourceId) -> Option<Asked> {
         match &id.namespace {
@@ -291,7 +288,7 @@ impl PluginResources {
         let Some(asked) = self.asked(id) else {
             self.loads.cancel(&name);
             if self.tracked.remove(id).is_some_and(|t| t.running.is_some())
-                && engine.stop(&name).await
+                && engine.stop_owned(&name, Owner::Resource).await
             {
                 engine.record_load(&name, LoadResult::Removed);
                 tracing::info!(resource = %id, plugin = %name, "plugin resource deleted: stopped");
@@ -335,7 +332,7 @@ impl PluginResources {
             };
             tracing::warn!(resource = %id, plugin = %name, error = %refused,
                 "a type the plugin declares is no longer served: stopped");
-            if engine.stop(&name).await {
+            if engine.stop_owned(&name, Owner::Resource).await {
                 engine.record_load(&name, LoadResult::Unserved);
             }
             self.refuse(id, &refused);
@@ -349,7 +346,9 @@ impl PluginResources {
                 tracked.suspended = true;
                 tracked.refused = None;
                 tracked.observed = Some(asked.generation);
-                if tracked.running.take().is_some() && engine.stop(&name).await {
+                if tracked.running.take().is_some()
+                    && engine.stop_owned(&name, Owner::Resource).await
+                {
                     engine.record_load(&name, LoadResult::Removed);
                 }
                 tracing::info!(resource = %id, plugin = %name, "plugin suspended");
@@ -407,7 +406,9 @@ impl PluginResources {
                 tracing::error!(resource = %id, plugin = %name, error = %refused,
                     "the tenant's account lost a right its plugin reads with: stopped");
                 tracked.reads = None;
-                if tracked.running.take().is_some() && engine.stop(&name).await {
+                if tracked.running.take().is_some()
+                    && engine.stop_owned(&name, Owner::Resource).await
+                {
                     engine.record_load(&name, LoadResult::Removed);
                 }
                 self.refuse(&id, &refused);
@@ -464,7 +465,6 @@ impl PluginResources {
         let current = self
             .asked(&origin.id)
             .is_some_and(|a| a.uid == origin.uid && a.generation == origin.generation);
-        let runs_here = self.runs(&name);
         let Some(tracked) = self
             .tracked
             .get_mut(&origin.id)
@@ -476,7 +476,9 @@ impl PluginResources {
             // The optimized code of the version running: no key waits on it.
             match loaded {
                 Loaded::Ready { prepared, .. } => {
-                    self.run(engine, &name, &origin, prepared).await;
+                    if let Err(error) = self.run(engine, &name, &origin, prepared).await {
+                        tracing::warn!(plugin = %name, %error, "optimized code refused");
+                    }
                 }
                 Loaded::Refused { error, .. } => {
                     tracing::warn!(plugin = %name, %error,
@@ -492,27 +494,20 @@ impl PluginResources {
         }
         tracked.observed = Some(origin.generation);
         match loaded {
-            Loaded::Ready { prepared, .. } if engine.running(&name) && !runs_here => {
-                drop(prepared);
-                let message = format!(
-                    "a plugin named `{name}` runs from the plugin directory; this resource does not displace it"
-                );
-                tracing::error!(resource = %origin.id, plugin = %name, "{message}");
-                tracked.refused = Some(Refusal {
-                    reason: "NameTaken",
-                    message,
-                    may_pass: false,
-                    on_rbac: false,
-                    unserved_at: None,
-                });
-            }
             Loaded::Ready { prepared, .. } => {
                 let reads = Reads::of(prepared.plugin.declaration());
-                let running = self.run(engine, &name, &origin, prepared).await;
-                if let Some(tracked) = self.tracked.get_mut(&origin.id) {
-                    tracked.running = Some(running);
-                    tracked.reads = Some(reads);
-                    tracked.refused = None;
+                match self.run(engine, &name, &origin, prepared).await {
+                    Ok(running) => {
+                        if let Some(tracked) = self.tracked.get_mut(&origin.id) {
+                            tracked.running = Some(running);
+                            tracked.reads = Some(reads);
+                            tracked.refused = None;
+                        }
+                    }
+                    Err(error) => {
+                        tracing::error!(resource = %origin.id, plugin = %name, %error, "plugin refused");
+                        self.refuse(&origin.id, &error);
+                    }
                 }
             }
             Loaded::Refused { error, .. } => {
@@ -536,13 +531,17 @@ impl PluginResources {
     /// Runs a loaded version of a resource's plugin: swapped in for the
     /// running one, or started, its optimized code then loaded in the
     /// background. Its digest (empty when it came from no artifact).
+    ///
+    /// # Errors
+    /// [`Refused::NameTaken`] when the plugin directory runs a plugin of
+    /// its name.
     async fn run(
         &mut self,
         engine: &mut Engine,
         name: &str,
         origin: &Generation,
         prepared: Prepared,
-    ) -> String {
+    ) -> Result<String, Refused> {
         let Prepared {
             plugin,
             config,
@@ -570,17 +569,15 @@ impl PluginResources {
             ..defaults
         };
         let plugin = Arc::new(plugin);
-        self.loads.tier_up(
-            name,
-            origin.clone(),
-            &plugin,
-            &settings.config,
-            artifact.clone(),
-        );
-        let result = engine.run_loaded(plugin, settings, tier_up).await;
+        let config = settings.config.clone();
+        let result = engine
+            .run_loaded(Arc::clone(&plugin), settings, tier_up, Owner::Resource)
+            .await?;
+        self.loads
+            .tier_up(name, origin.clone(), &plugin, &config, artifact.clone());
         tracing::info!(resource = %origin.id, plugin = %name, digest = ?artifact,
             generation = origin.generation, "plugin {}", result.as_str());
-        artifact.unwrap_or_default()
+        Ok(artifact.unwrap_or_default())
     }
 
     /// Writes the status of `id` if it differs from what its object shows

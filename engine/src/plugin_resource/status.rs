@@ -71,7 +71,7 @@ impl Refusal {
             Refused::Oci(_) => "PullFailed",
             Refused::Config { .. } => "ConfigRefused",
             Refused::Grants(_) | Refused::NoGrants { .. } => "InvalidGrants",
-            Refused::NameTaken(_) => "NameTaken",
+            Refused::NameTaken { .. } => "NameTaken",
             Refused::Spec(SpecError::PullSecret { .. }) => "PullSecretUnreadable",
             Refused::Spec(_) => "InvalidSpec",
             Refused::Rights(RightsError::Missing(_)) => "ReadsForbidden",

@@ -6,6 +6,10 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use serde_json::Value;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kubewasm_apiserver::http::api::ApiConfig;
 use kubewasm_engine::informer::InitialList;
 use kubewasm_runtime::InstanceReuse;
@@ -71,8 +75,8 @@ pub(super) fn run(args: Args) -> Result<(), CliError> {
         )
         .await?;
         let client = client(Some(&kubeconfig_out)).await?;
-        let mut crds = crate::daemon::install_plugin_crds(&client).await?;
-        crds.extend(crate::daemon::install_crds(&client, &options.plugins).await?);
+        let mut crds = install_plugin_crds(&client).await?;
+        crds.extend(install_crds(&client, &options.plugins).await?);
         let plugins: Vec<String> = kubewasm_engine::plugin_dir::scan(&options.plugins)
             .map(|listing| listing.plugins().map(|p| p.name.clone()).collect())
             .unwrap_or_default();
@@ -142,6 +146,82 @@ fn tries(dir: &Path, crds: &[String]) -> Vec<String> {
         );
     }
     lines
+}
+
+/// Applies the CustomResourceDefinitions of `Plugin` and `ClusterPlugin`,
+/// and returns their names.
+///
+/// # Errors
+/// [`CliError::Crd`].
+pub async fn install_plugin_crds(client: &kube::Client) -> Result<Vec<String>, CliError> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut installed = Vec::new();
+    for crd in kubewasm_engine::plugin_resource::crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.patch(
+            &name,
+            &PatchParams::apply("kubewasm-dev").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .map_err(|e| CliError::Crd {
+            path: PathBuf::from("kubewasm crds"),
+            source: Box::new(e),
+        })?;
+        installed.push(name);
+    }
+    Ok(installed)
+}
+
+/// Applies every CustomResourceDefinition among `dir`'s `*.yaml` files, and
+/// returns their names.
+///
+/// # Errors
+/// [`CliError::Crd`] naming the file.
+pub async fn install_crds(client: &kube::Client, dir: &Path) -> Result<Vec<String>, CliError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| CliError::Read {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+        .collect();
+    paths.sort();
+    let api: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::erase::<CustomResourceDefinition>(&()),
+    );
+    let mut installed = Vec::new();
+    for path in paths {
+        let failed = |source: Box<dyn std::error::Error + Send + Sync>| CliError::Crd {
+            path: path.clone(),
+            source,
+        };
+        let text = std::fs::read_to_string(&path).map_err(|e| failed(Box::new(e)))?;
+        let objects =
+            kubewasm_runtime::replay::parse_objects(&text).map_err(|e| failed(Box::new(e)))?;
+        for crd in objects
+            .into_iter()
+            .filter(|o| o["kind"] == "CustomResourceDefinition")
+        {
+            let name = crd
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            api.patch(
+                &name,
+                &PatchParams::apply("kubewasm-dev").force(),
+                &Patch::Apply(&crd),
+            )
+            .await
+            .map_err(|e| failed(Box::new(e)))?;
+            installed.push(name);
+        }
+    }
+    Ok(installed)
 }
 
 #[cfg(test)]

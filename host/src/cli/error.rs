@@ -91,6 +91,15 @@ pub enum CliError {
     /// The host failed.
     #[error(transparent)]
     Daemon(#[from] crate::daemon::DaemonError),
+    /// A CustomResourceDefinition could not be installed (`kubewasm dev`).
+    #[error("failed to install {path}: {source}")]
+    Crd {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: BoxError,
+    },
     /// A push or a pull failed.
     #[error(transparent)]
     Oci(#[from] oci::OciError),

@@ -28,6 +28,8 @@ use clap::{Parser, Subcommand};
 
 use flags::LogFormat;
 
+#[cfg(feature = "apiserver")]
+pub use dev::{install_crds, install_plugin_crds};
 pub use error::CliError;
 
 /// kubewasm: Kubernetes controllers whose reconcile logic runs in sandboxed

@@ -29,17 +29,21 @@ pub(super) fn answer_v1(answer: Result<v1::Outcome, v1::Failure>) -> Answer {
 
 /// A 0.2.0 answer in the host's types.
 pub(super) fn answer_v2(answer: Result<v2::Outcome, v2::Failure>) -> Answer {
-    answer
-        .map(|outcome| Outcome {
-            desired: outcome
-                .actions
-                .into_iter()
-                .map(|action| Desired::from(exports::Action::from(action)))
-                .collect(),
-            requeue_after: outcome.requeue_after_ms.map(Duration::from_millis),
-            finalizer: outcome.finalizer,
-        })
-        .map_err(|failure| failure.message)
+    self::answer(
+        answer
+            .map(|outcome| exports::Outcome {
+                actions: outcome
+                    .actions
+                    .into_iter()
+                    .map(exports::Action::from)
+                    .collect(),
+                requeue_after_ms: outcome.requeue_after_ms,
+                finalizer: outcome.finalizer,
+            })
+            .map_err(|failure| exports::Failure {
+                message: failure.message,
+            }),
+    )
 }
 
 /// A current answer in the host's types.
@@ -64,29 +68,25 @@ pub(super) fn request(request: &Request, primary: &ResourceType) -> exports::Req
     }
 }
 
-impl From<&exports::Request> for v2::Request {
-    fn from(r: &exports::Request) -> Self {
-        Self {
-            key: r.key.clone(),
-            type_: r.type_.clone(),
-            config: r.config.clone(),
-            retries: r.retries,
-            last_failure: r.last_failure.clone(),
+/// A request in the previous version's types (the same record).
+macro_rules! downgrade_request {
+    ($from:ty => $to:ty) => {
+        impl From<&$from> for $to {
+            fn from(r: &$from) -> Self {
+                Self {
+                    key: r.key.clone(),
+                    type_: r.type_.clone(),
+                    config: r.config.clone(),
+                    retries: r.retries,
+                    last_failure: r.last_failure.clone(),
+                }
+            }
         }
-    }
+    };
 }
 
-impl From<&v2::Request> for v1::Request {
-    fn from(r: &v2::Request) -> Self {
-        Self {
-            key: r.key.clone(),
-            type_: r.type_.clone(),
-            config: r.config.clone(),
-            retries: r.retries,
-            last_failure: r.last_failure.clone(),
-        }
-    }
-}
+downgrade_request!(exports::Request => v2::Request);
+downgrade_request!(v2::Request => v1::Request);
 
 /// A declaration of one version in the next one's types, the primary
 /// selector given (0.1.0 has none) and the secondaries' new fields (0.3.0's
