@@ -105,6 +105,16 @@ impl Plugin {
         self.limits
     }
 
+    /// Whether `other` is this plugin on its other tier's code
+    /// ([`Self::optimized`]): the same component, declaration, grants and
+    /// limits, so its calls answer as this one's do.
+    pub fn same_plugin(&self, other: &Self) -> bool {
+        self.code.digest == other.code.digest
+            && Arc::ptr_eq(&self.declaration, &other.declaration)
+            && Arc::ptr_eq(&self.grants, &other.grants)
+            && self.limits == other.limits
+    }
+
     /// Whether this runs the baseline compiler's code ([`Self::optimized`]
     /// has the optimizing compiler's).
     pub fn is_baseline(&self) -> bool {

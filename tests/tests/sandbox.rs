@@ -430,6 +430,8 @@ fn baseline_code_should_hold_the_same_sandbox_until_its_optimized_code_takes_ove
         .expect("the optimizing compiler takes it");
     assert!(!optimized.is_baseline());
     assert_eq!(optimized.digest(), plugin.digest());
+    // The same plugin on other code: what its calls remembered still holds.
+    assert!(optimized.same_plugin(&plugin));
     assert_everything_still_reconciles(&optimized);
     kubewasm_tests::assert_stopped_at_deadline(DEADLINE, || {
         kubewasm_runtime::step::reconcile(&optimized, configmap_cache(), &request("loop"))
@@ -440,6 +442,8 @@ fn baseline_code_should_hold_the_same_sandbox_until_its_optimized_code_takes_ove
         .expect("loads");
     assert!(!again.is_baseline());
     assert_eq!(runtime.components(), 1);
+    // Another load is another plugin (its grants may differ).
+    assert!(!again.same_plugin(&plugin));
 }
 
 #[test]

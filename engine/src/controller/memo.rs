@@ -7,8 +7,10 @@
 //! list's fingerprint), what its outcome wrote (each object applied, with
 //! the resourceVersion the write gave it, each deleted: a child someone
 //! deleted or edited since is applied again, read or not), and the version of the plugin it ran on (which
-//! holds the component's digest, hence its contract version, and the
-//! configuration: a swap makes a new one). The clock is not an input: a
+//! holds the component's digest, hence its contract version, its grants
+//! and limits, and the configuration: a swap makes a new one, but for the
+//! same plugin on its optimized code, which answers alike and keeps the
+//! version's serial). The clock is not an input: a
 //! plugin that depends on time asks for `requeue-after`.
 //!
 //! # Rules

@@ -159,12 +159,16 @@ pub enum SwapError {
 }
 
 /// A version of `plugin` subscribed to the primary's informer and each
-/// secondary's, their changes mapped to keys of the queue of `targets`.
+/// secondary's, their changes mapped to keys of the queue of `targets`;
+/// told apart from every other version by its serial, or by `serial` (the
+/// same plugin on its other tier's code answers as the version it replaces:
+/// what its calls remembered still holds).
 fn subscribe(
     plugin: Arc<Plugin>,
     settings: &Settings,
     shared: &Shared,
     targets: &Targets,
+    serial: Option<u64>,
 ) -> Version {
     let declaration = plugin.declaration();
     let primary = declaration.primary.clone();
@@ -224,7 +228,8 @@ fn subscribe(
     }
     static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     Version {
-        serial: SERIALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        serial: serial
+            .unwrap_or_else(|| SERIALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)),
         flow: settings.flow(&plugin),
         config: settings.config.clone(),
         plugin,
@@ -259,7 +264,7 @@ impl Controller {
             triggers: Arc::default(),
             departed: Arc::default(),
         };
-        let version = subscribe(plugin, &settings, shared, &targets);
+        let version = subscribe(plugin, &settings, shared, &targets, None);
         let current = Current(Arc::new(RwLock::new(Arc::new(version))));
 
         let worker = Worker {
@@ -341,8 +346,12 @@ impl Controller {
             });
         }
         let digest = plugin.digest().to_owned();
+        let current = self.current.get();
+        let serial = (current.plugin.same_plugin(&plugin) && current.config == settings.config)
+            .then_some(current.serial);
+        drop(current);
         self.current
-            .replace(|| subscribe(plugin, settings, shared, &self.targets));
+            .replace(|| subscribe(plugin, settings, shared, &self.targets, serial));
         tracing::info!(plugin = %self.name, %digest, "plugin swapped");
         Ok(())
     }
