@@ -41,6 +41,7 @@ mod read;
 mod representation;
 mod request;
 mod route;
+mod server_side_apply;
 mod shape;
 mod slots;
 mod strategy;
