@@ -63,14 +63,17 @@ use std::sync::Arc;
 use controller::{Controller, Settings, Shared};
 use kubewasm_runtime::Plugin;
 use kubewasm_runtime::mapper::{MapperError, RestMapper};
-pub use lifecycle::LoadResult;
+pub use lifecycle::owner::LoadResult;
 
 /// Every plugin of the host, run as controllers over shared informers.
 pub struct Engine {
     shared: Shared,
     controllers: Vec<Controller>,
     /// Who runs each plugin a load gave ([`Self::run_loaded`]).
-    owners: std::collections::HashMap<String, lifecycle::Owner>,
+    owners: std::collections::HashMap<String, lifecycle::owner::Owner>,
+    /// Names whose plugin stopped since [`Self::take_freed`] was last
+    /// called: the other source may run its plugin under them now.
+    freed: Vec<String>,
 }
 
 impl Engine {
@@ -95,6 +98,7 @@ impl Engine {
             },
             controllers: Vec::new(),
             owners: std::collections::HashMap::new(),
+            freed: Vec::new(),
         }
     }
 
@@ -178,17 +182,16 @@ impl Engine {
     ///
     /// # Errors
     /// [`loader::Refused::NameTaken`] when the other owner runs a plugin
-    /// of its name: nothing changes (the load counts as refused).
+    /// of its name: nothing changes (the caller counts the refusal).
     pub async fn run_loaded(
         &mut self,
         plugin: Arc<Plugin>,
         settings: Settings,
         tier_up: bool,
-        owner: lifecycle::Owner,
+        owner: lifecycle::owner::Owner,
     ) -> Result<LoadResult, loader::Refused> {
         let name = plugin.declaration().name.clone();
         if let Some(holder) = self.owners.get(&name).filter(|holder| **holder != owner) {
-            self.record_load(&name, LoadResult::Refused);
             return Err(loader::Refused::NameTaken {
                 name,
                 holder: *holder,
@@ -205,17 +208,20 @@ impl Engine {
         Ok(result)
     }
 
-    /// The plugins `owner` runs, by name.
-    pub fn owned(&self, owner: lifecycle::Owner) -> impl Iterator<Item = &str> {
-        self.owners
-            .iter()
-            .filter(move |(_, o)| **o == owner)
-            .map(|(name, _)| name.as_str())
+    /// Who runs the plugin `name`, if a load gave it.
+    pub fn holder(&self, name: &str) -> Option<lifecycle::owner::Owner> {
+        self.owners.get(name).copied()
+    }
+
+    /// The names whose plugin stopped since the last call, in the order
+    /// they stopped.
+    pub fn take_freed(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.freed)
     }
 
     /// [`Self::stop`], if `owner` runs the plugin `name`: a source stops
     /// only its own plugins. Whether it was running.
-    pub async fn stop_owned(&mut self, name: &str, owner: lifecycle::Owner) -> bool {
+    pub async fn stop_owned(&mut self, name: &str, owner: lifecycle::owner::Owner) -> bool {
         if self.owners.get(name) != Some(&owner) {
             return false;
         }
@@ -255,6 +261,7 @@ impl Engine {
         };
         self.controllers.swap_remove(index).shutdown().await;
         self.owners.remove(name);
+        self.freed.push(name.to_owned());
         self.shared.metrics.forget(name);
         true
     }

@@ -1,16 +1,14 @@
-//! Loading plugins: the loads in flight ([`Loads`]), and the plugins of a
-//! directory, loaded again whenever it changes ([`Loader`]).
+//! Loading plugins: one plugin from its files ([`load`]) or from any
+//! component and setup ([`prepare`], which `Plugin` resources load through
+//! as well), and the loads in flight ([`Loads`]).
 //!
 //! # Expected flow
-//! [`Loader::rescan`] looks at the directory ([`plugin_dir::scan`]) and, for
-//! each plugin added or changed since the last look, starts loading it
+//! A source of plugins ([`crate::lifecycle`]) starts loading a plugin
 //! ([`Loads::spawn`]) on a blocking thread: grants, component (compiled, or
 //! precompiled from the cache; pulled from its registry for a `NAME.oci`
 //! reference, or taken from the artifact cache when pinned by a digest it
-//! holds), configuration checked against its schema ([`prepare`], which
-//! `Plugin` resources load through as well). Several load at once.
-//! It returns the plugins removed. [`Loads::next`] waits for the next load
-//! to finish.
+//! holds), configuration checked against its schema. Several load at
+//! once. [`Loads::next`] waits for the next load to finish.
 //!
 //! # Guarantees
 //! - **Only the latest counts.** A plugin that changes again while it loads
@@ -25,7 +23,7 @@
 //!   [`Loaded::Refused`] with its reason; what the caller runs meanwhile is
 //!   its business (the daemon keeps the running version).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -33,7 +31,7 @@ use tokio::task::JoinSet;
 
 use crate::discovery::Discovered;
 use crate::oci::{self, Artifacts, OciError};
-use crate::plugin_dir::{self, Change, Listing, PluginFiles, ScanError};
+use crate::plugin_dir::PluginFiles;
 use crate::signature::{self, PublicKeys, SignatureError};
 use kubewasm_runtime::declaration::DeclarationError;
 use kubewasm_runtime::grants::{GrantsFileError, OperatorGrants};
@@ -79,7 +77,7 @@ pub enum Refused {
         /// The name.
         name: String,
         /// Who runs it.
-        holder: crate::lifecycle::Owner,
+        holder: crate::lifecycle::owner::Owner,
     },
     /// A plugin resource's spec cannot be run as it is.
     #[error(transparent)]
@@ -105,11 +103,24 @@ pub enum Refused {
 
 impl Refused {
     /// How the load is counted.
-    pub fn result(&self) -> crate::lifecycle::LoadResult {
+    pub fn result(&self) -> crate::lifecycle::owner::LoadResult {
         match self {
-            Self::Unserved { .. } => crate::lifecycle::LoadResult::Unserved,
-            _ => crate::lifecycle::LoadResult::Refused,
+            Self::Unserved { .. } => crate::lifecycle::owner::LoadResult::Unserved,
+            _ => crate::lifecycle::owner::LoadResult::Refused,
         }
+    }
+
+    /// Whether the same load may pass with time alone (a registry not
+    /// reached, a pull secret not readable yet, an access review that
+    /// failed): it is tried again with backoff.
+    pub fn may_pass(&self) -> bool {
+        matches!(
+            self,
+            Self::Oci(OciError::Registry { .. })
+                | Self::Spec(SpecError::PullSecret { .. })
+                | Self::Rights(crate::rights::RightsError::Review { .. })
+                | Self::Signature(SignatureError::Oci(OciError::Registry { .. }))
+        )
     }
 
     /// The epoch of the cluster's types at which a type this plugin
@@ -557,145 +568,37 @@ impl<O: Send + 'static> Loads<O> {
     }
 }
 
-/// The plugins of one directory, loaded as it changes (see the module
-/// documentation).
-pub struct Loader {
-    dir: PathBuf,
-    sources: Sources,
-    listing: Listing,
-    /// Plugins waiting for a type they declare to be served: loaded again
-    /// whenever the cluster's types change.
-    waiting: BTreeSet<String>,
-}
-
-impl Loader {
-    /// A loader of `dir` that has looked at nothing yet.
-    pub fn new(dir: &Path, sources: Sources) -> Self {
-        Self {
-            dir: dir.to_owned(),
-            sources,
-            listing: Listing::default(),
-            waiting: BTreeSet::new(),
-        }
-    }
-
-    /// The cluster's types its plugins are loaded against.
-    pub fn discovered(&self) -> &Discovered {
-        &self.sources.discovered
-    }
-
-    /// Starts loading the plugin `name` as its files are now, if it has
-    /// any.
-    fn load_again<O: From<PluginFiles> + Send + 'static>(&self, name: &str, loads: &mut Loads<O>) {
-        if let Some(files) = self.listing.plugins().find(|f| f.name == name) {
-            let (files, sources) = (files.clone(), self.sources.clone());
-            loads.spawn(name, O::from(files.clone()), move || load(&sources, &files));
-        }
-    }
-
-    /// The plugin `name` waits for a type it declares, not served at
-    /// `epoch`: it is loaded again when the types change (at once if they
-    /// changed since).
-    pub fn wait<O: From<PluginFiles> + Send + 'static>(
-        &mut self,
-        name: &str,
-        epoch: u64,
-        loads: &mut Loads<O>,
-    ) {
-        if epoch == self.sources.discovered.epoch() {
-            self.waiting.insert(name.to_owned());
-        } else {
-            self.load_again(name, loads);
-        }
-    }
-
-    /// The cluster's types changed: every plugin waiting for one is
-    /// loaded again (those still waiting come back refused, and wait).
-    pub fn types_changed<O: From<PluginFiles> + Send + 'static>(&mut self, loads: &mut Loads<O>) {
-        for name in std::mem::take(&mut self.waiting) {
-            tracing::info!(plugin = %name, "the cluster's types changed: loading it again");
-            self.load_again(&name, loads);
-        }
-    }
-
-    /// Looks at the directory: starts loading (into `loads`) what was
-    /// added or changed, and returns the names of the plugins removed.
-    ///
-    /// # Errors
-    /// [`ScanError`] if the directory cannot be read (nothing changes).
-    pub fn rescan<O: From<PluginFiles> + Send + 'static>(
-        &mut self,
-        loads: &mut Loads<O>,
-    ) -> Result<Vec<String>, ScanError> {
-        let now = plugin_dir::scan(&self.dir)?;
-        let mut removed = Vec::new();
-        for change in self.listing.changes(&now) {
-            match change {
-                Change::Added(files) | Change::Changed(files) => {
-                    self.waiting.remove(&files.name);
-                    tracing::info!(plugin = %files.name, path = %files.component.display(),
-                        "loading plugin (compiled on first load, cached after)");
-                    let (name, sources) = (files.name.clone(), self.sources.clone());
-                    loads.spawn(&name, O::from(files.clone()), move || {
-                        load(&sources, &files)
-                    });
-                }
-                Change::Removed(name) => {
-                    loads.cancel(&name);
-                    self.waiting.remove(&name);
-                    removed.push(name);
-                }
-            }
-        }
-        self.listing = now;
-        Ok(removed)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kubewasm_runtime::RuntimeConfig;
 
-    fn loader(dir: &Path, trust: bool) -> (Loader, Loads<PluginFiles>) {
-        let runtime = Runtime::new(RuntimeConfig::default().pooling(false)).expect("engine");
-        let sources = Sources {
-            runtime,
-            discovered: Discovered::fixed(kubewasm_runtime::mapper::RestMapper::builtin()),
-            trust,
-            artifacts: Artifacts::new(dir.join("artifacts"), oci::Access::default()),
-            required_signatures: PublicKeys::default(),
-        };
-        (Loader::new(dir, sources), Loads::default())
-    }
-
-    fn refused_names(loaded: Option<(String, Loaded<PluginFiles>)>) -> Option<String> {
-        match loaded? {
-            (name, Loaded::Refused { .. }) => Some(name),
-            (name, Loaded::Ready { .. }) => panic!("{name} is no component"),
-        }
+    fn refused() -> Result<Prepared, Refused> {
+        Err(Refused::NameTaken {
+            name: "taken".to_owned(),
+            holder: crate::lifecycle::owner::Owner::Directory,
+        })
     }
 
     #[tokio::test]
     async fn only_the_latest_load_of_a_plugin_should_count() {
-        let dir = tempfile::tempdir().expect("dir");
-        let write = |name: &str, text: &str| {
-            std::fs::write(dir.path().join(name), text).expect("written");
-        };
-        let (mut loader, mut loads) = loader(dir.path(), true);
-        write("a.wasm", "not wasm");
-        write("b.wasm", "not wasm either");
-        assert!(loader.rescan(&mut loads).expect("scanned").is_empty());
-        // a changes while its first load may still run; b goes.
-        write("a.wasm", "still not wasm, but longer");
-        std::fs::remove_file(dir.path().join("b.wasm")).expect("removed");
-        assert_eq!(loader.rescan(&mut loads).expect("scanned"), ["b"]);
-        assert_eq!(refused_names(loads.next().await).as_deref(), Some("a"));
-        assert_eq!(
-            refused_names(loads.next().await),
-            None,
-            "one result for a, none for b"
+        let mut loads = Loads::<u32>::default();
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        // a's first load runs while a second one starts; b is cancelled.
+        loads.spawn("a", 1, move || {
+            let _ = held.recv();
+            refused()
+        });
+        loads.spawn("a", 2, refused);
+        loads.spawn("b", 1, refused);
+        loads.cancel("b");
+        release.send(()).expect("the first load waits");
+        let (name, loaded) = loads.next().await.expect("a");
+        assert_eq!(name, "a");
+        assert!(
+            matches!(loaded, Loaded::Refused { origin: 2, .. }),
+            "{loaded:?}"
         );
+        assert!(loads.next().await.is_none(), "one result for a, none for b");
         assert_eq!(loads.pending(), 0);
     }
 
@@ -703,12 +606,6 @@ mod tests {
     async fn only_loads_of_new_code_should_be_pending() {
         let mut loads = Loads::<()>::default();
         let (release, held) = std::sync::mpsc::channel::<()>();
-        let refused = || {
-            Err(Refused::NameTaken {
-                name: "taken".to_owned(),
-                holder: crate::lifecycle::Owner::Directory,
-            })
-        };
         // A tier-up of `a` (started as `tier_up` does) and a new `b`.
         loads.start("a", (), move || {
             let _ = held.recv();
@@ -722,46 +619,5 @@ mod tests {
         release.send(()).expect("a waits");
         let (second, _) = loads.next().await.expect("a");
         assert_eq!(second, "a");
-    }
-
-    #[tokio::test]
-    async fn a_refusal_should_say_why() {
-        let dir = tempfile::tempdir().expect("dir");
-        std::fs::write(dir.path().join("a.wasm"), "not wasm").expect("written");
-        let (mut untrusted, mut loads) = loader(dir.path(), false);
-        untrusted.rescan(&mut loads).expect("scanned");
-        match loads.next().await {
-            Some((
-                _,
-                Loaded::Refused {
-                    error: Refused::NoGrants { grants },
-                    ..
-                },
-            )) => {
-                assert_eq!(grants, dir.path().join("a.grants.yaml"));
-            }
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_reference_that_cannot_be_fetched_should_be_refused_with_the_registry_named() {
-        let dir = tempfile::tempdir().expect("dir");
-        std::fs::write(dir.path().join("bad.oci"), "oci://Not A Reference\n").expect("written");
-        std::fs::write(dir.path().join("gone.oci"), "127.0.0.1:1/plugins/gone:1\n")
-            .expect("written");
-        let (mut loader, mut loads) = loader(dir.path(), true);
-        loader.rescan(&mut loads).expect("scanned");
-        let mut errors = Vec::new();
-        while let Some((name, loaded)) = loads.next().await {
-            match loaded {
-                Loaded::Refused { error, .. } => errors.push((name, error.to_string())),
-                Loaded::Ready { .. } => panic!("{name} loaded"),
-            }
-        }
-        errors.sort();
-        assert_eq!(errors.len(), 2, "{errors:?}");
-        assert!(errors[0].1.contains("invalid OCI reference"), "{errors:?}");
-        assert!(errors[1].1.contains("registry 127.0.0.1:1"), "{errors:?}");
     }
 }

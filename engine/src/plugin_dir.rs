@@ -87,8 +87,10 @@ impl PluginFiles {
 /// Inode, length and modification time of each of a plugin's files.
 type Stamp = Option<(u64, u64, i64, i64)>;
 
+/// What a plugin's files are at one look (inode, length and modification
+/// time of each): two looks with equal fingerprints saw the same files.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct Fingerprint([Stamp; 3]);
+pub struct Fingerprint([Stamp; 3]);
 
 /// The plugins of a directory at one look, by name.
 #[derive(Clone, Debug, Default)]
@@ -105,7 +107,22 @@ pub enum Change {
     Removed(String),
 }
 
+impl Change {
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Added(files) | Self::Changed(files) => &files.name,
+            Self::Removed(name) => name,
+        }
+    }
+}
+
 impl Listing {
+    /// The plugin `name`'s files and their fingerprint, if it is listed.
+    pub fn get(&self, name: &str) -> Option<(&PluginFiles, &Fingerprint)> {
+        self.0.get(name).map(|(files, print)| (files, print))
+    }
+
     /// The plugins, in name order.
     pub fn plugins(&self) -> impl Iterator<Item = &PluginFiles> {
         self.0.values().map(|(files, _)| files)

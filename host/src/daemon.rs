@@ -23,15 +23,17 @@
 //! 3. Starts each as a controller, serves `/metrics`, `/healthz` and
 //!    `/readyz` (ready once the first loads are done and every informer
 //!    has listed once).
-//! 4. Watches the directory ([`Loader`], twice a second): a plugin added is
+//! 4. Watches the directory (on change notifications, and twice a second
+//!    regardless; [`Lifecycle`]): a plugin added is
 //!    started; one whose component, grants or configuration changed is
 //!    loaded beside the running version and swapped in place
 //!    ([`Engine::replace`]: its queue and keys carry over, in-flight
 //!    reconciles finish on the old version); if the new version is refused
 //!    the old one keeps serving and the log and
-//!    `kubewasm_plugin_loads_total{result="refused"}` say why; a plugin
-//!    whose component is gone is stopped and its informers released unless
-//!    another plugin reads them.
+//!    `kubewasm_plugin_loads_total{result="refused"}` say why (a refusal
+//!    that may pass, such as a registry not reached, is tried again with
+//!    backoff); a plugin whose component is gone is stopped and its
+//!    informers released unless another plugin reads them.
 //!    With leader election, informers start at once (a standby's caches
 //!    are warm) but keys are reconciled only while this process holds the
 //!    Lease.
@@ -49,10 +51,10 @@
 //!
 //! # Plugin resources
 //! When the cluster serves `Plugin` and `ClusterPlugin` (`kubewasm crds`),
-//! the host also runs what they ask for
-//! ([`PluginResources`](kubewasm_engine::plugin_resource::PluginResources)), beside
-//! the directory's plugins; a name is never taken from one source by the
-//! other. Ready waits for their first loads too.
+//! the host also runs what they ask for, beside the directory's plugins,
+//! by the same rules ([`Lifecycle`]); a name is never taken from one
+//! source by the other, and a name freed by one lets the other's plugin
+//! load. Ready waits for their first loads too.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -61,18 +63,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use kubewasm_engine::controller::Settings;
+use kubewasm_engine::Engine;
 use kubewasm_engine::discovery::{self, DiscoveryError};
-use kubewasm_engine::fair::DEFAULT_SHARE;
 use kubewasm_engine::informer::InitialList;
 use kubewasm_engine::leader::{self, LeaseConfig};
-use kubewasm_engine::lifecycle::Owner;
-use kubewasm_engine::loader::{Loaded, Loader, Loads, Prepared};
-use kubewasm_engine::plugin_dir::{PluginFiles, ScanError};
-use kubewasm_engine::plugin_resource::{PluginResources, ResourceOptions};
+use kubewasm_engine::lifecycle::{self, Lifecycle};
+use kubewasm_engine::plugin_dir::ScanError;
+use kubewasm_engine::plugin_resource::ResourceOptions;
 use kubewasm_engine::ring::{self, RingConfig};
 use kubewasm_engine::serve;
-use kubewasm_engine::{Engine, LoadResult};
 use kubewasm_runtime::Runtime;
 
 /// How `run` runs the host.
@@ -132,187 +131,6 @@ pub enum DaemonError {
         #[source]
         source: std::io::Error,
     },
-}
-
-/// How often the plugin directory is looked at, notified of a change or not.
-const RESCAN: Duration = Duration::from_millis(500);
-
-/// How long after a change notification the directory is looked at: the
-/// events of one write-and-rename come together.
-const SETTLE: Duration = Duration::from_millis(5);
-
-/// Looks at the plugin directory: loads start for what was added or
-/// changed, removed plugins stop.
-async fn rescan(directory: &mut Directory, engine: &mut Engine) {
-    match directory.loader.rescan(&mut directory.loads) {
-        Ok(removed) => {
-            for name in removed {
-                if engine.stop_owned(&name, Owner::Directory).await {
-                    engine.record_load(&name, LoadResult::Removed);
-                    tracing::info!(plugin = %name, "plugin removed: stopped");
-                }
-            }
-        }
-        Err(error) => tracing::warn!(%error, "plugin directory unreadable; plugins keep running"),
-    }
-}
-
-/// Watches `Plugin` and `ClusterPlugin` resources if the cluster serves
-/// them.
-fn plugin_resources(
-    client: &kube::Client,
-    sources: &kubewasm_engine::loader::Sources,
-    options: &HostOptions,
-    leading: &tokio::sync::watch::Receiver<bool>,
-) -> Option<PluginResources> {
-    let mapper = sources.discovered.mapper();
-    let served = ["Plugin", "ClusterPlugin"]
-        .iter()
-        .all(|kind| mapper.serves("kubewasm.dev", "v1alpha1", kind));
-    if !served {
-        tracing::info!(
-            "Plugin resources are not installed (kubewasm crds): watched once they are served"
-        );
-        return None;
-    }
-    tracing::info!("watching Plugin and ClusterPlugin resources");
-    Some(PluginResources::start(
-        client.clone(),
-        sources.clone(),
-        options.resources.clone(),
-        leading.clone(),
-    ))
-}
-
-/// What the daemon's loop does next.
-enum Next {
-    /// A directory plugin's load finished.
-    File(String, Box<Loaded<PluginFiles>>),
-    /// The directory changed.
-    Rescan,
-    /// A plugin resource's key is due, its load finished or its status
-    /// write ended.
-    Resource(kubewasm_engine::plugin_resource::Event),
-    /// The cluster's types changed.
-    TypesChanged,
-    /// Time to look again.
-    Tick,
-}
-
-/// The next event of the plugin resources; never without them.
-async fn resource_event(resources: Option<&mut PluginResources>) -> Next {
-    match resources {
-        Some(resources) => Next::Resource(resources.next_event().await),
-        None => std::future::pending().await,
-    }
-}
-
-/// Returns when `watch` says the directory changed; never without one.
-async fn changed(watch: Option<&kubewasm_engine::plugin_dir::Watch>) {
-    match watch {
-        Some(watch) => watch.changed().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// The directory's plugins, and their loads in flight.
-struct Directory {
-    loader: Loader,
-    loads: Loads<PluginFiles>,
-}
-
-/// Starts, swaps in or refuses what a load of a directory's plugin gave
-/// (refused as well when a plugin resource runs under its name, or when
-/// it declares a type the cluster no longer serves: it waits for it).
-async fn run_loaded(
-    engine: &mut Engine,
-    directory: &mut Directory,
-    options: &HostOptions,
-    name: &str,
-    loaded: Loaded<PluginFiles>,
-) {
-    let Directory { loader, loads } = directory;
-    match loaded.under(loader.discovered()) {
-        Loaded::Ready {
-            origin: files,
-            prepared:
-                Prepared {
-                    plugin,
-                    config,
-                    artifact,
-                    tier_up,
-                },
-        } => {
-            let digest = plugin.digest().to_owned();
-            let plugin = Arc::new(plugin);
-            let settings = Settings {
-                config: config.clone(),
-                share: options.shares.get(name).copied().unwrap_or(DEFAULT_SHARE),
-                ..Settings::default()
-            };
-            match engine
-                .run_loaded(Arc::clone(&plugin), settings, tier_up, Owner::Directory)
-                .await
-            {
-                Ok(result) => {
-                    loads.tier_up(name, files.clone(), &plugin, &config, artifact);
-                    tracing::info!(plugin = %files.name, %digest, path = %files.component.display(),
-                        "plugin {}", result.as_str());
-                }
-                Err(error) => tracing::error!(plugin = %files.name,
-                    path = %files.component.display(), %error, "plugin refused"),
-            }
-        }
-        Loaded::Refused {
-            origin: files,
-            error,
-        } => {
-            engine.record_load(&files.name, error.result());
-            if let Some(epoch) = error.unserved_at() {
-                loader.wait(&files.name, epoch, loads);
-                // Expected while a chart installs its CRDs beside it.
-                tracing::warn!(plugin = %files.name, path = %files.component.display(), %error,
-                    "waiting for its types to be served");
-            } else if engine.running(&files.name) {
-                tracing::error!(plugin = %files.name, path = %files.component.display(), %error,
-                    "new version refused; the running version keeps serving");
-            } else {
-                tracing::error!(plugin = %files.name, path = %files.component.display(), %error,
-                    "plugin refused");
-            }
-        }
-    }
-}
-
-/// The cluster's types changed: a directory plugin declaring a type no
-/// longer served stops and waits for it, those waiting load again, and
-/// plugin resources are watched once their CRDs are served (they look
-/// again at their own).
-async fn types_changed(
-    engine: &mut Engine,
-    directory: &mut Directory,
-    resources: &mut Option<PluginResources>,
-    start_resources: impl FnOnce() -> Option<PluginResources>,
-) {
-    directory.loader.types_changed(&mut directory.loads);
-    let types = directory.loader.discovered().now();
-    let gone: Vec<(String, _)> = engine
-        .owned(Owner::Directory)
-        .filter_map(|name| Some((name.to_owned(), engine.unserved(name, &types.mapper)?)))
-        .collect();
-    for (name, error) in gone {
-        if engine.stop_owned(&name, Owner::Directory).await {
-            engine.record_load(&name, LoadResult::Unserved);
-            tracing::warn!(plugin = %name, %error,
-                "a type the plugin declares is no longer served: stopped; it loads again once it is");
-        }
-        directory
-            .loader
-            .wait(&name, types.epoch, &mut directory.loads);
-    }
-    if resources.is_none() {
-        *resources = start_resources();
-    }
 }
 
 /// Runs the host against the cluster `client` reaches until `shutdown`
@@ -379,65 +197,36 @@ pub async fn run(
     eprintln!("kubewasm: metrics on http://{addr}/metrics");
     // Every plugin loads at once, each on a blocking thread (a first load
     // compiles: seconds for an interpreted plugin; later ones read the
-    // precompiled cache). Then the directory is watched: a plugin added,
-    // changed or removed is loaded, swapped or stopped while the host runs.
+    // precompiled cache). Then the directory and the plugin resources are
+    // watched: a plugin added, changed or removed is loaded, swapped or
+    // stopped while the host runs.
     let sources = kubewasm_engine::loader::Sources {
         runtime,
-        discovered: discovered.clone(),
+        discovered,
         trust: options.trust_declarations,
         artifacts: options.artifacts.clone(),
         required_signatures: options.required_signatures.clone(),
     };
-    let mut resources = plugin_resources(&client_for_resources, &sources, &options, &statuses_by);
-    let mut types = discovered;
-    let mut directory = Directory {
-        loader: Loader::new(&options.plugins, sources.clone()),
-        loads: Loads::default(),
-    };
-    let watch = kubewasm_engine::plugin_dir::watch(&options.plugins)
-        .inspect_err(|error| {
-            tracing::warn!(%error, dir = %options.plugins.display(),
-                "no change notifications for the plugin directory; looking every 500 ms");
-        })
-        .ok();
-    directory.loader.rescan(&mut directory.loads)?;
-    let mut tick = tokio::time::interval(RESCAN);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut plugins = Lifecycle::start(
+        client_for_resources,
+        lifecycle::Setup {
+            sources,
+            directory: options.plugins.clone(),
+            shares: options.shares.clone(),
+            resources: options.resources.clone(),
+            writes_statuses: statuses_by,
+        },
+    )?;
     let mut shutdown = std::pin::pin!(shutdown);
     let mut synced = false;
     loop {
-        let next = tokio::select! {
+        let event = tokio::select! {
             () = shutdown.as_mut() => break,
-            Some((name, loaded)) = directory.loads.next() => Next::File(name, Box::new(loaded)),
-            () = changed(watch.as_ref()) => {
-                tokio::time::sleep(SETTLE).await;
-                Next::Rescan
-            }
-            next = resource_event(resources.as_mut()) => next,
-            () = types.changed() => Next::TypesChanged,
-            _ = tick.tick() => Next::Tick,
+            event = plugins.next_event() => event,
         };
-        match next {
-            Next::File(name, loaded) => {
-                run_loaded(&mut engine, &mut directory, &options, &name, *loaded).await;
-            }
-            Next::Rescan => rescan(&mut directory, &mut engine).await,
-            Next::Resource(event) => {
-                if let Some(resources) = resources.as_mut() {
-                    resources.handle(&mut engine, event).await;
-                }
-            }
-            Next::TypesChanged => {
-                types_changed(&mut engine, &mut directory, &mut resources, || {
-                    plugin_resources(&client_for_resources, &sources, &options, &statuses_by)
-                })
-                .await;
-            }
-            Next::Tick => rescan(&mut directory, &mut engine).await,
-        }
+        plugins.handle(&mut engine, event).await;
         // Ready once the first loads are done and every informer listed.
-        let resources_ready = resources.as_ref().is_none_or(PluginResources::settled);
-        if !synced && directory.loads.pending() == 0 && resources_ready && engine.ready() {
+        if !synced && plugins.settled() && engine.ready() {
             synced = true;
             tracing::info!("caches synced; ready");
         }

@@ -238,8 +238,8 @@ fn a_plugin_resource_should_load_swap_keep_its_last_good_version_suspend_and_sto
 
 /// A name is one source's at a time, whichever came first: a ClusterPlugin
 /// named as a directory plugin is refused (`NameTaken`), a directory
-/// plugin named as a ClusterPlugin is too, and neither's going stops the
-/// other's plugin.
+/// plugin named as a ClusterPlugin is too, neither's going stops the
+/// other's plugin, and a name its owner frees lets the other's load.
 #[test]
 fn a_name_should_be_refused_the_same_way_from_either_source() {
     let server = server_with_crds(&[]);
@@ -317,6 +317,38 @@ fn a_name_should_be_refused_the_same_way_from_either_source() {
     assert_eq!(loads("second", "loaded"), 1.0);
     // The directory's plugin is still the directory's.
     assert_eq!(loads("first", "removed"), 0.0);
+
+    // A name freed by its owner lets the other source's plugin load: the
+    // directory's `first` goes, and the ClusterPlugin refused under it runs
+    // (without a change of its own) ...
+    host.remove_plugin("first");
+    eventually_showing(
+        "the ClusterPlugin refused under the name freed runs",
+        &host,
+        || format!("{:#}", cluster_status("first")),
+        || {
+            let status = cluster_status("first");
+            status["phase"] == "Running" && condition(&status, "Degraded")["status"] == "False"
+        },
+    );
+    assert_eq!(loads("first", "removed"), 1.0, "the directory's");
+    assert_eq!(
+        loads("first", "loaded"),
+        2.0,
+        "the directory's, then the resource's"
+    );
+    // ... and the ClusterPlugin `second` deleted, the file refused under
+    // its name loads.
+    host.put_plugin("second", &test_plugin("misbehave"));
+    eventually(
+        "the file named as the ClusterPlugin is refused again",
+        &host,
+        || loads("second", "refused") >= 2.0,
+    );
+    server.ok(&["delete", "clusterplugin", "second"]);
+    eventually("the file refused under the name freed loads", &host, || {
+        loads("second", "removed") == 1.0 && loads("second", "loaded") == 2.0
+    });
 }
 
 #[test]

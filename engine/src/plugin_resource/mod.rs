@@ -80,8 +80,8 @@ use tokio::task::JoinSet;
 
 use crate::Engine;
 use crate::controller::Settings;
-use crate::lifecycle::LoadResult;
-use crate::lifecycle::Owner;
+use crate::lifecycle::owner::Owner;
+use crate::lifecycle::rules;
 use crate::listing::Key;
 use crate::loader::{Loaded, Loads, Prepared, Refused};
 use crate::queue::{Backoff, Done, Priority, WorkQueue};
@@ -115,8 +115,6 @@ pub enum Event {
     Written(ResourceId, Option<String>),
     /// A review of a running tenant plugin's rights ended.
     Checked(Checked),
-    /// The cluster's types changed.
-    TypesChanged,
 }
 
 /// How a review of a running tenant plugin's rights ended.
@@ -228,8 +226,6 @@ impl PluginResources {
                     Err(error) => tracing::error!(%error, "a rights review task failed"),
                 },
                 Some((key, _)) = self.queue.next() => return Event::Due(key),
-                // The cluster's types changed: every resource looks again.
-                () = self.sources.discovered.changed() => return Event::TypesChanged,
             }
         }
     }
@@ -245,12 +241,23 @@ impl PluginResources {
             }
             Event::Written(id, error) => self.end(&id, error),
             Event::Checked(checked) => self.checked(engine, checked).await,
-            Event::TypesChanged => {
-                // Each resource looks again: one refused for a type not
-                // served loads, one running a type gone stops.
-                for id in self.tracked.keys() {
-                    self.queue.add(id.key(), Priority::Event);
-                }
+        }
+    }
+
+    /// Every resource looks again (the cluster's types changed): one
+    /// refused for a type not served loads, one running a type gone stops.
+    pub(crate) fn look_again(&self) {
+        for id in self.tracked.keys() {
+            self.queue.add(id.key(), Priority::Event);
+        }
+    }
+
+    /// The name `name` was freed by its owner: a resource refused under it
+    /// loads.
+    pub(crate) fn name_freed(&self, name: &str) {
+        for (id, tracked) in &self.tracked {
+            if tracked.refused.as_ref().is_some_and(|r| r.name_taken) && id.plugin_name() == name {
+                self.queue.add(id.key(), Priority::Event);
             }
         }
     }
@@ -287,11 +294,15 @@ impl PluginResources {
         let name = id.plugin_name();
         let Some(asked) = self.asked(id) else {
             self.loads.cancel(&name);
-            if self.tracked.remove(id).is_some_and(|t| t.running.is_some())
-                && engine.stop_owned(&name, Owner::Resource).await
-            {
-                engine.record_load(&name, LoadResult::Removed);
-                tracing::info!(resource = %id, plugin = %name, "plugin resource deleted: stopped");
+            if self.tracked.remove(id).is_some_and(|t| t.running.is_some()) {
+                rules::stop(
+                    engine,
+                    Owner::Resource,
+                    &name,
+                    id,
+                    "plugin resource deleted",
+                )
+                .await;
             }
             self.queue.done(&id.key(), Done::Forget);
             return;
@@ -311,30 +322,24 @@ impl PluginResources {
         let epoch = self.rbac.borrow().of(id.namespace.as_deref());
         let rights_changed = tracked.rights_epoch != Some(epoch);
         let types = self.sources.discovered.now();
+        let name_free = engine.holder(&name).is_none();
         let retry = tracked.observed == Some(asked.generation)
             && tracked.refused.as_ref().is_some_and(|r| {
                 r.may_pass
                     || (r.on_rbac && rights_changed)
                     || r.unserved_at.is_some_and(|at| at != types.epoch)
+                    || (r.name_taken && name_free)
             });
         if tracked.running.is_some()
             && !retry
             && tracked.generation == Some(asked.generation)
-            && let Some(source) = engine.unserved(&name, &types.mapper)
+            && let Some(refused) = rules::unserved(engine, Owner::Resource, &name, &types)
         {
             // A type it declares went (its CRD deleted): it stops, and
             // loads again once the type is served.
             tracked.running = None;
             tracked.reads = None;
-            let refused = Refused::Unserved {
-                source,
-                epoch: types.epoch,
-            };
-            tracing::warn!(resource = %id, plugin = %name, error = %refused,
-                "a type the plugin declares is no longer served: stopped");
-            if engine.stop_owned(&name, Owner::Resource).await {
-                engine.record_load(&name, LoadResult::Unserved);
-            }
+            rules::stop_unserved(engine, Owner::Resource, &name, id, &refused).await;
             self.refuse(id, &refused);
             self.write_status(engine, id);
             return;
@@ -346,12 +351,9 @@ impl PluginResources {
                 tracked.suspended = true;
                 tracked.refused = None;
                 tracked.observed = Some(asked.generation);
-                if tracked.running.take().is_some()
-                    && engine.stop_owned(&name, Owner::Resource).await
-                {
-                    engine.record_load(&name, LoadResult::Removed);
+                if tracked.running.take().is_some() {
+                    rules::stop(engine, Owner::Resource, &name, id, "plugin suspended").await;
                 }
-                tracing::info!(resource = %id, plugin = %name, "plugin suspended");
             } else {
                 tracked.suspended = false;
                 tracked.observed = None;
@@ -406,10 +408,8 @@ impl PluginResources {
                 tracing::error!(resource = %id, plugin = %name, error = %refused,
                     "the tenant's account lost a right its plugin reads with: stopped");
                 tracked.reads = None;
-                if tracked.running.take().is_some()
-                    && engine.stop_owned(&name, Owner::Resource).await
-                {
-                    engine.record_load(&name, LoadResult::Removed);
+                if tracked.running.take().is_some() {
+                    rules::stop(engine, Owner::Resource, &name, &id, "rights lost").await;
                 }
                 self.refuse(&id, &refused);
             }
@@ -476,7 +476,7 @@ impl PluginResources {
             // The optimized code of the version running: no key waits on it.
             match loaded {
                 Loaded::Ready { prepared, .. } => {
-                    if let Err(error) = self.run(engine, &name, &origin, prepared).await {
+                    if let Err(error) = self.run(engine, &origin, prepared).await {
                         tracing::warn!(plugin = %name, %error, "optimized code refused");
                     }
                 }
@@ -496,7 +496,7 @@ impl PluginResources {
         match loaded {
             Loaded::Ready { prepared, .. } => {
                 let reads = Reads::of(prepared.plugin.declaration());
-                match self.run(engine, &name, &origin, prepared).await {
+                match self.run(engine, &origin, prepared).await {
                     Ok(running) => {
                         if let Some(tracked) = self.tracked.get_mut(&origin.id) {
                             tracked.running = Some(running);
@@ -505,23 +505,13 @@ impl PluginResources {
                         }
                     }
                     Err(error) => {
-                        tracing::error!(resource = %origin.id, plugin = %name, %error, "plugin refused");
+                        rules::refused(engine, Owner::Resource, &name, &origin.id, &error);
                         self.refuse(&origin.id, &error);
                     }
                 }
             }
             Loaded::Refused { error, .. } => {
-                engine.record_load(&name, error.result());
-                if error.unserved_at().is_some() {
-                    // Expected while a chart installs its CRDs beside it.
-                    tracing::warn!(resource = %origin.id, plugin = %name, %error,
-                        "waiting for its types to be served");
-                } else if tracked.running.is_some() {
-                    tracing::error!(resource = %origin.id, plugin = %name, %error,
-                        "new version refused; the running version keeps serving");
-                } else {
-                    tracing::error!(resource = %origin.id, plugin = %name, %error, "plugin refused");
-                }
+                rules::refused(engine, Owner::Resource, &name, &origin.id, &error);
                 self.refuse(&origin.id, &error);
             }
         }
@@ -538,16 +528,10 @@ impl PluginResources {
     async fn run(
         &mut self,
         engine: &mut Engine,
-        name: &str,
         origin: &Generation,
         prepared: Prepared,
     ) -> Result<String, Refused> {
-        let Prepared {
-            plugin,
-            config,
-            artifact,
-            tier_up,
-        } = prepared;
+        let artifact = prepared.artifact.clone();
         let applier = match (&self.options.impersonate, &origin.id.namespace) {
             (Some(account), Some(namespace)) => engine
                 .applier()
@@ -556,7 +540,6 @@ impl PluginResources {
         };
         let defaults = Settings::default();
         let settings = Settings {
-            config,
             applier,
             tenant: origin.id.namespace.clone(),
             share: origin.share,
@@ -568,15 +551,16 @@ impl PluginResources {
             }),
             ..defaults
         };
-        let plugin = Arc::new(plugin);
-        let config = settings.config.clone();
-        let result = engine
-            .run_loaded(Arc::clone(&plugin), settings, tier_up, Owner::Resource)
-            .await?;
-        self.loads
-            .tier_up(name, origin.clone(), &plugin, &config, artifact.clone());
-        tracing::info!(resource = %origin.id, plugin = %name, digest = ?artifact,
-            generation = origin.generation, "plugin {}", result.as_str());
+        let at = format!("{} generation {}", origin.id, origin.generation);
+        rules::run(
+            engine,
+            Owner::Resource,
+            &at,
+            prepared,
+            settings,
+            (&mut self.loads, origin.clone()),
+        )
+        .await?;
         Ok(artifact.unwrap_or_default())
     }
 

@@ -13,7 +13,6 @@ use super::types::{ClusterPluginResource, Phase, PluginResource, PluginStatus};
 use crate::loader::{Refused, SpecError};
 use crate::oci::OciError;
 use crate::rights::{Reads, RightsError};
-use crate::signature::SignatureError;
 
 /// The field manager of status writes.
 const MANAGER: &str = "kubewasm";
@@ -56,6 +55,9 @@ pub(super) struct Refusal {
     /// Whether it may pass when RBAC changes (the tenant's account lacked
     /// a read): the load is tried again then.
     pub(super) on_rbac: bool,
+    /// Whether the directory ran a plugin of its name: the load is tried
+    /// again once the name is freed.
+    pub(super) name_taken: bool,
     /// The epoch of the cluster's types at which a type it declares was
     /// not served, if that is why: the load is tried again at a later one.
     pub(super) unserved_at: Option<u64>,
@@ -82,13 +84,8 @@ impl Refusal {
         Self {
             reason,
             message: refused.to_string(),
-            may_pass: matches!(
-                refused,
-                Refused::Oci(OciError::Registry { .. })
-                    | Refused::Spec(SpecError::PullSecret { .. })
-                    | Refused::Rights(RightsError::Review { .. })
-                    | Refused::Signature(SignatureError::Oci(OciError::Registry { .. }))
-            ),
+            may_pass: refused.may_pass(),
+            name_taken: matches!(refused, Refused::NameTaken { .. }),
             on_rbac: matches!(refused, Refused::Rights(RightsError::Missing(_))),
             unserved_at: refused.unserved_at(),
         }
@@ -244,6 +241,7 @@ mod tests {
             message: "declares more".into(),
             may_pass: false,
             on_rbac: false,
+            name_taken: false,
             unserved_at: None,
         });
         let degraded = tracked.status("p", &first);

@@ -1,10 +1,7 @@
 //! The words of a plugin's lifecycle, shared by both its sources: who runs
 //! a plugin under its name, the plugin directory or a `Plugin` resource,
-//! and what became of a load. A name is one owner's at a time; the engine
-//! refuses the other's load under it ([`crate::Engine::run_loaded`]) and
-//! stops a plugin only for its owner ([`crate::Engine::stop_owned`]), so
-//! neither source displaces or stops the other's plugin, whichever came
-//! first.
+//! and what became of a load. A leaf: the engine's table of owners and the
+//! loader's refusals name these, and nothing here names them back.
 
 /// The source a running plugin came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
