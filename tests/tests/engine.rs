@@ -922,7 +922,7 @@ fn scale_demo(server: &Apiserver, host: &Host, replicas: u32, what: &str) {
 }
 
 #[test]
-fn a_plugin_named_by_an_oci_reference_should_run_and_outlive_its_registry() {
+fn a_plugin_named_by_an_oci_reference_should_run_retry_and_outlive_its_registry() {
     use kubewasm_tests::registry::Registry;
     let server = Apiserver::start_with(&["--simulate-workloads"]);
     apply(&server, &example_file("myapp", "crd.yaml"));
@@ -985,6 +985,26 @@ fn a_plugin_named_by_an_oci_reference_should_run_and_outlive_its_registry() {
     eventually("the unreachable registry is reported", &host, || {
         let log = host.log();
         log.contains("plugin refused") && log.contains("registry 127.0.0.1:1")
+    });
+    // A tag not pushed yet is refused too, and tried again with backoff:
+    // pushed later, it loads, its file unchanged.
+    let loads = |result: &str| {
+        host.metric(&format!(
+            r#"kubewasm_plugin_loads_total{{plugin="late",result="{result}"}}"#
+        ))
+    };
+    std::fs::write(host.dir().join("late.config.yaml"), "mode: language\n").expect("written");
+    std::fs::write(
+        host.dir().join("late.oci"),
+        format!("{}/plugins/late:1\n", registry.addr),
+    )
+    .expect("written");
+    eventually("the tag not pushed is refused", &host, || {
+        loads("refused").is_some()
+    });
+    registry.push(&test_plugin("misbehave"), "plugins/late:1");
+    eventually("the tag pushed later loads", &host, || {
+        loads("loaded") == Some(1.0)
     });
     drop(registry);
     scale_demo(&server, &host, 3, "still reconciled with the registry gone");
