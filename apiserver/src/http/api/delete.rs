@@ -225,7 +225,8 @@ impl Api {
         let reply = Reply::Json(
             200,
             json!({"kind": info.list_kind, "apiVersion": info.api_version(),
-                   "metadata": {"resourceVersion": self.store.current_rv().to_string()}, "items": items}),
+                   "metadata": super::read::list_metadata(info, self.store.current_rv()),
+                   "items": items}),
         );
         Ok(options.warned(info, reply))
     }

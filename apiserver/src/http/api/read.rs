@@ -15,6 +15,7 @@ use super::request::Reply;
 use super::route::Target;
 use crate::http::error::ApiError;
 use crate::store::ListAt;
+use kubewasm_types::info::ResourceInfo;
 
 impl Api {
     pub(super) fn get(
@@ -109,7 +110,7 @@ impl Api {
         let mut matching = snapshot.items[start..].iter().filter(|o| filter.matches(o));
         let page: Vec<&Arc<Value>> = matching.by_ref().take(limit).collect();
         let remaining = matching.count();
-        let mut metadata = json!({"resourceVersion": snapshot.rv.to_string()});
+        let mut metadata = list_metadata(&target.info, snapshot.rv);
         if let Some(info) = filter.shard_info() {
             metadata["shardInfo"] = info;
         }
@@ -130,6 +131,16 @@ impl Api {
             200,
             representation::list(representation, &target.info, metadata, &page),
         ))
+    }
+}
+
+/// A list's metadata at `rv`: a custom resource's list is unstructured,
+/// whose `continue` a real server writes even when empty.
+pub(super) fn list_metadata(info: &ResourceInfo, rv: u64) -> Value {
+    if info.custom {
+        json!({"resourceVersion": rv.to_string(), "continue": ""})
+    } else {
+        json!({"resourceVersion": rv.to_string()})
     }
 }
 

@@ -8,6 +8,7 @@ use super::request::{Reply, Request};
 use super::route::Target;
 use crate::http::error::ApiError;
 use crate::mutation::patch::{json_patch, merge_patch};
+use kubewasm_types::info::ResourceInfo;
 
 impl Api {
     /// The `autoscaling/v1` Scale of an object.
@@ -85,17 +86,11 @@ impl Api {
                     _ => merge_patch(&mut scale, &body),
                 }
                 // Absent is 0, as Go decodes it (and writes a Scale of 0).
-                let replicas = scale
-                    .pointer("/spec/replicas")
+                let given = scale.pointer("/spec/replicas");
+                let replicas = given
                     .map_or(Some(0), Value::as_i64)
                     .filter(|r| *r >= 0)
-                    .ok_or_else(|| {
-                        ApiError::invalid(
-                            &info,
-                            name,
-                            "spec.replicas: Invalid value: must be a non-negative integer",
-                        )
-                    })?;
+                    .ok_or_else(|| negative_replicas(&info, name, given))?;
                 let mut desired = current.clone();
                 desired["spec"]["replicas"] = replicas.into();
                 Self::updated(&info, name, None, current, desired, &manager, strict)
@@ -162,5 +157,65 @@ impl Api {
             201,
             json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
         ))
+    }
+}
+
+/// A Scale's negative (or not integer) `spec.replicas`, as a real server
+/// refuses it: a custom resource's by its CRD's replicas path, a built-in's
+/// as an `autoscaling` Scale.
+fn negative_replicas(info: &ResourceInfo, name: &str, given: Option<&Value>) -> ApiError {
+    let value = given.map_or_else(|| "null".to_owned(), Value::to_string);
+    if info.custom {
+        return ApiError::invalid(
+            info,
+            name,
+            format!(".spec.replicas: Invalid value: {value}: should be a non-negative integer"),
+        );
+    }
+    let scale = ResourceInfo {
+        group: "autoscaling".to_owned(),
+        kind: "Scale".to_owned(),
+        ..info.clone()
+    };
+    ApiError::invalid(
+        &scale,
+        name,
+        format!("spec.replicas: Invalid value: {value}: must be greater than or equal to 0"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubewasm_types::registry::Registry;
+
+    fn info(group: &str, plural: &str) -> ResourceInfo {
+        Registry::builtin()
+            .all()
+            .find(|t| t.group == group && t.plural == plural)
+            .cloned()
+            .expect("served")
+    }
+
+    #[test]
+    fn negative_replicas_should_be_refused_as_a_real_server_refuses_them() {
+        let custom = ResourceInfo {
+            group: "difference.example.com".to_owned(),
+            kind: "Gadget".to_owned(),
+            custom: true,
+            ..info("apps", "deployments")
+        };
+        // The real kube-apiserver's answer (v1.37.2, `make difference`).
+        assert_eq!(
+            negative_replicas(&custom, "a", Some(&json!(-1))).status()["message"],
+            "Gadget.difference.example.com \"a\" is invalid: .spec.replicas: Invalid value: -1: \
+             should be a non-negative integer"
+        );
+        let builtin = negative_replicas(&info("apps", "deployments"), "a", Some(&json!(-1)));
+        assert_eq!(
+            builtin.status()["message"],
+            "Scale.autoscaling \"a\" is invalid: spec.replicas: Invalid value: -1: must be greater \
+             than or equal to 0"
+        );
     }
 }

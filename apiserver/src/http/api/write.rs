@@ -37,6 +37,35 @@ enum PatchType {
     Strategic,
 }
 
+/// A body of another kind than the target's, as a real server refuses it:
+/// a custom resource's is invalid (its `kind` field, the error about the
+/// kind it names), a built-in's cannot be decoded (a kind its scheme does
+/// not register in that version).
+fn wrong_kind(info: &ResourceInfo, kind: &str, body: &Value) -> ApiError {
+    if info.custom {
+        let named = ResourceInfo {
+            kind: kind.to_owned(),
+            ..info.clone()
+        };
+        let name = body
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        return ApiError::invalid(
+            &named,
+            name,
+            format!("kind: Invalid value: {kind:?}: must be {}", info.kind),
+        );
+    }
+    ApiError::bad_request(format!(
+        "{kind} in version {:?} cannot be handled as a {}: no kind {kind:?} is registered for \
+         version {:?} in scheme \"pkg/runtime/scheme.go:111\"",
+        info.version,
+        info.kind,
+        info.api_version()
+    ))
+}
+
 impl Api {
     /// The request's object, decoded; its `apiVersion` and `kind`, when
     /// given, must be the target's.
@@ -59,10 +88,7 @@ impl Api {
         if let Some(kind) = field("kind")
             && kind != info.kind
         {
-            return Err(ApiError::bad_request(format!(
-                "the kind in the data ({kind}) does not match the expected kind ({})",
-                info.kind
-            )));
+            return Err(wrong_kind(info, kind, &body));
         }
         Ok(body)
     }
@@ -634,5 +660,46 @@ fn same_name(object: &Value, name: &str) -> Result<(), ApiError> {
             "the name of the object ({sent}) does not match the name on the URL ({name})"
         ))),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubewasm_types::registry::Registry;
+
+    fn info(group: &str, plural: &str) -> ResourceInfo {
+        Registry::builtin()
+            .all()
+            .find(|t| t.group == group && t.plural == plural)
+            .cloned()
+            .expect("served")
+    }
+
+    /// The real kube-apiserver's answers (v1.37.2, `make difference`).
+    #[test]
+    fn a_body_of_another_kind_should_be_refused_in_the_real_servers_words() {
+        let body = json!({"kind": "Wrong", "metadata": {"name": "c"}});
+        let builtin = wrong_kind(&info("apps", "deployments"), "Wrong", &body);
+        assert_eq!(builtin.code, 400);
+        assert_eq!(
+            builtin.status()["message"],
+            "Wrong in version \"v1\" cannot be handled as a Deployment: no kind \"Wrong\" is \
+             registered for version \"apps/v1\" in scheme \"pkg/runtime/scheme.go:111\""
+        );
+        let gadget = ResourceInfo {
+            group: "difference.example.com".to_owned(),
+            kind: "Gadget".to_owned(),
+            custom: true,
+            ..info("", "configmaps")
+        };
+        let custom = wrong_kind(&gadget, "Wrong", &body).status();
+        assert_eq!(custom["code"], 422);
+        assert_eq!(
+            custom["message"],
+            "Wrong.difference.example.com \"c\" is invalid: kind: Invalid value: \"Wrong\": must be Gadget"
+        );
+        assert_eq!(custom["details"]["kind"], "Wrong");
+        assert_eq!(custom["details"]["causes"][0]["field"], "kind");
     }
 }
