@@ -189,10 +189,9 @@ mod tests {
     use super::*;
     use kubewasm_types::registry::Registry;
 
-    fn info(group: &str, plural: &str) -> ResourceInfo {
+    fn info(group: &str, version: &str, plural: &str) -> ResourceInfo {
         Registry::builtin()
-            .all()
-            .find(|t| t.group == group && t.plural == plural)
+            .get(group, version, plural)
             .cloned()
             .expect("served")
     }
@@ -203,7 +202,7 @@ mod tests {
             group: "difference.example.com".to_owned(),
             kind: "Gadget".to_owned(),
             custom: true,
-            ..info("apps", "deployments")
+            ..info("apps", "v1", "deployments")
         };
         // The real kube-apiserver's answer (v1.37.2, `make difference`).
         assert_eq!(
@@ -211,7 +210,7 @@ mod tests {
             "Gadget.difference.example.com \"a\" is invalid: .spec.replicas: Invalid value: -1: \
              should be a non-negative integer"
         );
-        let builtin = negative_replicas(&info("apps", "deployments"), "a", Some(&json!(-1)));
+        let builtin = negative_replicas(&info("apps", "v1", "deployments"), "a", Some(&json!(-1)));
         assert_eq!(
             builtin.status()["message"],
             "Scale.autoscaling \"a\" is invalid: spec.replicas: Invalid value: -1: must be greater \

@@ -668,10 +668,9 @@ mod tests {
     use super::*;
     use kubewasm_types::registry::Registry;
 
-    fn info(group: &str, plural: &str) -> ResourceInfo {
+    fn info(group: &str, version: &str, plural: &str) -> ResourceInfo {
         Registry::builtin()
-            .all()
-            .find(|t| t.group == group && t.plural == plural)
+            .get(group, version, plural)
             .cloned()
             .expect("served")
     }
@@ -680,7 +679,7 @@ mod tests {
     #[test]
     fn a_body_of_another_kind_should_be_refused_in_the_real_servers_words() {
         let body = json!({"kind": "Wrong", "metadata": {"name": "c"}});
-        let builtin = wrong_kind(&info("apps", "deployments"), "Wrong", &body);
+        let builtin = wrong_kind(&info("apps", "v1", "deployments"), "Wrong", &body);
         assert_eq!(builtin.code, 400);
         assert_eq!(
             builtin.status()["message"],
@@ -691,7 +690,7 @@ mod tests {
             group: "difference.example.com".to_owned(),
             kind: "Gadget".to_owned(),
             custom: true,
-            ..info("", "configmaps")
+            ..info("", "v1", "configmaps")
         };
         let custom = wrong_kind(&gadget, "Wrong", &body).status();
         assert_eq!(custom["code"], 422);
