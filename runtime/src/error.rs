@@ -36,6 +36,16 @@ pub enum LoadError {
         #[source]
         source: std::io::Error,
     },
+    /// The file is not a regular file of at most
+    /// [`MAX_COMPONENT_BYTES`](crate::MAX_COMPONENT_BYTES) (a device, a
+    /// pipe, a directory, or too large): refused unread.
+    #[error("{path} is not a component file: {why}")]
+    NotAFile {
+        /// The file.
+        path: PathBuf,
+        /// What it is instead.
+        why: String,
+    },
     /// The bytes are not WebAssembly at all.
     #[error("not a WebAssembly file (no `\\0asm` header)")]
     NotWasm,

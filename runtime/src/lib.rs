@@ -92,4 +92,4 @@ pub use limits::{CallLimits, Limit, LimitCounts, LimitExceeded, Limits};
 pub use plugin::Plugin;
 pub use pool::{Exhausted, PoolCounts};
 pub use request::{CallStats, MapChange, Reply, Request, ScheduledRequest};
-pub use runtime::Runtime;
+pub use runtime::{MAX_COMPONENT_BYTES, Runtime};

@@ -14,6 +14,11 @@ use crate::code::{Code, Interfaces, LoadTiming, check_header, check_world};
 use crate::config::{InstanceReuse, LoadOptions, RuntimeConfig, is_plugin_name};
 use crate::declaration::{Declaration, DeclarationError};
 use crate::error::{LoadError, RuntimeError};
+
+/// The largest component file a plugin loads from (as the largest layer an
+/// OCI pull accepts): a larger file, or one that is not a regular file (a
+/// device such as `/dev/zero` would be read forever), is refused unread.
+pub const MAX_COMPONENT_BYTES: u64 = 256 << 20;
 use crate::grants::Grants;
 use crate::limits::{CallLimits, LimitCounts};
 use crate::plugin::{Parts, Plugin};
@@ -84,14 +89,38 @@ impl Runtime {
             path: path.to_owned(),
             source,
         };
+        let not_a_file = |why: String| LoadError::NotAFile {
+            path: path.to_owned(),
+            why,
+        };
+        let open = || {
+            let file = std::fs::File::open(path).map_err(read)?;
+            let meta = file.metadata().map_err(read)?;
+            if !meta.is_file() {
+                let what = if meta.is_dir() {
+                    "a directory"
+                } else {
+                    "not a regular file (a device, a pipe or a socket)"
+                };
+                return Err(not_a_file(what.to_owned()));
+            }
+            if meta.len() > MAX_COMPONENT_BYTES {
+                return Err(not_a_file(format!(
+                    "{} bytes, over {MAX_COMPONENT_BYTES}",
+                    meta.len()
+                )));
+            }
+            // A file growing while it is read is cut at the limit.
+            Ok(std::io::Read::take(file, MAX_COMPONENT_BYTES))
+        };
         let mut hasher = Sha256::new();
-        let mut file = std::fs::File::open(path).map_err(read)?;
-        std::io::copy(&mut file, &mut hasher).map_err(read)?;
+        std::io::copy(&mut open()?, &mut hasher).map_err(read)?;
         let digest = hex::encode(hasher.finalize());
         if let Some((code, declaration)) = self.shared.find(&digest) {
             return self.finish(code, declaration, LoadTiming::shared(), options);
         }
-        let bytes = std::fs::read(path).map_err(read)?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut open()?, &mut bytes).map_err(read)?;
         self.load(&bytes, options)
     }
 
@@ -267,5 +296,19 @@ mod tests {
             .load(b"\0asm\x01\0\0\0", &options)
             .expect_err("core module");
         assert!(err.to_string().contains("not a component"), "{err}");
+    }
+
+    #[test]
+    fn load_file_should_refuse_what_is_not_a_component_file_unread() {
+        let runtime = Runtime::new(RuntimeConfig::default().pooling(false)).expect("engine");
+        let options = LoadOptions::new(Arc::new(RestMapper::builtin()));
+        let dir = tempfile::tempdir().expect("dir");
+        // A device would be read forever; a directory cannot be read.
+        let zero = dir.path().join("zero.wasm");
+        std::os::unix::fs::symlink("/dev/zero", &zero).expect("symlink");
+        for path in [zero.as_path(), dir.path()] {
+            let err = runtime.load_file(path, &options).expect_err("refused");
+            assert!(matches!(err, LoadError::NotAFile { .. }), "{err}");
+        }
     }
 }

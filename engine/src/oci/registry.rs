@@ -32,7 +32,7 @@ pub const ANNOTATION_DECLARATION: &str = "dev.kubewasm.declaration";
 /// Largest manifest read.
 pub const MAX_MANIFEST_BYTES: usize = 4 << 20;
 /// Largest layer fetched.
-pub const MAX_LAYER_BYTES: u64 = 256 << 20;
+pub const MAX_LAYER_BYTES: u64 = kubewasm_runtime::MAX_COMPONENT_BYTES;
 
 /// An artifact's reference: `[oci://]registry/repository[:tag][@digest]`.
 pub fn parse_reference(text: &str) -> Result<Reference, OciError> {
