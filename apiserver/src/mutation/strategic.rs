@@ -118,9 +118,11 @@ fn merge_object(doc: &mut Value, patch: &Value) -> Result<(), String> {
             (Some(Value::Array(current)), Value::Array(items)) => match merge_key {
                 Some(merge_key) => merge_list(current, items, merge_key)?,
                 None if primitive_set(key) => {
-                    for item in items {
-                        if !current.contains(item) {
-                            current.push(item.clone());
+                    // Merged as a new list is made, so a directive element
+                    // is dropped the second time as it was the first.
+                    for item in fresh_list(items)? {
+                        if !current.contains(&item) {
+                            current.push(item);
                         }
                     }
                 }
@@ -266,6 +268,15 @@ mod tests {
         let mut more = json!({"metadata": {"ownerReferences": [{"uid": "t", "name": "p"}]}});
         apply(&mut more, &patch).expect("merges");
         assert_eq!(more["metadata"]["ownerReferences"][1]["kers"], json!([]));
+        // And for a set of primitives (fuzz/seeds/patches/regression-
+        // directive-in-a-set): the second merge pushed the directive.
+        let patch = json!({"spec": {"finalizers": [{"name": "web", "$patch": "delete"}, "a"]}});
+        let mut once = json!({"spec": {}});
+        apply(&mut once, &patch).expect("merges");
+        assert_eq!(once["spec"]["finalizers"], json!(["a"]));
+        let mut twice = once.clone();
+        apply(&mut twice, &patch).expect("merges");
+        assert_eq!(twice, once);
     }
 
     #[test]
