@@ -2,7 +2,8 @@
 //! run in, through [`Api::handle`] (no socket), so that every write they
 //! make passes what a user's does: names from `generateName`, uids,
 //! generations, field managers, validation, the conversion of views. They
-//! act as `system:kube-controller-manager`, each with its field manager.
+//! act as `system:kube-controller-manager` under its field manager (the
+//! simulated kubelet as `kubelet`), as the real ones do.
 //! Reads come from the store directly, as an informer's cache would.
 
 use std::collections::HashMap;

@@ -61,6 +61,11 @@ impl Drop for Simulation {
     }
 }
 
+/// The field manager of every simulated controller: a real
+/// kube-controller-manager's controllers send no `fieldManager`, so each
+/// write is recorded under their User-Agent's first word.
+const CONTROLLER_MANAGER: &str = "kube-controller-manager";
+
 /// The workload simulation's settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Workloads {
@@ -83,9 +88,7 @@ impl Simulation {
                 tasks.push(tokio::spawn(reconcile::run($controller, store.clone())))
             };
         }
-        run!(aggregation::Aggregation::new(client(
-            "clusterrole-aggregation-controller"
-        )));
+        run!(aggregation::Aggregation::new(client(CONTROLLER_MANAGER)));
         let Some(Workloads { nodes, delay }) = workloads else {
             return Self { tasks };
         };
@@ -106,24 +109,16 @@ impl Simulation {
             }
         }));
         run!(kubelet::Kubelet::new(client("kubelet"), delay));
-        run!(replicaset::ReplicaSets::new(client(
-            "replicaset-controller"
-        )));
-        run!(deployment::Deployments::new(client(
-            "deployment-controller"
-        )));
-        run!(statefulset::StatefulSets::new(client(
-            "statefulset-controller"
-        )));
-        run!(daemonset::DaemonSets::new(client("daemonset-controller")));
-        run!(job::Jobs::new(client("job-controller")));
-        run!(cronjob::CronJobs::new(client("cronjob-controller")));
+        run!(replicaset::ReplicaSets::new(client(CONTROLLER_MANAGER)));
+        run!(deployment::Deployments::new(client(CONTROLLER_MANAGER)));
+        run!(statefulset::StatefulSets::new(client(CONTROLLER_MANAGER)));
+        run!(daemonset::DaemonSets::new(client(CONTROLLER_MANAGER)));
+        run!(job::Jobs::new(client(CONTROLLER_MANAGER)));
+        run!(cronjob::CronJobs::new(client(CONTROLLER_MANAGER)));
         run!(endpointslice::EndpointSlices::new(client(
-            "endpointslice-controller"
+            CONTROLLER_MANAGER
         )));
-        run!(volume::Volumes::new(client(
-            "persistentvolume-binder-controller"
-        )));
+        run!(volume::Volumes::new(client(CONTROLLER_MANAGER)));
         Self { tasks }
     }
 }

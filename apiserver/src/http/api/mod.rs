@@ -31,6 +31,7 @@ use kubewasm_types::registry::Registry;
 use representation::As;
 
 mod access;
+mod admission;
 mod allocate;
 mod crds;
 mod delete;

@@ -11,7 +11,7 @@ use super::Api;
 use super::request::{Reply, Request};
 use super::route::Target;
 use super::shape::{part_of, rv_of, served, shown};
-use super::strategy;
+use super::{admission, strategy};
 use crate::http::auth::User;
 use crate::http::auth::escalation::Writer;
 use crate::http::error::ApiError;
@@ -220,6 +220,12 @@ impl Api {
         }
         if info.group == "batch" && info.plural == "jobs" {
             strategy::job_selector(&mut object, &name);
+        }
+        if info.group.is_empty()
+            && info.plural == "pods"
+            && let Some(namespace) = &target.namespace
+        {
+            admission::admit_pod(&self.store, info, namespace, &mut object)?;
         }
         if info.group.is_empty() && info.plural == "namespaces" {
             // The strategy's: a namespace is created with the `kubernetes`

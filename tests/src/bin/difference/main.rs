@@ -41,6 +41,13 @@ const ANSWER: Duration = Duration::from_secs(30);
 /// Sequences run at once (each in its namespace).
 const PARALLEL: usize = 8;
 
+/// How long an object's resourceVersion stays put before the controllers
+/// are taken to be done with it.
+const QUIET: Duration = Duration::from_millis(750);
+
+/// How long an object may keep changing before the sequence goes on.
+const SETTLE_AT_MOST: Duration = Duration::from_secs(10);
+
 /// One answer, as compared.
 #[derive(Debug, Clone, PartialEq)]
 struct Answer {
@@ -128,14 +135,48 @@ impl Target {
         })
     }
 
-    /// Runs a sequence in namespace `ns`: every answer.
+    /// Runs a sequence in namespace `ns`: every answer. After each write
+    /// that succeeds, the object written is let [`settle`](Self::settle).
     async fn run(&self, sequence: &Sequence, ns: &str) -> anyhow::Result<Vec<Answer>> {
         let mut answers: Vec<Answer> = Vec::new();
         for step in &sequence.steps {
             let answer = self.send(step, ns, &answers).await?;
+            if let Some(path) = written(step, &answer, ns) {
+                self.settle(&path).await?;
+            }
             answers.push(answer);
         }
         Ok(answers)
+    }
+
+    /// Waits until the object at `path` is left alone by the controllers
+    /// (its resourceVersion unchanged for [`QUIET`], or it is gone), so
+    /// that the next request sees what a client sees once they have acted,
+    /// not how far each has got: a real controller writes a moment after
+    /// the request that woke it, a simulated one sooner, and which one a
+    /// read catches is a race, not a property of either server.
+    async fn settle(&self, path: &str) -> anyhow::Result<()> {
+        let read = Step {
+            method: "GET".into(),
+            target: path.to_owned(),
+            content_type: String::new(),
+            body: Vec::new(),
+        };
+        let started = tokio::time::Instant::now();
+        let (mut seen, mut since) = (None, started);
+        while started.elapsed() < SETTLE_AT_MOST {
+            let answer = self.send(&read, "", &[]).await?;
+            if answer.status == 404 {
+                return Ok(());
+            }
+            if seen.as_ref() != Some(&answer.rv) {
+                (seen, since) = (Some(answer.rv), tokio::time::Instant::now());
+            } else if since.elapsed() >= QUIET {
+                return Ok(());
+            }
+            tokio::time::sleep(QUIET / 5).await;
+        }
+        Ok(())
     }
 
     /// Creates namespace `ns` and waits for its `default` ServiceAccount
@@ -159,6 +200,31 @@ impl Target {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         anyhow::bail!("namespace {ns}: no default ServiceAccount after 10 s")
+    }
+}
+
+/// The object a step wrote, when it wrote one (a write that succeeded,
+/// not a dry run): its path, placeholders filled.
+fn written(step: &Step, answer: &Answer, ns: &str) -> Option<String> {
+    if step.method == "GET"
+        || !(200..300).contains(&answer.status)
+        || step.target.contains("dryRun")
+    {
+        return None;
+    }
+    let path = fill(step.target.split('?').next().unwrap_or_default(), ns, &[]);
+    let path = path
+        .strip_suffix("/status")
+        .or_else(|| path.strip_suffix("/scale"))
+        .unwrap_or(&path);
+    match step.method.as_str() {
+        "POST" => {
+            let name = answer.body.pointer("/metadata/name")?.as_str()?;
+            Some(format!("{path}/{name}"))
+        }
+        // A collection's delete answers a list.
+        "DELETE" if answer.body.get("items").is_some() => None,
+        _ => Some(path.to_owned()),
     }
 }
 

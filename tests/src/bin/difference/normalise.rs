@@ -23,6 +23,10 @@ const ASSIGNED: [&str; 12] = [
     "remainingItemCount",
 ];
 
+/// The prefix of a Pod's service account token volume, a generated
+/// suffix after it.
+const TOKEN_VOLUME: &str = "kube-api-access-";
+
 /// Kinds whose `status` controllers write on their own clock (the real
 /// kube-controller-manager and the embedded simulation alike): compared
 /// without it.
@@ -115,6 +119,12 @@ pub(crate) fn normalise(value: &mut Value) {
         }
         Value::Array(items) => items.iter_mut().for_each(normalise),
         Value::String(text) if is_time(text) => *text = "<time>".to_owned(),
+        // The ServiceAccount admission's token volume, named by each server.
+        Value::String(text)
+            if text.starts_with(TOKEN_VOLUME) && text.len() == TOKEN_VOLUME.len() + 5 =>
+        {
+            *text = format!("{TOKEN_VOLUME}<generated>");
+        }
         Value::String(text) => {
             if let Some(masked) = without_uids(text) {
                 *text = masked;
