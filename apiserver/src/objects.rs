@@ -4,55 +4,78 @@ use serde_json::{Map, Value, json};
 
 pub use kubewasm_types::value::strings_at;
 
-/// Checks a DNS-1123 subdomain: what most object names must be.
-///
-/// # Errors
-/// The rule of a DNS subdomain name, as apimachinery words it.
+use kubewasm_core::validation::{Rule, kind_name_rule};
+
+/// The rule of an RFC 1123 subdomain, as apimachinery words it.
 const SUBDOMAIN_RULE: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, \
      '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for \
      validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 
-/// A message naming the rule broken, as the API server words it.
-pub fn validate_name(name: &str) -> Result<(), String> {
-    let ok_chars = name
-        .chars()
-        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
-    let edges = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    if name.is_empty() {
-        return Err("metadata.name: Required value: name or generateName is required".into());
-    }
-    if name.len() > 253 || !ok_chars || !edges(name.chars().next()) || !edges(name.chars().last()) {
-        return Err(format!(
-            "metadata.name: Invalid value: \"{name}\": {SUBDOMAIN_RULE}"
-        ));
-    }
-    Ok(())
+/// The rule of an RFC 1123 label, as apimachinery words it (its two spaces
+/// included).
+const LABEL_RULE: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', \
+     and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for \
+     validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+
+/// Whether `s` has a DNS label's shape, whatever its length.
+fn label_shaped(s: &str) -> bool {
+    let edge = |b: Option<u8>| b.is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    s.bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && edge(s.bytes().next())
+        && edge(s.bytes().last())
 }
 
-/// Checks the name of an object of `info`'s type as its real strategy
-/// does: RBAC's roles and bindings take any path segment
-/// (`system:controller:foo`, `Admins_2`), every other type a DNS subdomain.
-pub fn validate_name_of(
-    info: &kubewasm_types::info::ResourceInfo,
-    name: &str,
-) -> Result<(), String> {
-    if info.group != "rbac.authorization.k8s.io" {
-        return validate_name(name);
+/// What `value` breaks of `rule`, each problem a message of its own as
+/// apimachinery's `IsDNS1123Label`/`IsDNS1123Subdomain`/path-segment
+/// checks give them (the length first).
+fn rule_problems(rule: Rule, value: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    match rule {
+        Rule::DnsLabel => {
+            if value.len() > 63 {
+                problems.push("must be no more than 63 characters".to_owned());
+            }
+            if !label_shaped(value) {
+                problems.push(LABEL_RULE.to_owned());
+            }
+        }
+        Rule::PathSegment => {
+            if value == "." || value == ".." {
+                problems.push(format!("may not be '{value}'"));
+            }
+            if let Some(bad) = ["/", "%"].into_iter().find(|bad| value.contains(bad)) {
+                problems.push(format!("may not contain '{bad}'"));
+            }
+        }
+        _ => {
+            if value.len() > 253 {
+                problems.push("must be no more than 253 characters".to_owned());
+            }
+            if !value.split('.').all(label_shaped) {
+                problems.push(SUBDOMAIN_RULE.to_owned());
+            }
+        }
     }
+    problems
+}
+
+/// What the name of an object of `info`'s type breaks, as a real server's
+/// validation words it (`metadata.name: ...`, one problem each): the rule
+/// is its type's ([`kind_name_rule`]).
+pub fn name_problems(info: &kubewasm_types::info::ResourceInfo, name: &str) -> Vec<String> {
     if name.is_empty() {
-        return Err("metadata.name: Required value: name or generateName is required".into());
+        return vec!["metadata.name: Required value: name or generateName is required".into()];
     }
-    if name == "." || name == ".." {
-        return Err(format!(
-            "metadata.name: Invalid value: \"{name}\": may not be '{name}'"
-        ));
-    }
-    if let Some(bad) = ["/", "%"].into_iter().find(|bad| name.contains(bad)) {
-        return Err(format!(
-            "metadata.name: Invalid value: \"{name}\": may not contain '{bad}'"
-        ));
-    }
-    Ok(())
+    let rule = if info.custom {
+        Rule::DnsSubdomain
+    } else {
+        kind_name_rule(&info.group, &info.kind)
+    };
+    rule_problems(rule, name)
+        .into_iter()
+        .map(|why| format!("metadata.name: Invalid value: \"{name}\": {why}"))
+        .collect()
 }
 
 /// Checks a `generateName` as a real server does: the prefix itself must be
@@ -62,9 +85,13 @@ pub fn validate_generate_name(prefix: &str) -> Result<(), String> {
         Some(head) => format!("{head}a"),
         None => prefix.to_owned(),
     };
-    validate_name(&masked).map_err(|_| {
-        format!("metadata.generateName: Invalid value: \"{prefix}\": {SUBDOMAIN_RULE}")
-    })
+    if rule_problems(Rule::DnsSubdomain, &masked).is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "metadata.generateName: Invalid value: \"{prefix}\": {SUBDOMAIN_RULE}"
+        ))
+    }
 }
 
 /// The string at `pointer`, or `""`.
@@ -240,28 +267,51 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn info(plural: &str) -> kubewasm_types::info::ResourceInfo {
+        kubewasm_types::registry::Registry::builtin()
+            .all()
+            .find(|t| t.plural == plural)
+            .cloned()
+            .expect("served")
+    }
+
     #[test]
-    fn names_should_be_dns_subdomains() {
+    fn names_should_follow_their_types_rule_in_the_real_servers_words() {
+        let configmaps = info("configmaps");
         for good in ["a", "web-1", "a.b.c", "0abc"] {
-            assert!(validate_name(good).is_ok(), "{good}");
+            assert_eq!(
+                name_problems(&configmaps, good),
+                Vec::<String>::new(),
+                "{good}"
+            );
         }
-        for bad in ["", "A", "-a", "a-", "a_b", &"a".repeat(254)] {
-            assert!(validate_name(bad).is_err(), "{bad}");
+        for bad in ["", "A", "-a", "a-", "a_b", "a..b", &"a".repeat(254)] {
+            assert!(!name_problems(&configmaps, bad).is_empty(), "{bad}");
         }
+        // A label's rule (Services, Namespaces, StatefulSets), worded as
+        // kube-apiserver v1.37.2 words it: the length and the shape apart.
+        let long = format!("{}.", "a".repeat(63));
+        assert_eq!(
+            name_problems(&info("services"), &long),
+            vec![
+                format!(
+                    "metadata.name: Invalid value: \"{long}\": must be no more than 63 characters"
+                ),
+                format!("metadata.name: Invalid value: \"{long}\": {LABEL_RULE}"),
+            ]
+        );
+        assert!(name_problems(&info("statefulsets"), "a.b").len() == 1);
+        assert!(name_problems(&info("poddisruptionbudgets"), "Not_Valid").is_empty());
     }
 
     #[test]
     fn rbac_names_should_be_path_segments() {
-        let rbac = kubewasm_types::registry::Registry::builtin()
-            .all()
-            .find(|t| t.plural == "clusterroles")
-            .cloned()
-            .expect("clusterroles served");
+        let rbac = info("clusterroles");
         for good in ["system:controller:foo", "Admins_2", "a..b"] {
-            assert!(validate_name_of(&rbac, good).is_ok(), "{good}");
+            assert!(name_problems(&rbac, good).is_empty(), "{good}");
         }
         for bad in ["", ".", "..", "a/b", "50%"] {
-            assert!(validate_name_of(&rbac, bad).is_err(), "{bad}");
+            assert!(!name_problems(&rbac, bad).is_empty(), "{bad}");
         }
     }
 
@@ -282,7 +332,11 @@ mod tests {
     #[test]
     fn generated_names_should_be_valid_and_differ() {
         let (a, b) = (generate_name("web-"), generate_name("web-"));
-        assert!(a.starts_with("web-") && a.len() == 9 && validate_name(&a).is_ok());
+        assert!(
+            a.starts_with("web-")
+                && a.len() == 9
+                && name_problems(&info("configmaps"), &a).is_empty()
+        );
         assert_ne!(a, b);
     }
 

@@ -30,8 +30,6 @@ pub enum Rule {
     /// RFC 1123 label: at most 63 lowercase alphanumerics or `-`, starting
     /// and ending alphanumeric.
     DnsLabel,
-    /// RFC 1035 label: a DNS label that starts with a letter.
-    Dns1035Label,
     /// RFC 1123 subdomain: at most 253 characters, DNS labels joined by `.`.
     DnsSubdomain,
     /// A path segment name: not empty, `.` or `..`, without `/` or `%`, at
@@ -52,9 +50,6 @@ impl fmt::Display for Rule {
         f.write_str(match self {
             Self::DnsLabel => {
                 "must be a DNS label: at most 63 lowercase letters, digits or '-', starting and ending with a letter or digit"
-            }
-            Self::Dns1035Label => {
-                "must be a DNS-1035 label: at most 63 lowercase letters, digits or '-', starting with a letter and ending with a letter or digit"
             }
             Self::DnsSubdomain => {
                 "must be a DNS subdomain: at most 253 lowercase letters, digits, '-' or '.', starting and ending with a letter or digit"
@@ -124,14 +119,20 @@ pub fn namespace(ns: &str) -> Result<(), Invalid> {
     }
 }
 
-/// The rule names of objects of `resource` follow: a DNS label for
-/// Namespaces, a DNS-1035 label for Services, a path segment for RBAC types
-/// (`system:controller:x`), a DNS subdomain for everything else.
+/// The rule names of objects of `resource` follow: see [`kind_name_rule`].
 pub fn name_rule(resource: &ResourceType) -> Rule {
-    match (resource.group.as_str(), resource.kind.as_str()) {
-        ("", "Namespace") => Rule::DnsLabel,
-        ("", "Service") => Rule::Dns1035Label,
-        ("rbac.authorization.k8s.io", _) => Rule::PathSegment,
+    kind_name_rule(&resource.group, &resource.kind)
+}
+
+/// The rule names of objects of `kind` in `group` follow, as a Kubernetes
+/// 1.37 server checks them: a DNS label for Namespaces, Services (their
+/// relaxed rule) and StatefulSets, a path segment for RBAC types
+/// (`system:controller:x`) and PodDisruptionBudgets (whose validation
+/// checks no name), a DNS subdomain for everything else.
+pub fn kind_name_rule(group: &str, kind: &str) -> Rule {
+    match (group, kind) {
+        ("", "Namespace" | "Service") | ("apps", "StatefulSet") => Rule::DnsLabel,
+        ("rbac.authorization.k8s.io", _) | ("policy", "PodDisruptionBudget") => Rule::PathSegment,
         _ => Rule::DnsSubdomain,
     }
 }
@@ -144,7 +145,6 @@ pub fn name(resource: &ResourceType, name: &str) -> Result<(), Invalid> {
     let rule = name_rule(resource);
     let ok = match rule {
         Rule::DnsLabel => is_dns_label(name),
-        Rule::Dns1035Label => is_dns1035_label(name),
         Rule::PathSegment => {
             !name.is_empty()
                 && name.len() <= 253
@@ -263,7 +263,11 @@ mod tests {
         for good in ["a", "a.b-c", "0x", &longest] {
             assert!(name(&cm, good).is_ok(), "{good:?}");
         }
-        assert!(name(&ty("", "Service"), "1abc").is_err());
+        // Services' relaxed rule (Kubernetes 1.37): a DNS label.
+        assert!(name(&ty("", "Service"), "1abc").is_ok());
+        assert!(name(&ty("", "Service"), "a.b").is_err());
+        assert!(name(&ty("apps", "StatefulSet"), "a.b").is_err());
+        assert!(name(&ty("policy", "PodDisruptionBudget"), "Not_Valid").is_ok());
         assert!(name(&ty("", "Namespace"), "a.b").is_err());
         let role = ty("rbac.authorization.k8s.io", "ClusterRole");
         assert!(name(&role, "system:controller:x").is_ok());

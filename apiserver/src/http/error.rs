@@ -129,16 +129,28 @@ impl ApiError {
                 json!({"reason": reason, "message": message, "field": field})
             })
             .collect();
-        let kind = qualified_kind(info);
+        // An events.k8s.io Event is validated as the core Event it is
+        // stored as, and named so.
+        let core = ResourceInfo {
+            group: String::new(),
+            ..info.clone()
+        };
+        let named = if info.group == "events.k8s.io" { &core } else { info };
+        let kind = qualified_kind(named);
         let mut error = Self::new(
             422,
             "Invalid",
             format!("{kind} \"{name}\" is invalid: {why}"),
         )
-        .about(info, name);
+        .about(named, name);
         if let Some(details) = error.details.as_mut() {
             details["kind"] = info.kind.clone().into();
             details["causes"] = causes.into();
+            if named.group.is_empty()
+                && let Some(map) = details.as_object_mut()
+            {
+                map.remove("group");
+            }
         }
         error
     }

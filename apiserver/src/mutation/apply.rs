@@ -167,8 +167,8 @@ struct Entry {
 }
 
 /// What part of an object a write owns, by where it writes: a status
-/// write its `status`, recorded in an entry of its own (`subresource:
-/// status`); a main write of a type with a status subresource all but its
+/// write its `status` and the metadata it changes, recorded in an entry of
+/// its own (`subresource: status`); a main write of a type with a status subresource all but its
 /// `status` (its strategy resets it); any other write the whole object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Part {
@@ -181,13 +181,16 @@ pub enum Part {
 }
 
 impl Part {
-    /// Whether a write of this part owns `path`.
+    /// Whether a write of this part owns `path`: a status write its
+    /// status and the metadata it changed (a real status strategy resets
+    /// only the spec, and a Deployment's labels), a main write all but
+    /// the status.
     fn owns(self, path: &Path) -> bool {
-        let status = path.first().is_some_and(|f| f == "f:status");
+        let first = path.first().map(String::as_str);
         match self {
             Self::Whole => true,
-            Self::Main => !status,
-            Self::Status => status,
+            Self::Main => first != Some("f:status"),
+            Self::Status => matches!(first, Some("f:status" | "f:metadata")),
         }
     }
 

@@ -236,10 +236,11 @@ fn status_of(deploy: &Value, new: Option<&Value>, all: &[Arc<Value>]) -> Value {
     let desired = replicas(deploy);
     let sum = |pointer: &str| all.iter().map(|rs| count(rs, pointer)).sum::<i64>();
     let updated = new.map_or(0, |rs| count(rs, "/status/replicas"));
-    let (total, ready, available) = (
+    let (total, ready, available, terminating) = (
         sum("/status/replicas"),
         sum("/status/readyReplicas"),
         sum("/status/availableReplicas"),
+        sum("/status/terminatingReplicas"),
     );
     let unavailable_allowed = scaled(
         deploy.pointer("/spec/strategy/rollingUpdate/maxUnavailable"),
@@ -298,7 +299,7 @@ fn status_of(deploy: &Value, new: Option<&Value>, all: &[Arc<Value>]) -> Value {
     );
     let mut status = json!({"observedGeneration": generation(deploy), "replicas": total,
             "updatedReplicas": updated, "readyReplicas": ready, "availableReplicas": available,
-            "conditions": conditions});
+            "terminatingReplicas": terminating, "conditions": conditions});
     if desired > available {
         status["unavailableReplicas"] = (desired - available).into();
     } else {
@@ -393,21 +394,29 @@ impl Reconciler for Deployments {
                 revision(rs)
             }
         });
-        if let Some(revision) = new_revision
-            && text_at(
-                &deploy,
-                &format!("/metadata/annotations/{}", REVISION.replace('/', "~1")),
-            ) != revision.to_string()
-        {
-            let patch = json!({"metadata": {"annotations": {REVISION: revision.to_string()}}});
-            self.client
-                .patch(kinds::DEPLOYMENT, ns, &key.name, None, &patch)
-                .await?;
-        }
         let status = status_of(&deploy, new.as_deref(), &all);
-        self.client
-            .write_status(kinds::DEPLOYMENT, &deploy, status)
-            .await?;
+        match new_revision {
+            // The revision goes with the status, through the status
+            // subresource (whose strategy keeps a Deployment's annotations),
+            // as the real controller writes it.
+            Some(revision)
+                if text_at(
+                    &deploy,
+                    &format!("/metadata/annotations/{}", REVISION.replace('/', "~1")),
+                ) != revision.to_string() =>
+            {
+                let patch = json!({"metadata": {"annotations": {REVISION: revision.to_string()}},
+                                   "status": status});
+                self.client
+                    .patch(kinds::DEPLOYMENT, ns, &key.name, Some("status"), &patch)
+                    .await?;
+            }
+            _ => {
+                self.client
+                    .write_status(kinds::DEPLOYMENT, &deploy, status)
+                    .await?;
+            }
+        }
         Ok(Next::Done)
     }
 }

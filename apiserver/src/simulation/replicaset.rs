@@ -2,7 +2,8 @@
 //! the template (`<rs>-xxxxx`, controlled by the ReplicaSet); surplus Pods
 //! removed unscheduled first, then unready, then newest; the counts
 //! (`replicas`, `fullyLabeledReplicas`, `readyReplicas`,
-//! `availableReplicas`) and `observedGeneration` in its status.
+//! `availableReplicas`, `terminatingReplicas`) and `observedGeneration` in
+//! its status.
 
 use kubewasm_core::ObjectKey;
 use serde_json::{Value, json};
@@ -44,10 +45,13 @@ impl Reconciler for ReplicaSets {
             return Ok(Next::Done);
         };
         let ns = key.namespace.as_deref();
-        let mut pods: Vec<_> = owned(self.client.store(), &rs, kinds::POD)
+        let (mut pods, stopped): (Vec<_>, Vec<_>) = owned(self.client.store(), &rs, kinds::POD)
             .into_iter()
-            .filter(|p| active(p))
-            .collect();
+            .partition(|p| active(p));
+        let terminating = stopped
+            .iter()
+            .filter(|p| p.pointer("/metadata/deletionTimestamp").is_some())
+            .count();
         let wanted = usize::try_from(replicas(&rs)).unwrap_or(0);
         if pods.len() < wanted {
             let mut pod = from_template(
@@ -71,7 +75,8 @@ impl Reconciler for ReplicaSets {
         let count = pods.len();
         let ready = pods.iter().filter(|p| ready(p)).count();
         let status = json!({"replicas": count, "fullyLabeledReplicas": count, "readyReplicas": ready,
-                            "availableReplicas": ready, "observedGeneration": generation(&rs)});
+                            "availableReplicas": ready, "terminatingReplicas": terminating,
+                            "observedGeneration": generation(&rs)});
         self.client
             .write_status(kinds::REPLICASET, &rs, status)
             .await?;

@@ -18,10 +18,10 @@ use crate::http::error::ApiError;
 use crate::mutation::apply;
 use crate::mutation::patch::{json_patch, merge_patch};
 use crate::objects::{
-    generate_name, metadata_mut, new_uid, now, spec_changed, strings_at, validate_generate_name,
-    validate_name_of,
+    generate_name, metadata_mut, name_problems, new_uid, now, spec_changed, strings_at,
+    validate_generate_name,
 };
-use crate::schema::conversion;
+use crate::schema::{conversion, validation};
 use crate::store::StoreError;
 use kubewasm_types::crd;
 use kubewasm_types::info::ResourceInfo;
@@ -161,7 +161,12 @@ impl Api {
                 None => String::new(),
             },
         };
-        validate_name_of(info, &name).map_err(|why| ApiError::invalid(info, &name, why))?;
+        let problems = name_problems(info, &name);
+        if !problems.is_empty() {
+            // Refused with everything else the type's validation finds.
+            let all = validation::problems(info, &object, target.namespace.as_deref(), problems);
+            return Err(ApiError::invalid_fields(info, &name, &all));
+        }
         match (
             &target.namespace,
             metadata
@@ -213,7 +218,16 @@ impl Api {
         if info.status
             && let Some(map) = object.as_object_mut()
         {
-            map.remove("status");
+            // The strategy resets it to Go's zero status, whose fields
+            // without `omitempty` are written (a DaemonSet's counts): what
+            // a controller's first status write is compared with.
+            match crate::schema::defaults::zero(&info.api_version(), &info.kind)
+                .get_mut("status")
+                .map(Value::take)
+            {
+                Some(zero) if !info.custom => map.insert("status".into(), zero),
+                _ => map.remove("status"),
+            };
         }
         if info.group.is_empty() && info.plural == "services" {
             self.allocate_service(&mut object)?;
@@ -349,7 +363,10 @@ impl Api {
         }
         // Compared as decoded: defaults the writer left out change nothing.
         crate::objects::decoded_defaults(info, &mut desired);
-        if info.generation && spec_changed(current, &desired) {
+        // An EndpointSlice has no spec: its strategy counts its labels too.
+        let relabelled = info.group == "discovery.k8s.io"
+            && current.pointer("/metadata/labels") != desired.pointer("/metadata/labels");
+        if info.generation && (spec_changed(current, &desired) || relabelled) {
             let generation = current_meta
                 .get("generation")
                 .and_then(Value::as_i64)
@@ -424,6 +441,11 @@ impl Api {
                         fields.join(", ")
                     )));
                 }
+            }
+            let namespace = crate::objects::text_at(&object, "/metadata/namespace");
+            let problems = validation::problems(info, &object, Some(namespace), Vec::new());
+            if !problems.is_empty() {
+                return Err(ApiError::invalid_fields(info, name, &problems));
             }
             return Ok(object);
         };

@@ -39,8 +39,28 @@ const MAX_DEPTH: usize = 64;
 /// Defaults `object`, an object of the built-in `kind` in `api_version`; an
 /// object of a kind Kubernetes defines no Go type for is left as it is.
 pub fn apply(api_version: &str, kind: &str, object: &mut Value) {
+    // A Job's pod template gets no restart policy (a real server refuses
+    // one without, `Required value: valid values: "OnFailure", "Never"`),
+    // though every other pod spec gets `Always`.
+    let template = match (api_version, kind) {
+        ("batch/v1", "Job") => Some("/spec/template/spec"),
+        ("batch/v1", "CronJob") => Some("/spec/jobTemplate/spec/template/spec"),
+        _ => None,
+    };
+    let unset = template.filter(|t| {
+        object
+            .pointer(&format!("{t}/restartPolicy"))
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+    });
     if let Some(message) = protobuf::message_of(api_version, kind) {
         visit(&message, object, Walk::Defaults, 0);
+    }
+    if let Some(spec) = unset
+        .and_then(|t| object.pointer_mut(t))
+        .and_then(Value::as_object_mut)
+    {
+        spec.shift_remove("restartPolicy");
     }
 }
 
