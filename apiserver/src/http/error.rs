@@ -135,7 +135,11 @@ impl ApiError {
             group: String::new(),
             ..info.clone()
         };
-        let named = if info.group == "events.k8s.io" { &core } else { info };
+        let named = if info.group == "events.k8s.io" {
+            &core
+        } else {
+            info
+        };
         let kind = qualified_kind(named);
         let mut error = Self::new(
             422,

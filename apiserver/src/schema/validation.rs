@@ -91,13 +91,13 @@ pub fn problems(
         ("storage.k8s.io", "storageclasses") => {
             look.required("/provisioner", "provisioner", &mut found);
         }
-        ("networking.k8s.io", "ingresses") => {
-            if look.absent("/spec/defaultBackend") && look.absent("/spec/rules") {
-                found.push(
-                    "spec: Invalid value: null: either `defaultBackend` or `rules` must be specified"
-                        .into(),
-                );
-            }
+        ("networking.k8s.io", "ingresses")
+            if look.absent("/spec/defaultBackend") && look.absent("/spec/rules") =>
+        {
+            found.push(
+                "spec: Invalid value: null: either `defaultBackend` or `rules` must be specified"
+                    .into(),
+            );
         }
         ("networking.k8s.io", "ingressclasses") => {
             look.required("/spec/controller", "spec.controller", &mut found);
