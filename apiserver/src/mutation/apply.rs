@@ -27,7 +27,7 @@
 use serde_json::{Map, Value, json};
 
 pub use super::fieldset::{FieldSet, fields_of, from_fields_v1, to_fields_v1};
-use super::fieldset::{Path, created};
+use super::fieldset::{Path, created, keyed_by};
 use crate::objects::now;
 
 /// The value at a path, if present.
@@ -50,9 +50,7 @@ fn step<'a>(node: &'a Value, segment: &str) -> Option<&'a Value> {
         return node.as_array()?.iter().find(|item| **item == value);
     }
     let key: Map<String, Value> = serde_json::from_str(segment.strip_prefix("k:")?).ok()?;
-    node.as_array()?
-        .iter()
-        .find(|item| key.iter().all(|(k, v)| item.get(k) == Some(v)))
+    node.as_array()?.iter().find(|item| keyed_by(item, &key))
 }
 
 /// The value of a set element's segment (`v:"example.com/x"`).
@@ -78,7 +76,7 @@ fn remove_at(object: &mut Value, path: &[String]) {
                 .strip_prefix("k:")
                 .and_then(|k| serde_json::from_str(k).ok());
             if let (Some(key), Some(Value::Array(items))) = (key, value_at_mut(object, list_path)) {
-                items.retain(|item| !key.iter().all(|(k, v)| item.get(k) == Some(v)));
+                items.retain(|item| !keyed_by(item, &key));
             }
         }
         return;
@@ -129,7 +127,7 @@ fn value_at_mut<'a>(object: &'a mut Value, path: &[String]) -> Option<&'a mut Va
             let key: Map<String, Value> = serde_json::from_str(segment.strip_prefix("k:")?).ok()?;
             node.as_array_mut()?
                 .iter_mut()
-                .find(|item| key.iter().all(|(k, v)| item.get(k) == Some(v)))?
+                .find(|item| keyed_by(item, &key))?
         };
     }
     Some(node)
@@ -370,6 +368,16 @@ pub struct ApplyRequest<'a> {
     pub part: Part,
 }
 
+/// Whether `applied` sets the field at `path` to another value than
+/// `current` has: a conflict with its other owners. A map or a list element
+/// is compared by its fields, each a path of its own, so one on both sides
+/// differs in none by itself (the defaults inside it are not the applier's
+/// to set).
+fn differs(current: &Value, applied: &Value, path: &[String]) -> bool {
+    let mine = value_at(applied, path);
+    !mine.is_some_and(Value::is_object) && value_at(current, path) != mine
+}
+
 /// Applies `applied` over `current` (an empty object for a create).
 ///
 /// # Errors
@@ -389,15 +397,7 @@ pub fn apply(
     let mut conflicts = Vec::new();
     for entry in managers.iter().filter(|e| !mine(e)) {
         for path in wanted.intersection(&entry.fields) {
-            // A map or a list element is compared by its fields, each
-            // a path of its own: one that exists on both sides is no
-            // conflict by itself (the defaults inside it are not the
-            // applier's to set).
-            let mine = value_at(applied, path);
-            if mine.is_some_and(Value::is_object) {
-                continue;
-            }
-            if value_at(current, path) != mine {
+            if differs(current, applied, path) {
                 conflicts.push(Conflict {
                     manager: entry.printed(),
                     field: describe(path),
@@ -418,7 +418,7 @@ pub fn apply(
     for entry in managers.iter_mut().filter(|e| !mine(e)) {
         entry
             .fields
-            .retain(|p| !wanted.contains(p) || value_at(current, p) == value_at(applied, p));
+            .retain(|p| !wanted.contains(p) || !differs(current, applied, p));
     }
     let owned_by_others: FieldSet = managers
         .iter()
@@ -764,6 +764,17 @@ mod tests {
         assert!(
             matches!(&err, ApplyError::Conflicts(c) if c.len() == 1 && c[0].field.ends_with(".image")),
             "{err:?}"
+        );
+        // Forced, the label moves and the element stays shared.
+        let forced = apply(&mine, &pod("2", "a"), request("two", true)).expect("forced");
+        let first = &owners(&forced)["one/Apply"];
+        assert!(
+            first.contains(&".spec.containers[name=\"main\"]".to_owned()),
+            "{first:?}"
+        );
+        assert!(
+            !first.contains(&".metadata.labels.l".to_owned()),
+            "{first:?}"
         );
     }
 

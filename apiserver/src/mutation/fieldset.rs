@@ -50,19 +50,36 @@ fn element_key(field: &str, item: &Value, custom: bool) -> Option<String> {
     // merge does (`+listMapKey`), a port by its protocol too (`TCP` when
     // an applied configuration leaves out the default), in the order of
     // their names.
-    let more: &[(&str, Option<&str>)] = match field {
-        "ports" => &[("protocol", Some("TCP"))],
-        "topologySpreadConstraints" => &[("whenUnsatisfiable", None)],
+    let more: &[&str] = match field {
+        "ports" => &["protocol"],
+        "topologySpreadConstraints" => &["whenUnsatisfiable"],
         _ => &[],
     };
-    for &(name, default) in more {
+    for &name in more {
         let value = item.get(name).filter(|v| !v.is_null()).cloned();
-        if let Some(value) = value.or_else(|| default.map(Value::from)) {
+        if let Some(value) = value.or_else(|| key_default(name).map(Value::from)) {
             fields.insert(name.to_owned(), value);
         }
     }
     fields.sort_keys();
     Some(format!("k:{}", Value::Object(fields)))
+}
+
+/// The value a key field has when an element leaves it out.
+fn key_default(name: &str) -> Option<&'static str> {
+    (name == "protocol").then_some("TCP")
+}
+
+/// Whether list element `item` is the one a segment's `key` names: each key
+/// field equal, or left out where it has a default (an applied port
+/// without its protocol is the `TCP` one).
+pub(super) fn keyed_by(item: &Value, key: &Map<String, Value>) -> bool {
+    key.iter().all(
+        |(name, value)| match item.get(name).filter(|v| !v.is_null()) {
+            Some(own) => own == value,
+            None => key_default(name).is_some_and(|d| value == d),
+        },
+    )
 }
 
 /// The message of `ObjectMeta`, which custom resources share.

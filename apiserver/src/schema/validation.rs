@@ -62,7 +62,7 @@ pub fn problems(
                 &mut found,
             );
         }
-        ("apps", "statefulsets") => {
+        ("apps", "statefulsets" | "deployments" | "replicasets") => {
             look.required("/spec/selector", "spec.selector", &mut found);
             if !selects(&look) {
                 let labels = look.0.pointer("/spec/template/metadata/labels");

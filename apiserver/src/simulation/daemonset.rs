@@ -1,5 +1,5 @@
 //! The DaemonSet controller: one Pod (`<ds>-xxxxx`) on every schedulable
-//! Node, pinned to it by `nodeAffinity` on `metadata.name` as the real
+//! Node its template's `nodeSelector` selects, pinned to it by `nodeAffinity` on `metadata.name` as the real
 //! controller does (and bound to it); a Pod on a Node that is gone is
 //! removed; a template change rolled out one Node at a time. Status: the
 //! counts `kubectl rollout status` reads, `observedGeneration`.
@@ -52,10 +52,21 @@ impl Reconciler for DaemonSets {
             return Ok(Next::Done);
         };
         let ns = key.namespace.as_deref();
+        let selector = ds
+            .pointer("/spec/template/spec/nodeSelector")
+            .and_then(Value::as_object);
+        let selected = |node: &Value| {
+            selector.into_iter().flatten().all(|(key, value)| {
+                node.pointer("/metadata/labels")
+                    .and_then(|labels| labels.get(key))
+                    == Some(value)
+            })
+        };
         let nodes: Vec<String> = store
             .objects(&kinds::NODE.key(), None)
             .iter()
             .filter(|n| n.pointer("/spec/unschedulable") != Some(&Value::Bool(true)))
+            .filter(|n| selected(n))
             .map(|n| text_at(n, "/metadata/name").to_owned())
             .collect();
         let revision = template_hash(

@@ -200,9 +200,11 @@ impl Api {
     ) -> Result<Reply, ApiError> {
         let info = &target.info;
         if info.group.is_empty() && info.plural == "namespaces" {
-            return Err(ApiError::method_not_allowed(
-                "the server does not allow this method on the requested resource (deletecollection namespaces)",
-            ));
+            let mut refused = ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            );
+            refused.details = Some(json!({}));
+            return Err(refused);
         }
         let filter = Filter::from_query(&request.query, info, self.config.shard_selectors)?;
         let options = DeleteOptions::of(request)?;
@@ -305,9 +307,12 @@ impl Api {
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
+        // Events are not garbage collected: a real server's store for
+        // them adds no finalizer of the collector's, and deletes at once.
+        let collected = info.plural != "events";
         let gc_finalizer = match options.policy(info, &finalizers) {
-            "Foreground" => Some("foregroundDeletion"),
-            "Orphan" => Some("orphan"),
+            "Foreground" if collected => Some("foregroundDeletion"),
+            "Orphan" if collected => Some("orphan"),
             _ => None,
         };
         if let Some(f) = gc_finalizer

@@ -1,6 +1,7 @@
 //! What a built-in type's registry strategy does to a write, beyond
 //! defaults (`crate::schema::defaults`): a Namespace's finalizer and a
-//! Job's selector on create, what a status write keeps of the object.
+//! Job's selector on create, a Namespace's finalizers on update, what a
+//! status write keeps of the object.
 
 use kubewasm_types::info::ResourceInfo;
 use serde_json::{Value, json};
@@ -23,6 +24,22 @@ pub(super) fn kubernetes_finalizer(namespace: &mut Value) {
         {
             list.push("kubernetes".into());
         }
+    }
+}
+
+/// What a Namespace's update keeps of it: its `spec.finalizers`, which
+/// only its `finalize` subresource changes.
+pub(super) fn keep_finalizers(current: &Value, desired: &mut Value) {
+    let finalizers = current.pointer("/spec/finalizers").cloned();
+    let Some(map) = desired.as_object_mut() else {
+        return;
+    };
+    let spec = map.entry("spec").or_insert_with(|| json!({}));
+    if let Some(spec) = spec.as_object_mut() {
+        match finalizers {
+            Some(list) => spec.insert("finalizers".into(), list),
+            None => spec.shift_remove("finalizers"),
+        };
     }
 }
 

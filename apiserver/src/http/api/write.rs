@@ -319,6 +319,9 @@ impl Api {
             crate::objects::decoded_defaults(info, &mut next);
             return Ok(next);
         }
+        if info.group.is_empty() && info.plural == "namespaces" && subresource.is_none() {
+            strategy::keep_finalizers(current, &mut desired);
+        }
         if builtin_status {
             strategy::status_strategy(info, current, &mut desired);
         } else if info.status {
@@ -363,9 +366,15 @@ impl Api {
         }
         // Compared as decoded: defaults the writer left out change nothing.
         crate::objects::decoded_defaults(info, &mut desired);
-        // An EndpointSlice has no spec: its strategy counts its labels too.
-        let relabelled = info.group == "discovery.k8s.io"
-            && current.pointer("/metadata/labels") != desired.pointer("/metadata/labels");
+        // An EndpointSlice has no spec: its strategy counts its labels too;
+        // a Deployment's counts its annotations (where rollbacks were asked).
+        let counted = match info.group.as_str() {
+            "discovery.k8s.io" => Some("/metadata/labels"),
+            "apps" if info.kind == "Deployment" => Some("/metadata/annotations"),
+            _ => None,
+        };
+        let relabelled = subresource.is_none()
+            && counted.is_some_and(|pointer| current.pointer(pointer) != desired.pointer(pointer));
         if info.generation && (spec_changed(current, &desired) || relabelled) {
             let generation = current_meta
                 .get("generation")
