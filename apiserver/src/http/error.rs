@@ -92,13 +92,18 @@ impl ApiError {
     /// it: about the kind (`ConfigMap`, `Deployment.apps`), not the
     /// resource.
     pub fn precondition_failed(info: &ResourceInfo, name: &str, why: &str) -> Self {
-        let kind = qualified_kind(info);
+        let named = registry_type(info);
+        let kind = qualified_kind(&named);
         let mut error = Self::new(
             409,
             "Conflict",
             format!("Operation cannot be fulfilled on {kind} \"{name}\": {why}"),
         );
-        error.details = Some(json!({"name": name, "group": info.group, "kind": info.kind}));
+        let mut details = json!({"name": name, "kind": info.kind});
+        if !named.group.is_empty() {
+            details["group"] = named.group.clone().into();
+        }
+        error.details = Some(details);
         error
     }
 
@@ -129,17 +134,8 @@ impl ApiError {
                 json!({"reason": reason, "message": message, "field": field})
             })
             .collect();
-        // An events.k8s.io Event is validated as the core Event it is
-        // stored as, and named so.
-        let core = ResourceInfo {
-            group: String::new(),
-            ..info.clone()
-        };
-        let named = if info.group == "events.k8s.io" {
-            &core
-        } else {
-            info
-        };
+        let named = registry_type(info);
+        let named = named.as_ref();
         let kind = qualified_kind(named);
         let mut error = Self::new(
             422,
@@ -284,6 +280,19 @@ pub(crate) fn omit_empty_group(details: &mut Value) {
 
 /// A kind as errors about an object name it: `ConfigMap`,
 /// `Lease.coordination.k8s.io`.
+/// The type a registry's own errors (validation, preconditions) name: an
+/// events.k8s.io Event is the core Event it is stored as.
+fn registry_type(info: &ResourceInfo) -> std::borrow::Cow<'_, ResourceInfo> {
+    if info.group == "events.k8s.io" {
+        std::borrow::Cow::Owned(ResourceInfo {
+            group: String::new(),
+            ..info.clone()
+        })
+    } else {
+        std::borrow::Cow::Borrowed(info)
+    }
+}
+
 fn qualified_kind(info: &ResourceInfo) -> String {
     if info.group.is_empty() {
         info.kind.clone()

@@ -62,8 +62,12 @@ pub fn problems(
                 &mut found,
             );
         }
-        ("apps", "statefulsets" | "deployments" | "replicasets") => {
-            look.required("/spec/selector", "spec.selector", &mut found);
+        ("apps", "statefulsets" | "deployments" | "replicasets" | "daemonsets") => {
+            // A DaemonSet's validation does not ask for a selector (a
+            // missing one selects nothing, which the next rule reports).
+            if info.plural != "daemonsets" {
+                look.required("/spec/selector", "spec.selector", &mut found);
+            }
             if !selects(&look) {
                 let labels = look.0.pointer("/spec/template/metadata/labels");
                 found.push(format!(

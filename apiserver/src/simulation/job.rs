@@ -4,7 +4,8 @@
 //! annotation and label), each labelled with the Job's name and uid; a
 //! failed Pod replaced until more than `backoffLimit` have failed, then
 //! `Failed` (`BackoffLimitExceeded`) and its active Pods removed; done,
-//! `SuccessCriteriaMet` then `Complete`. Status: `active`, `ready`,
+//! `SuccessCriteriaMet` then `Complete`; suspended, its Pods removed and
+//! `Suspended` until resumed. Status: `active`, `ready`,
 //! `succeeded`, `failed`, `completedIndexes`, `startTime`,
 //! `completionTime`.
 
@@ -83,6 +84,42 @@ fn finished(job: &Value) -> bool {
         .any(|c| matches!(c["type"].as_str(), Some("Complete" | "Failed")) && c["status"] == "True")
 }
 
+impl Jobs {
+    /// A suspended Job: its running Pods removed, and once its status says
+    /// `Suspended` (as the real controller writes it: no Pod ready or
+    /// terminating, none uncounted).
+    async fn suspend(&self, job: &Value) -> Result<Next, ClientError> {
+        for pod in owned(self.client.store(), job, kinds::POD)
+            .iter()
+            .filter(|p| active(p))
+        {
+            self.client.delete_object(kinds::POD, pod).await?;
+        }
+        let conditions = job
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if conditions
+            .iter()
+            .any(|c| c["type"] == "Suspended" && c["status"] == "True")
+        {
+            return Ok(Next::Done);
+        }
+        let time = now();
+        let mut conditions: Vec<Value> = conditions
+            .into_iter()
+            .filter(|c| c["type"] != "Suspended")
+            .collect();
+        conditions.push(json!({"type": "Suspended", "status": "True", "lastProbeTime": time,
+            "lastTransitionTime": time, "reason": "JobSuspended", "message": "Job suspended"}));
+        let status = json!({"conditions": conditions, "ready": 0, "terminating": 0,
+                            "uncountedTerminatedPods": {}});
+        self.client.write_status(kinds::JOB, job, status).await?;
+        Ok(Next::Done)
+    }
+}
+
 impl Reconciler for Jobs {
     fn primary(&self) -> Kind {
         kinds::JOB
@@ -92,8 +129,11 @@ impl Reconciler for Jobs {
         let Some(job) = self.client.live(kinds::JOB, key) else {
             return Ok(Next::Done);
         };
-        if finished(&job) || job.pointer("/spec/suspend") == Some(&Value::Bool(true)) {
+        if finished(&job) {
             return Ok(Next::Done);
+        }
+        if job.pointer("/spec/suspend") == Some(&Value::Bool(true)) {
+            return self.suspend(&job).await;
         }
         let ns = key.namespace.as_deref();
         let pods = owned(self.client.store(), &job, kinds::POD);
@@ -121,10 +161,22 @@ impl Reconciler for Jobs {
         if indexed {
             status["completedIndexes"] = ranges(&done_indexes).into();
         }
-        let conditions = job
+        let mut conditions = job
             .pointer("/status/conditions")
             .cloned()
             .unwrap_or_else(|| json!([]));
+        if let Some(suspended) = conditions
+            .as_array_mut()
+            .and_then(|all| all.iter_mut().find(|c| c["type"] == "Suspended"))
+            .filter(|c| c["status"] == "True")
+        {
+            let time = now();
+            *suspended = json!({"type": "Suspended", "status": "False", "lastProbeTime": time,
+                "lastTransitionTime": time, "reason": "JobResumed", "message": "Job resumed"});
+        }
+        if conditions.as_array().is_some_and(|c| !c.is_empty()) {
+            status["conditions"] = conditions.clone();
+        }
         if failed > int(&job, "/spec/backoffLimit", 6) {
             for pod in &running {
                 self.client.delete_object(kinds::POD, pod).await?;

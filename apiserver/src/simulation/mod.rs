@@ -119,6 +119,7 @@ impl Simulation {
             CONTROLLER_MANAGER
         )));
         run!(volume::Volumes::new(client(CONTROLLER_MANAGER)));
+        run!(volume::Unclaimed::new(client(CONTROLLER_MANAGER)));
         Self { tasks }
     }
 }

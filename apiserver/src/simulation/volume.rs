@@ -3,7 +3,8 @@
 //! class: the default one is written in) gets a PersistentVolume
 //! `pvc-<uid>` of the size and access modes it asked for, bound to it both
 //! ways, and both are `Bound`. Claims of another provisioner's classes are
-//! left alone.
+//! left alone. A volume bound to no claim is made `Available`
+//! ([`Unclaimed`]), as the real binder makes it.
 
 use kubewasm_core::ObjectKey;
 use serde_json::{Value, json};
@@ -101,6 +102,42 @@ impl Reconciler for Volumes {
         self.client
             .patch(kinds::PVC, ns, &key.name, Some("status"), &status)
             .await?;
+        Ok(Next::Done)
+    }
+}
+
+/// The binder's part for volumes: one that is bound to no claim (`Pending`
+/// as created) becomes `Available`, as the real binder writes it.
+#[derive(Debug)]
+pub struct Unclaimed {
+    client: Client,
+}
+
+impl Unclaimed {
+    /// A binder writing through `client`.
+    pub fn new(client: Client) -> Self {
+        Self { client }
+    }
+}
+
+impl Reconciler for Unclaimed {
+    fn primary(&self) -> Kind {
+        kinds::PV
+    }
+
+    async fn reconcile(&self, key: &ObjectKey) -> Result<Next, ClientError> {
+        let Some(volume) = self.client.store().get(&kinds::PV.key(), key) else {
+            return Ok(Next::Done);
+        };
+        let pending = matches!(text_at(&volume, "/status/phase"), "" | "Pending");
+        if pending
+            && volume.pointer("/spec/claimRef").is_none()
+            && volume.pointer("/metadata/deletionTimestamp").is_none()
+        {
+            self.client
+                .write_status(kinds::PV, &volume, json!({"phase": "Available"}))
+                .await?;
+        }
         Ok(Next::Done)
     }
 }

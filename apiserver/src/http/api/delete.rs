@@ -191,8 +191,8 @@ impl Api {
 
     /// `deletecollection`: deletes every object of the collection its
     /// selectors pick, each as a delete of its own would (finalizers,
-    /// propagation, dry run); answers the list of what it deleted. An
-    /// object deleted meanwhile by someone else is skipped.
+    /// propagation, dry run); answers the list of what it deleted, as it
+    /// was before. An object deleted meanwhile by someone else is skipped.
     pub(super) fn delete_collection(
         &self,
         target: &Target,
@@ -218,8 +218,10 @@ impl Api {
             let Some(key) = ObjectKey::of(object) else {
                 continue;
             };
+            // The answer lists the objects as they were before (a real
+            // store answers the list it read), not as the delete left them.
             match self.delete_object(info, &key, &key.name, &options) {
-                Ok(Deleted::Marked(o) | Deleted::Gone(o)) => items.push(list_item(info, &o)),
+                Ok(_) => items.push(list_item(info, object)),
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),
             }
@@ -335,6 +337,10 @@ impl Api {
                     }
                 }
                 if is_namespace {
+                    // Its registry marks it without a grace period.
+                    if let Some(m) = metadata_mut(&mut next) {
+                        m.shift_remove("deletionGracePeriodSeconds");
+                    }
                     next["status"] = json!({"phase": "Terminating"});
                 }
                 Ok(next)
