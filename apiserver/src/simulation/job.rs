@@ -111,8 +111,10 @@ impl Jobs {
             .into_iter()
             .filter(|c| c["type"] != "Suspended")
             .collect();
-        conditions.push(json!({"type": "Suspended", "status": "True", "lastProbeTime": time,
-            "lastTransitionTime": time, "reason": "JobSuspended", "message": "Job suspended"}));
+        conditions.push(
+            json!({"type": "Suspended", "status": "True", "lastProbeTime": time,
+            "lastTransitionTime": time, "reason": "JobSuspended", "message": "Job suspended"}),
+        );
         let status = json!({"conditions": conditions, "ready": 0, "terminating": 0,
                             "uncountedTerminatedPods": {}});
         self.client.write_status(kinds::JOB, job, status).await?;

@@ -11,9 +11,9 @@ const isDnsSubdomain = (s) => s.length <= 253 && s.split('.').every(isDnsLabel);
 
 /** Whether `name` can name an object of `type`, by its type's rule. */
 export function isValidName(type, name) {
-  if (type.group === '' && type.kind === 'Namespace') return isDnsLabel(name);
-  if (type.group === '' && type.kind === 'Service') return isDnsLabel(name) && /^[a-z]/.test(name);
-  if (type.group === 'rbac.authorization.k8s.io') {
+  const rule = nameRule(type);
+  if (rule === 'dnsLabel') return isDnsLabel(name);
+  if (rule === 'pathSegment') {
     return name.length > 0 && name.length <= 253 && name !== '.' && name !== '..'
       && [...name].every((c) => c.charCodeAt(0) >= 33 && c.charCodeAt(0) <= 126 && c !== '/' && c !== '%');
   }
@@ -23,7 +23,6 @@ export function isValidName(type, name) {
 // The rules' texts, as the host words them (`kubewasm_core::validation::Rule`).
 const RULES = {
   dnsLabel: "must be a DNS label: at most 63 lowercase letters, digits or '-', starting and ending with a letter or digit",
-  dns1035Label: "must be a DNS-1035 label: at most 63 lowercase letters, digits or '-', starting with a letter and ending with a letter or digit",
   dnsSubdomain: "must be a DNS subdomain: at most 253 lowercase letters, digits, '-' or '.', starting and ending with a letter or digit",
   pathSegment: "must be a path segment name: printable ASCII, not empty, '.' or '..', without '/' or '%', at most 253 characters",
   labelKey: "must be an optional DNS subdomain and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
@@ -31,10 +30,12 @@ const RULES = {
   labelString: 'must be a string',
 };
 
+// The rule names of `type` follow, as a Kubernetes 1.37 server checks them
+// (`kubewasm_core::validation::kind_name_rule`).
 function nameRule(type) {
-  if (type.group === '' && type.kind === 'Namespace') return 'dnsLabel';
-  if (type.group === '' && type.kind === 'Service') return 'dns1035Label';
-  if (type.group === 'rbac.authorization.k8s.io') return 'pathSegment';
+  const kind = `${type.group}/${type.kind}`;
+  if (['/Namespace', '/Service', 'apps/StatefulSet'].includes(kind)) return 'dnsLabel';
+  if (type.group === 'rbac.authorization.k8s.io' || kind === 'policy/PodDisruptionBudget') return 'pathSegment';
   return 'dnsSubdomain';
 }
 

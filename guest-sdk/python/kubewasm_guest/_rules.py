@@ -23,11 +23,10 @@ def is_dns_subdomain(s: str) -> bool:
 
 def is_valid_name(type, name: str) -> bool:
     """Whether ``name`` can name an object of ``type``, by its type's rule."""
-    if type.group == "" and type.kind == "Namespace":
+    rule = name_rule(type)
+    if rule == "dns-label":
         return is_dns_label(name)
-    if type.group == "" and type.kind == "Service":
-        return is_dns_label(name) and name[:1].isalpha()
-    if type.group == "rbac.authorization.k8s.io":
+    if rule == "path-segment":
         return (0 < len(name) <= 253 and name not in (".", "..")
                 and all(33 <= ord(c) <= 126 and c not in "/%" for c in name))
     return is_dns_subdomain(name)
@@ -37,8 +36,6 @@ def is_valid_name(type, name: str) -> bool:
 RULES = {
     "dns-label": "must be a DNS label: at most 63 lowercase letters, digits or '-', starting and ending with a "
                  "letter or digit",
-    "dns-1035-label": "must be a DNS-1035 label: at most 63 lowercase letters, digits or '-', starting with a letter "
-                      "and ending with a letter or digit",
     "dns-subdomain": "must be a DNS subdomain: at most 253 lowercase letters, digits, '-' or '.', starting and ending "
                      "with a letter or digit",
     "path-segment": "must be a path segment name: printable ASCII, not empty, '.' or '..', without '/' or '%', at "
@@ -52,11 +49,11 @@ RULES = {
 
 
 def name_rule(type) -> str:
-    if type.group == "" and type.kind == "Namespace":
+    """The rule names of ``type`` follow, as a Kubernetes 1.37 server checks them
+    (``kubewasm_core::validation::kind_name_rule``)."""
+    if (type.group, type.kind) in (("", "Namespace"), ("", "Service"), ("apps", "StatefulSet")):
         return "dns-label"
-    if type.group == "" and type.kind == "Service":
-        return "dns-1035-label"
-    if type.group == "rbac.authorization.k8s.io":
+    if type.group == "rbac.authorization.k8s.io" or (type.group, type.kind) == ("policy", "PodDisruptionBudget"):
         return "path-segment"
     return "dns-subdomain"
 

@@ -63,8 +63,8 @@ impl FieldSelector {
     /// A field selector on the type `plural` (a custom resource's when
     /// `custom`), refused as a real server refuses a field it does not
     /// select by: in its own words for a type that selects by more than
-    /// name and namespace, or a custom resource, in apimachinery's default
-    /// words for any other.
+    /// name and namespace (a Job's its own), or a custom resource, in
+    /// apimachinery's default words for any other.
     pub(super) fn parse_for(s: &str, plural: &str, custom: bool) -> Result<Self, ApiError> {
         let selector = Self::parse(s)?;
         let more = selectable_fields(plural);
@@ -72,7 +72,10 @@ impl FieldSelector {
             !matches!(f.as_str(), "metadata.name" | "metadata.namespace")
                 && !more.contains(&f.as_str())
         }) {
-            let why = if custom || !more.is_empty() {
+            let why = if plural == "jobs" && !custom {
+                // The Job's own conversion function words it.
+                format!("field label {field:?} not supported for Job")
+            } else if custom || !more.is_empty() {
                 format!("field label not supported: {field}")
             } else {
                 format!(

@@ -141,7 +141,7 @@ impl Target {
         let mut answers: Vec<Answer> = Vec::new();
         for step in &sequence.steps {
             let answer = self.send(step, ns, &answers).await?;
-            if let Some(path) = written(step, &answer, ns) {
+            for path in written(step, &answer, ns) {
                 self.settle(&path).await?;
             }
             answers.push(answer);
@@ -150,11 +150,12 @@ impl Target {
     }
 
     /// Waits until the object at `path` is left alone by the controllers
-    /// (its resourceVersion unchanged for [`QUIET`], or it is gone), so
-    /// that the next request sees what a client sees once they have acted,
-    /// not how far each has got: a real controller writes a moment after
-    /// the request that woke it, a simulated one sooner, and which one a
-    /// read catches is a race, not a property of either server.
+    /// (its resourceVersion unchanged for [`QUIET`] and not being deleted,
+    /// or it is gone), so that the next request sees what a client sees
+    /// once they have acted, not how far each has got: a real controller
+    /// writes a moment after the request that woke it, a simulated one
+    /// sooner, and which one a read catches is a race, not a property of
+    /// either server.
     async fn settle(&self, path: &str) -> anyhow::Result<()> {
         let read = Step {
             method: "GET".into(),
@@ -169,9 +170,10 @@ impl Target {
             if answer.status == 404 {
                 return Ok(());
             }
+            let deleting = answer.body.pointer("/metadata/deletionTimestamp").is_some();
             if seen.as_ref() != Some(&answer.rv) {
                 (seen, since) = (Some(answer.rv), tokio::time::Instant::now());
-            } else if since.elapsed() >= QUIET {
+            } else if since.elapsed() >= QUIET && !deleting {
                 return Ok(());
             }
             tokio::time::sleep(QUIET / 5).await;
@@ -203,28 +205,31 @@ impl Target {
     }
 }
 
-/// The object a step wrote, when it wrote one (a write that succeeded,
-/// not a dry run): its path, placeholders filled.
-fn written(step: &Step, answer: &Answer, ns: &str) -> Option<String> {
+/// The objects a step wrote (a write that succeeded, not a dry run): their
+/// paths, placeholders filled.
+fn written(step: &Step, answer: &Answer, ns: &str) -> Vec<String> {
     if step.method == "GET"
         || !(200..300).contains(&answer.status)
         || step.target.contains("dryRun")
     {
-        return None;
+        return Vec::new();
     }
     let path = fill(step.target.split('?').next().unwrap_or_default(), ns, &[]);
     let path = path
         .strip_suffix("/status")
         .or_else(|| path.strip_suffix("/scale"))
         .unwrap_or(&path);
-    match step.method.as_str() {
-        "POST" => {
-            let name = answer.body.pointer("/metadata/name")?.as_str()?;
-            Some(format!("{path}/{name}"))
-        }
-        // A collection's delete answers a list.
-        "DELETE" if answer.body.get("items").is_some() => None,
-        _ => Some(path.to_owned()),
+    let name = |object: &Value| {
+        object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .map(|name| format!("{path}/{name}"))
+    };
+    match (step.method.as_str(), answer.body.get("items")) {
+        ("POST", _) => name(&answer.body).into_iter().collect(),
+        // A collection's delete answers the list it deleted.
+        ("DELETE", Some(Value::Array(items))) => items.iter().filter_map(name).collect(),
+        _ => vec![path.to_owned()],
     }
 }
 
