@@ -50,6 +50,7 @@ pub fn problems(
                 look.required("/spec/ports", "spec.ports", &mut found);
             }
         }
+        ("", "persistentvolumes") => volume(&look, &mut found),
         ("", "persistentvolumeclaims") => {
             if look.absent("/spec/accessModes") {
                 found.push(
@@ -215,6 +216,58 @@ fn role_ref(look: &Look<'_>, kinds: &[&str], found: &mut Vec<String>) {
         ));
     }
     look.required("/roleRef/name", "roleRef.name", found);
+}
+
+/// The sources a PersistentVolume may name (`spec.<source>`), one of which
+/// it must.
+const VOLUME_SOURCES: [&str; 22] = [
+    "awsElasticBlockStore",
+    "azureDisk",
+    "azureFile",
+    "cephfs",
+    "cinder",
+    "csi",
+    "fc",
+    "flexVolume",
+    "flocker",
+    "gcePersistentDisk",
+    "glusterfs",
+    "hostPath",
+    "iscsi",
+    "local",
+    "nfs",
+    "photonPersistentDisk",
+    "portworxVolume",
+    "quobyte",
+    "rbd",
+    "scaleIO",
+    "storageos",
+    "vsphereVolume",
+];
+
+/// A PersistentVolume's access modes, capacity (its storage alone) and
+/// source.
+fn volume(look: &Look<'_>, found: &mut Vec<String>) {
+    look.required("/spec/accessModes", "spec.accessModes", found);
+    let capacity = look.0.pointer("/spec/capacity").and_then(Value::as_object);
+    if capacity.is_none_or(serde_json::Map::is_empty) {
+        found.push("spec.capacity: Required value".into());
+    }
+    if capacity.is_none_or(|c| c.len() != 1 || !c.contains_key("storage")) {
+        let shown = capacity.filter(|c| !c.is_empty()).map_or_else(
+            || "null".to_owned(),
+            |c| Value::Object(c.clone()).to_string(),
+        );
+        found.push(format!(
+            "spec.capacity: Unsupported value: {shown}: supported values: \"storage\""
+        ));
+    }
+    if VOLUME_SOURCES
+        .iter()
+        .all(|source| look.absent(&format!("/spec/{source}")))
+    {
+        found.push("spec: Required value: must specify a volume type".into());
+    }
 }
 
 /// A HorizontalPodAutoscaler's bounds and target.

@@ -271,17 +271,30 @@ impl Api {
             .store
             .get(&info.storage_key(), key)
             .ok_or_else(|| ApiError::not_found(info, name))?;
+        // A namespace is emptied by the namespace controller (`gc`) first.
+        let is_namespace = info.group.is_empty() && info.plural == "namespaces";
         // The namespaces a cluster cannot live without (NamespaceLifecycle).
-        if info.group.is_empty()
-            && info.plural == "namespaces"
-            && IMMORTAL_NAMESPACES.contains(&name)
-        {
+        if is_namespace && IMMORTAL_NAMESPACES.contains(&name) {
             return Err(ApiError::forbidden(format!(
                 "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
             )));
         }
+        let record = text_at(&current, "/metadata/uid");
         if let Some(uid) = &options.uid
-            && current.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str())
+            && is_namespace
+            && record != uid
+        {
+            // The namespace registry checks it itself, in its own words.
+            return Err(ApiError::conflict(
+                info,
+                name,
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {record}"
+                ),
+            ));
+        }
+        if let Some(uid) = &options.uid
+            && record != uid
         {
             return Err(ApiError::precondition_failed(
                 info,
@@ -322,8 +335,6 @@ impl Api {
         {
             finalizers.push(f.into());
         }
-        // A namespace is emptied by the namespace controller (`gc`) first.
-        let is_namespace = info.group.is_empty() && info.plural == "namespaces";
         let grace = self.kubelet_grace(info, &current, options.grace);
         if !finalizers.is_empty() || is_namespace || grace.is_some() {
             // Graceful: mark, and let the finalizers' owners (or the

@@ -1,7 +1,8 @@
 //! What a built-in type's registry strategy does to a write, beyond
 //! defaults (`crate::schema::defaults`): a Namespace's finalizer and a
-//! Job's selector on create, a Namespace's finalizers on update, what a
-//! status write keeps of the object.
+//! Job's selector on create, a Namespace's finalizers on update, a
+//! PersistentVolume's phase transition time, what a status write keeps of
+//! the object.
 
 use kubewasm_types::info::ResourceInfo;
 use serde_json::{Value, json};
@@ -24,6 +25,28 @@ pub(super) fn kubernetes_finalizer(namespace: &mut Value) {
         {
             list.push("kubernetes".into());
         }
+    }
+}
+
+/// What a PersistentVolume's strategy stamps: the time its phase last
+/// changed, at its create (`Pending`) and at a status write that changes
+/// the phase without saying when.
+pub(super) fn phase_transition(info: &ResourceInfo, current: Option<&Value>, desired: &mut Value) {
+    if !(info.group.is_empty() && info.plural == "persistentvolumes") {
+        return;
+    }
+    let phase = |v: &Value| v.pointer("/status/phase").cloned();
+    let stamp = |v: &Value| v.pointer("/status/lastPhaseTransitionTime").cloned();
+    let changed = match current {
+        None => true,
+        Some(old) => phase(old) != phase(desired) && stamp(old) == stamp(desired),
+    };
+    if changed && let Some(status) = desired.get_mut("status").and_then(Value::as_object_mut) {
+        status.entry("phase").or_insert_with(|| "Pending".into());
+        status.insert(
+            "lastPhaseTransitionTime".into(),
+            crate::objects::now().into(),
+        );
     }
 }
 

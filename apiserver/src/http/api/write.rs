@@ -229,6 +229,7 @@ impl Api {
                 _ => map.remove("status"),
             };
         }
+        strategy::phase_transition(info, None, &mut object);
         if info.group.is_empty() && info.plural == "services" {
             self.allocate_service(&mut object)?;
         }
@@ -324,6 +325,7 @@ impl Api {
         }
         if builtin_status {
             strategy::status_strategy(info, current, &mut desired);
+            strategy::phase_transition(info, Some(current), &mut desired);
         } else if info.status {
             match current.get("status") {
                 Some(status) => desired["status"] = status.clone(),

@@ -102,12 +102,23 @@ pub(crate) fn normalise(value: &mut Value) {
             {
                 *name = format!("{prefix}<generated>").into();
             }
-            let controlled = map
+            let kind = map
                 .get("kind")
                 .and_then(Value::as_str)
-                .is_some_and(|k| CONTROLLED.contains(&k));
-            if controlled && map.contains_key("metadata") {
+                .unwrap_or_default()
+                .to_owned();
+            if CONTROLLED.contains(&kind.as_str()) && map.contains_key("metadata") {
                 map.remove("status");
+            }
+            // A list's items carry no kind of their own.
+            if kind
+                .strip_suffix("List")
+                .is_some_and(|k| CONTROLLED.contains(&k))
+                && let Some(Value::Array(items)) = map.get_mut("items")
+            {
+                for item in items.iter_mut().filter_map(Value::as_object_mut) {
+                    item.remove("status");
+                }
             }
             for (key, inner) in map.iter_mut() {
                 if ASSIGNED.contains(&key.as_str()) && !inner.is_null() {
