@@ -120,6 +120,8 @@ impl Simulation {
         )));
         run!(volume::Volumes::new(client(CONTROLLER_MANAGER)));
         run!(volume::Unclaimed::new(client(CONTROLLER_MANAGER)));
+        run!(volume::ClaimProtection::new(client(CONTROLLER_MANAGER)));
+        run!(volume::VolumeProtection::new(client(CONTROLLER_MANAGER)));
         Self { tasks }
     }
 }

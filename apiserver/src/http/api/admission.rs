@@ -13,6 +13,11 @@
 //! - `DefaultTolerationSeconds`: 300 s of tolerating a not-ready and an
 //!   unreachable Node, unless the Pod says otherwise.
 //!
+//! And, where the simulated controllers run to take them off again,
+//! `StorageObjectInUseProtection`: a PersistentVolumeClaim or a
+//! PersistentVolume is created with its protection finalizer
+//! ([`protect_storage`]).
+//!
 //! The embedded server's ServiceAccount step does not refuse a Pod whose
 //! account does not exist yet (a real one does): its own controllers and
 //! tests create Pods in a namespace the moment it exists.
@@ -57,6 +62,26 @@ pub(super) fn admit_pod(
     priority(store, info, &name, spec)?;
     tolerations(spec);
     Ok(())
+}
+
+/// `StorageObjectInUseProtection`: the protection finalizer of a claim or
+/// a volume being created, which its controller removes once it is not in
+/// use ([`crate::simulation::volume`]).
+pub(super) fn protect_storage(info: &ResourceInfo, object: &mut Value) {
+    let finalizer = match (info.group.as_str(), info.plural.as_str()) {
+        ("", "persistentvolumeclaims") => crate::simulation::volume::CLAIM_PROTECTION,
+        ("", "persistentvolumes") => crate::simulation::volume::VOLUME_PROTECTION,
+        _ => return,
+    };
+    let Some(metadata) = crate::objects::metadata_mut(object) else {
+        return;
+    };
+    let list = metadata.entry("finalizers").or_insert_with(|| json!([]));
+    if let Some(list) = list.as_array_mut()
+        && !list.iter().any(|f| f == finalizer)
+    {
+        list.push(finalizer.into());
+    }
 }
 
 fn service_account(store: &Store, namespace: &str, spec: &mut serde_json::Map<String, Value>) {

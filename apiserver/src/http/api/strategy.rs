@@ -1,7 +1,7 @@
 //! What a built-in type's registry strategy does to a write, beyond
 //! defaults (`crate::schema::defaults`): a Namespace's finalizer and a
-//! Job's selector on create, a Namespace's finalizers on update, a
-//! PersistentVolume's phase transition time, what a status write keeps of
+//! Job's selector on create, a Namespace's finalizers and a Service's
+//! allocations on update, a PersistentVolume's phase transition time, what a status write keeps of
 //! the object.
 
 use kubewasm_types::info::ResourceInfo;
@@ -47,6 +47,61 @@ pub(super) fn phase_transition(info: &ResourceInfo, current: Option<&Value>, des
             "lastPhaseTransitionTime".into(),
             crate::objects::now().into(),
         );
+    }
+}
+
+/// What a Service's update keeps of what was allocated to it when the
+/// writer leaves it out (the real registry's `patchAllocatedValues`): its
+/// cluster IPs and their families, each port's node port (matched by port and protocol), its
+/// health check node port.
+pub(super) fn keep_allocated(current: &Value, desired: &mut Value) {
+    let Some(old) = current.get("spec").and_then(Value::as_object) else {
+        return;
+    };
+    let Some(new) = desired.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let unset = |v: Option<&Value>| match v {
+        None | Some(Value::Null) => true,
+        Some(Value::String(s)) => s.is_empty(),
+        Some(Value::Array(a)) => a.is_empty(),
+        Some(Value::Number(n)) => n.as_i64() == Some(0),
+        _ => false,
+    };
+    for field in [
+        "clusterIP",
+        "clusterIPs",
+        "ipFamilies",
+        "ipFamilyPolicy",
+        "healthCheckNodePort",
+    ] {
+        if unset(new.get(field))
+            && let Some(value) = old.get(field).filter(|v| !unset(Some(v)))
+        {
+            new.insert(field.to_owned(), value.clone());
+        }
+    }
+    let key = |p: &Value| {
+        (
+            p.get("port").cloned(),
+            p.get("protocol")
+                .and_then(Value::as_str)
+                .unwrap_or("TCP")
+                .to_owned(),
+        )
+    };
+    let old_ports = old.get("ports").and_then(Value::as_array);
+    if let (Some(old_ports), Some(Value::Array(ports))) = (old_ports, new.get_mut("ports")) {
+        for port in ports.iter_mut().filter(|p| unset(p.get("nodePort"))) {
+            if let Some(node_port) = old_ports
+                .iter()
+                .find(|o| key(o) == key(port))
+                .and_then(|o| o.get("nodePort"))
+                .filter(|v| !unset(Some(v)))
+            {
+                port["nodePort"] = node_port.clone();
+            }
+        }
     }
 }
 
@@ -134,5 +189,49 @@ pub(super) fn status_strategy(info: &ResourceInfo, current: &Value, desired: &mu
             Some(value) => metadata.insert(kept.to_owned(), value),
             None => metadata.shift_remove(kept),
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_service_update_should_keep_what_was_allocated_unless_it_says_otherwise() {
+        let current = json!({"spec": {"clusterIP": "10.96.0.7", "clusterIPs": ["10.96.0.7"],
+            "ports": [{"port": 80, "protocol": "TCP", "nodePort": 30080},
+                      {"port": 53, "protocol": "UDP", "nodePort": 30053}]}});
+        let mut desired =
+            json!({"spec": {"ports": [{"port": 80}, {"port": 53, "nodePort": 31000}]}});
+        keep_allocated(&current, &mut desired);
+        assert_eq!(desired["spec"]["clusterIP"], "10.96.0.7");
+        assert_eq!(desired["spec"]["clusterIPs"], json!(["10.96.0.7"]));
+        assert_eq!(desired["spec"]["ports"][0]["nodePort"], 30080);
+        assert_eq!(
+            desired["spec"]["ports"][1]["nodePort"], 31000,
+            "its own kept"
+        );
+    }
+
+    #[test]
+    fn a_volume_should_be_stamped_when_its_phase_changes() {
+        let volumes = kubewasm_types::registry::Registry::builtin()
+            .get("", "v1", "persistentvolumes")
+            .cloned()
+            .expect("served");
+        let mut created = json!({"status": {}});
+        phase_transition(&volumes, None, &mut created);
+        assert_eq!(created["status"]["phase"], "Pending");
+        assert!(created["status"]["lastPhaseTransitionTime"].is_string());
+        let old = json!({"status": {"phase": "Pending", "lastPhaseTransitionTime": "2000-01-01T00:00:00Z"}});
+        let mut same = old.clone();
+        phase_transition(&volumes, Some(&old), &mut same);
+        assert_eq!(same, old, "no change of phase, no stamp");
+        let mut moved = json!({"status": {"phase": "Available", "lastPhaseTransitionTime": "2000-01-01T00:00:00Z"}});
+        phase_transition(&volumes, Some(&old), &mut moved);
+        assert_ne!(
+            moved["status"]["lastPhaseTransitionTime"],
+            "2000-01-01T00:00:00Z"
+        );
     }
 }

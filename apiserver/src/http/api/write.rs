@@ -242,6 +242,9 @@ impl Api {
         {
             admission::admit_pod(&self.store, info, namespace, &mut object)?;
         }
+        if self.config.simulate_workloads.is_some() {
+            admission::protect_storage(info, &mut object);
+        }
         if info.group.is_empty() && info.plural == "namespaces" {
             // The strategy's: a namespace is created with the `kubernetes`
             // finalizer, which its lifecycle removes once it is emptied.
@@ -320,8 +323,12 @@ impl Api {
             crate::objects::decoded_defaults(info, &mut next);
             return Ok(next);
         }
-        if info.group.is_empty() && info.plural == "namespaces" && subresource.is_none() {
-            strategy::keep_finalizers(current, &mut desired);
+        if info.group.is_empty() && subresource.is_none() {
+            match info.plural.as_str() {
+                "namespaces" => strategy::keep_finalizers(current, &mut desired),
+                "services" => strategy::keep_allocated(current, &mut desired),
+                _ => {}
+            }
         }
         if builtin_status {
             strategy::status_strategy(info, current, &mut desired);
