@@ -552,25 +552,45 @@ impl Api {
                 .ok_or_else(|| ApiError::not_found(info, name))?;
             return Ok(Reply::Json(200, shown(info, &update(&current)?)));
         }
-        let written = self
-            .store
-            .update(&info.storage_key(), &key, update)
-            .map_err(not_found)?;
-        let object = &written.object;
-        let finalizers_left = object
-            .pointer("/metadata/finalizers")
-            .and_then(Value::as_array)
-            .is_some_and(|f| !f.is_empty());
-        if object.pointer("/metadata/deletionTimestamp").is_some() && !finalizers_left {
+        // A write that takes the last finalizer off an object being
+        // deleted is not stored: the object is deleted as it was (a real
+        // store's `errEmptiedFinalizers`), so watchers see it go with its
+        // last stored state and the writer gets that state back.
+        let emptied: std::cell::Cell<Option<String>> = std::cell::Cell::new(None);
+        let written = self.store.update(&info.storage_key(), &key, |current| {
+            let next = update(current)?;
+            let finalizers_left = next
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .is_some_and(|f| !f.is_empty());
+            if next.pointer("/metadata/deletionTimestamp").is_some() && !finalizers_left {
+                emptied.set(Some(rv_of(current).unwrap_or_default().to_owned()));
+                return Err(ApiError::conflict(info, name, "its finalizers are emptied"));
+            }
+            Ok(next)
+        });
+        if let Some(seen) = emptied.take() {
             let last = self
                 .store
-                .delete::<ApiError>(&info.storage_key(), &key, |_| Ok(()))
+                .delete::<ApiError>(&info.storage_key(), &key, |current| {
+                    if rv_of(current) == Some(seen.as_str()) {
+                        Ok(())
+                    } else {
+                        Err(ApiError::conflict(
+                            info,
+                            name,
+                            "the object has been modified; please apply your changes to the latest version and try again",
+                        ))
+                    }
+                })
                 .map_err(not_found)?;
             if crd::is_crd(info) {
                 self.retire(&last);
             }
             return Ok(Reply::Json(200, shown(info, &last)));
         }
+        let written = written.map_err(not_found)?;
+        let object = &written.object;
         if crd::is_crd(info) && written.changed && target.subresource.is_none() {
             let established = self.establish(&key, object)?;
             return Ok(Reply::Json(200, shown(info, &established)));
