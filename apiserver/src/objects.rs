@@ -6,6 +6,12 @@ pub use kubewasm_types::value::strings_at;
 
 use kubewasm_core::validation::{Rule, kind_name_rule};
 
+/// The finalizer that keeps a PersistentVolumeClaim a running Pod mounts
+/// (`StorageObjectInUseProtection`).
+pub const CLAIM_PROTECTION: &str = "kubernetes.io/pvc-protection";
+/// The finalizer that keeps a PersistentVolume bound to a claim.
+pub const VOLUME_PROTECTION: &str = "kubernetes.io/pv-protection";
+
 /// The rule of an RFC 1123 subdomain, as apimachinery words it.
 const SUBDOMAIN_RULE: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, \
      '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for \

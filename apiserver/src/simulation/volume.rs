@@ -14,13 +14,8 @@ use serde_json::{Value, json};
 
 use super::client::{Client, ClientError, Kind, kinds};
 use super::reconcile::{Next, Reconciler};
-use crate::objects::text_at;
+use crate::objects::{CLAIM_PROTECTION, VOLUME_PROTECTION, text_at};
 use crate::store::{Event, Store};
-
-/// The finalizer that keeps a claim a running Pod mounts.
-pub const CLAIM_PROTECTION: &str = "kubernetes.io/pvc-protection";
-/// The finalizer that keeps a volume bound to a claim.
-pub const VOLUME_PROTECTION: &str = "kubernetes.io/pv-protection";
 
 /// The provisioner of the simulated StorageClass.
 pub const PROVISIONER: &str = "kubewasm.dev/simulated";

@@ -66,11 +66,11 @@ pub(super) fn admit_pod(
 
 /// `StorageObjectInUseProtection`: the protection finalizer of a claim or
 /// a volume being created, which its controller removes once it is not in
-/// use ([`crate::simulation::volume`]).
+/// use (the simulated protection controllers).
 pub(super) fn protect_storage(info: &ResourceInfo, object: &mut Value) {
     let finalizer = match (info.group.as_str(), info.plural.as_str()) {
-        ("", "persistentvolumeclaims") => crate::simulation::volume::CLAIM_PROTECTION,
-        ("", "persistentvolumes") => crate::simulation::volume::VOLUME_PROTECTION,
+        ("", "persistentvolumeclaims") => crate::objects::CLAIM_PROTECTION,
+        ("", "persistentvolumes") => crate::objects::VOLUME_PROTECTION,
         _ => return,
     };
     let Some(metadata) = crate::objects::metadata_mut(object) else {
