@@ -99,10 +99,8 @@ impl ApiError {
             "Conflict",
             format!("Operation cannot be fulfilled on {kind} \"{name}\": {why}"),
         );
-        let mut details = json!({"name": name, "kind": info.kind});
-        if !named.group.is_empty() {
-            details["group"] = named.group.clone().into();
-        }
+        let mut details = json!({"name": name, "group": named.group, "kind": info.kind});
+        omit_empty_group(&mut details);
         error.details = Some(details);
         error
     }
@@ -146,11 +144,7 @@ impl ApiError {
         if let Some(details) = error.details.as_mut() {
             details["kind"] = info.kind.clone().into();
             details["causes"] = causes.into();
-            if named.group.is_empty()
-                && let Some(map) = details.as_object_mut()
-            {
-                map.remove("group");
-            }
+            omit_empty_group(details);
         }
         error
     }
@@ -278,8 +272,6 @@ pub(crate) fn omit_empty_group(details: &mut Value) {
     }
 }
 
-/// A kind as errors about an object name it: `ConfigMap`,
-/// `Lease.coordination.k8s.io`.
 /// The type a registry's own errors (validation, preconditions) name: an
 /// events.k8s.io Event is the core Event it is stored as.
 fn registry_type(info: &ResourceInfo) -> std::borrow::Cow<'_, ResourceInfo> {
@@ -293,6 +285,8 @@ fn registry_type(info: &ResourceInfo) -> std::borrow::Cow<'_, ResourceInfo> {
     }
 }
 
+/// A kind as errors about an object name it: `ConfigMap`,
+/// `Lease.coordination.k8s.io`.
 fn qualified_kind(info: &ResourceInfo) -> String {
     if info.group.is_empty() {
         info.kind.clone()

@@ -119,6 +119,57 @@ pub fn problems(
     all
 }
 
+/// What a Pod's update may change of its spec: its containers' and init
+/// containers' images, `activeDeadlineSeconds`, `tolerations` (the real
+/// server: additions only), `terminationGracePeriodSeconds` and its
+/// scheduling gates; nothing else.
+const POD_MUTABLE: [&str; 4] = [
+    "activeDeadlineSeconds",
+    "tolerations",
+    "terminationGracePeriodSeconds",
+    "schedulingGates",
+];
+
+/// Checks a Pod's update (`current` to `desired`, both as decoded): the
+/// refusal of a real server when the spec changes beyond [`POD_MUTABLE`]
+/// and images, without the Go diff of the two specs it appends.
+///
+/// # Errors
+/// The field error, as [`problems`] words them.
+pub fn pod_update(current: &Value, desired: &Value) -> Result<(), String> {
+    let (Some(old), Some(new)) = (current.get("spec"), desired.get("spec")) else {
+        return Ok(());
+    };
+    let comparable = |spec: &Value| {
+        let mut spec = spec.clone();
+        if let Some(map) = spec.as_object_mut() {
+            for field in POD_MUTABLE {
+                map.shift_remove(field);
+            }
+            for list in ["containers", "initContainers"] {
+                for container in map
+                    .get_mut(list)
+                    .and_then(Value::as_array_mut)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_object_mut)
+                {
+                    container.shift_remove("image");
+                }
+            }
+        }
+        spec
+    };
+    if comparable(old) == comparable(new) {
+        return Ok(());
+    }
+    Err("spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`,\
+         `spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to \
+         existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was \
+         previously negative)"
+        .to_owned())
+}
+
 /// An object read by JSON pointer.
 struct Look<'a>(&'a Value);
 
@@ -379,6 +430,21 @@ mod tests {
                 "roleRef.kind: Unsupported value: \"\": supported values: \"ClusterRole\"",
                 "roleRef.name: Required value"
             ]
+        );
+    }
+
+    #[test]
+    fn a_pods_update_should_change_only_what_a_real_server_lets_it() {
+        let pod = json!({"spec": {"containers": [{"name": "a", "image": "x:1"}],
+                                  "volumes": [{"name": "kube-api-access-abcde"}]}});
+        let mut image = pod.clone();
+        image["spec"]["containers"][0]["image"] = "x:2".into();
+        image["spec"]["activeDeadlineSeconds"] = 5.into();
+        assert_eq!(pod_update(&pod, &image), Ok(()));
+        let without_volumes = json!({"spec": {"containers": [{"name": "a", "image": "x:1"}]}});
+        let refused = pod_update(&pod, &without_volumes).expect_err("a volume dropped");
+        assert!(
+            refused.starts_with("spec: Forbidden: pod updates may not change fields other than")
         );
     }
 

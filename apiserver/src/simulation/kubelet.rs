@@ -18,7 +18,9 @@
 //!    (`restartPolicy: Always`, the default) run until deleted.
 //! 4. *Terminating* (`deletionTimestamp`): removed once its grace period
 //!    or [`Kubelet::delay`] has passed, whichever is shorter (its
-//!    containers stop on SIGTERM), and its finalizers are gone.
+//!    containers stop on SIGTERM), and its finalizers are gone; on a Node
+//!    that does not exist, no kubelet stops it: the pod garbage collector
+//!    removes it after its quarantine ([`ORPHANED_AFTER`]).
 //!
 //! The annotation [`SIMULATE`] changes the story, to try a controller's
 //! failure paths: `fail` (its containers exit 1: a Pod that does not
@@ -132,6 +134,11 @@ fn stage(pod: &Value) -> Stage {
     }
 }
 
+/// How long a Pod being deleted on a Node that does not exist waits (no
+/// kubelet stops it) before the pod garbage collector removes it: its
+/// quarantine of orphaned Pods.
+const ORPHANED_AFTER: Duration = Duration::from_secs(40);
+
 /// The simulated scheduler and kubelet of every simulated Node.
 #[derive(Debug)]
 pub struct Kubelet {
@@ -145,6 +152,17 @@ pub struct Kubelet {
 }
 
 impl Kubelet {
+    /// Whether `pod` is bound to a Node that does not exist.
+    fn orphaned(&self, pod: &Value) -> bool {
+        let node = text_at(pod, "/spec/nodeName");
+        !node.is_empty()
+            && self
+                .client
+                .store()
+                .get(&kinds::NODE.key(), &ObjectKey::cluster(node))
+                .is_none()
+    }
+
     /// A kubelet writing through `client`, each step taking `delay`.
     pub fn new(client: Client, delay: Duration) -> Self {
         Self {
@@ -332,6 +350,7 @@ impl Reconciler for Kubelet {
         let stage = stage(&pod);
         let wanted = match stage {
             Stage::Unscheduled => Duration::ZERO,
+            Stage::Terminating if self.orphaned(&pod) => ORPHANED_AFTER,
             Stage::Terminating => {
                 let grace = pod
                     .pointer("/metadata/deletionGracePeriodSeconds")

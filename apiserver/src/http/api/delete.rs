@@ -168,7 +168,15 @@ impl Api {
     ) -> Result<Reply, ApiError> {
         let info = &target.info;
         let options = DeleteOptions::of(request)?;
-        let reply = match self.delete_object(info, &self.key(target, name), name, &options)? {
+        let deleted = match self.delete_object(info, &self.key(target, name), name, &options) {
+            Ok(deleted) => deleted,
+            // The type's warning goes with a refusal too: a real registry
+            // gives it before it looks for the object.
+            Err(error) => {
+                return Ok(options.warned(info, Reply::Json(error.code, error.status())));
+            }
+        };
+        let reply = match deleted {
             Deleted::Marked(object) => Reply::Json(200, shown(info, &object)),
             Deleted::Gone(last)
                 if RETURN_DELETED.contains(&(info.group.as_str(), info.plural.as_str())) =>

@@ -375,6 +375,10 @@ impl Api {
         }
         // Compared as decoded: defaults the writer left out change nothing.
         crate::objects::decoded_defaults(info, &mut desired);
+        if info.group.is_empty() && info.plural == "pods" && subresource.is_none() {
+            validation::pod_update(current, &desired)
+                .map_err(|why| ApiError::invalid(info, name, why))?;
+        }
         // An EndpointSlice has no spec: its strategy counts its labels too;
         // a Deployment's counts its annotations (where rollbacks were asked).
         let counted = match info.group.as_str() {

@@ -127,6 +127,20 @@ pub(crate) fn normalise(value: &mut Value) {
                     normalise(inner);
                 }
             }
+            // A server orders `managedFields` by operation, then time (to
+            // the second), manager and subresource: with the times masked,
+            // entries written around a second's turn are put in the order
+            // they would have had within one.
+            if let Some(Value::Array(entries)) = map.get_mut("managedFields") {
+                entries.sort_by_key(|e| {
+                    ["operation", "manager", "subresource"].map(|f| {
+                        e.get(f)
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned()
+                    })
+                });
+            }
         }
         Value::Array(items) => items.iter_mut().for_each(normalise),
         Value::String(text) if is_time(text) => *text = "<time>".to_owned(),
