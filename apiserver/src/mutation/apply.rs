@@ -368,6 +368,19 @@ pub struct ApplyRequest<'a> {
     pub part: Part,
 }
 
+/// The order structured-merge-diff walks a field set in: at each level
+/// its leaves before what is under it, each part by name (so a conflict
+/// on `.ports` is told before one on `.metadata.labels.x`).
+fn set_order(a: &[String], b: &[String]) -> std::cmp::Ordering {
+    let common = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let leaf = |p: &[String]| p.len() <= common + 1;
+    match (leaf(a), leaf(b)) {
+        (true, false) => std::cmp::Ordering::Less,
+        (false, true) => std::cmp::Ordering::Greater,
+        _ => a[common.min(a.len())..].cmp(&b[common.min(b.len())..]),
+    }
+}
+
 /// Whether `applied` sets the field at `path` to another value than
 /// `current` has: a conflict with its other owners. A map or a list element
 /// is compared by its fields, each a path of its own, so one on both sides
@@ -396,14 +409,15 @@ pub fn apply(
     let mut managers = entries(current);
     let mut conflicts = Vec::new();
     for entry in managers.iter().filter(|e| !mine(e)) {
-        for path in wanted.intersection(&entry.fields) {
-            if differs(current, applied, path) {
-                conflicts.push(Conflict {
-                    manager: entry.printed(),
-                    field: describe(path),
-                });
-            }
-        }
+        let mut paths: Vec<&Path> = wanted
+            .intersection(&entry.fields)
+            .filter(|path| differs(current, applied, path))
+            .collect();
+        paths.sort_by(|a, b| set_order(a, b));
+        conflicts.extend(paths.into_iter().map(|path| Conflict {
+            manager: entry.printed(),
+            field: describe(path),
+        }));
     }
     if !conflicts.is_empty() && !request.force {
         return Err(ApplyError::Conflicts(conflicts));
@@ -488,9 +502,14 @@ pub fn record_update(
 ) {
     let before = fields_of(old, custom);
     let after = fields_of(new, custom);
+    // A `.` entry says that a map or a list element exists: it changes
+    // when it comes to be, not when what is in it does.
     let mut changed: FieldSet = after
         .iter()
-        .filter(|p| !before.contains(*p) || value_at(old, p) != value_at(new, p))
+        .filter(|p| {
+            !before.contains(*p)
+                || (p.last().is_none_or(|l| l != ".") && value_at(old, p) != value_at(new, p))
+        })
         .cloned()
         .collect();
     changed.extend(created(old, new, custom));
@@ -740,6 +759,22 @@ mod tests {
         )
         .expect("forced");
         assert_eq!(owners(&both).len(), 2, "a is still one's too");
+    }
+
+    #[test]
+    fn conflicts_should_be_told_in_the_order_of_the_field_set() {
+        let path = |p: &[&str]| p.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let mut paths = vec![
+            path(&["f:metadata", "f:labels", "f:difference"]),
+            path(&["f:ports"]),
+            path(&["f:endpoints"]),
+        ];
+        paths.sort_by(|a, b| set_order(a, b));
+        assert_eq!(
+            paths.iter().map(|p| describe(p)).collect::<Vec<_>>(),
+            [".endpoints", ".ports", ".metadata.labels.difference"],
+            "as kube-apiserver v1.37.2 tells an EndpointSlice's"
+        );
     }
 
     #[test]

@@ -120,6 +120,13 @@ pub(crate) fn normalise(value: &mut Value) {
                     item.remove("status");
                 }
             }
+            // A key may hold a uid too (`k:{"uid":"…"}` in managedFields).
+            if map.keys().any(|k| without_uids(k).is_some()) {
+                *map = std::mem::take(map)
+                    .into_iter()
+                    .map(|(k, v)| (without_uids(&k).unwrap_or(k), v))
+                    .collect();
+            }
             for (key, inner) in map.iter_mut() {
                 if ASSIGNED.contains(&key.as_str()) && !inner.is_null() {
                     *inner = format!("<{key}>").into();
