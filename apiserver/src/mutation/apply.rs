@@ -764,7 +764,7 @@ mod tests {
     #[test]
     fn conflicts_should_be_told_in_the_order_of_the_field_set() {
         let path = |p: &[&str]| p.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-        let mut paths = vec![
+        let mut paths = [
             path(&["f:metadata", "f:labels", "f:difference"]),
             path(&["f:ports"]),
             path(&["f:endpoints"]),
