@@ -148,7 +148,9 @@ impl Api {
                     .unwrap_or_default();
                 conditions.retain(|c| c["type"] != "PodScheduled");
                 conditions.push(scheduled);
-                let mut next = Self::updated(&info, name, None, current, desired, &manager, false)?;
+                // Through `binding`: a Pod's update may not set its Node.
+                let mut next =
+                    Self::updated(&info, name, Some("binding"), current, desired, &manager, false)?;
                 next["status"]["conditions"] = conditions.into();
                 Ok(next)
             },
