@@ -149,8 +149,15 @@ impl Api {
                 conditions.retain(|c| c["type"] != "PodScheduled");
                 conditions.push(scheduled);
                 // Through `binding`: a Pod's update may not set its Node.
-                let mut next =
-                    Self::updated(&info, name, Some("binding"), current, desired, &manager, false)?;
+                let mut next = Self::updated(
+                    &info,
+                    name,
+                    Some("binding"),
+                    current,
+                    desired,
+                    &manager,
+                    false,
+                )?;
                 next["status"]["conditions"] = conditions.into();
                 Ok(next)
             },
