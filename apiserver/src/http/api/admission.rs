@@ -22,12 +22,11 @@
 //! account does not exist yet (a real one does): its own controllers and
 //! tests create Pods in a namespace the moment it exists.
 
+use kubewasm_core::ObjectKey;
 use kubewasm_types::info::ResourceInfo;
 use serde_json::{Value, json};
 
 use crate::http::error::ApiError;
-use kubewasm_core::ObjectKey;
-
 use crate::store::{ResourceKey, Store};
 
 /// Where the service account's token is mounted.

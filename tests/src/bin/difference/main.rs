@@ -594,3 +594,69 @@ fn report(verdicts: &[Run], known: &[Known], markdown: Option<&Path>) -> anyhow:
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(status: u16, body: Value) -> Answer {
+        Answer {
+            status,
+            content_type: String::new(),
+            warning: String::new(),
+            retry_after: String::new(),
+            body,
+            rv: String::new(),
+            uid: String::new(),
+        }
+    }
+
+    fn step(method: &str, target: &str) -> Step {
+        Step {
+            method: method.into(),
+            target: target.into(),
+            content_type: String::new(),
+            body: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_objects_a_write_names_should_be_the_ones_let_settle() {
+        let c = "/api/v1/namespaces/{ns}/configmaps";
+        let created = answer(201, serde_json::json!({"metadata": {"name": "a"}}));
+        assert_eq!(
+            written(&step("POST", c), &created, "n"),
+            ["/api/v1/namespaces/n/configmaps/a"]
+        );
+        let listed = answer(
+            200,
+            serde_json::json!({"items": [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}]}),
+        );
+        assert_eq!(
+            written(
+                &step("DELETE", &format!("{c}?labelSelector=x")),
+                &listed,
+                "n"
+            ),
+            [
+                "/api/v1/namespaces/n/configmaps/a",
+                "/api/v1/namespaces/n/configmaps/b"
+            ]
+        );
+        let patched = answer(200, serde_json::json!({}));
+        assert_eq!(
+            written(&step("PATCH", &format!("{c}/a/status")), &patched, "n"),
+            ["/api/v1/namespaces/n/configmaps/a"]
+        );
+        assert!(
+            written(
+                &step("PATCH", &format!("{c}/a")),
+                &answer(409, Value::Null),
+                "n"
+            )
+            .is_empty()
+        );
+        assert!(written(&step("DELETE", &format!("{c}/a?dryRun=All")), &patched, "n").is_empty());
+        assert!(written(&step("GET", c), &listed, "n").is_empty());
+    }
+}
