@@ -33,6 +33,7 @@ use representation::As;
 mod access;
 mod admission;
 mod allocate;
+mod checks;
 mod crds;
 mod delete;
 mod discovery;
