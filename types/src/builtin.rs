@@ -18,7 +18,7 @@ fn typed<K: serde::de::DeserializeOwned + serde::Serialize>(
 }
 
 /// K's OpenAPI v3 schema, from k8s-openapi's descriptions of every field.
-fn field_schema<K: schemars::JsonSchema>() -> FieldSchema {
+pub fn field_schema<K: schemars::JsonSchema>() -> FieldSchema {
     let mut generator = schemars::generate::SchemaSettings::openapi3().into_generator();
     let reference = generator.subschema_for::<K>().to_value();
     let definitions = generator.take_definitions(true);

@@ -9,6 +9,8 @@
 
 mod builtin;
 pub mod crd;
+
+pub use builtin::field_schema;
 pub mod info;
 pub mod registry;
 pub mod value;

@@ -174,6 +174,18 @@ impl ApiError {
         Self::new(403, "Forbidden", message)
     }
 
+    /// 422 Invalid about no kind and no name, with one cause (`<field>:
+    /// <detail>`): a patch whose result cannot be read back (` "" is
+    /// invalid: patch: Invalid value: …`).
+    pub fn invalid_unnamed(field_error: &str) -> Self {
+        let (field, message) = field_error.split_once(": ").unwrap_or(("", field_error));
+        let mut error = Self::new(422, "Invalid", format!(" \"\" is invalid: {field_error}"));
+        error.details = Some(json!({"causes": [
+            {"reason": "FieldValueInvalid", "message": message, "field": field}
+        ]}));
+        error
+    }
+
     /// 422 Invalid, for a kind that is not a stored resource (a review, a
     /// TokenRequest).
     pub fn invalid_kind(kind: &str, name: &str, why: impl std::fmt::Display) -> Self {
@@ -252,6 +264,12 @@ impl ApiError {
             "message": self.message,
             "reason": self.reason,
         });
+        if self.reason.is_empty() {
+            // `omitempty`: a failure of no known reason (a 500) has none.
+            if let Some(fields) = status.as_object_mut() {
+                fields.shift_remove("reason");
+            }
+        }
         if let Some(details) = &self.details {
             let mut details = details.clone();
             omit_empty_group(&mut details);

@@ -65,6 +65,25 @@ fn element_key(field: &str, item: &Value, custom: bool) -> Option<String> {
     Some(format!("k:{}", Value::Object(fields)))
 }
 
+/// A list element as server-side apply's paths print it in errors:
+/// `[name="c"]` for a keyed list (each key field, defaults included),
+/// `[="a"]` for a set, `[0]` by index otherwise.
+pub(crate) fn element_segment(field: &str, item: &Value, index: usize) -> String {
+    if crate::mutation::strategic::primitive_set(field) {
+        return format!("[={item}]");
+    }
+    let keyed = element_key(field, item, false)
+        .and_then(|key| key.strip_prefix("k:").map(str::to_owned))
+        .and_then(|json| serde_json::from_str::<Map<String, Value>>(&json).ok());
+    match keyed {
+        Some(fields) => {
+            let fields: Vec<String> = fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!("[{}]", fields.join(","))
+        }
+        None => format!("[{index}]"),
+    }
+}
+
 /// The value a key field has when an element leaves it out.
 fn key_default(name: &str) -> Option<&'static str> {
     (name == "protocol").then_some("TCP")

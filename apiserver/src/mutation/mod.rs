@@ -6,3 +6,5 @@ pub mod apply;
 mod fieldset;
 pub mod patch;
 pub mod strategic;
+
+pub(crate) use fieldset::element_segment;

@@ -7,6 +7,7 @@
 //! beyond their names.
 
 pub mod conversion;
+pub mod decoding;
 pub mod defaults;
 pub mod openapi;
 pub mod protobuf;

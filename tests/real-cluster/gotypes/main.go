@@ -23,6 +23,11 @@
 //     its zero value (`omitempty` on a string, number, bool, list or map
 //     that is not a pointer): a real server's answer never has `""`, `0`,
 //     `false` or `[]` there.
+//   - `type MESSAGE FIELD GOTYPE`: a field whose Go type names a type that
+//     is neither a struct nor a builtin (`v1.RestartPolicy`, a string;
+//     `[]v1.Capability`), as `reflect.Type.String()` prints it, the
+//     pointer a decoder sees through left out: the OpenAPI schema says only
+//     `string`, and a real server's decoding errors name the Go type.
 //
 // It reads the Go types of the modules this directory's go.mod pins:
 //
@@ -163,9 +168,57 @@ func (named shapes) name(name string) string {
 	return "other"
 }
 
+// goType prints a field's type as reflect.Type.String() does, a top-level
+// pointer left out (a decoder sees through it), declared in package pkg;
+// custom is whether it names a type that is neither a struct, a leaf nor a
+// builtin.
+func (named shapes) goType(t ast.Expr, pkg string, top bool) (printed string, custom bool) {
+	switch t := t.(type) {
+	case *ast.StarExpr:
+		inner, custom := named.goType(t.X, pkg, false)
+		if top {
+			return inner, custom
+		}
+		return "*" + inner, custom
+	case *ast.ArrayType:
+		inner, custom := named.goType(t.Elt, pkg, false)
+		return "[]" + inner, custom
+	case *ast.MapType:
+		key, customKey := named.goType(t.Key, pkg, false)
+		value, customValue := named.goType(t.Value, pkg, false)
+		return "map[" + key + "]" + value, customKey || customValue
+	case *ast.SelectorExpr:
+		// An import alias (`metav1`, `corev1`) ends with the package's name.
+		alias := fmt.Sprint(t.X)
+		if at := strings.LastIndex(alias, "v"); at >= 0 {
+			alias = alias[at:]
+		}
+		return alias + "." + t.Sel.Name, named.custom(t.Sel.Name)
+	case *ast.Ident:
+		switch t.Name {
+		case "string", "bool", "int", "int32", "int64", "uint32", "uint64", "float32", "float64":
+			return t.Name, false
+		case "byte":
+			return "uint8", false
+		}
+		return pkg + "." + t.Name, named.custom(t.Name)
+	}
+	return "", false
+}
+
+// custom is whether the named type is a string, bool, number, list or map
+// under another name.
+func (named shapes) custom(name string) bool {
+	switch named.name(name) {
+	case "string", "bool", "number", "collection":
+		return true
+	}
+	return false
+}
+
 // facts returns the lines of one package's declarations (see the command's
 // doc), the shapes of every package read at hand.
-func facts(all []decl, proto string, named shapes) []string {
+func facts(all []decl, proto, pkg string, named shapes) []string {
 	var lines []string
 	for _, d := range all {
 		if d.doc != nil && strings.Contains(d.doc.Text(), "+structType=atomic") {
@@ -201,6 +254,9 @@ func facts(all []decl, proto string, named shapes) []string {
 			add := func(fact string) {
 				kind, json, _ := strings.Cut(fact, " ")
 				lines = append(lines, strings.TrimSuffix(kind+" "+at+" "+json, " "))
+			}
+			if printed, custom := named.goType(field.Type, pkg, true); custom {
+				add("type " + printed)
 			}
 			shape := named.of(field.Type)
 			switch {
@@ -244,8 +300,8 @@ func facts(all []decl, proto string, named shapes) []string {
 
 func main() {
 	type read struct {
-		decls []decl
-		proto string
+		decls      []decl
+		proto, pkg string
 	}
 	var packages []read
 	named := shapes{}
@@ -257,20 +313,34 @@ func main() {
 			for _, d := range all {
 				named[d.spec.Name.Name] = d.spec.Type
 			}
-			packages = append(packages, read{all, s.proto})
+			packages = append(packages, read{all, s.proto, filepath.Base(s.dir)})
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 	}
+	// Types the API's fields use from packages of no message of their own
+	// (a `types.UID`): read for their shapes only.
+	root, err := moduleDir("k8s.io/apimachinery")
+	if err == nil {
+		var uses []decl
+		uses, err = decls(filepath.Join(root, "pkg/types"))
+		for _, d := range uses {
+			named[d.spec.Name.Name] = d.spec.Type
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	var all []string
 	for _, p := range packages {
-		all = append(all, facts(p.decls, p.proto, named)...)
+		all = append(all, facts(p.decls, p.proto, p.pkg, named)...)
 	}
 	sort.Strings(all)
 	fmt.Println("# What Kubernetes' Go types say of their protobuf messages that the .proto files do not: `empty`,")
-	fmt.Println("# `present`, `atomic`, `zero` and `omit` lines, as tests/real-cluster/gotypes (which writes this file) documents.")
+	fmt.Println("# `present`, `atomic`, `zero`, `omit` and `type` lines, as tests/real-cluster/gotypes (which writes this file) documents.")
 	for _, line := range all {
 		fmt.Println(line)
 	}

@@ -1,6 +1,8 @@
 //! What every create, update, patch and apply passes before it is stored:
-//! a built-in object's decoding, defaults and validation, a custom
-//! resource's schema, strict field validation, and the bounds of an object.
+//! a built-in object's decoding into its Go type (by the reader a real
+//! server uses for the verb, in its words: [`crate::schema::decoding`]),
+//! defaults and validation, a custom resource's schema, strict field
+//! validation, and the bounds of an object.
 
 use std::collections::HashMap;
 
@@ -9,7 +11,18 @@ use serde_json::Value;
 
 use super::Api;
 use crate::http::error::ApiError;
+use crate::schema::decoding::{self, Reader};
 use crate::schema::validation;
+
+/// The patches whose result a real server reads back into the Go type.
+#[derive(Clone, Copy)]
+pub(super) enum Patched {
+    /// A merge or JSON patch: its result is JSON, read by the JSON decoder.
+    Json,
+    /// A strategic merge patch: its result is a map, read by the
+    /// unstructured converter.
+    Strategic,
+}
 
 impl Api {
     /// [`Api::validated`], then within [`crate::http::bounds`]: what every
@@ -60,6 +73,64 @@ impl Api {
             return Err(ApiError::invalid_fields(info, name, &findings.errors));
         }
         Ok(object)
+    }
+
+    /// A create's or update's body, read by the JSON decoder: 400, as a
+    /// real server refuses a body it cannot decode.
+    pub(super) fn decodable(info: &ResourceInfo, body: &Value) -> Result<(), ApiError> {
+        match decoding::mismatch(info, body, Reader::Json) {
+            None => Ok(()),
+            Some(mismatch) => Err(ApiError::bad_request(format!(
+                "{kind} in version {:?} cannot be handled as a {kind}: {mismatch}",
+                info.version,
+                kind = info.kind
+            ))),
+        }
+    }
+
+    /// A patch's result, read back into the Go type: 422 on the `patch`
+    /// field, quoting the patched object (a merge or JSON patch) or the
+    /// patch as Go prints a map (a strategic merge patch).
+    pub(super) fn patch_decodable(
+        info: &ResourceInfo,
+        patched: Patched,
+        patch: &Value,
+        result: &Value,
+    ) -> Result<(), ApiError> {
+        let (reader, quoted) = match patched {
+            Patched::Json => (Reader::Json, result.to_string()),
+            Patched::Strategic => (Reader::Unstructured, decoding::go_printed(patch)),
+        };
+        match decoding::mismatch(info, result, reader) {
+            None => Ok(()),
+            Some(mismatch) => Err(ApiError::invalid_unnamed(&format!(
+                "patch: Invalid value: {quoted:?}: {mismatch}"
+            ))),
+        }
+    }
+
+    /// An apply's configuration, made a typed object as a real server
+    /// makes it (500): a value of the wrong shape fails the typed patch,
+    /// one the conversion refuses (a quantity, a time) fails converting it.
+    pub(super) fn apply_decodable(
+        info: &ResourceInfo,
+        name: &str,
+        applied: &Value,
+    ) -> Result<(), ApiError> {
+        let namespace = crate::objects::text_at(applied, "/metadata/namespace");
+        let gvk = format!("{}/{}, Kind={}", info.group, info.version, info.kind);
+        let object = format!("{namespace}/{name}; {gvk}");
+        let message = if let Some(mismatch) = decoding::mismatch(info, applied, Reader::Apply) {
+            format!("failed to create typed patch object ({object}): {mismatch}")
+        } else if let Some(mismatch) = decoding::mismatch(info, applied, Reader::Unstructured) {
+            format!(
+                "failed to convert new object ({object}) to proper version: unable to convert \
+                 unstructured object to {gvk}: {mismatch}"
+            )
+        } else {
+            return Ok(());
+        };
+        Err(ApiError::new(500, "", message))
     }
 
     /// Whether the request asks for strict field validation.

@@ -105,18 +105,38 @@ impl Request<'_> {
     /// (the kind it must be, Go's parse error, the body's first 30 bytes).
     pub(super) fn object_document(&self, kind: &str) -> Result<Value, ApiError> {
         let format = Format::of(self.content_type)?;
+        let unrecognized = |parse: &str| {
+            ApiError::bad_request(format!(
+                "the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; json parse error: {parse} ({})",
+                summary(&self.body)
+            ))
+        };
         match decode::decode(format, &self.body) {
-            Ok(value) => Ok(value),
+            Ok(value) => {
+                // The serializer reads `apiVersion` and `kind` first, as
+                // strings of an anonymous struct.
+                let typed = value.as_object().into_iter().flatten();
+                for (field, v) in typed.filter(|(f, _)| *f == "apiVersion" || *f == "kind") {
+                    let wrong = match v {
+                        Value::Null | Value::String(_) => continue,
+                        Value::Bool(_) => "bool",
+                        Value::Number(_) => "number",
+                        Value::Array(_) => "array",
+                        Value::Object(_) => "object",
+                    };
+                    return Err(unrecognized(&format!(
+                        "json: cannot unmarshal {wrong} into Go struct field .{field} of type string"
+                    )));
+                }
+                Ok(value)
+            }
             Err(DecodeError::Json(error)) => {
                 let parse = if error.classify() == serde_json::error::Category::Eof {
                     "unexpected end of JSON input".to_owned()
                 } else {
                     error.to_string()
                 };
-                Err(ApiError::bad_request(format!(
-                    "the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; json parse error: {parse} ({})",
-                    summary(&self.body)
-                )))
+                Err(unrecognized(&parse))
             }
             Err(other) => Err(other.into()),
         }

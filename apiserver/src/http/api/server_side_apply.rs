@@ -36,6 +36,7 @@ impl Api {
         // YAML is the declared format; JSON (what kubectl and kube-rs send) is
         // YAML, and the media type says YAML.
         let applied = Self::body_named(&info, request, name)?;
+        Self::apply_decodable(&info, name, &applied)?;
         let api_version = info.api_version();
         let apply_request = apply::ApplyRequest {
             manager: &manager,

@@ -8,6 +8,7 @@ use kubewasm_core::ObjectKey;
 use serde_json::{Value, json};
 
 use super::Api;
+use super::checks::Patched;
 use super::request::{Reply, Request};
 use super::route::Target;
 use super::shape::{part_of, rv_of, served, shown};
@@ -112,6 +113,7 @@ impl Api {
     pub(super) fn create(&self, target: &Target, request: &Request<'_>) -> Result<Reply, ApiError> {
         let info = &target.info;
         let mut object = Self::body(info, request)?;
+        Self::decodable(info, &object)?;
         if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.shift_remove("managedFields");
         }
@@ -540,6 +542,7 @@ impl Api {
     ) -> Result<Reply, ApiError> {
         let info = target.info.clone();
         let desired = Self::body_named(&info, request, name)?;
+        Self::decodable(&info, &desired)?;
         let subresource = target.subresource.clone();
         if info.create_on_update
             && subresource.is_none()
@@ -602,13 +605,23 @@ impl Api {
             &request.user,
             |current| {
                 let mut desired = current.clone();
-                match flavour {
-                    PatchType::Merge => merge_patch(&mut desired, &patch),
-                    PatchType::Json => json_patch(&mut desired, &patch)
-                        .map_err(|e| ApiError::patch_failed(&info, name, &e))?,
-                    PatchType::Strategic => crate::mutation::strategic::apply(&mut desired, &patch)
-                        .map_err(|why| ApiError::invalid(&info, name, why))?,
-                }
+                let patched = match flavour {
+                    PatchType::Merge => {
+                        merge_patch(&mut desired, &patch);
+                        Patched::Json
+                    }
+                    PatchType::Json => {
+                        json_patch(&mut desired, &patch)
+                            .map_err(|e| ApiError::patch_failed(&info, name, &e))?;
+                        Patched::Json
+                    }
+                    PatchType::Strategic => {
+                        crate::mutation::strategic::apply(&mut desired, &patch)
+                            .map_err(|why| ApiError::invalid(&info, name, why))?;
+                        Patched::Strategic
+                    }
+                };
+                Self::patch_decodable(&info, patched, &patch, &desired)?;
                 // A patch may not rename, as a PUT may not.
                 same_name(&desired, name)?;
                 Self::updated(

@@ -448,6 +448,13 @@ pub(crate) fn omitted_when_zero(message: &str, field: &str) -> bool {
     schema::omitted_when_zero(message, field)
 }
 
+/// The Go type of `field` of `message` where it is a named type the
+/// schemas do not tell (`v1.RestartPolicy`, a string), as decoding errors
+/// print it.
+pub(crate) fn named_go_type(message: &str, field: &str) -> Option<&'static str> {
+    schema::named_go_type(message, field)
+}
+
 /// How a field holding messages holds them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Holds {

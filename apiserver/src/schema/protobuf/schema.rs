@@ -250,6 +250,8 @@ struct GoTypes {
     /// By message, the fields Go's encoder writes for a zero object, and
     /// what it writes.
     zero: HashMap<&'static str, Vec<(&'static str, serde_json::Value)>>,
+    /// By message and field, a Go type the schemas do not tell.
+    types: HashMap<(&'static str, &'static str), &'static str>,
 }
 
 static GO_TYPES: LazyLock<GoTypes> = LazyLock::new(|| {
@@ -271,6 +273,9 @@ static GO_TYPES: LazyLock<GoTypes> = LazyLock::new(|| {
             ["omit", message, field] => {
                 facts.omit.insert((message, field));
             }
+            ["type", message, field, go_type] => {
+                facts.types.insert((message, field), go_type);
+            }
             ["zero", message, field, json] => {
                 if let Ok(value) = serde_json::from_str(json) {
                     facts.zero.entry(message).or_default().push((field, value));
@@ -281,6 +286,12 @@ static GO_TYPES: LazyLock<GoTypes> = LazyLock::new(|| {
     }
     facts
 });
+
+/// The Go type of `field` of `message` where it is a named one the
+/// schemas do not tell (`v1.RestartPolicy` for a string).
+pub(crate) fn named_go_type(message: &str, field: &str) -> Option<&'static str> {
+    GO_TYPES.types.get(&(message, field)).copied()
+}
 
 /// Whether an empty string in `field` of `message` is a value JSON keeps
 /// (`holderIdentity: ""`), rather than the zero Go's encoder writes for a

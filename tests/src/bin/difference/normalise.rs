@@ -158,11 +158,54 @@ pub(crate) fn normalise(value: &mut Value) {
             *text = format!("{TOKEN_VOLUME}<generated>");
         }
         Value::String(text) => {
+            if let Some(compared) = with_quoted_object_normalised(text) {
+                *text = compared;
+            }
             if let Some(masked) = without_uids(text) {
                 *text = masked;
             }
         }
         _ => {}
+    }
+}
+
+/// `text` with the object it quotes (`Invalid value: "{…}"`, a patch's
+/// result a real server could not read back) normalised and its keys
+/// sorted, if it quotes one: the order Go's encoder wrote the object's keys
+/// in is not what the message says.
+fn with_quoted_object_normalised(text: &str) -> Option<String> {
+    const QUOTE: &str = "Invalid value: ";
+    let at = text.find(QUOTE)? + QUOTE.len();
+    let mut quoted = serde_json::Deserializer::from_str(&text[at..]).into_iter::<String>();
+    let inner = quoted.next()?.ok()?;
+    let end = at + quoted.byte_offset();
+    let mut object: Value = serde_json::from_str(&inner).ok().filter(Value::is_object)?;
+    normalise(&mut object);
+    Some(format!(
+        "{}{:?}{}",
+        &text[..at],
+        sorted(&object),
+        &text[end..]
+    ))
+}
+
+/// JSON text of `value` with every object's keys sorted.
+fn sorted(value: &Value) -> String {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by_key(|(k, _)| *k);
+            let inner: Vec<String> = entries
+                .into_iter()
+                .map(|(k, v)| format!("{}:{}", Value::from(k.as_str()), sorted(v)))
+                .collect();
+            format!("{{{}}}", inner.join(","))
+        }
+        Value::Array(items) => {
+            let inner: Vec<String> = items.iter().map(sorted).collect();
+            format!("[{}]", inner.join(","))
+        }
+        other => other.to_string(),
     }
 }
 
@@ -291,6 +334,25 @@ mod tests {
         normalise(&mut c);
         normalise(&mut d);
         assert!(first_difference(&c, &d).is_some());
+    }
+
+    #[test]
+    fn an_object_a_message_quotes_should_compare_as_an_object() {
+        let said = |object: &str| {
+            let mut message = Value::from(format!(
+                "patch: Invalid value: {object:?}: json: cannot unmarshal number"
+            ));
+            normalise(&mut message);
+            message
+        };
+        assert_eq!(
+            said(r#"{"kind":"A","metadata":{"resourceVersion":"5","name":"a"}}"#),
+            said(r#"{"metadata":{"name":"a","resourceVersion":"91"},"kind":"A"}"#)
+        );
+        assert_ne!(
+            said(r#"{"kind":"A","metadata":{"name":"a"}}"#),
+            said(r#"{"kind":"A","metadata":{"name":"b"}}"#)
+        );
     }
 
     #[test]

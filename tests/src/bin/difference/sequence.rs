@@ -319,6 +319,35 @@ impl Resource {
                 ],
             ),
             (
+                // Bodies of the right JSON but the wrong types, as each reader
+                // of a real server refuses them (and nothing stored).
+                "decode",
+                {
+                    let mut wrong = self.object("a", "one");
+                    wrong["metadata"]["labels"]["difference"] = 5.into();
+                    let mut wrong_kind = self.object("b", "one");
+                    wrong_kind["kind"] = 5.into();
+                    let mut wrong_update = wrong.clone();
+                    wrong_update["metadata"]["resourceVersion"] = "{rv}".into();
+                    let labels = json!({"metadata": {"labels": {"difference": 5}}});
+                    vec![
+                        step("POST", c.clone(), JSON, &wrong),
+                        step("POST", c.clone(), JSON, &wrong_kind),
+                        self.create("a", "one"),
+                        step("PUT", p("a"), JSON, &wrong_update),
+                        step("PATCH", p("a"), MERGE, &labels),
+                        step("PATCH", p("a"), STRATEGIC, &labels),
+                        step(
+                            "PATCH",
+                            p("a"),
+                            JSON_PATCH,
+                            &json!([{"op": "add", "path": "/metadata/labels/x", "value": 5}]),
+                        ),
+                        get(p("a")),
+                    ]
+                },
+            ),
+            (
                 "apply",
                 vec![
                     apply("fieldManager=difference", "one"),
