@@ -11,4 +11,4 @@ pub mod validation;
 
 pub use resource::{InvalidKey, ObjectKey, ResourceType, Verb};
 pub use selector::{Selector, SelectorError};
-pub use shard::{ShardField, ShardRange, ShardSelector, ShardSelectorError};
+pub use shard::{Bound, ShardField, ShardRange, ShardSelector, ShardSelectorError};

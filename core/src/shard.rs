@@ -7,15 +7,17 @@
 //! selector := term ( "||" term )*
 //! term     := "shardRange(" field "," bound "," bound ")"
 //! field    := "object.metadata.uid" | "object.metadata.namespace"
-//! bound    := "'0x" HEX{1,17} "'"          (at most 2^64)
+//! bound    := quote "0x" HEX{16} quote       (quote: ' or ", as CEL strings)
 //! ```
 //! A term selects the objects whose field's FNV-1a 64-bit hash `h` has
 //! `start <= h < end`; the selector selects what any of its terms selects.
-//! Ranges are over `[0, 2^64)`: the last one ends at `0x10000000000000000`.
-//! [`ShardSelector`]'s `Display` is the canonical form (bounds as 16 hex
-//! digits, or 17 for 2^64), which the server echoes in
-//! `metadata.shardInfo.selector` and clients compare to see that it was
-//! honoured.
+//! Ranges are over `[0, 2^64)`: the last one ends at `0x10000000000000000`,
+//! the one bound of 17 digits. The rules and the words of a refusal are
+//! kube-apiserver v1.37.2's (`ShardedListAndWatch`), which answers a bad
+//! selector with a 500 that names the fault.
+//! [`ShardSelector`]'s `Display` is that server's canonical form (bounds as
+//! 16 hex digits, `, ` between arguments, ` || ` between terms), which it
+//! echoes in `metadata.shardInfo.selector`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -110,45 +112,77 @@ impl ShardRange {
     }
 }
 
-/// Why a shard selector was refused, naming the fault.
+/// Which bound of a range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bound {
+    /// The first hash in the range.
+    Start,
+    /// One past its last.
+    End,
+}
+
+impl fmt::Display for Bound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Start => "hexStart",
+            Self::End => "hexEnd",
+        })
+    }
+}
+
+/// Why a shard selector was refused, naming the fault in a real server's
+/// words.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ShardSelectorError {
     /// Nothing to select by.
     #[error("the shard selector is empty")]
     Empty,
-    /// A term is not `shardRange(FIELD,'0x…','0x…')`.
-    #[error("term {index} `{term}` is not shardRange(FIELD,'0xSTART','0xEND')")]
-    Syntax {
-        /// Its place, from 1.
-        index: usize,
-        /// The term.
-        term: String,
-    },
+    /// A term is not `shardRange(FIELD, '0x…', '0x…')`.
+    #[error("expected shardRange() call or || operator, got `{0}`")]
+    Syntax(String),
     /// A field other than the uid or the namespace.
     #[error(
-        "term {index}: field `{field}` cannot be sharded by (only object.metadata.uid and object.metadata.namespace)"
+        "unsupported field path {0:?}; supported: object.metadata.uid, object.metadata.namespace"
     )]
-    Field {
-        /// Its place, from 1.
-        index: usize,
-        /// The field named.
-        field: String,
+    Field(String),
+    /// A bound without its `0x`.
+    #[error("{bound} must have '0x' prefix, got {text:?}")]
+    Prefix {
+        /// Which bound.
+        bound: Bound,
+        /// The bound, unquoted.
+        text: String,
     },
-    /// A bound that is not a quoted hex number of the hash space.
+    /// A bound of another length than 16 hex digits.
     #[error(
-        "term {index}: bound `{bound}` is not a quoted hex number from '0x0' to '0x10000000000000000'"
+        "{bound} must be a 0x-prefixed 16-digit hex value, got {text:?}{}",
+        padded.as_ref().map(|p| format!(" (did you mean {p:?}?)")).unwrap_or_default()
     )]
-    Bound {
-        /// Its place, from 1.
-        index: usize,
-        /// The bound.
-        bound: String,
+    Digits {
+        /// Which bound.
+        bound: Bound,
+        /// The bound, unquoted.
+        text: String,
+        /// The same value in 16 digits, when it has fewer.
+        padded: Option<String>,
+    },
+    /// A bound with a character that is not a hex digit.
+    #[error("{bound}: invalid hex character {character:?} in {text:?}")]
+    Hex {
+        /// Which bound.
+        bound: Bound,
+        /// The first character that is not a hex digit.
+        character: String,
+        /// The bound, unquoted.
+        text: String,
     },
     /// A range that selects nothing.
-    #[error("term {index}: the range is empty (its start is not below its end)")]
+    #[error("shard range start {start} must be less than end {end}")]
     EmptyRange {
-        /// Its place, from 1.
-        index: usize,
+        /// Its start, as given.
+        start: String,
+        /// Its end, as given.
+        end: String,
     },
 }
 
@@ -184,14 +218,37 @@ impl ShardSelector {
     }
 }
 
-fn parse_bound(text: &str) -> Option<u128> {
-    let hex = text.strip_prefix("'0x")?.strip_suffix('\'')?;
-    if hex.is_empty() || hex.len() > 17 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
+/// A bound: quoted, `0x`, 16 hex digits (17 for the end of the hash
+/// space, `0x10000000000000000`).
+fn parse_bound(quoted: &str, bound: Bound) -> Result<u128, ShardSelectorError> {
+    let text = ["'", "\""]
+        .iter()
+        .find_map(|q| quoted.strip_prefix(q)?.strip_suffix(q))
+        .ok_or_else(|| ShardSelectorError::Syntax(quoted.to_owned()))?;
+    let Some(hex) = text.strip_prefix("0x") else {
+        return Err(ShardSelectorError::Prefix {
+            bound,
+            text: text.to_owned(),
+        });
+    };
+    if bound == Bound::End && hex == "10000000000000000" {
+        return Ok(HASH_SPACE_END);
     }
-    u128::from_str_radix(hex, 16)
-        .ok()
-        .filter(|v| *v <= HASH_SPACE_END)
+    if hex.len() != 16 {
+        return Err(ShardSelectorError::Digits {
+            bound,
+            text: text.to_owned(),
+            padded: (hex.len() < 16).then(|| format!("0x{hex:0>16}")),
+        });
+    }
+    if let Some(character) = hex.chars().find(|c| !c.is_ascii_hexdigit()) {
+        return Err(ShardSelectorError::Hex {
+            bound,
+            character: character.to_string(),
+            text: text.to_owned(),
+        });
+    }
+    u128::from_str_radix(hex, 16).map_err(|_| ShardSelectorError::Syntax(quoted.to_owned()))
 }
 
 impl FromStr for ShardSelector {
@@ -202,14 +259,9 @@ impl FromStr for ShardSelector {
             return Err(ShardSelectorError::Empty);
         }
         let mut terms = Vec::new();
-        for (i, term) in text.split("||").enumerate() {
-            let index = i + 1;
-            let syntax = || ShardSelectorError::Syntax {
-                index,
-                term: term.trim().to_owned(),
-            };
+        for term in text.split("||").map(str::trim) {
+            let syntax = || ShardSelectorError::Syntax(term.to_owned());
             let args = term
-                .trim()
                 .strip_prefix("shardRange(")
                 .and_then(|rest| rest.strip_suffix(')'))
                 .ok_or_else(syntax)?;
@@ -220,25 +272,20 @@ impl FromStr for ShardSelector {
             let field = match field {
                 "object.metadata.uid" => ShardField::Uid,
                 "object.metadata.namespace" => ShardField::Namespace,
-                other => {
-                    return Err(ShardSelectorError::Field {
-                        index,
-                        field: other.to_owned(),
-                    });
-                }
+                other => return Err(ShardSelectorError::Field(other.to_owned())),
             };
-            let bound = |text: &str| {
-                parse_bound(text).ok_or_else(|| ShardSelectorError::Bound {
-                    index,
-                    bound: text.to_owned(),
-                })
-            };
-            let (start, end) = (bound(start)?, bound(end)?);
-            let start = u64::try_from(start)
+            let (low, high) = (
+                parse_bound(start, Bound::Start)?,
+                parse_bound(end, Bound::End)?,
+            );
+            let start = u64::try_from(low)
                 .ok()
-                .filter(|s| u128::from(*s) < end)
-                .ok_or(ShardSelectorError::EmptyRange { index })?;
-            terms.push((field, ShardRange { start, end }));
+                .filter(|s| u128::from(*s) < high)
+                .ok_or_else(|| ShardSelectorError::EmptyRange {
+                    start: start[1..start.len() - 1].to_owned(),
+                    end: end[1..end.len() - 1].to_owned(),
+                })?;
+            terms.push((field, ShardRange { start, end: high }));
         }
         Ok(Self { terms })
     }
@@ -248,11 +295,11 @@ impl fmt::Display for ShardSelector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, (field, range)) in self.terms.iter().enumerate() {
             if i > 0 {
-                f.write_str("||")?;
+                f.write_str(" || ")?;
             }
             write!(
                 f,
-                "shardRange({},'0x{:016x}','0x{:016x}')",
+                "shardRange({}, '0x{:016x}', '0x{:016x}')",
                 field.path(),
                 range.start,
                 range.end
@@ -275,13 +322,13 @@ mod tests {
 
     #[test]
     fn selectors_should_parse_print_canonically_and_match_by_hash() {
-        let text = "shardRange(object.metadata.uid,'0x0','0x8000000000000000') || \
-                    shardRange(object.metadata.namespace, '0xc000000000000000', '0x10000000000000000')";
+        let text = "shardRange(object.metadata.uid,'0x0000000000000000','0x8000000000000000') || \
+                    shardRange(object.metadata.namespace, \"0xc000000000000000\", '0x10000000000000000')";
         let selector: ShardSelector = text.parse().expect("valid");
         assert_eq!(
             selector.to_string(),
-            "shardRange(object.metadata.uid,'0x0000000000000000','0x8000000000000000')||\
-             shardRange(object.metadata.namespace,'0xc000000000000000','0x10000000000000000')"
+            "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000') || \
+             shardRange(object.metadata.namespace, '0xc000000000000000', '0x10000000000000000')"
         );
         assert_eq!(
             selector.to_string().parse::<ShardSelector>(),
@@ -305,43 +352,47 @@ mod tests {
     }
 
     #[test]
-    fn malformed_selectors_should_name_their_fault() {
-        for (text, expected) in [
-            ("", ShardSelectorError::Empty),
+    fn malformed_selectors_should_be_refused_in_a_real_servers_words() {
+        let uid = |start: &str, end: &str| format!("shardRange(object.metadata.uid,{start},{end})");
+        let zero = "'0x0000000000000000'";
+        // Each as kube-apiserver v1.37.2 words it after `invalid shard selector: `.
+        for (text, said) in [
+            ("".to_owned(), "the shard selector is empty"),
             (
-                "shardRange(object.metadata.uid,'0x0')",
-                ShardSelectorError::Syntax {
-                    index: 1,
-                    term: "shardRange(object.metadata.uid,'0x0')".into(),
-                },
+                "shardRange(object.metadata.uid,'0x0')".to_owned(),
+                "expected shardRange() call or || operator, got `shardRange(object.metadata.uid,'0x0')`",
             ),
             (
-                "shardRange(object.metadata.name,'0x0','0x1')",
-                ShardSelectorError::Field {
-                    index: 1,
-                    field: "object.metadata.name".into(),
-                },
+                "shardRange(spec.x,'0x0','0x1')".to_owned(),
+                r#"unsupported field path "spec.x"; supported: object.metadata.uid, object.metadata.namespace"#,
             ),
             (
-                "shardRange(object.metadata.uid,'0x0','0x1')||shardRange(object.metadata.uid,0x0,'0x1')",
-                ShardSelectorError::Bound {
-                    index: 2,
-                    bound: "0x0".into(),
-                },
+                uid("'0x0'", "'0x8000000000000000'"),
+                r#"hexStart must be a 0x-prefixed 16-digit hex value, got "0x0" (did you mean "0x0000000000000000"?)"#,
             ),
             (
-                "shardRange(object.metadata.uid,'0x0','0x10000000000000001')",
-                ShardSelectorError::Bound {
-                    index: 1,
-                    bound: "'0x10000000000000001'".into(),
-                },
+                uid(zero, "'0x8'"),
+                r#"hexEnd must be a 0x-prefixed 16-digit hex value, got "0x8" (did you mean "0x0000000000000008"?)"#,
             ),
             (
-                "shardRange(object.metadata.uid,'0x5','0x5')",
-                ShardSelectorError::EmptyRange { index: 1 },
+                uid(zero, "'0x10000000000000001'"),
+                r#"hexEnd must be a 0x-prefixed 16-digit hex value, got "0x10000000000000001""#,
+            ),
+            (
+                uid("'0X0000000000000000'", zero),
+                r#"hexStart must have '0x' prefix, got "0X0000000000000000""#,
+            ),
+            (
+                uid("'0x000000000000000G'", zero),
+                r#"hexStart: invalid hex character "G" in "0x000000000000000G""#,
+            ),
+            (
+                uid("'0x8000000000000000'", zero),
+                "shard range start 0x8000000000000000 must be less than end 0x0000000000000000",
             ),
         ] {
-            assert_eq!(text.parse::<ShardSelector>(), Err(expected), "{text}");
+            let refused = text.parse::<ShardSelector>().err().map(|e| e.to_string());
+            assert_eq!(refused.as_deref(), Some(said), "{text}");
         }
     }
 

@@ -4,7 +4,7 @@
 //! the informer of a plugin's primary (and, placed by namespace, of its
 //! namespaced secondaries) holds only the objects of those slots. The
 //! share is asked of the server as a KEP-5866 `shardSelector`
-//! (`shardRange(object.metadata.uid,'0x…','0x…')` terms joined by `||`, one
+//! (`shardRange(object.metadata.uid, '0x…', '0x…')` terms joined by `||`, one
 //! per run of adjacent slots) when the server serves it, which a list
 //! carrying the selector tells by echoing it in `metadata.shardInfo`; and it
 //! is always applied in the host by the same rule

@@ -1,20 +1,23 @@
 //! Serving CustomResourceDefinitions: a created CRD's versions join the
 //! registry before the reply; a deleted one's leave it with its objects.
 
-use std::sync::Arc;
-
 use kubewasm_core::ObjectKey;
 use kubewasm_types::crd;
 use serde_json::{Value, json};
 
 use super::Api;
 use crate::http::error::ApiError;
+use crate::mutation::apply;
 use crate::objects::now;
 use crate::store::{ListAt, ResourceKey, StoreError};
 
 impl Api {
-    /// Serves a CRD's versions and marks it established, before the reply.
-    pub(super) fn establish(&self, key: &ObjectKey, crd: &Value) -> Result<Arc<Value>, ApiError> {
+    /// Serves a CRD's versions and marks it established, before the reply
+    /// (which shows the CRD as written, before this: a real server's
+    /// apiextensions controllers accept its names a moment after). The
+    /// status is written as those controllers write it: by `kube-apiserver`,
+    /// through `/status`.
+    pub(super) fn establish(&self, key: &ObjectKey, crd: &Value) -> Result<(), ApiError> {
         let types = crd::served_types(crd).map_err(ApiError::bad_request)?;
         {
             let mut registry = self
@@ -30,12 +33,20 @@ impl Api {
         }
         let status = established_status(crd);
         let storage = ResourceKey::new(crd::GROUP, crd::PLURAL);
-        let written = self.store.update::<ApiError>(&storage, key, |current| {
+        self.store.update::<ApiError>(&storage, key, |current| {
             let mut next = current.clone();
             next["status"] = status;
+            apply::record_update(
+                current,
+                &mut next,
+                "kube-apiserver",
+                &format!("{}/v1", crd::GROUP),
+                false,
+                apply::Part::of(true, Some("status")),
+            );
             Ok(next)
         })?;
-        Ok(written.object)
+        Ok(())
     }
 
     /// Serves the CRDs the store holds (after a restart). One that breaks
@@ -90,14 +101,18 @@ impl Api {
     }
 }
 
-/// The status of an accepted, established CRD.
-fn established_status(crd: &Value) -> Value {
-    let names = crd
-        .pointer("/spec/names")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
-    let stored: Vec<Value> = crd
-        .pointer("/spec/versions")
+/// A created CRD's status, as its registry strategy writes it: Go's zero
+/// status, and the version it stores in as its only stored version.
+pub(super) fn created_status(crd: &mut Value) {
+    let stored = stored_versions(crd);
+    if let Some(status) = crd.get_mut("status").and_then(Value::as_object_mut) {
+        status.insert("storedVersions".into(), stored.into());
+    }
+}
+
+/// The names of the versions a CRD stores in (one, in a valid CRD).
+fn stored_versions(crd: &Value) -> Vec<Value> {
+    crd.pointer("/spec/versions")
         .and_then(Value::as_array)
         .map(|vs| {
             vs.iter()
@@ -105,13 +120,22 @@ fn established_status(crd: &Value) -> Value {
                 .filter_map(|v| v.get("name").cloned())
                 .collect()
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// The status of an accepted, established CRD.
+fn established_status(crd: &Value) -> Value {
+    let names = crd
+        .pointer("/spec/names")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let stored = stored_versions(crd);
     let condition = |kind: &str, reason: &str, message: &str| json!({"type": kind, "status": "True", "lastTransitionTime": now(), "reason": reason, "message": message});
     json!({
         "acceptedNames": names,
         "storedVersions": stored,
         "conditions": [
-            condition("NamesAccepted", "NoConflicts", "no conflicts found for the names"),
+            condition("NamesAccepted", "NoConflicts", "no conflicts found"),
             condition("Established", "InitialNamesAccepted", "the initial names have been accepted"),
         ],
     })

@@ -232,6 +232,9 @@ impl Api {
             };
         }
         strategy::phase_transition(info, None, &mut object);
+        if crd::is_crd(info) {
+            super::crds::created_status(&mut object);
+        }
         if info.group.is_empty() && info.plural == "services" {
             self.allocate_service(&mut object)?;
         }
@@ -261,7 +264,7 @@ impl Api {
             return Ok(Reply::Json(201, object));
         }
         let key = self.key(target, &name);
-        let mut created = self
+        let created = self
             .store
             .create(
                 &info.storage_key(),
@@ -273,7 +276,7 @@ impl Api {
                 other => other.into(),
             })?;
         if crd::is_crd(info) {
-            created = self.establish(&key, &created)?;
+            self.establish(&key, &created)?;
         }
         Ok(Reply::Json(201, shown(info, &created)))
     }
@@ -528,8 +531,7 @@ impl Api {
         let written = written.map_err(not_found)?;
         let object = &written.object;
         if crd::is_crd(info) && written.changed && target.subresource.is_none() {
-            let established = self.establish(&key, object)?;
-            return Ok(Reply::Json(200, shown(info, &established)));
+            self.establish(&key, object)?;
         }
         Ok(Reply::Json(200, shown(info, object)))
     }

@@ -429,3 +429,16 @@ pub(super) fn subject(m: &mut Map<String, Value>) {
         m.insert("apiGroup".into(), "rbac.authorization.k8s.io".into());
     }
 }
+
+/// `SetDefaults_CustomResourceDefinitionSpec`: the names' singular and list
+/// kind from the kind, and no conversion (`None`) unless one is given.
+pub(super) fn custom_resource_definition_spec(spec: &mut Map<String, Value>) {
+    if let Some(Value::Object(names)) = spec.get_mut("names") {
+        let kind = text(names, "kind").to_owned();
+        or_blank(names, "singular", kind.to_lowercase());
+        if !kind.is_empty() {
+            or_blank(names, "listKind", format!("{kind}List"));
+        }
+    }
+    or_unset(spec, "conversion", json!({"strategy": "None"}));
+}

@@ -137,7 +137,10 @@ type Defaulter = fn(&mut Map<String, Value>);
 
 /// The defaulting function of `message`, if its group has one.
 fn defaulter(message: &str) -> Option<Defaulter> {
-    let (group, kind) = message.strip_prefix("api.")?.rsplit_once('.')?;
+    let (group, kind) = message
+        .strip_prefix("api.")
+        .or_else(|| message.strip_prefix("apiextensions_apiserver.pkg.apis."))?
+        .rsplit_once('.')?;
     let default: Defaulter = match (group, kind) {
         ("core.v1", "Container" | "EphemeralContainerCommon") => container,
         ("core.v1", "ContainerPort" | "EndpointPort") => |m| or_blank(m, "protocol", "TCP"),
@@ -215,6 +218,8 @@ fn defaulter(message: &str) -> Option<Defaulter> {
             or_unset(m, "name", "");
             or_unset(m, "protocol", "TCP");
         },
+        ("apiextensions.v1", "CustomResourceDefinitionSpec") => custom_resource_definition_spec,
+        ("apiextensions.v1", "ServiceReference") => |m| or_unset(m, "port", 443),
         _ => return None,
     };
     Some(default)
@@ -232,6 +237,29 @@ mod tests {
     fn defaulted(api_version: &str, kind: &str, mut object: Value) -> Value {
         apply(api_version, kind, &mut object);
         object
+    }
+
+    #[test]
+    fn a_custom_resource_definition_should_convert_nothing_unless_told() {
+        let crd = defaulted(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            json!({"spec": {"names": {"kind": "Gadget", "plural": "gadgets"}}}),
+        );
+        assert_eq!(crd["spec"]["conversion"], json!({"strategy": "None"}));
+        assert_eq!(crd["spec"]["names"]["singular"], "gadget");
+        assert_eq!(crd["spec"]["names"]["listKind"], "GadgetList");
+        let webhook = json!({"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"],
+            "clientConfig": {"service": {"namespace": "n", "name": "s"}}}});
+        let crd = defaulted(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            json!({"spec": {"names": {"kind": "Gadget"}, "conversion": webhook}}),
+        );
+        assert_eq!(
+            crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["port"],
+            443
+        );
     }
 
     #[test]
