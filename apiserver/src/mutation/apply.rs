@@ -229,7 +229,27 @@ impl Entry {
     }
 }
 
-fn entries(object: &Value) -> Vec<Entry> {
+/// The `managedFields` entries of `object`, each set read in this
+/// module's terms: a map or list element owned as a member is `…, "."`
+/// here, and a set printed without children says it as a bare path
+/// ([`to_fields_v1`] prints `{}` for a member without children, as a real
+/// server does): a bare path to a node that the object's own fields go
+/// under (not a scalar, not an atomic or empty map) is a member's.
+fn entries(object: &Value, custom: bool) -> Vec<Entry> {
+    let present = fields_of(object, custom);
+    let member = |path: Path| -> Path {
+        // What goes under a path sorts right after it.
+        let nested = present
+            .range(path.clone()..)
+            .find(|q| **q != path)
+            .is_some_and(|q| q.starts_with(&path));
+        if nested && path.last().is_some_and(|l| l != ".") {
+            let mut path = path;
+            path.push(".".into());
+            return path;
+        }
+        path
+    };
     object
         .pointer("/metadata/managedFields")
         .and_then(Value::as_array)
@@ -256,7 +276,13 @@ fn entries(object: &Value) -> Vec<Entry> {
                         .and_then(Value::as_str)
                         .unwrap_or("")
                         .to_owned(),
-                    fields: e.get("fieldsV1").map(from_fields_v1).unwrap_or_default(),
+                    fields: e
+                        .get("fieldsV1")
+                        .map(from_fields_v1)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(member)
+                        .collect(),
                     subresource: e
                         .get("subresource")
                         .and_then(Value::as_str)
@@ -406,7 +432,7 @@ pub fn apply(
     let mut wanted = fields_of(applied, request.custom);
     wanted.retain(|p| part.owns(p));
     let mine = |e: &Entry| e.is(request.manager, "Apply", part);
-    let mut managers = entries(current);
+    let mut managers = entries(current, request.custom);
     let mut conflicts = Vec::new();
     for entry in managers.iter().filter(|e| !mine(e)) {
         let mut paths: Vec<&Path> = wanted
@@ -514,7 +540,7 @@ pub fn record_update(
         .collect();
     changed.extend(created(old, new, custom));
     changed.retain(|p| part.owns(p));
-    let mut managers = entries(old);
+    let mut managers = entries(old, custom);
     let mut gone: FieldSet = before.difference(&after).cloned().collect();
     gone.extend(created(new, old, custom));
     for entry in &mut managers {
@@ -547,7 +573,7 @@ mod tests {
 
     /// Field paths by manager.
     fn owners(object: &Value) -> std::collections::BTreeMap<String, Vec<String>> {
-        entries(object)
+        entries(object, false)
             .into_iter()
             .map(|e| {
                 (
@@ -602,7 +628,7 @@ mod tests {
             "status": {"ready": true}});
         let first = apply(&json!({}), &spec, at(Part::Main)).expect("main");
         let both = apply(&first, &status, at(Part::Status)).expect("status");
-        let entries = entries(&both);
+        let entries = entries(&both, true);
         assert_eq!(entries.len(), 2, "{both}");
         assert_eq!(
             entries
@@ -911,6 +937,44 @@ mod tests {
             cm["metadata"]["managedFields"][0]["fieldsV1"],
             json!({"f:metadata": {"f:labels": {".": {}, "f:x": {}}}})
         );
+    }
+
+    #[test]
+    fn a_member_left_without_children_should_print_and_read_back_as_a_real_server_does() {
+        // The controller creates the annotations with one of its own.
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+        let mut annotated = cm.clone();
+        annotated["metadata"]["annotations"] = json!({"revision": "1"});
+        record_update(&cm, &mut annotated, "controller", "v1", false, Part::Whole);
+        // A user replaces them: the controller's annotation goes, its
+        // ownership of the map stays, printed `{}` (kube-apiserver v1.37.2).
+        let mut replaced = annotated.clone();
+        replaced["metadata"]["annotations"] = json!({"x": "y"});
+        record_update(&annotated, &mut replaced, "user", "v1", false, Part::Whole);
+        let fields = |object: &Value, manager: &str| {
+            object["metadata"]["managedFields"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|e| e["manager"] == manager)
+                .map(|e| e["fieldsV1"].clone())
+        };
+        assert_eq!(
+            fields(&replaced, "controller"),
+            Some(json!({"f:metadata": {"f:annotations": {}}}))
+        );
+        assert_eq!(
+            fields(&replaced, "user"),
+            Some(json!({"f:metadata": {"f:annotations": {"f:x": {}}}}))
+        );
+        // Read back, it is the member it was: taking the annotations away
+        // takes it from the controller.
+        let mut bare = replaced.clone();
+        if let Some(meta) = bare["metadata"].as_object_mut() {
+            meta.shift_remove("annotations");
+        }
+        record_update(&replaced, &mut bare, "user", "v1", false, Part::Whole);
+        assert_eq!(fields(&bare, "controller"), None, "{bare}");
     }
 
     #[test]

@@ -369,6 +369,19 @@ fn created_under(
 
 /// A field set as `FieldsV1` JSON.
 pub fn to_fields_v1(set: &FieldSet) -> Value {
+    /// A member without children is `{}`: `.` only says a node is a
+    /// member beside what it holds.
+    fn collapse(node: &mut Map<String, Value>) {
+        for child in node.values_mut() {
+            if let Value::Object(inner) = child {
+                if inner.len() == 1 && inner.contains_key(".") {
+                    inner.clear();
+                } else {
+                    collapse(inner);
+                }
+            }
+        }
+    }
     let mut root = Map::new();
     for path in set {
         let mut node = &mut root;
@@ -380,6 +393,7 @@ pub fn to_fields_v1(set: &FieldSet) -> Value {
                 .unwrap_or_else(|| unreachable!("every node is an object"));
         }
     }
+    collapse(&mut root);
     Value::Object(root)
 }
 

@@ -494,8 +494,9 @@ impl Api {
         // A write that takes the last finalizer off an object being
         // deleted is not stored: the object is deleted as it was (a real
         // store's `errEmptiedFinalizers`), so watchers see it go with its
-        // last stored state and the writer gets that state back.
-        let emptied: std::cell::Cell<Option<String>> = std::cell::Cell::new(None);
+        // last stored state, and the writer gets the object as its write
+        // made it (the store deletes with it as the state it expects).
+        let emptied: std::cell::Cell<Option<(String, Value)>> = std::cell::Cell::new(None);
         let written = self.store.update(&info.storage_key(), &key, |current| {
             let next = update(current)?;
             let finalizers_left = next
@@ -503,12 +504,12 @@ impl Api {
                 .and_then(Value::as_array)
                 .is_some_and(|f| !f.is_empty());
             if next.pointer("/metadata/deletionTimestamp").is_some() && !finalizers_left {
-                emptied.set(Some(rv_of(current).unwrap_or_default().to_owned()));
+                emptied.set(Some((rv_of(current).unwrap_or_default().to_owned(), next)));
                 return Err(ApiError::conflict(info, name, "its finalizers are emptied"));
             }
             Ok(next)
         });
-        if let Some(seen) = emptied.take() {
+        if let Some((seen, mut written)) = emptied.take() {
             let last = self
                 .store
                 .delete::<ApiError>(&info.storage_key(), &key, |current| {
@@ -526,7 +527,10 @@ impl Api {
             if crd::is_crd(info) {
                 self.retire(&last);
             }
-            return Ok(Reply::Json(200, shown(info, &last)));
+            if let (Some(meta), Some(rv)) = (written.get_mut("metadata"), rv_of(&last)) {
+                meta["resourceVersion"] = rv.into();
+            }
+            return Ok(Reply::Json(200, shown(info, &written)));
         }
         let written = written.map_err(not_found)?;
         let object = &written.object;
