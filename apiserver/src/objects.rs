@@ -244,6 +244,28 @@ pub fn decoded_defaults(info: &kubewasm_types::info::ResourceInfo, object: &mut 
     }
 }
 
+/// Takes out the metadata Go's encoder leaves out when empty (`omitempty`
+/// on `ObjectMeta`'s labels, annotations, finalizers and owner references):
+/// a real server never stores `finalizers: []`, a custom resource's
+/// metadata included (it is coerced through `ObjectMeta`).
+pub fn omit_empty_metadata(object: &mut Value) {
+    if let Some(metadata) = metadata_mut(object) {
+        metadata.retain(|field, value| {
+            let listed = matches!(
+                field.as_str(),
+                "labels" | "annotations" | "finalizers" | "ownerReferences"
+            );
+            let empty = match value {
+                Value::Null => true,
+                Value::Array(items) => items.is_empty(),
+                Value::Object(entries) => entries.is_empty(),
+                _ => false,
+            };
+            !(listed && empty)
+        });
+    }
+}
+
 /// What a real server does to a built-in object on every write: its
 /// decoded defaults ([`decoded_defaults`]; set again, as a patch or an
 /// apply is decoded again), then its registry strategy's part: a Pod
@@ -271,6 +293,17 @@ pub fn normalize_builtin(info: &kubewasm_types::info::ResourceInfo, object: &mut
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn empty_metadata_lists_and_maps_should_go_as_go_leaves_them_out() {
+        let mut object = json!({"metadata": {"name": "a", "finalizers": [], "labels": {},
+            "annotations": {"kept": "yes"}, "ownerReferences": null, "managedFields": []}});
+        omit_empty_metadata(&mut object);
+        assert_eq!(
+            object,
+            json!({"metadata": {"name": "a", "annotations": {"kept": "yes"}, "managedFields": []}})
+        );
+    }
     use serde_json::json;
 
     fn info(plural: &str) -> kubewasm_types::info::ResourceInfo {

@@ -26,6 +26,11 @@ impl Api {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             if let Some(first) = types.first() {
                 registry.remove(&first.group, &first.plural);
+                self.served_since
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .entry(first.storage_key())
+                    .or_insert_with(|| self.store.current_rv());
             }
             for t in types {
                 registry.insert(t);
@@ -47,6 +52,17 @@ impl Api {
             Ok(next)
         })?;
         Ok(())
+    }
+
+    /// The first RV a watch of the custom resource stored at `key` may
+    /// start from (0 for a built-in type).
+    pub(super) fn served_since(&self, key: &ResourceKey) -> u64 {
+        self.served_since
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(key)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Serves the CRDs the store holds (after a restart). One that breaks
@@ -90,6 +106,10 @@ impl Api {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(group, plural);
         let storage = ResourceKey::new(group, plural);
+        self.served_since
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&storage);
         if let Ok(snapshot) = self.store.list(&storage, None, ListAt::Latest) {
             for object in snapshot.items.iter() {
                 if let Some(key) = ObjectKey::of(object) {

@@ -25,7 +25,7 @@ use crate::http::auth::Authenticator;
 use crate::http::auth::token::Signer;
 use crate::http::error::ApiError;
 use crate::http::faults::Faults;
-use crate::store::Store;
+use crate::store::{ResourceKey, Store};
 use kubewasm_types::info::ResourceInfo;
 use kubewasm_types::registry::Registry;
 use representation::As;
@@ -106,6 +106,10 @@ pub struct Api {
     watches: Arc<slots::WatchSlots>,
     /// None: no authentication, everyone is the admin.
     authenticator: Option<Authenticator>,
+    /// Custom resources' first RV served, by storage: the history a watch
+    /// of one may start from begins there, as a real server's watch cache
+    /// for a CRD begins when the CRD is established.
+    served_since: Arc<std::sync::Mutex<std::collections::HashMap<ResourceKey, u64>>>,
 }
 
 impl Api {
@@ -121,6 +125,7 @@ impl Api {
             )),
             config,
             authenticator: None,
+            served_since: Arc::default(),
         };
         api.serve_stored_crds();
         api

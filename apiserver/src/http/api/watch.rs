@@ -182,6 +182,14 @@ impl WatchJob {
                 )))
                 .await;
         }
+        let since = self.api.served_since(&key);
+        if from_version && start < since {
+            return self
+                .fail(ApiError::expired(format!(
+                    "too old resource version: {start} ({since})"
+                )))
+                .await;
+        }
         let mut watcher = match store.watch(Some(key), start) {
             Ok(w) => w,
             Err(e @ StoreError::Expired { .. }) => {

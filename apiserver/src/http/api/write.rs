@@ -119,6 +119,7 @@ impl Api {
         }
         // The creator owns every field it set (`Update` in `managedFields`),
         // defaults the decoder sets included.
+        crate::objects::omit_empty_metadata(&mut object);
         crate::objects::decoded_defaults(info, &mut object);
         let zero = if info.custom {
             json!({})
@@ -417,6 +418,8 @@ impl Api {
         manager: &str,
         strict: bool,
     ) -> Result<Value, ApiError> {
+        let mut desired = desired;
+        crate::objects::omit_empty_metadata(&mut desired);
         let mut next = Self::next_version(info, name, subresource, current, desired)?;
         apply::record_update(
             current,
@@ -527,8 +530,10 @@ impl Api {
             if crd::is_crd(info) {
                 self.retire(&last);
             }
-            if let (Some(meta), Some(rv)) = (written.get_mut("metadata"), rv_of(&last)) {
-                meta["resourceVersion"] = rv.into();
+            if let (Some(Value::Object(meta)), Some(rv)) =
+                (written.get_mut("metadata"), rv_of(&last))
+            {
+                meta.insert("resourceVersion".into(), rv.into());
             }
             return Ok(Reply::Json(200, shown(info, &written)));
         }

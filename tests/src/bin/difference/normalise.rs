@@ -23,6 +23,9 @@ const ASSIGNED: [&str; 12] = [
     "remainingItemCount",
 ];
 
+/// The message of a 410 Expired, versions after it.
+const EXPIRED: &str = "too old resource version: ";
+
 /// The prefix of a Pod's service account token volume, a generated
 /// suffix after it.
 const TOKEN_VOLUME: &str = "kube-api-access-";
@@ -156,6 +159,10 @@ pub(crate) fn normalise(value: &mut Value) {
             if text.starts_with(TOKEN_VOLUME) && text.len() == TOKEN_VOLUME.len() + 5 =>
         {
             *text = format!("{TOKEN_VOLUME}<generated>");
+        }
+        // A 410's versions are each server's own.
+        Value::String(text) if text.starts_with(EXPIRED) => {
+            *text = format!("{EXPIRED}<resourceVersion>");
         }
         Value::String(text) => {
             if let Some(compared) = with_quoted_object_normalised(text) {
