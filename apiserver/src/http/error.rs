@@ -41,18 +41,29 @@ impl ApiError {
         self
     }
 
+    /// 500 with no reason: how a real server answers some requests it
+    /// refuses (a shard selector it cannot read, an apply it cannot make a
+    /// typed object of), unlike an `InternalError`, which it did not
+    /// foresee.
+    pub fn unreasoned(message: impl Into<String>) -> Self {
+        Self::new(500, "", message)
+    }
+
     /// 400 BadRequest.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
     }
 
-    /// 404 NotFound, for a path that names no resource.
-    pub fn no_route(path: &str) -> Self {
-        Self::new(
+    /// 404 NotFound, for a path under `/api` or a served group that names
+    /// no resource, as a real server words it (empty details, no path).
+    pub fn no_route() -> Self {
+        let mut error = Self::new(
             404,
             "NotFound",
-            format!("the server could not find the requested resource ({path})"),
-        )
+            "the server could not find the requested resource",
+        );
+        error.details = Some(json!({}));
+        error
     }
 
     /// 404 NotFound, for an object.

@@ -130,7 +130,7 @@ impl Api {
         } else {
             return Ok(());
         };
-        Err(ApiError::new(500, "", message))
+        Err(ApiError::unreasoned(message))
     }
 
     /// Whether the request asks for strict field validation.

@@ -172,7 +172,7 @@ impl Filter {
                 // A real server's answer to a selector it cannot read: a
                 // 500 of no reason.
                 s.parse::<ShardSelector>()
-                    .map_err(|e| ApiError::new(500, "", format!("invalid shard selector: {e}")))
+                    .map_err(|e| ApiError::unreasoned(format!("invalid shard selector: {e}")))
             })
             .transpose()?;
         Ok(Self {

@@ -193,7 +193,7 @@ impl Api {
             Route::OpenApi(group, version) => {
                 crate::schema::openapi::document(&self.registry(), &group, &version)
                     .map(|doc| Reply::Json(200, doc))
-                    .ok_or_else(|| ApiError::no_route(request.path))
+                    .ok_or_else(|| ApiError::no_route())
             }
             Route::CoreVersions | Route::Groups
                 if request.accept.contains("as=APIGroupDiscoveryList") =>
@@ -218,7 +218,7 @@ impl Api {
                     group["apiVersion"] = "v1".into();
                     Reply::Json(200, group)
                 })
-                .ok_or_else(|| ApiError::no_route(request.path)),
+                .ok_or_else(|| ApiError::no_route()),
             Route::ResourceList(group, version) => {
                 Ok(Reply::Json(200, self.resource_list(&group, &version)))
             }
@@ -272,11 +272,11 @@ impl Api {
             ["apis", group] => return Ok(Route::Group((*group).to_owned())),
             ["api", version, rest @ ..] => ("", *version, rest),
             ["apis", group, version, rest @ ..] => (*group, *version, rest),
-            _ => return Err(ApiError::no_route(path)),
+            _ => return Err(ApiError::no_route()),
         };
         if rest.is_empty() {
             if self.registry().in_version(group, version).next().is_none() {
-                return Err(ApiError::no_route(path));
+                return Err(ApiError::no_route());
             }
             return Ok(Route::ResourceList(group.to_owned(), version.to_owned()));
         }
@@ -285,14 +285,14 @@ impl Api {
             registry
                 .get(group, version, plural)
                 .cloned()
-                .ok_or_else(|| ApiError::no_route(path))
+                .ok_or_else(|| ApiError::no_route())
         };
         let target = |info: ResourceInfo,
                       namespace: Option<&str>,
                       rest: &[&str]|
          -> Result<Route, ApiError> {
             if rest.len() > 2 {
-                return Err(ApiError::no_route(path));
+                return Err(ApiError::no_route());
             }
             Ok(Route::Resource(Box::new(Target {
                 info,
@@ -308,18 +308,18 @@ impl Api {
             {
                 let info = resolve(plural)?;
                 if !info.namespaced {
-                    return Err(ApiError::no_route(path));
+                    return Err(ApiError::no_route());
                 }
                 target(info, Some(namespace), tail)
             }
             [plural, tail @ ..] => {
                 let info = resolve(plural)?;
                 if info.namespaced && !tail.is_empty() {
-                    return Err(ApiError::no_route(path));
+                    return Err(ApiError::no_route());
                 }
                 target(info, None, tail)
             }
-            [] => Err(ApiError::no_route(path)),
+            [] => Err(ApiError::no_route()),
         }
     }
 }

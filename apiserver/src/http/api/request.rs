@@ -89,6 +89,34 @@ fn summary(body: &[u8]) -> String {
     }
 }
 
+/// The character after a complete JSON value, where serde reports
+/// `trailing characters`, quoted as Go's JSON scanner quotes it
+/// (`'}'`); `None` for any other error.
+fn trailing(body: &[u8], error: &serde_json::Error) -> Option<String> {
+    if !error.to_string().starts_with("trailing characters") {
+        return None;
+    }
+    // serde's line and column (from 1) of the character.
+    let line_start = if error.line() <= 1 {
+        0
+    } else {
+        body.iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'\n')
+            .nth(error.line() - 2)
+            .map(|(at, _)| at + 1)?
+    };
+    let at = line_start + error.column().checked_sub(1)?;
+    let text = std::str::from_utf8(body.get(at..)?).ok()?;
+    let c = text.chars().next()?;
+    Some(match c {
+        '\'' => "'\\''".to_owned(),
+        '"' => "'\"'".to_owned(),
+        c if c.is_control() => format!("{:?}", c.to_string()),
+        c => format!("'{c}'"),
+    })
+}
+
 impl Request<'_> {
     /// Whether the request may write (any method but GET, HEAD and OPTIONS).
     pub fn may_write(&self) -> bool {
@@ -131,10 +159,12 @@ impl Request<'_> {
                 Ok(value)
             }
             Err(DecodeError::Json(error)) => {
-                let parse = if error.classify() == serde_json::error::Category::Eof {
-                    "unexpected end of JSON input".to_owned()
-                } else {
-                    error.to_string()
+                let parse = match (error.classify(), trailing(&self.body, &error)) {
+                    (serde_json::error::Category::Eof, _) => {
+                        "unexpected end of JSON input".to_owned()
+                    }
+                    (_, Some(c)) => format!("invalid character {c} after top-level value"),
+                    _ => error.to_string(),
                 };
                 Err(unrecognized(&parse))
             }
@@ -149,5 +179,29 @@ impl Request<'_> {
             return Ok(json!({}));
         }
         self.document()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_character_after_the_value_should_be_named_as_go_names_it() {
+        let named = |body: &[u8]| {
+            let error = serde_json::from_slice::<Value>(body).err()?;
+            trailing(body, &error)
+        };
+        assert_eq!(
+            named(br#"{"tier": "web"}}, "data""#).as_deref(),
+            Some("'}'")
+        );
+        assert_eq!(named(b"{\n  \"a\": 1\n}\n x").as_deref(), Some("'x'"));
+        assert_eq!(named(b"{} '").as_deref(), Some(r"'\''"));
+        assert_eq!(
+            named(br#"{"a": "#),
+            None,
+            "an unfinished value is another error"
+        );
     }
 }

@@ -83,7 +83,7 @@ impl Target {
         }
         let mut request = http::Request::builder()
             .method(step.method.as_str())
-            .uri(target);
+            .uri(as_uri(&target));
         if !step.content_type.is_empty() {
             request = request.header(http::header::CONTENT_TYPE, &step.content_type);
         }
@@ -328,6 +328,23 @@ impl Known {
 fn read_json(path: &Path) -> anyhow::Result<Value> {
     let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("{}", path.display()))
+}
+
+/// `target` as a client sends it: what a URI may not hold (a space, a
+/// backslash, a quote a fuzzed seed has) percent-encoded.
+fn as_uri(target: &str) -> String {
+    let mut uri = String::with_capacity(target.len());
+    for c in target.chars() {
+        if c.is_ascii_alphanumeric() || "-._~:/?#[]@!$&'()*+,;=%".contains(c) {
+            uri.push(c);
+        } else {
+            let mut bytes = [0; 4];
+            for byte in c.encode_utf8(&mut bytes).bytes() {
+                uri.push_str(&format!("%{byte:02X}"));
+            }
+        }
+    }
+    uri
 }
 
 /// Every sequence: generated, the fuzz seeds, the files.
@@ -597,6 +614,14 @@ fn report(verdicts: &[Run], known: &[Known], markdown: Option<&Path>) -> anyhow:
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_target_should_be_sent_as_a_client_encodes_it() {
+        assert_eq!(
+            super::as_uri("/api/v1/conf\\gmaps?labelSelector=a b&x='0x0'"),
+            "/api/v1/conf%5Cgmaps?labelSelector=a%20b&x='0x0'"
+        );
+    }
+
     use super::*;
 
     fn answer(status: u16, body: Value) -> Answer {
