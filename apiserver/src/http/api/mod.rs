@@ -193,7 +193,7 @@ impl Api {
             Route::OpenApi(group, version) => {
                 crate::schema::openapi::document(&self.registry(), &group, &version)
                     .map(|doc| Reply::Json(200, doc))
-                    .ok_or_else(|| ApiError::no_route())
+                    .ok_or_else(ApiError::no_route)
             }
             Route::CoreVersions | Route::Groups
                 if request.accept.contains("as=APIGroupDiscoveryList") =>
@@ -218,7 +218,7 @@ impl Api {
                     group["apiVersion"] = "v1".into();
                     Reply::Json(200, group)
                 })
-                .ok_or_else(|| ApiError::no_route()),
+                .ok_or_else(ApiError::no_route),
             Route::ResourceList(group, version) => {
                 Ok(Reply::Json(200, self.resource_list(&group, &version)))
             }
@@ -285,7 +285,7 @@ impl Api {
             registry
                 .get(group, version, plural)
                 .cloned()
-                .ok_or_else(|| ApiError::no_route())
+                .ok_or_else(ApiError::no_route)
         };
         let target = |info: ResourceInfo,
                       namespace: Option<&str>,
