@@ -234,9 +234,9 @@ impl Entry {
 /// here, and a set printed without children says it as a bare path
 /// ([`to_fields_v1`] prints `{}` for a member without children, as a real
 /// server does): a bare path to a node that the object's own fields go
-/// under (not a scalar, not an atomic or empty map) is a member's.
-fn entries(object: &Value, custom: bool) -> Vec<Entry> {
-    let present = fields_of(object, custom);
+/// under (not a scalar, not an atomic or empty map) is a member's;
+/// `present` is the object's own field set ([`fields_of`]).
+fn entries(object: &Value, present: &FieldSet) -> Vec<Entry> {
     let member = |path: Path| -> Path {
         // What goes under a path sorts right after it.
         let nested = present
@@ -432,7 +432,7 @@ pub fn apply(
     let mut wanted = fields_of(applied, request.custom);
     wanted.retain(|p| part.owns(p));
     let mine = |e: &Entry| e.is(request.manager, "Apply", part);
-    let mut managers = entries(current, request.custom);
+    let mut managers = entries(current, &fields_of(current, request.custom));
     let mut conflicts = Vec::new();
     for entry in managers.iter().filter(|e| !mine(e)) {
         let mut paths: Vec<&Path> = wanted
@@ -540,7 +540,7 @@ pub fn record_update(
         .collect();
     changed.extend(created(old, new, custom));
     changed.retain(|p| part.owns(p));
-    let mut managers = entries(old, custom);
+    let mut managers = entries(old, &before);
     let mut gone: FieldSet = before.difference(&after).cloned().collect();
     gone.extend(created(new, old, custom));
     for entry in &mut managers {
@@ -573,7 +573,7 @@ mod tests {
 
     /// Field paths by manager.
     fn owners(object: &Value) -> std::collections::BTreeMap<String, Vec<String>> {
-        entries(object, false)
+        entries(object, &fields_of(object, false))
             .into_iter()
             .map(|e| {
                 (
@@ -628,7 +628,7 @@ mod tests {
             "status": {"ready": true}});
         let first = apply(&json!({}), &spec, at(Part::Main)).expect("main");
         let both = apply(&first, &status, at(Part::Status)).expect("status");
-        let entries = entries(&both, true);
+        let entries = entries(&both, &fields_of(&both, true));
         assert_eq!(entries.len(), 2, "{both}");
         assert_eq!(
             entries
