@@ -1,7 +1,7 @@
 //! The texts a self-decoding Go type (or `[]byte`, or an integer) takes,
 //! checked as its own parser checks them.
 
-use super::Mismatch;
+use super::mismatch::Mismatch;
 
 /// Whether a JSON number is an integer of `bits` bits, as Go's
 /// `strconv.ParseInt` of its text (no fraction, no exponent) and
