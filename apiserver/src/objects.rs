@@ -105,6 +105,35 @@ pub fn text_at<'a>(value: &'a Value, pointer: &str) -> &'a str {
     value.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
+/// Whether `labels` satisfy a `LabelSelector` object (`matchLabels`,
+/// `matchExpressions`); an empty selector matches everything.
+pub fn selects(selector: &Value, labels: Option<&serde_json::Map<String, Value>>) -> bool {
+    let label = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+    let match_labels = selector
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .all(|(k, v)| label(k) == v.as_str());
+    let match_expressions = selector
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .all(|e| {
+            let key = text_at(e, "/key");
+            let values = strings_at(e, "/values");
+            match (text_at(e, "/operator"), label(key)) {
+                ("In", Some(v)) => values.iter().any(|x| x == v),
+                ("NotIn", v) => v.is_none_or(|v| !values.iter().any(|x| x == v)),
+                ("Exists", v) => v.is_some(),
+                ("DoesNotExist", v) => v.is_none(),
+                _ => false,
+            }
+        });
+    match_labels && match_expressions
+}
+
 /// `prefix` plus five random characters, as `generateName` asks.
 pub fn generate_name(prefix: &str) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";

@@ -666,3 +666,131 @@ fn aggregated_cluster_roles_should_show_the_rules_they_select() {
         },
     );
 }
+
+/// The condition of `kind` in `object`'s status: (status, reason, message).
+fn condition_of(object: &Value, kind: &str) -> Option<(String, String, String)> {
+    object
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+        .map(|c| {
+            let text = |f: &str| c[f].as_str().unwrap_or("").to_owned();
+            (text("status"), text("reason"), text("message"))
+        })
+}
+
+#[test]
+fn budgets_quotas_and_autoscalers_should_get_the_status_their_controllers_write() {
+    let server = simulated("2");
+    let (ok, out, err) = apply(
+        &server,
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n\
+        spec: {replicas: 3, selector: {matchLabels: {app: web}}, template: {metadata: {labels: {app: web}}, spec: {containers: [{name: c, image: nginx}]}}}\n---\n\
+        apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: min-two}\nspec: {minAvailable: 2, selector: {matchLabels: {app: web}}}\n---\n\
+        apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: half}\nspec: {maxUnavailable: 50%, selector: {matchLabels: {app: web}}}\n---\n\
+        apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: nothing}\nspec: {minAvailable: 1, selector: {matchLabels: {app: none}}}\n---\n\
+        apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: counts}\nspec: {hard: {pods: \"10\", count/deployments.apps: \"5\", requests.cpu: \"1\"}}\n---\n\
+        apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {name: missing}\n\
+        spec: {scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: nowhere}, minReplicas: 1, maxReplicas: 3}\n",
+    );
+    assert!(ok, "{out}{err}");
+    let status = |kind: &str, name: &str| json_of(&server, &["get", kind, name])["status"].clone();
+    let counts = |name: &str| {
+        let s = status("pdb", name);
+        [
+            "currentHealthy",
+            "desiredHealthy",
+            "expectedPods",
+            "disruptionsAllowed",
+        ]
+        .map(|f| s[f].as_i64().unwrap_or(-1))
+    };
+    until(
+        &server,
+        "min-two allows one disruption",
+        Duration::from_secs(30),
+        &["get", "pdb", "-o", "yaml"],
+        || counts("min-two") == [3, 2, 3, 1],
+    );
+    let pdb = json_of(&server, &["get", "pdb", "min-two"]);
+    assert_eq!(
+        condition_of(&pdb, "DisruptionAllowed"),
+        Some(("True".into(), "SufficientPods".into(), String::new())),
+        "{pdb}"
+    );
+    // 50% of the Deployment's 3, rounded up, may be unavailable.
+    until(
+        &server,
+        "half allows two",
+        Duration::from_secs(10),
+        &["get", "pdb", "half", "-o", "yaml"],
+        || counts("half") == [3, 1, 3, 2],
+    );
+    until(
+        &server,
+        "nothing covered, nothing allowed",
+        Duration::from_secs(10),
+        &["get", "pdb", "nothing", "-o", "yaml"],
+        || {
+            counts("nothing") == [0, 1, 0, 0]
+                && condition_of(
+                    &json_of(&server, &["get", "pdb", "nothing"]),
+                    "DisruptionAllowed",
+                )
+                .is_some_and(|(s, r, _)| s == "False" && r == "InsufficientPods")
+        },
+    );
+    // The quota counts objects; a compute amount is not summed.
+    until(
+        &server,
+        "the quota's use counted",
+        Duration::from_secs(10),
+        &["get", "quota", "counts", "-o", "yaml"],
+        || {
+            let s = status("quota", "counts");
+            s["used"] == serde_json::json!({"pods": "3", "count/deployments.apps": "1"})
+                && s["hard"]["requests.cpu"] == "1"
+        },
+    );
+    // An autoscaler whose target is missing says so; one whose target is
+    // below its minimum scales it up.
+    until(
+        &server,
+        "the missing target reported",
+        Duration::from_secs(10),
+        &["get", "hpa", "missing", "-o", "yaml"],
+        || {
+            condition_of(&json_of(&server, &["get", "hpa", "missing"]), "AbleToScale")
+                == Some((
+                    "False".into(),
+                    "FailedGetScale".into(),
+                    "the HPA controller was unable to get the target's current scale: deployments.apps \"nowhere\" not found".into(),
+                ))
+        },
+    );
+    let (ok, out, err) = apply(
+        &server,
+        "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {name: web}\n\
+        spec: {scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}, minReplicas: 4, maxReplicas: 6}\n",
+    );
+    assert!(ok, "{out}{err}");
+    until(
+        &server,
+        "the deployment scaled to the minimum",
+        Duration::from_secs(10),
+        &["get", "hpa", "web", "-o", "yaml"],
+        || {
+            json_of(&server, &["get", "deployment", "web"])["spec"]["replicas"] == 4
+                && status("hpa", "web")["desiredReplicas"] == 4
+        },
+    );
+    // The budgets follow the fourth Pod.
+    until(
+        &server,
+        "min-two counts four",
+        Duration::from_secs(30),
+        &["get", "pdb", "-o", "yaml"],
+        || counts("min-two") == [4, 2, 4, 2],
+    );
+}

@@ -227,12 +227,30 @@ fn delete(store: &Store, resource: &ResourceKey, object: &Value) {
     }
 }
 
-/// Removes one finalizer; the object goes once none is left.
+/// Removes one finalizer; the object goes once none is left. Taking the
+/// last one off an object being deleted deletes it as it is stored, as a
+/// real server's store does (`errEmptiedFinalizers`): watchers see it go
+/// with the finalizer it had, in one event.
 fn remove_finalizer(store: &Store, resource: &ResourceKey, object: &Value, finalizer: &str) {
     let Some(key) = ObjectKey::of(object) else {
         return;
     };
-    let written = store.update::<StoreError>(resource, &key, |current| {
+    let last =
+        |current: &Value| deleting(current) && finalizers(current).iter().all(|f| f == finalizer);
+    /// The object was not deleted: it has other finalizers (or is gone).
+    struct Kept;
+    impl From<StoreError> for Kept {
+        fn from(_: StoreError) -> Self {
+            Kept
+        }
+    }
+    let gone = store.delete::<Kept>(resource, &key, |current| {
+        if last(current) { Ok(()) } else { Err(Kept) }
+    });
+    if gone.is_ok() {
+        return;
+    }
+    let _ = store.update::<StoreError>(resource, &key, |current| {
         let mut next = current.clone();
         if let Some(list) = next
             .pointer_mut("/metadata/finalizers")
@@ -242,12 +260,6 @@ fn remove_finalizer(store: &Store, resource: &ResourceKey, object: &Value, final
         }
         Ok(next)
     });
-    if let Ok(written) = written
-        && deleting(&written.object)
-        && finalizers(&written.object).is_empty()
-    {
-        let _ = store.delete::<StoreError>(resource, &key, |_| Ok(()));
-    }
 }
 
 fn empty_namespace(store: &Store, namespace: &str) {
@@ -256,14 +268,138 @@ fn empty_namespace(store: &Store, namespace: &str) {
     }
 }
 
-/// Removes a terminating namespace once nothing is left in it.
+/// The namespace controller's deletion conditions, in its order: each
+/// `False` with its "ok" reason and message, or `True` with what remains.
+const DELETION_CONDITIONS: [(&str, &str, &str); 5] = [
+    (
+        "NamespaceDeletionDiscoveryFailure",
+        "ResourcesDiscovered",
+        "All resources successfully discovered",
+    ),
+    (
+        "NamespaceDeletionGroupVersionParsingFailure",
+        "ParsedGroupVersions",
+        "All legacy kube types successfully parsed",
+    ),
+    (
+        "NamespaceDeletionContentFailure",
+        "ContentDeleted",
+        "All content successfully deleted, may be waiting on finalization",
+    ),
+    (
+        "NamespaceContentRemaining",
+        "ContentRemoved",
+        "All content successfully removed",
+    ),
+    (
+        "NamespaceFinalizersRemaining",
+        "ContentHasNoFinalizers",
+        "All content-preserving finalizers finished",
+    ),
+];
+
+/// A terminating namespace's `status.conditions` once its content was
+/// deleted: what remains (by resource, then by finalizer), in the words
+/// of the real namespace controller, which writes them as
+/// `kube-controller-manager` before it removes the namespace.
+fn deletion_conditions(store: &Store, namespace: &Value) -> Value {
+    let name = namespace
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let mut by_resource = std::collections::BTreeMap::<String, usize>::new();
+    let mut by_finalizer = std::collections::BTreeMap::<String, usize>::new();
+    for (resource, object) in store.in_namespace(name) {
+        *by_resource
+            .entry(format!("{}.{}", resource.plural, resource.group))
+            .or_default() += 1;
+        for finalizer in finalizers(&object) {
+            *by_finalizer.entry(finalizer).or_default() += 1;
+        }
+    }
+    let listed = |counts: std::collections::BTreeMap<String, usize>, word: &str| {
+        let mut all: Vec<String> = counts
+            .into_iter()
+            .map(|(what, n)| format!("{what}{word}{n} resource instances"))
+            .collect();
+        all.sort();
+        all.join(", ")
+    };
+    let remaining: [Option<(&str, String)>; 5] = [
+        None,
+        None,
+        None,
+        (!by_resource.is_empty()).then(|| {
+            let what = listed(by_resource, " has ");
+            (
+                "SomeResourcesRemain",
+                format!("Some resources are remaining: {what}"),
+            )
+        }),
+        (!by_finalizer.is_empty()).then(|| {
+            let what = listed(by_finalizer, " in ");
+            (
+                "SomeFinalizersRemain",
+                format!("Some content in the namespace has finalizers remaining: {what}"),
+            )
+        }),
+    ];
+    let old = namespace
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let conditions = DELETION_CONDITIONS.iter().zip(remaining).map(
+        |((kind, ok_reason, ok_message), remains)| {
+            let (status, reason, message) = match remains {
+                Some((reason, message)) => ("True", reason, message),
+                None => ("False", *ok_reason, (*ok_message).to_owned()),
+            };
+            let before = old.iter().find(|c| c["type"] == *kind);
+            let since = before.filter(|c| c["status"] == status).map_or_else(
+                || crate::objects::now().into(),
+                |c| c["lastTransitionTime"].clone(),
+            );
+            serde_json::json!({"type": kind, "status": status, "lastTransitionTime": since,
+                               "reason": reason, "message": message})
+        },
+    );
+    // Conditions of other types are kept, first, as the controller keeps them.
+    let others = old
+        .iter()
+        .filter(|c| {
+            !DELETION_CONDITIONS
+                .iter()
+                .any(|(kind, ..)| c["type"] == *kind)
+        })
+        .cloned();
+    Value::Array(others.chain(conditions).collect())
+}
+
+/// Removes a terminating namespace once nothing is left in it, after
+/// writing its deletion conditions (when they changed).
 fn finish_namespace(store: &Store, namespace: &str) {
     let key = ObjectKey::cluster(namespace);
-    let terminating = store
-        .get(&namespaces(), &key)
-        .is_some_and(|ns| deleting(&ns));
-    let empty = store.in_namespace(namespace).is_empty();
-    if terminating && empty {
+    let Some(current) = store.get(&namespaces(), &key).filter(|ns| deleting(ns)) else {
+        return;
+    };
+    let conditions = deletion_conditions(store, &current);
+    if current.pointer("/status/conditions") != Some(&conditions) {
+        let _ = store.update::<StoreError>(&namespaces(), &key, |current| {
+            let mut next = current.clone();
+            next["status"]["conditions"] = conditions;
+            crate::mutation::apply::record_update(
+                current,
+                &mut next,
+                "kube-controller-manager",
+                "v1",
+                false,
+                crate::mutation::apply::Part::Status,
+            );
+            Ok(next)
+        });
+    }
+    if store.in_namespace(namespace).is_empty() {
         let _ = store.delete::<StoreError>(&namespaces(), &key, |_| Ok(()));
     }
 }

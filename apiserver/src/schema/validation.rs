@@ -350,8 +350,19 @@ fn autoscaler(look: &Look<'_>, found: &mut Vec<String>) {
             "spec.scaleTargetRef.apiVersion: Invalid value: \"{api_version}\": apiVersion must specify API group"
         ));
     }
-    if max.is_none() {
-        found.push("spec.maxReplicas: Required value".into());
+    // The declarative checks come last, in field order; an int32 at zero
+    // is not set.
+    if let Some(min) = number("/spec/minReplicas").filter(|m| *m < 1) {
+        found.push(format!(
+            "spec.minReplicas: Invalid value: {min}: must be greater than or equal to 1"
+        ));
+    }
+    match max.unwrap_or(0) {
+        0 => found.push("spec.maxReplicas: Required value".into()),
+        max if max < 0 => found.push(format!(
+            "spec.maxReplicas: Invalid value: {max}: must be greater than or equal to 1"
+        )),
+        _ => {}
     }
 }
 

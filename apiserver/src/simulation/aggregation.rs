@@ -3,11 +3,12 @@
 //! `clusterRoleSelectors` select, in name order, without duplicates (the
 //! seeded `admin`, `edit` and `view` are filled so).
 
-use kubewasm_core::{ObjectKey, Selector};
+use kubewasm_core::ObjectKey;
 use serde_json::{Value, json};
 
 use super::client::{Client, ClientError, Kind, kinds};
 use super::reconcile::{Next, Reconciler};
+use crate::objects::selects;
 use crate::store::{Event, Store};
 
 /// The aggregation controller.
@@ -21,39 +22,6 @@ impl Aggregation {
     pub fn new(client: Client) -> Self {
         Self { client }
     }
-}
-
-/// Whether a `LabelSelector` (matchLabels and matchExpressions) selects
-/// `labels`.
-fn selects(selector: &Value, object: &Value) -> bool {
-    let mut terms: Vec<String> = selector
-        .get("matchLabels")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-        .collect();
-    for e in selector
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let key = e["key"].as_str().unwrap_or("");
-        let values: Vec<&str> = e["values"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        terms.push(match e["operator"].as_str() {
-            Some("In") => format!("{key} in ({})", values.join(",")),
-            Some("NotIn") => format!("{key} notin ({})", values.join(",")),
-            Some("DoesNotExist") => format!("!{key}"),
-            _ => key.to_owned(),
-        });
-    }
-    Selector::parse(&terms.join(",")).is_ok_and(|s| s.matches(object))
 }
 
 impl Reconciler for Aggregation {
@@ -91,7 +59,8 @@ impl Reconciler for Aggregation {
             .iter()
             .filter(|r| r["metadata"]["name"] != key.name.as_str())
         {
-            if selectors.iter().any(|s| selects(s, other)) {
+            let labels = other.pointer("/metadata/labels").and_then(Value::as_object);
+            if selectors.iter().any(|s| selects(s, labels)) {
                 for rule in other["rules"].as_array().into_iter().flatten() {
                     if !rules.contains(rule) {
                         rules.push(rule.clone());

@@ -108,6 +108,22 @@ pub mod kinds {
     );
     /// StorageClasses.
     pub const STORAGECLASS: Kind = kind("storage.k8s.io", "v1", "storageclasses", "StorageClass");
+    /// PodDisruptionBudgets.
+    pub const PDB: Kind = kind(
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+    );
+    /// ResourceQuotas.
+    pub const RESOURCEQUOTA: Kind = kind("", "v1", "resourcequotas", "ResourceQuota");
+    /// HorizontalPodAutoscalers.
+    pub const HPA: Kind = kind(
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        "HorizontalPodAutoscaler",
+    );
 }
 
 /// An object's namespace (none when cluster-scoped) and name.

@@ -14,9 +14,10 @@ use kubewasm_core::ObjectKey;
 use serde_json::{Value, json};
 
 use super::client::{Client, ClientError, Kind, kinds};
-use super::pods::{condition, generation, owned, replicas, set_condition, template_hash};
+use super::pods::{adopt, condition, generation, owned, replicas, set_condition, template_hash};
 use super::reconcile::{Next, Reconciler};
-use crate::objects::text_at;
+use crate::objects::{selects, text_at};
+use crate::store::{Event, Store};
 
 /// The label naming a ReplicaSet's template.
 pub const HASH_LABEL: &str = "pod-template-hash";
@@ -210,7 +211,34 @@ impl Deployments {
             "spec": {"replicas": initial, "selector": selector, "template": template,
                      "minReadySeconds": count(deploy, "/spec/minReadySeconds")},
         });
+        let name = text_at(&rs, "/metadata/name").to_owned();
         match self.client.create(kinds::REPLICASET, ns, rs).await {
+            // The revision and the creation noted at once, as the real
+            // controller notes them before its first full status.
+            Ok(_) => {
+                let conditions = deploy
+                    .pointer("/status/conditions")
+                    .cloned()
+                    .unwrap_or_else(|| json!([]));
+                let created = condition(
+                    "Progressing",
+                    true,
+                    "NewReplicaSetCreated",
+                    &format!("Created new replica set \"{name}\""),
+                );
+                let patch = json!({"metadata": {"annotations": {REVISION: revision.to_string()}},
+                                   "status": {"conditions": set_condition(&conditions, created)}});
+                self.client
+                    .patch(
+                        kinds::DEPLOYMENT,
+                        ns,
+                        text_at(deploy, "/metadata/name"),
+                        Some("status"),
+                        &patch,
+                    )
+                    .await
+                    .map(drop)
+            }
             // A name taken by another template: count the collision.
             Err(e) if e.code == 409 => self
                 .client
@@ -223,7 +251,7 @@ impl Deployments {
                 )
                 .await
                 .map(drop),
-            other => other.map(drop),
+            Err(other) => Err(other),
         }
     }
 }
@@ -313,15 +341,51 @@ impl Reconciler for Deployments {
         kinds::DEPLOYMENT
     }
 
+    /// A ReplicaSet concerns its controller, or, an orphan, the
+    /// Deployments of its namespace that select it (to adopt it).
+    fn keys(&self, store: &Store, event: &Event) -> Vec<ObjectKey> {
+        let owners = super::reconcile::own_or_owner(kinds::DEPLOYMENT, event);
+        if !owners.is_empty() || event.resource != kinds::REPLICASET.key() {
+            return owners;
+        }
+        let labels = event
+            .object
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object);
+        store
+            .objects(
+                &kinds::DEPLOYMENT.key(),
+                Some(text_at(&event.object, "/metadata/namespace")),
+            )
+            .iter()
+            .filter(|d| {
+                d.pointer("/spec/selector").is_some_and(|s| {
+                    s.as_object().is_some_and(|m| !m.is_empty()) && selects(s, labels)
+                })
+            })
+            .filter_map(|d| ObjectKey::of(d))
+            .collect()
+    }
+
     async fn reconcile(&self, key: &ObjectKey) -> Result<Next, ClientError> {
         let Some(deploy) = self.client.live(kinds::DEPLOYMENT, key) else {
             return Ok(Next::Done);
         };
         let ns = key.namespace.as_deref();
+        adopt(&self.client, kinds::DEPLOYMENT, &deploy, kinds::REPLICASET).await?;
         let mut all = owned(self.client.store(), &deploy, kinds::REPLICASET);
-        all.sort_by_key(|rs| revision(rs));
+        // The new ReplicaSet is the oldest of those of the current
+        // template (two after an adoption), as the real controller finds it.
+        all.sort_by(|a, b| {
+            let created = |rs: &Value| {
+                (
+                    text_at(rs, "/metadata/creationTimestamp").to_owned(),
+                    text_at(rs, "/metadata/name").to_owned(),
+                )
+            };
+            created(a).cmp(&created(b))
+        });
         let template = semantic(deploy.pointer("/spec/template"));
-        let max_revision = all.iter().map(|rs| revision(rs)).max().unwrap_or(0);
         let new = all
             .iter()
             .find(|rs| semantic(rs.pointer("/spec/template")) == template)
@@ -331,6 +395,9 @@ impl Reconciler for Deployments {
             .filter(|rs| Some(*rs) != new.as_ref())
             .cloned()
             .collect();
+        // The new one's revision follows every old one's.
+        let max_revision = olds.iter().map(|rs| revision(rs)).max().unwrap_or(0);
+        all.sort_by_key(|rs| revision(rs));
         let paused = deploy.pointer("/spec/paused") == Some(&Value::Bool(true));
         if !paused {
             let old_counts: Vec<(i64, i64)> = olds
@@ -357,7 +424,7 @@ impl Reconciler for Deployments {
                         .map(|()| Next::Done);
                 }
                 Some(rs) => {
-                    if revision(rs) < max_revision {
+                    if revision(rs) <= max_revision {
                         // A template seen before (a rollback): its
                         // ReplicaSet becomes the newest revision.
                         let patch = json!({"metadata": {"annotations": {REVISION: (max_revision + 1).to_string()}}});
@@ -388,7 +455,7 @@ impl Reconciler for Deployments {
             }
         }
         let new_revision = new.as_ref().map(|rs| {
-            if revision(rs) < max_revision {
+            if revision(rs) <= max_revision {
                 max_revision + 1
             } else {
                 revision(rs)

@@ -15,6 +15,9 @@
 //! | [`cronjob`] | CronJob → Jobs on schedule, concurrency policy, history limits |
 //! | [`endpointslice`] | Service → EndpointSlice of its selected Pods, following their readiness |
 //! | [`volume`] | PersistentVolumeClaim → a bound PersistentVolume of the default StorageClass |
+//! | [`disruption`] | PodDisruptionBudget → its status (healthy, expected and allowed counts, `DisruptionAllowed`) |
+//! | [`quota`] | ResourceQuota → its status (`hard`, and `used` of what is counted in objects); not enforced |
+//! | [`autoscaler`] | HorizontalPodAutoscaler → its conditions with no metrics API served; a target outside its bounds scaled to them |
 //! | [`aggregation`] | aggregated ClusterRoles (`admin`, `edit`, `view`) → their rules |
 //!
 //! (Services get their ClusterIP from the API itself, at creation, as on a
@@ -32,14 +35,17 @@ use tokio::task::JoinHandle;
 use crate::http::api::Api;
 
 pub mod aggregation;
+pub mod autoscaler;
 pub mod client;
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
+pub mod disruption;
 pub mod endpointslice;
 pub mod job;
 pub mod kubelet;
 pub mod pods;
+pub mod quota;
 pub mod reconcile;
 pub mod replicaset;
 pub mod statefulset;
@@ -122,6 +128,9 @@ impl Simulation {
         run!(volume::Unclaimed::new(client(CONTROLLER_MANAGER)));
         run!(volume::ClaimProtection::new(client(CONTROLLER_MANAGER)));
         run!(volume::VolumeProtection::new(client(CONTROLLER_MANAGER)));
+        run!(disruption::Disruption::new(client(CONTROLLER_MANAGER)));
+        run!(quota::Quotas::new(client(CONTROLLER_MANAGER)));
+        run!(autoscaler::Autoscalers::new(client(CONTROLLER_MANAGER)));
         Self { tasks }
     }
 }

@@ -39,6 +39,68 @@ pub fn owned(store: &Store, owner: &Value, kind: Kind) -> Vec<Arc<Value>> {
         .collect()
 }
 
+/// Adopts the orphans of `kind` in `owner`'s namespace that its
+/// `spec.selector` selects, as a real controller's `ControllerRefManager`
+/// claims them: each gets `owner` as its controller, beside the owners it
+/// has. An object being deleted, or with a controller, is left alone; an
+/// empty selector adopts nothing.
+///
+/// # Errors
+/// What the server refused.
+pub async fn adopt(
+    client: &super::client::Client,
+    owner_kind: Kind,
+    owner: &Value,
+    kind: Kind,
+) -> Result<(), super::client::ClientError> {
+    let Some(selector) = owner
+        .pointer("/spec/selector")
+        .filter(|s| s.as_object().is_some_and(|s| !s.is_empty()))
+    else {
+        return Ok(());
+    };
+    let ns = text_at(owner, "/metadata/namespace");
+    let orphans: Vec<Arc<Value>> = client
+        .store()
+        .objects(&kind.key(), Some(ns))
+        .into_iter()
+        .filter(|o| o.pointer("/metadata/deletionTimestamp").is_none())
+        .filter(|o| !has_controller(o))
+        .filter(|o| {
+            crate::objects::selects(
+                selector,
+                o.pointer("/metadata/labels").and_then(Value::as_object),
+            )
+        })
+        .collect();
+    for orphan in orphans {
+        let mut refs = orphan
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        refs.extend(
+            owner_ref(owner_kind, owner)
+                .as_array()
+                .cloned()
+                .unwrap_or_default(),
+        );
+        let patch = json!({"metadata": {"ownerReferences": refs, "uid": text_at(&orphan, "/metadata/uid")}});
+        client.patch_object(kind, &orphan, &patch).await?;
+    }
+    Ok(())
+}
+
+/// Whether `object` has a controlling owner.
+fn has_controller(object: &Value) -> bool {
+    object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|r| r["controller"] == true)
+}
+
 /// An object from `owner`'s template at `pointer` (`/spec/template`, a
 /// CronJob's `/spec/jobTemplate`), controlled by it, with `labels` and
 /// `annotations` added.
@@ -168,6 +230,28 @@ pub fn set_condition(conditions: &Value, mut next: Value) -> Value {
             *existing = next;
         }
         None => all.push(next),
+    }
+    Value::Array(all)
+}
+
+/// `conditions` (`metav1.Condition`s) with `next` set as apimachinery's
+/// `SetStatusCondition` sets it: in place of the one of its type, its
+/// transition time kept unless its status changed; appended otherwise.
+pub fn set_status_condition(conditions: &Value, mut next: Value) -> Value {
+    let mut all: Vec<Value> = conditions.as_array().cloned().unwrap_or_default();
+    match all.iter_mut().find(|c| c["type"] == next["type"]) {
+        Some(existing) => {
+            next["lastTransitionTime"] = if existing["status"] == next["status"] {
+                existing["lastTransitionTime"].clone()
+            } else {
+                crate::objects::now().into()
+            };
+            *existing = next;
+        }
+        None => {
+            next["lastTransitionTime"] = crate::objects::now().into();
+            all.push(next);
+        }
     }
     Value::Array(all)
 }

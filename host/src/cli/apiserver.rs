@@ -37,6 +37,13 @@ pub(super) struct Args {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=100),
           requires = "simulate_workloads")]
     nodes: u8,
+    /// How long each step of a simulated Pod's life takes (scheduled,
+    /// running, ready; a Job's Pod's run), in milliseconds: 1000 shows the
+    /// steps as a real kubelet's, a few make Pods ready at once, as kwok's
+    /// `fast` stages do.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=60_000),
+          requires = "simulate_workloads")]
+    pod_step_ms: u64,
     /// Keep state (objects, resource versions, credentials) in this
     /// directory across restarts; without it, state is in memory.
     #[arg(long)]
@@ -74,7 +81,9 @@ fn faults(spec: &str) -> Result<Arc<Faults>, FaultSpecError> {
 /// [`CliError::Apiserver`] says what failed.
 pub(super) fn run(args: Args) -> Result<(), CliError> {
     let config = ApiConfig {
-        simulate_workloads: args.simulate_workloads.then_some(Duration::from_secs(1)),
+        simulate_workloads: args
+            .simulate_workloads
+            .then_some(Duration::from_millis(args.pod_step_ms)),
         request_latency: Duration::from_millis(args.request_latency_ms),
         shard_selectors: args.shard_selectors,
         faults: args.faults,

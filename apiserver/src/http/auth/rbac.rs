@@ -18,7 +18,7 @@
 use serde_json::Value;
 
 use super::user::User;
-use crate::objects::{strings_at, text_at as text};
+use crate::objects::{selects, strings_at, text_at as text};
 use crate::store::{ListAt, ResourceKey, Store};
 
 /// What a request does, for authorization.
@@ -105,35 +105,6 @@ fn binds(binding: &Value, user: &User) -> bool {
                 _ => false,
             }
         })
-}
-
-/// Whether `labels` satisfy a `LabelSelector` object (`matchLabels`,
-/// `matchExpressions`); an empty selector matches everything.
-pub fn selects(selector: &Value, labels: Option<&serde_json::Map<String, Value>>) -> bool {
-    let label = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
-    let match_labels = selector
-        .get("matchLabels")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-        .all(|(k, v)| label(k) == v.as_str());
-    let match_expressions = selector
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .all(|e| {
-            let key = text(e, "/key");
-            let values = strings(e, "values");
-            match (text(e, "/operator"), label(key)) {
-                ("In", Some(v)) => values.iter().any(|x| x == v),
-                ("NotIn", v) => v.is_none_or(|v| !values.iter().any(|x| x == v)),
-                ("Exists", v) => v.is_some(),
-                ("DoesNotExist", v) => v.is_none(),
-                _ => false,
-            }
-        });
-    match_labels && match_expressions
 }
 
 /// The RBAC view of the store at one moment.

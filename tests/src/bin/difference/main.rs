@@ -420,7 +420,14 @@ async fn main() -> anyhow::Result<()> {
     }
 
     eprintln!("difference: starting the embedded server and the real control plane");
-    let embedded_server = Apiserver::start_embedded(&["--simulate-workloads", "--nodes", "3"]);
+    let embedded_server = Apiserver::start_embedded(&[
+        "--simulate-workloads",
+        "--nodes",
+        "3",
+        // kwok's `fast` stages make Pods ready at once.
+        "--pod-step-ms",
+        "100",
+    ]);
     let real_server = Apiserver::start_real(&["--nodes", "3"]);
     let embedded = Target::new(&embedded_server).await?;
     let real = Target::new(&real_server).await?;

@@ -26,6 +26,10 @@ const ASSIGNED: [&str; 12] = [
 /// The message of a 410 Expired, versions after it.
 const EXPIRED: &str = "too old resource version: ";
 
+/// What a failed resourceVersion precondition says before the stored
+/// object's version (each server's own), in parentheses.
+const IN_RECORD: &str = "does not match the ResourceVersion in record (";
+
 /// The prefix of a Pod's service account token volume, a generated
 /// suffix after it.
 const TOKEN_VOLUME: &str = "kube-api-access-";
@@ -170,6 +174,11 @@ pub(crate) fn normalise(value: &mut Value) {
             }
             if let Some(masked) = without_uids(text) {
                 *text = masked;
+            }
+            if let Some(at) = text.find(IN_RECORD).map(|at| at + IN_RECORD.len())
+                && let Some(end) = text[at..].find(')').map(|end| at + end)
+            {
+                text.replace_range(at..end, "<resourceVersion>");
             }
         }
         _ => {}
@@ -372,6 +381,24 @@ mod tests {
         normalise(&mut b);
         assert_eq!(a, b);
         assert_eq!(a, json!("does not match the UID in record (<uid>)."));
+    }
+
+    #[test]
+    fn a_precondition_s_stored_version_should_compare_equal() {
+        let said = |rv: &str| {
+            let mut text = json!(format!(
+                "the ResourceVersion in the precondition (1) does not match the ResourceVersion in record ({rv}). The object might have been modified"
+            ));
+            normalise(&mut text);
+            text
+        };
+        assert_eq!(said("130"), said("375"));
+        assert_eq!(
+            said("130"),
+            json!(
+                "the ResourceVersion in the precondition (1) does not match the ResourceVersion in record (<resourceVersion>). The object might have been modified"
+            )
+        );
     }
 
     #[test]

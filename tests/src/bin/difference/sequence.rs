@@ -122,6 +122,19 @@ fn step(method: &str, target: String, content_type: &str, body: &Value) -> Step 
     }
 }
 
+/// `value` with every string `{name}` in it made `short`.
+fn named(value: &Value, short: &str) -> Value {
+    match value {
+        Value::String(text) if text == "{name}" => short.into(),
+        Value::Array(items) => items.iter().map(|v| named(v, short)).collect(),
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| (k.clone(), named(v, short)))
+            .collect(),
+        other => other.clone(),
+    }
+}
+
 fn get(target: String) -> Step {
     step("GET", target, "", &Value::Null)
 }
@@ -167,9 +180,12 @@ impl Resource {
         format!("{}/{}", self.collection(), self.name(short))
     }
 
-    /// A valid object named `short`, labelled `difference: {ns}-<label>`.
+    /// A valid object named `short`, labelled `difference: {ns}-<label>`;
+    /// `{name}` in the resource's object is `short` (a workload's selector
+    /// of its own, so that no two of a sequence's Deployments race to
+    /// adopt an orphan, as a real controller manager's workers do).
     fn object(&self, short: &str, label: &str) -> Value {
-        let mut object = self.object.clone();
+        let mut object = named(&self.object, short);
         object["apiVersion"] = self.api_version().into();
         object["kind"] = self.kind.clone().into();
         object["metadata"] = json!({
