@@ -403,3 +403,115 @@ fn finish_namespace(store: &Store, namespace: &str) {
         let _ = store.delete::<StoreError>(&namespaces(), &key, |_| Ok(()));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn put(store: &Store, plural: &str, ns: &str, name: &str, finalizers: &[&str]) {
+        store
+            .create(
+                &ResourceKey::new("", plural),
+                &ObjectKey::namespaced(ns, name),
+                json!({"metadata": {"name": name, "namespace": ns, "finalizers": finalizers}}),
+            )
+            .expect("created");
+    }
+
+    fn condition(conditions: &Value, kind: &str) -> (String, String, String) {
+        let c = conditions
+            .as_array()
+            .and_then(|all| all.iter().find(|c| c["type"] == kind))
+            .cloned()
+            .unwrap_or_default();
+        let text = |f: &str| c[f].as_str().unwrap_or_default().to_owned();
+        (text("status"), text("reason"), text("message"))
+    }
+
+    #[test]
+    fn deletion_conditions_should_say_what_remains_in_the_real_controller_s_words() {
+        let store = Store::default();
+        let ns = json!({"metadata": {"name": "team"}});
+        put(&store, "pods", "team", "a", &["example.com/hold"]);
+        put(
+            &store,
+            "pods",
+            "team",
+            "b",
+            &["example.com/hold", "other/x"],
+        );
+        put(&store, "configmaps", "team", "c", &[]);
+        let conditions = deletion_conditions(&store, &ns);
+        assert_eq!(conditions.as_array().map(Vec::len), Some(5));
+        assert_eq!(
+            condition(&conditions, "NamespaceContentRemaining"),
+            (
+                "True".into(),
+                "SomeResourcesRemain".into(),
+                "Some resources are remaining: configmaps. has 1 resource instances, pods. has 2 resource instances".into()
+            )
+        );
+        assert_eq!(
+            condition(&conditions, "NamespaceFinalizersRemaining"),
+            (
+                "True".into(),
+                "SomeFinalizersRemain".into(),
+                "Some content in the namespace has finalizers remaining: example.com/hold in 2 resource instances, other/x in 1 resource instances".into()
+            )
+        );
+        assert_eq!(
+            condition(&conditions, "NamespaceDeletionContentFailure").1,
+            "ContentDeleted"
+        );
+        // Emptied: every condition its "ok" form, the transition time
+        // changed only where the status did.
+        let before = json!({"metadata": {"name": "team"}, "status": {"conditions": conditions}});
+        for (plural, name) in [("pods", "a"), ("pods", "b"), ("configmaps", "c")] {
+            store
+                .delete::<StoreError>(
+                    &ResourceKey::new("", plural),
+                    &ObjectKey::namespaced("team", name),
+                    |_| Ok(()),
+                )
+                .expect("deleted");
+        }
+        let emptied = deletion_conditions(&store, &before);
+        assert_eq!(
+            condition(&emptied, "NamespaceContentRemaining"),
+            (
+                "False".into(),
+                "ContentRemoved".into(),
+                "All content successfully removed".into()
+            )
+        );
+        assert_eq!(
+            emptied[0]["lastTransitionTime"],
+            before["status"]["conditions"][0]["lastTransitionTime"]
+        );
+    }
+
+    #[test]
+    fn the_last_finalizer_of_a_deleting_object_should_delete_it_as_stored() {
+        let store = Store::default();
+        let pods = ResourceKey::new("", "pods");
+        let key = ObjectKey::namespaced("team", "a");
+        store
+            .create(
+                &pods,
+                &key,
+                json!({"metadata": {"name": "a", "namespace": "team", "finalizers": [ORPHAN],
+                                    "deletionTimestamp": "2026-12-04T00:00:00Z"}}),
+            )
+            .expect("created");
+        let mut watch = store.watch(None, store.current_rv()).expect("watch");
+        let object = store.get(&pods, &key).expect("stored");
+        remove_finalizer(&store, &pods, &object, ORPHAN);
+        assert!(store.get(&pods, &key).is_none());
+        let event = futures_util::FutureExt::now_or_never(watch.next())
+            .expect("an event at once")
+            .expect("the deletion");
+        assert_eq!(event.kind, EventType::Deleted);
+        assert_eq!(event.object["metadata"]["finalizers"], json!([ORPHAN]));
+    }
+}

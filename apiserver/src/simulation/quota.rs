@@ -155,3 +155,75 @@ impl Reconciler for Quotas {
         Ok(Next::Done)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(store: &Store, group: &str, plural: &str, name: &str, object: Value) {
+        let mut object = object;
+        object["metadata"] = json!({"name": name, "namespace": "team"});
+        store
+            .create(
+                &ResourceKey::new(group, plural),
+                &ObjectKey::namespaced("team", name),
+                object,
+            )
+            .expect("created");
+    }
+
+    #[test]
+    fn usage_should_count_objects_as_the_quota_controller_does() {
+        let store = Store::default();
+        put(
+            &store,
+            "",
+            "pods",
+            "running",
+            json!({"status": {"phase": "Running"}}),
+        );
+        put(
+            &store,
+            "",
+            "pods",
+            "done",
+            json!({"status": {"phase": "Succeeded"}}),
+        );
+        put(
+            &store,
+            "",
+            "services",
+            "lb",
+            json!({"spec": {"type": "LoadBalancer",
+            "ports": [{"port": 80, "nodePort": 30001}, {"port": 443, "nodePort": 30002}]}}),
+        );
+        put(
+            &store,
+            "",
+            "services",
+            "plain",
+            json!({"spec": {"type": "ClusterIP"}}),
+        );
+        put(&store, "apps", "deployments", "web", json!({}));
+        let used = |resource: &str| usage(&store, "team", resource);
+        assert_eq!(used("pods"), Some(1), "a finished Pod does not count");
+        assert_eq!(used("count/pods"), Some(1));
+        assert_eq!(used("services"), Some(2));
+        assert_eq!(used("services.loadbalancers"), Some(1));
+        assert_eq!(used("services.nodeports"), Some(2));
+        assert_eq!(used("count/deployments.apps"), Some(1));
+        assert_eq!(used("configmaps"), Some(0));
+        assert_eq!(used("requests.cpu"), None, "an amount is not counted");
+    }
+
+    #[test]
+    fn a_resource_no_longer_listed_should_be_patched_away() {
+        let current = json!({"pods": "1", "secrets": "2"});
+        let wanted: Map<String, Value> = [("pods".to_owned(), json!("3"))].into_iter().collect();
+        assert_eq!(
+            replacing(Some(&current), wanted),
+            json!({"pods": "3", "secrets": null})
+        );
+        assert_eq!(replacing(Some(&current), Map::new()), Value::Null);
+    }
+}
