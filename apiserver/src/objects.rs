@@ -66,6 +66,64 @@ fn rule_problems(rule: Rule, value: &str) -> Vec<String> {
     problems
 }
 
+/// The rule of a label key's name part, as apimachinery words it (its two
+/// spaces included).
+const KEY_NAME_RULE: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end \
+     with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is \
+     '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+
+/// What `value` breaks of a label key's rule (a quota's resource names
+/// follow it too), each problem a message of its own, as apimachinery's
+/// `IsLabelKey` gives them.
+pub fn label_key_problems(value: &str) -> Vec<String> {
+    let parts: Vec<&str> = value.split('/').collect();
+    let mut problems = Vec::new();
+    let name = match parts[..] {
+        [name] => name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                problems.push("prefix part must be non-empty".to_owned());
+            } else {
+                problems.extend(
+                    rule_problems(Rule::DnsSubdomain, prefix)
+                        .into_iter()
+                        // apimachinery's newer content checks count bytes.
+                        .map(|why| {
+                            format!(
+                                "prefix part {}",
+                                why.replace(
+                                    "no more than 253 characters",
+                                    "no more than 253 bytes"
+                                )
+                            )
+                        }),
+                );
+            }
+            name
+        }
+        _ => {
+            return vec![format!(
+                "a valid label key {KEY_NAME_RULE} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+            )];
+        }
+    };
+    if name.is_empty() {
+        problems.push("name part must be non-empty".to_owned());
+    } else if name.len() > 63 {
+        problems.push("name part must be no more than 63 bytes".to_owned());
+    }
+    let edge = |b: Option<u8>| b.is_some_and(|b| b.is_ascii_alphanumeric());
+    let shaped = name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && edge(name.bytes().next())
+        && edge(name.bytes().last());
+    if !shaped {
+        problems.push(format!("name part {KEY_NAME_RULE}"));
+    }
+    problems
+}
+
 /// What the name of an object of `info`'s type breaks, as a real server's
 /// validation words it (`metadata.name: ...`, one problem each): the rule
 /// is its type's ([`kind_name_rule`]).

@@ -44,6 +44,53 @@ pub fn problems(
             return found;
         }
         ("", "pods") => look.required("/spec/containers", "spec.containers", &mut found),
+        ("", "resourcequotas") => {
+            for key in look
+                .0
+                .pointer("/spec/hard")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .map(|(k, _)| k)
+            {
+                found.extend(
+                    crate::objects::label_key_problems(key)
+                        .into_iter()
+                        .map(|why| format!("spec.hard[{key}]: Invalid value: \"{key}\": {why}")),
+                );
+            }
+        }
+        ("policy", "poddisruptionbudgets") => {
+            let spec = |field: &str| {
+                look.0
+                    .pointer(&format!("/spec/{field}"))
+                    .unwrap_or(&Value::Null)
+            };
+            if !spec("minAvailable").is_null() && !spec("maxUnavailable").is_null() {
+                // Go prints the internal spec, its fields by their Go names.
+                let printed = format!(
+                    "{{\"MinAvailable\":{},\"Selector\":{},\"MaxUnavailable\":{},\"UnhealthyPodEvictionPolicy\":{}}}",
+                    spec("minAvailable"),
+                    spec("selector"),
+                    spec("maxUnavailable"),
+                    spec("unhealthyPodEvictionPolicy")
+                );
+                found.push(format!(
+                    "spec: Invalid value: {printed}: minAvailable and maxUnavailable cannot be both set"
+                ));
+            }
+            for field in ["minAvailable", "maxUnavailable"] {
+                if let Some(Value::String(text)) = look.0.pointer(&format!("/spec/{field}"))
+                    && !text
+                        .strip_suffix('%')
+                        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                {
+                    found.push(format!(
+                        "spec.{field}: Invalid value: \"{text}\": a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')"
+                    ));
+                }
+            }
+        }
         ("", "services") => {
             let headless = look.text("/spec/clusterIP") == "None";
             if !headless && look.text("/spec/type") != "ExternalName" {
@@ -350,11 +397,26 @@ fn autoscaler(look: &Look<'_>, found: &mut Vec<String>) {
             "spec.scaleTargetRef.apiVersion: Invalid value: \"{api_version}\": apiVersion must specify API group"
         ));
     }
+    // Scaling to zero (`HPAScaleToZero`, on in v1.37) needs a metric that
+    // is not the target's own Pods'.
+    let external = look
+        .0
+        .pointer("/spec/metrics")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|m| matches!(m["type"].as_str(), Some("Object" | "External")));
+    if number("/spec/minReplicas") == Some(0) && !external {
+        found.push(
+            "spec.metrics: Forbidden: must specify at least one Object or External metric to support scaling to zero replicas"
+                .into(),
+        );
+    }
     // The declarative checks come last, in field order; an int32 at zero
     // is not set.
-    if let Some(min) = number("/spec/minReplicas").filter(|m| *m < 1) {
+    if let Some(min) = number("/spec/minReplicas").filter(|m| *m < 0) {
         found.push(format!(
-            "spec.minReplicas: Invalid value: {min}: must be greater than or equal to 1"
+            "spec.minReplicas: Invalid value: {min}: must be greater than or equal to 0"
         ));
     }
     match max.unwrap_or(0) {
@@ -477,6 +539,49 @@ mod tests {
                 Vec::new()
             )
             .is_empty()
+        );
+    }
+
+    /// The real kube-apiserver's words (v1.37.2, an outsider's bodies, kept
+    /// as `tests/difference/sequences/outsider-validation.txt`).
+    #[test]
+    fn budgets_quotas_and_autoscalers_should_be_refused_in_a_real_server_s_words() {
+        let said = |group: &str, plural: &str, body: Value| {
+            problems(&info(group, plural), &body, Some("ns"), Vec::new())
+        };
+        let budget = said(
+            "policy",
+            "poddisruptionbudgets",
+            json!({"spec": {"minAvailable": "abc%", "maxUnavailable": "5", "selector": {"matchLabels": {"app": "x"}}}}),
+        );
+        assert_eq!(budget.len(), 3, "{budget:?}");
+        assert_eq!(
+            budget[0],
+            "spec: Invalid value: {\"MinAvailable\":\"abc%\",\"Selector\":{\"matchLabels\":{\"app\":\"x\"}},\"MaxUnavailable\":\"5\",\"UnhealthyPodEvictionPolicy\":null}: minAvailable and maxUnavailable cannot be both set"
+        );
+        assert!(budget[2].starts_with("spec.maxUnavailable: Invalid value: \"5\": a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%'"));
+        let quota = said(
+            "",
+            "resourcequotas",
+            json!({"spec": {"hard": {"count/": "1"}}}),
+        );
+        assert_eq!(quota.len(), 2, "{quota:?}");
+        assert_eq!(
+            quota[0],
+            "spec.hard[count/]: Invalid value: \"count/\": name part must be non-empty"
+        );
+        let zero = said(
+            "autoscaling",
+            "horizontalpodautoscalers",
+            json!({"spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "x"},
+                            "minReplicas": 0, "maxReplicas": 3,
+                            "metrics": [{"type": "Resource", "resource": {"name": "cpu"}}]}}),
+        );
+        assert_eq!(
+            zero,
+            [
+                "spec.metrics: Forbidden: must specify at least one Object or External metric to support scaling to zero replicas"
+            ]
         );
     }
 }
