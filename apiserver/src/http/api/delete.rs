@@ -370,8 +370,26 @@ impl Api {
             let written = self.store.update(&info.storage_key(), key, deleting)?;
             return Ok(Deleted::Marked(written.object));
         }
+        // A Pod's deletion is always graceful to a real server: one with no
+        // grace left is marked (`deletionTimestamp`, a grace of 0, its
+        // generation counted), then removed as marked; watchers see both.
+        let pod = info.group.is_empty() && info.plural == "pods";
+        let mark = |object: &Value| -> Result<Value, ApiError> {
+            let mut next = object.clone();
+            if let Some(m) = metadata_mut(&mut next) {
+                begin_deletion(m, 0);
+            }
+            Ok(next)
+        };
         if options.dry_run {
-            return Ok(Deleted::Gone(current));
+            return Ok(Deleted::Gone(if pod {
+                Arc::new(mark(&current)?)
+            } else {
+                current
+            }));
+        }
+        if pod {
+            self.store.update(&info.storage_key(), key, mark)?;
         }
         let last = self
             .store
