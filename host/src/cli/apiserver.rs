@@ -28,7 +28,8 @@ pub(super) struct Args {
     kubeconfig_out: PathBuf,
     /// Simulate a cluster's workloads: the built-in controllers
     /// (Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs, CronJobs,
-    /// EndpointSlices, volumes) and a kubelet on simulated Nodes running
+    /// EndpointSlices, volumes, disruption budgets', quotas' and
+    /// autoscalers' status) and a kubelet on simulated Nodes running
     /// Pods through their phases (no container runs). README lists what
     /// is simulated.
     #[arg(long)]
