@@ -49,20 +49,24 @@ impl Disruption {
     }
 }
 
-/// The Pods of `pdb`'s namespace its selector selects.
+/// Whether `pdb`'s selector selects `pod` (no selector selects none).
+fn covers(pdb: &Value, pod: &Value) -> bool {
+    pdb.pointer("/spec/selector")
+        .filter(|s| !s.is_null())
+        .is_some_and(|s| {
+            selects(
+                s,
+                pod.pointer("/metadata/labels").and_then(Value::as_object),
+            )
+        })
+}
+
+/// The Pods of `pdb`'s namespace it covers.
 fn covered(store: &Store, pdb: &Value) -> Vec<std::sync::Arc<Value>> {
-    let Some(selector) = pdb.pointer("/spec/selector").filter(|s| !s.is_null()) else {
-        return Vec::new();
-    };
     store
         .objects(&kinds::POD.key(), Some(text_at(pdb, "/metadata/namespace")))
         .into_iter()
-        .filter(|p| {
-            selects(
-                selector,
-                p.pointer("/metadata/labels").and_then(Value::as_object),
-            )
-        })
+        .filter(|p| covers(pdb, p))
         .collect()
 }
 
@@ -180,16 +184,6 @@ impl Reconciler for Disruption {
         let budgets = |ns: &str| store.objects(&kinds::PDB.key(), Some(ns));
         let ns = text_at(&event.object, "/metadata/namespace");
         if event.resource == kinds::POD.key() {
-            let covers = |pdb: &Value, pod: &Value| {
-                pdb.pointer("/spec/selector")
-                    .filter(|s| !s.is_null())
-                    .is_some_and(|s| {
-                        selects(
-                            s,
-                            pod.pointer("/metadata/labels").and_then(Value::as_object),
-                        )
-                    })
-            };
             return budgets(ns)
                 .iter()
                 .filter(|pdb| {
