@@ -785,6 +785,18 @@ fn budgets_quotas_and_autoscalers_should_get_the_status_their_controllers_write(
                 && status("hpa", "web")["desiredReplicas"] == 4
         },
     );
+    // A rescale says it did not go to zero, with the generation it saw.
+    let hpa = json_of(&server, &["get", "hpa", "web"]);
+    assert_eq!(
+        condition_of(&hpa, "ScaledToZero"),
+        Some((
+            "False".into(),
+            "NotScaledToZero".into(),
+            "the HPA controller did not scale the workload to zero".into()
+        )),
+        "{hpa}"
+    );
+    assert_eq!(hpa["status"]["observedGeneration"], 1, "{hpa}");
     // The budgets follow the fourth Pod.
     until(
         &server,

@@ -9,7 +9,8 @@
 //!     `False`/`ScalingDisabled`;
 //!   - outside `minReplicas..=maxReplicas`: the target scaled to the bound
 //!     through its `scale` subresource, `AbleToScale`
-//!     `True`/`SucceededRescale`, `lastScaleTime` set;
+//!     `True`/`SucceededRescale`, `ScaledToZero` `False`, `lastScaleTime`
+//!     set;
 //!   - within them: the first metric cannot be read, `ScalingActive`
 //!     `False` with the reason and message a real controller gives when the
 //!     metrics API is not served, and `currentReplicas` reported.
@@ -151,6 +152,11 @@ impl Reconciler for Autoscalers {
                 let min = count_at(&hpa, "/spec/minReplicas", 1);
                 let max = count_at(&hpa, "/spec/maxReplicas", 1);
                 status["currentReplicas"] = current.into();
+                // Once the target's scale is read, the status is written
+                // whole, with the generation it saw (`HPAGeneration`, on in
+                // v1.37) and no metric it did not read.
+                status["observedGeneration"] = super::pods::generation(&hpa).into();
+                status["currentMetrics"] = Value::Null;
                 if current == 0 && min != 0 {
                     set(
                         &mut conditions,
@@ -179,6 +185,15 @@ impl Reconciler for Autoscalers {
                         &format!(
                             "the HPA controller was able to update the target scale to {desired}"
                         ),
+                    );
+                    // `HPAScaleToZero` is on in v1.37: a rescale says
+                    // whether it went to zero, which a bound never does.
+                    set(
+                        &mut conditions,
+                        "ScaledToZero",
+                        false,
+                        "NotScaledToZero",
+                        "the HPA controller did not scale the workload to zero",
                     );
                     status["desiredReplicas"] = desired.into();
                     status["lastScaleTime"] = crate::objects::now().into();
