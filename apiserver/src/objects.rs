@@ -192,6 +192,29 @@ pub fn selects(selector: &Value, labels: Option<&serde_json::Map<String, Value>>
     match_labels && match_expressions
 }
 
+/// `conditions` (`metav1.Condition`s, and the conditions shaped like them:
+/// a namespace's, an autoscaler's) with `next` set as apimachinery's
+/// `SetStatusCondition` sets it: in place of the one of its type, its
+/// transition time kept unless its status changed; appended otherwise.
+pub fn set_status_condition(conditions: &Value, mut next: Value) -> Value {
+    let mut all: Vec<Value> = conditions.as_array().cloned().unwrap_or_default();
+    match all.iter_mut().find(|c| c["type"] == next["type"]) {
+        Some(existing) => {
+            next["lastTransitionTime"] = if existing["status"] == next["status"] {
+                existing["lastTransitionTime"].clone()
+            } else {
+                now().into()
+            };
+            *existing = next;
+        }
+        None => {
+            next["lastTransitionTime"] = now().into();
+            all.push(next);
+        }
+    }
+    Value::Array(all)
+}
+
 /// `prefix` plus five random characters, as `generateName` asks.
 pub fn generate_name(prefix: &str) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";

@@ -317,13 +317,13 @@ fn deletion_conditions(store: &Store, namespace: &Value) -> Value {
             *by_finalizer.entry(finalizer).or_default() += 1;
         }
     }
+    // In key order, which is the order of the sentences Go sorts.
     let listed = |counts: std::collections::BTreeMap<String, usize>, word: &str| {
-        let mut all: Vec<String> = counts
+        counts
             .into_iter()
             .map(|(what, n)| format!("{what}{word}{n} resource instances"))
-            .collect();
-        all.sort();
-        all.join(", ")
+            .collect::<Vec<_>>()
+            .join(", ")
     };
     let remaining: [Option<(&str, String)>; 5] = [
         None,
@@ -344,36 +344,24 @@ fn deletion_conditions(store: &Store, namespace: &Value) -> Value {
             )
         }),
     ];
+    // Conditions of other types keep their places, as the controller's
+    // `updateConditions` keeps them.
     let old = namespace
         .pointer("/status/conditions")
-        .and_then(Value::as_array)
         .cloned()
-        .unwrap_or_default();
-    let conditions = DELETION_CONDITIONS.iter().zip(remaining).map(
-        |((kind, ok_reason, ok_message), remains)| {
+        .unwrap_or(Value::Null);
+    DELETION_CONDITIONS.iter().zip(remaining).fold(
+        old,
+        |conditions, ((kind, ok_reason, ok_message), remains)| {
             let (status, reason, message) = match remains {
                 Some((reason, message)) => ("True", reason, message),
                 None => ("False", *ok_reason, (*ok_message).to_owned()),
             };
-            let before = old.iter().find(|c| c["type"] == *kind);
-            let since = before.filter(|c| c["status"] == status).map_or_else(
-                || crate::objects::now().into(),
-                |c| c["lastTransitionTime"].clone(),
-            );
-            serde_json::json!({"type": kind, "status": status, "lastTransitionTime": since,
-                               "reason": reason, "message": message})
+            let next = serde_json::json!({"type": kind, "status": status, "lastTransitionTime": null,
+                                          "reason": reason, "message": message});
+            crate::objects::set_status_condition(&conditions, next)
         },
-    );
-    // Conditions of other types are kept, first, as the controller keeps them.
-    let others = old
-        .iter()
-        .filter(|c| {
-            !DELETION_CONDITIONS
-                .iter()
-                .any(|(kind, ..)| c["type"] == *kind)
-        })
-        .cloned();
-    Value::Array(others.chain(conditions).collect())
+    )
 }
 
 /// Removes a terminating namespace once nothing is left in it, after

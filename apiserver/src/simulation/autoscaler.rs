@@ -74,21 +74,8 @@ fn target(client: &Client, hpa: &Value) -> Result<(Kind, std::sync::Arc<Value>),
 /// with its status.
 fn set(conditions: &mut Value, kind: &str, status: bool, reason: &str, message: &str) {
     let status = if status { "True" } else { "False" };
-    let mut all = conditions.as_array().cloned().unwrap_or_default();
-    let at = match all.iter().position(|c| c["type"] == kind) {
-        Some(at) => at,
-        None => {
-            all.push(json!({"type": kind}));
-            all.len() - 1
-        }
-    };
-    if all[at]["status"] != status {
-        all[at]["lastTransitionTime"] = crate::objects::now().into();
-    }
-    all[at]["status"] = status.into();
-    all[at]["reason"] = reason.into();
-    all[at]["message"] = message.into();
-    *conditions = Value::Array(all);
+    let next = json!({"type": kind, "status": status, "reason": reason, "message": message});
+    *conditions = crate::objects::set_status_condition(conditions, next);
 }
 
 /// The reason and message of the first metric that cannot be read, with

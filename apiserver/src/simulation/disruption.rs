@@ -27,9 +27,9 @@ use serde_json::{Value, json};
 
 use super::client::{Client, ClientError, Kind, kinds};
 use super::deployment::scaled;
-use super::pods::{generation, ready, set_status_condition};
+use super::pods::{generation, ready};
 use super::reconcile::{Next, Reconciler, controller_of};
-use crate::objects::{selects, text_at};
+use crate::objects::{selects, set_status_condition, text_at};
 use crate::store::{Event, Store};
 
 /// How long a Pod named in `disruptedPods` counts as disrupted, waiting

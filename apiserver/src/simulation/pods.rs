@@ -234,28 +234,6 @@ pub fn set_condition(conditions: &Value, mut next: Value) -> Value {
     Value::Array(all)
 }
 
-/// `conditions` (`metav1.Condition`s) with `next` set as apimachinery's
-/// `SetStatusCondition` sets it: in place of the one of its type, its
-/// transition time kept unless its status changed; appended otherwise.
-pub fn set_status_condition(conditions: &Value, mut next: Value) -> Value {
-    let mut all: Vec<Value> = conditions.as_array().cloned().unwrap_or_default();
-    match all.iter_mut().find(|c| c["type"] == next["type"]) {
-        Some(existing) => {
-            next["lastTransitionTime"] = if existing["status"] == next["status"] {
-                existing["lastTransitionTime"].clone()
-            } else {
-                crate::objects::now().into()
-            };
-            *existing = next;
-        }
-        None => {
-            next["lastTransitionTime"] = crate::objects::now().into();
-            all.push(next);
-        }
-    }
-    Value::Array(all)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
