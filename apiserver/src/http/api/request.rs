@@ -89,26 +89,17 @@ fn summary(body: &[u8]) -> String {
     }
 }
 
-/// The character after a complete JSON value, where serde reports
-/// `trailing characters`, quoted as Go's JSON scanner quotes it
-/// (`'}'`); `None` for any other error.
-fn trailing(body: &[u8], error: &serde_json::Error) -> Option<String> {
-    if !error.to_string().starts_with("trailing characters") {
-        return None;
-    }
-    // serde's line and column (from 1) of the character.
-    let line_start = if error.line() <= 1 {
-        0
-    } else {
-        body.iter()
-            .enumerate()
-            .filter(|(_, b)| **b == b'\n')
-            .nth(error.line() - 2)
-            .map(|(at, _)| at + 1)?
-    };
-    let at = line_start + error.column().checked_sub(1)?;
-    let text = std::str::from_utf8(body.get(at..)?).ok()?;
-    let c = text.chars().next()?;
+/// The first character after a complete JSON value (past whitespace), if
+/// any, quoted as Go's JSON scanner quotes it (`'}'`): found by reading the
+/// one value and looking at what follows, not from the error's words.
+fn trailing(body: &[u8]) -> Option<String> {
+    let mut values = serde_json::Deserializer::from_slice(body).into_iter::<Value>();
+    values.next()?.ok()?;
+    let rest = std::str::from_utf8(body.get(values.byte_offset()..)?).ok()?;
+    let c = rest
+        .trim_start_matches([' ', '\t', '\n', '\r'])
+        .chars()
+        .next()?;
     Some(match c {
         '\'' => "'\\''".to_owned(),
         '"' => "'\"'".to_owned(),
@@ -159,12 +150,12 @@ impl Request<'_> {
                 Ok(value)
             }
             Err(DecodeError::Json(error)) => {
-                let parse = match (error.classify(), trailing(&self.body, &error)) {
-                    (serde_json::error::Category::Eof, _) => {
-                        "unexpected end of JSON input".to_owned()
-                    }
-                    (_, Some(c)) => format!("invalid character {c} after top-level value"),
-                    _ => error.to_string(),
+                let parse = if error.classify() == serde_json::error::Category::Eof {
+                    "unexpected end of JSON input".to_owned()
+                } else if let Some(c) = trailing(&self.body) {
+                    format!("invalid character {c} after top-level value")
+                } else {
+                    error.to_string()
                 };
                 Err(unrecognized(&parse))
             }
@@ -189,8 +180,8 @@ mod tests {
     #[test]
     fn a_character_after_the_value_should_be_named_as_go_names_it() {
         let named = |body: &[u8]| {
-            let error = serde_json::from_slice::<Value>(body).err()?;
-            trailing(body, &error)
+            serde_json::from_slice::<Value>(body).err()?;
+            trailing(body)
         };
         assert_eq!(
             named(br#"{"tier": "web"}}, "data""#).as_deref(),
