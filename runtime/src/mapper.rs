@@ -26,6 +26,11 @@ use serde_json::Value;
 
 use kubewasm_core::resource::{ResourceType, split_api_version};
 
+/// What a real Kubernetes release serves by default (`version`, then its
+/// `groupVersions`, each an `APIResourceList` reduced to name, kind and
+/// scope), recorded by `tests/real-cluster/discovery`.
+const RELEASE_DISCOVERY: &str = include_str!("mapper/kubernetes.json");
+
 /// Group, version, kind.
 type Gvk = (String, String, String);
 
@@ -87,9 +92,14 @@ fn scope(plural: &str, namespaced: bool) -> String {
 }
 
 impl RestMapper {
-    /// Every built-in type of the Kubernetes version kubewasm speaks.
+    /// Every built-in type of the Kubernetes version kubewasm speaks: those
+    /// the embedded API server serves, and those a real Kubernetes release
+    /// serves by default (its discovery as recorded in
+    /// `mapper/kubernetes.json` by `tests/real-cluster/discovery`; create-only
+    /// types such as `bindings` and the reviews among them).
     pub fn builtin() -> Self {
-        let mut mapper = Self::default();
+        // Recorded from a real server; a test beside checks that it reads whole.
+        let mut mapper = Self::release().unwrap_or_default();
         for info in kubewasm_types::registry::Registry::builtin().all() {
             mapper.insert(
                 &info.group,
@@ -100,6 +110,20 @@ impl RestMapper {
             );
         }
         mapper
+    }
+
+    /// The types a real Kubernetes release serves by default, as recorded.
+    fn release() -> Result<Self, MapperError> {
+        let recorded: Value =
+            serde_json::from_str(RELEASE_DISCOVERY).map_err(|error| MapperError::Invalid {
+                what: "discovery document",
+                reason: error.to_string(),
+            })?;
+        let mut mapper = Self::default();
+        for list in recorded["groupVersions"].as_array().into_iter().flatten() {
+            mapper.add_discovery(list)?;
+        }
+        Ok(mapper)
     }
 
     /// The built-in types plus those the CustomResourceDefinitions among
@@ -286,6 +310,40 @@ mod tests {
             mapper.resolve(&unknown).expect_err("unknown").to_string(),
             "example.com/v1 MyApp is not served by the cluster (no such group, version and kind in discovery)"
         );
+    }
+
+    #[test]
+    fn the_recorded_release_should_read_whole_and_agree_with_the_built_in_types() {
+        let release = RestMapper::release().expect("the recorded discovery reads");
+        let builtin = RestMapper::builtin();
+        assert!(release.len() > 60, "{} types", release.len());
+        // What only a real server serves: create-only types, 1.37's GA groups.
+        for served in [
+            ty("v1", "Binding", "bindings", true),
+            ty(
+                "authorization.k8s.io/v1",
+                "SubjectAccessReview",
+                "subjectaccessreviews",
+                false,
+            ),
+            ty("resource.k8s.io/v1", "DeviceClass", "deviceclasses", false),
+        ] {
+            assert_eq!(release.resolve(&served), Ok(served.clone()));
+            assert_eq!(builtin.resolve(&served), Ok(served));
+        }
+        // Where both know a type, they agree on its plural and scope.
+        let embedded = kubewasm_types::registry::Registry::builtin();
+        for (gvk, served) in &release.types {
+            if let Some(info) = embedded
+                .all()
+                .find(|i| (&i.group, &i.version, &i.kind) == (&gvk.0, &gvk.1, &gvk.2))
+            {
+                assert_eq!(
+                    (&info.plural, info.namespaced),
+                    (&served.plural, served.namespaced)
+                );
+            }
+        }
     }
 
     #[test]
