@@ -33,7 +33,7 @@
 //! In a ring, the informer of a key with a [`InformerKey::shard`] holds the
 //! replica's share only: the objects of the slots it holds ([`Share`]),
 //! asked of the server as a `shardSelector` when it serves them (checked
-//! once: a list with the selector echoes it in `metadata.shardInfo`), and
+//! once, [`share::served`]), and
 //! filtered in the host by the same rule in any case. When the slots change
 //! the informer lists again under the new share: the objects new to the
 //! store are [`Change::Listed`] (a replica that acquired a slot is shown
@@ -390,6 +390,7 @@ async fn run(
                 if served.is_none() {
                     served = match share::served(
                         &sharded,
+                        &source.client,
                         source.api(sharded.clone()).resource_url(),
                     )
                     .await

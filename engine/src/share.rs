@@ -5,8 +5,7 @@
 //! namespaced secondaries) holds only the objects of those slots. The
 //! share is asked of the server as a KEP-5866 `shardSelector`
 //! (`shardRange(object.metadata.uid, '0x…', '0x…')` terms joined by `||`, one
-//! per run of adjacent slots) when the server serves it, which a list
-//! carrying the selector tells by echoing it in `metadata.shardInfo`; and it
+//! per run of adjacent slots) when the server serves it ([`served`]); and it
 //! is always applied in the host by the same rule
 //! ([`ShardSelector::matches`], the server's own), so a store holds the
 //! share only, whatever the server does with the parameter.
@@ -89,18 +88,54 @@ pub fn client_with(client: &kube::Client, selector: &ShardSelector) -> kube::Cli
     kube::Client::new(service, client.default_namespace())
 }
 
-/// Whether the server filters by the selector `client` adds
-/// ([`client_with`]): a list of at most one object at `url` (a resource's
-/// collection) echoes it in `metadata.shardInfo`.
-pub async fn served(client: &kube::Client, url: &str) -> Result<bool, kube::Error> {
-    let request = kube::core::Request::new(url)
-        .list(&kube::api::ListParams::default().limit(1))
-        .map_err(kube::Error::BuildRequest)?;
-    let list: Value = client.request(request).await?;
-    Ok(list
+/// A shard selector no server that reads the parameter accepts.
+const UNPARSABLE: &str = "shardRange(";
+
+/// Whether the server filters by the selector `sharded` adds
+/// ([`client_with`]) to lists at `url` (a resource's collection): a list of
+/// at most one object echoes it in `metadata.shardInfo` (a built-in type's),
+/// or, since a custom resource's list is filtered but carries no
+/// `shardInfo` (a real v1.37 server's), `plain` sending a selector that
+/// cannot be parsed is refused. A server that ignores the parameter answers
+/// both as if it were not there.
+pub async fn served(
+    sharded: &kube::Client,
+    plain: &kube::Client,
+    url: &str,
+) -> Result<bool, kube::Error> {
+    let list: Value = sharded.request(list_one(url, "")?).await?;
+    if list
         .pointer("/metadata/shardInfo/selector")
         .and_then(Value::as_str)
-        .is_some_and(|s| !s.is_empty()))
+        .is_some_and(|s| !s.is_empty())
+    {
+        return Ok(true);
+    }
+    match plain.request::<Value>(list_one(url, UNPARSABLE)?).await {
+        Ok(_) => Ok(false),
+        // Refused as invalid: 400, or the 500 a real v1.37 server answers.
+        Err(kube::Error::Api(status)) if matches!(status.code, 400 | 422 | 500) => Ok(true),
+        Err(error) => Err(error),
+    }
+}
+
+/// A list of at most one object at `url`, with `selector` as its
+/// `shardSelector` unless empty.
+fn list_one(url: &str, selector: &str) -> Result<http::Request<Vec<u8>>, kube::Error> {
+    let mut request = kube::core::Request::new(url)
+        .list(&kube::api::ListParams::default().limit(1))
+        .map_err(kube::Error::BuildRequest)?;
+    if !selector.is_empty() {
+        let uri = format!(
+            "{}&shardSelector={}",
+            request.uri(),
+            form_urlencoded::byte_serialize(selector.as_bytes()).collect::<String>()
+        );
+        *request.uri_mut() = uri
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| kube::Error::Service(Box::new(e)))?;
+    }
+    Ok(request)
 }
 
 /// The service of [`client_with`].

@@ -258,8 +258,9 @@ impl Apiserver {
     }
 
     /// Starts it on `listen` with extra flags. Against the real cluster,
-    /// `--simulate-workloads` is what kwok and the controllers do anyway and
-    /// `--nodes N` sets the kwok Nodes; other flags are the embedded
+    /// `--simulate-workloads` is what kwok and the controllers do anyway,
+    /// `--nodes N` sets the kwok Nodes and `--shard-selectors false` turns
+    /// the `ShardedListAndWatch` gate off; other flags are the embedded
     /// server's own, and panic.
     pub fn start_at(listen: &str, flags: &[&str]) -> Self {
         match TestCluster::chosen() {
@@ -286,12 +287,15 @@ impl Apiserver {
     /// A real control plane (`tests/real-cluster/up`) in its own process
     /// group, watching this process: nothing outlives the test binary.
     fn real(flags: &[&str]) -> Self {
-        let mut nodes = "3".to_owned();
+        let mut up: Vec<String> = Vec::new(); // up's default: 3 Nodes
         let mut rest = flags.iter();
         while let Some(flag) = rest.next() {
             match *flag {
                 "--simulate-workloads" => {}
-                "--nodes" => nodes = rest.next().map(|n| (*n).to_owned()).unwrap_or(nodes),
+                "--nodes" | "--shard-selectors" => {
+                    up.push((*flag).to_owned());
+                    up.push(rest.next().map(|v| (*v).to_owned()).unwrap_or_default());
+                }
                 other => panic!("{other}: a flag of the embedded server, not of the real cluster"),
             }
         }
@@ -301,7 +305,8 @@ impl Apiserver {
         let log = std::fs::File::create(dir.path().join("up.log")).expect("log file");
         let child = Command::new(workspace_root().join("tests/real-cluster/up"))
             .arg(&state)
-            .args(["--nodes", &nodes, "--watch-parent"])
+            .args(&up)
+            .arg("--watch-parent")
             .arg(std::process::id().to_string())
             .stdout(log.try_clone().expect("log file"))
             .stderr(log)
