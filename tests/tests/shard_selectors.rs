@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use kubewasm_tests::Apiserver;
+use kubewasm_tests::{Apiserver, TestCluster};
 use serde_json::Value;
 
 const LOW: &str = "shardRange(object.metadata.uid,'0x0000000000000000','0x8000000000000000')";
@@ -128,6 +128,9 @@ fn shard_selectors_should_split_lists_and_watches_and_echo_what_they_honoured() 
 
 #[test]
 fn request_latency_should_delay_every_answer() {
+    if !TestCluster::embedded_only("--request-latency-ms") {
+        return;
+    }
     let server = Apiserver::start_with(&["--request-latency-ms", "300"]);
     let started = Instant::now();
     server.ok(&["get", "--raw", "/version"]);
