@@ -60,6 +60,7 @@ where
         scale: SCALE.contains(&plural),
         generation: GENERATION.contains(&plural),
         create_on_update: CREATE_ON_UPDATE.contains(&plural),
+        unconditional_update: !CONDITIONAL_UPDATE.contains(&plural),
         custom: false,
         schema: None,
         typed: Some(typed::<K>),
@@ -83,6 +84,37 @@ const CREATE_ON_UPDATE: [&str; 11] = [
     "clusterrolebindings",
     "roles",
     "rolebindings",
+];
+
+/// Plurals whose registry strategy refuses a PUT without a
+/// resourceVersion (`AllowUnconditionalUpdate` false in Kubernetes
+/// v1.37.2's `pkg/registry`, apiextensions-apiserver's and
+/// kube-aggregator's).
+const CONDITIONAL_UPDATE: [&str; 24] = [
+    "leases",
+    "leasecandidates",
+    "poddisruptionbudgets",
+    "runtimeclasses",
+    "csidrivers",
+    "csinodes",
+    "csistoragecapacities",
+    "volumeattachments",
+    "storageversions",
+    "storageversionmigrations",
+    "clustertrustbundles",
+    "podcertificaterequests",
+    "resourcepoolstatusrequests",
+    "podgroups",
+    "compositepodgroups",
+    "workloads",
+    "validatingadmissionpolicies",
+    "validatingadmissionpolicybindings",
+    "mutatingadmissionpolicies",
+    "mutatingadmissionpolicybindings",
+    "validatingwebhookconfigurations",
+    "mutatingwebhookconfigurations",
+    "customresourcedefinitions",
+    "apiservices",
 ];
 
 /// Plurals in the `all` category.

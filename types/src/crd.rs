@@ -88,6 +88,7 @@ pub fn served_types(crd: &Value) -> Result<Vec<ResourceInfo>, String> {
                 scale: v.pointer("/subresources/scale").is_some(),
                 generation: true,
                 create_on_update: false,
+                unconditional_update: false,
                 custom: true,
                 schema: v
                     .pointer("/schema/openAPIV3Schema")

@@ -80,6 +80,11 @@ pub struct ResourceInfo {
     /// Endpoints, LimitRanges, RuntimeClasses and RBAC's four types; never
     /// a custom resource.
     pub create_on_update: bool,
+    /// Whether a PUT without `metadata.resourceVersion` updates (the
+    /// registry strategy's `AllowUnconditionalUpdate`); otherwise it is
+    /// refused as invalid. Not for Leases, PodDisruptionBudgets, CSI and
+    /// admission types, CRDs, APIServices and custom resources.
+    pub unconditional_update: bool,
     /// Whether it is a custom resource (served for a CRD).
     pub custom: bool,
     /// A custom resource's structural schema (`openAPIV3Schema`).

@@ -121,6 +121,19 @@ impl ApiError {
         Self::invalid_fields(info, name, &[why.to_string()])
     }
 
+    /// 422 Invalid: a PUT without `metadata.resourceVersion` of a type whose
+    /// strategy wants one. A real server names the type by its resource
+    /// here (`leases`), in the message and in `details.kind` alike.
+    pub fn version_required(info: &ResourceInfo, name: &str) -> Self {
+        let why = "metadata.resourceVersion: Invalid value: 0: must be specified for an update";
+        let mut error = Self::invalid(info, name, why);
+        error.message = format!("{} \"{name}\" is invalid: {why}", resource_name(info));
+        if let Some(details) = error.details.as_mut() {
+            details["kind"] = info.plural.clone().into();
+        }
+        error
+    }
+
     /// 422 Invalid with one cause per error (`<field>: <Reason>: <detail>`,
     /// as field errors are worded), which kubectl prints after `is invalid:`.
     pub fn invalid_fields(info: &ResourceInfo, name: &str, errors: &[String]) -> Self {

@@ -176,6 +176,9 @@ pub enum Part {
     Main,
     /// The status subresource.
     Status,
+    /// The scale subresource: the replicas alone, in an entry that names
+    /// it and, as apimachinery's scale handler writes it, has no time.
+    Scale,
 }
 
 impl Part {
@@ -189,6 +192,9 @@ impl Part {
             Self::Whole => true,
             Self::Main => first != Some("f:status"),
             Self::Status => matches!(first, Some("f:status" | "f:metadata")),
+            Self::Scale => {
+                matches!(path.as_slice(), [spec, replicas] if spec == "f:spec" && replicas == "f:replicas")
+            }
         }
     }
 
@@ -197,6 +203,7 @@ impl Part {
     pub fn of(has_status: bool, subresource: Option<&str>) -> Self {
         match subresource {
             Some("status") => Self::Status,
+            Some("scale") => Self::Scale,
             None if has_status => Self::Main,
             _ => Self::Whole,
         }
@@ -204,7 +211,20 @@ impl Part {
 
     /// The subresource its entries name.
     fn subresource(self) -> Option<&'static str> {
-        (self == Self::Status).then_some("status")
+        match self {
+            Self::Status => Some("status"),
+            Self::Scale => Some("scale"),
+            Self::Whole | Self::Main => None,
+        }
+    }
+
+    /// The time its entries carry: now, but none for the scale handler's.
+    fn time(self) -> String {
+        if self == Self::Scale {
+            String::new()
+        } else {
+            now()
+        }
     }
 }
 
@@ -315,6 +335,12 @@ fn set_entries(object: &mut Value, mut entries: Vec<Entry>) {
             let mut entry = json!({"manager": e.manager, "operation": e.operation,
                 "apiVersion": e.api_version, "time": e.time, "fieldsType": "FieldsV1",
                 "fieldsV1": to_fields_v1(&e.fields)});
+            if e.time.is_empty() {
+                // No time sorts first (as zero seconds) and is left out.
+                if let Some(map) = entry.as_object_mut() {
+                    map.shift_remove("time");
+                }
+            }
             if let Some(subresource) = e.subresource {
                 entry["subresource"] = subresource.into();
             }
@@ -552,13 +578,13 @@ pub fn record_update(
         match managers.iter_mut().find(|e| e.is(manager, "Update", part)) {
             Some(entry) => {
                 entry.fields.extend(changed);
-                entry.time = now();
+                entry.time = part.time();
             }
             None => managers.push(Entry {
                 manager: manager.to_owned(),
                 operation: "Update".into(),
                 api_version: api_version.to_owned(),
-                time: now(),
+                time: part.time(),
                 fields: changed,
                 subresource: part.subresource().map(str::to_owned),
             }),
@@ -611,6 +637,51 @@ mod tests {
         assert_eq!(v1["f:metadata"]["f:labels"]["f:a"], json!({}));
         assert!(v1["f:metadata"].get("f:name").is_none());
         assert_eq!(from_fields_v1(&v1), set);
+    }
+
+    /// A write through `/scale` takes the replicas from their owner into an
+    /// entry of its own, with no time (apimachinery's scale handler), and
+    /// one that leaves the replicas as they are records nothing.
+    #[test]
+    fn a_scale_should_take_the_replicas_into_an_untimed_entry() {
+        let mut created =
+            json!({"metadata": {"name": "web"}, "spec": {"replicas": 2, "paused": false}});
+        record_update(
+            &json!({}),
+            &mut created,
+            "maker",
+            "apps/v1",
+            false,
+            Part::Main,
+        );
+        let mut scaled = created.clone();
+        scaled["spec"]["replicas"] = 3.into();
+        record_update(
+            &created,
+            &mut scaled,
+            "maker",
+            "apps/v1",
+            false,
+            Part::Scale,
+        );
+        let entries = scaled["metadata"]["managedFields"]
+            .as_array()
+            .expect("entries")
+            .clone();
+        assert_eq!(entries.len(), 2, "{entries:#?}");
+        assert_eq!(
+            entries[0],
+            json!({"manager": "maker", "operation": "Update", "apiVersion": "apps/v1",
+                "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": {}}},
+                "subresource": "scale"})
+        );
+        assert_eq!(
+            entries[1]["fieldsV1"],
+            json!({"f:spec": {".": {}, "f:paused": {}}})
+        );
+        let mut again = scaled.clone();
+        record_update(&scaled, &mut again, "other", "apps/v1", false, Part::Scale);
+        assert_eq!(again, scaled);
     }
 
     /// A manager's applies of the main resource and of its status are two

@@ -93,7 +93,15 @@ impl Api {
                     .ok_or_else(|| negative_replicas(&info, name, given))?;
                 let mut desired = current.clone();
                 desired["spec"]["replicas"] = replicas.into();
-                Self::updated(&info, name, None, current, desired, &manager, strict)
+                Self::updated(
+                    &info,
+                    name,
+                    Some("scale"),
+                    current,
+                    desired,
+                    &manager,
+                    strict,
+                )
             },
         )?;
         match reply {

@@ -565,7 +565,7 @@ impl Api {
             return self.create(target, request);
         }
         let wanted_rv = rv_of(&desired).map(str::to_owned);
-        let custom = info.custom;
+        let unconditional = info.unconditional_update;
         let manager = Self::manager(request);
         let strict = Self::strict(&request.query);
         self.write(target, name, Self::dry_run(&request.query), &request.user, |current| {
@@ -577,8 +577,8 @@ impl Api {
                         "the object has been modified; please apply your changes to the latest version and try again",
                     ));
                 }
-                (None, _) if custom => {
-                    return Err(ApiError::invalid(&info, name, "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"));
+                (None, _) if !unconditional => {
+                    return Err(ApiError::version_required(&info, name));
                 }
                 _ => {}
             }

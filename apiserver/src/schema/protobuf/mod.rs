@@ -17,8 +17,10 @@
 //! - Go's encoder writes fields that are not pointers even when empty: an
 //!   empty string and a zero `Time` are left out, as JSON's `omitempty`
 //!   leaves them out, except in the fields whose empty string JSON keeps
-//!   (a Lease's `holderIdentity`, a pointer; see `protos/gotypes.txt`). Numbers, booleans and empty messages are kept (a zero
-//!   `replicas` is meaningful).
+//!   (a Lease's `holderIdentity`, a pointer; see `protos/gotypes.txt`). Zero numbers and
+//!   `false` are left out where JSON's `omitempty` leaves them out (a
+//!   ConfigMap's `generation`), kept elsewhere (a pointer's zero
+//!   `replicas` is meaningful); empty messages are kept.
 //! - Fields Go embeds inline (a Volume's `VolumeSource`, an IngressRule's
 //!   value, a reference's `LocalObjectReference`, …) are merged into their
 //!   parent, as in JSON.
@@ -68,7 +70,7 @@ const INLINE: [(&str, &str); 8] = [
 /// The package of `meta.k8s.io/v1`'s messages.
 const META_V1: &str = "apimachinery.pkg.apis.meta.v1";
 
-/// The options every group version registers as its own
+/// The kinds every group version registers as its own
 /// (`metav1.AddToGroupVersion`): client-go sends a delete's `DeleteOptions`
 /// under the resource's group version (`coordination.k8s.io/v1`), and the
 /// message is meta/v1's.
@@ -318,6 +320,10 @@ fn values(kind: &str, wire: &Wire<'_>, depth: usize) -> Result<Vec<Option<Value>
     }
 }
 
+fn zero(n: &Number) -> bool {
+    n.as_f64() == Some(0.0)
+}
+
 /// A message of `kind` as JSON; none for what JSON leaves out (a zero
 /// time).
 fn message(kind: &str, bytes: &[u8], depth: usize) -> Result<Option<Value>, ProtobufError> {
@@ -342,6 +348,10 @@ fn message(kind: &str, bytes: &[u8], depth: usize) -> Result<Option<Value>, Prot
                 {
                     object.extend(inner);
                 }
+                // Go writes a zero number or `false` that JSON's
+                // `omitempty` leaves out.
+                Some(Value::Number(n)) if zero(&n) && omitted_when_zero(kind, &field.name) => {}
+                Some(Value::Bool(false)) if omitted_when_zero(kind, &field.name) => {}
                 Some(value)
                     if value != Value::String(String::new())
                         || schema::keeps_empty(kind, &field.name) =>
@@ -519,8 +529,10 @@ pub fn decode(body: &[u8]) -> Result<Value, ProtobufError> {
         .map(|package| format!("{package}.{kind}"))
         .filter(|name| SCHEMA.messages.contains_key(name))
         .or_else(|| {
-            META_KINDS
-                .contains(&kind.as_str())
+            // A `Status` is unversioned: `v1` only, as a real server's
+            // refusals are written.
+            (META_KINDS.contains(&kind.as_str())
+                || (api_version.as_str(), kind.as_str()) == ("v1", "Status"))
                 .then(|| format!("{META_V1}.{kind}"))
         })
         .ok_or_else(|| ProtobufError::Unsupported(format!("{kind} ({api_version})")))?;
@@ -690,6 +702,26 @@ mod tests {
             Ok(json!({
                 "metadata": {},
                 "spec": {"holderIdentity": "", "leaseDurationSeconds": 15},
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+            }))
+        );
+    }
+
+    #[test]
+    fn a_zero_number_should_stay_only_where_json_keeps_it() {
+        // ObjectMeta's generation (omitempty) at 0 and a Lease's
+        // leaseDurationSeconds (a pointer) at 0, as Go writes both.
+        let lease = [
+            len_field(1, &[len_field(1, b"l"), varint_field(7, 0)].concat()),
+            len_field(2, &varint_field(2, 0)),
+        ]
+        .concat();
+        assert_eq!(
+            decode(&envelope("coordination.k8s.io/v1", "Lease", &lease)),
+            Ok(json!({
+                "metadata": {"name": "l"},
+                "spec": {"leaseDurationSeconds": 0},
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
             }))

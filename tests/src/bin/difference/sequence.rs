@@ -4,11 +4,17 @@
 //! body), so that a generated sequence, a fuzz seed and a hand-written file
 //! are one thing and any of them can be printed and replayed.
 //!
+//! The content type's line may end with the `Accept` the request sends
+//! (`application/json Accept: application/vnd.kubernetes.protobuf,
+//! application/json`, or the `Accept: …` alone); a protobuf body
+//! (`application/vnd.kubernetes.protobuf`) is written in base64.
+//!
 //! Placeholders are filled from earlier answers when a request is sent:
 //! `{ns}` the sequence's namespace, `{rv}` and `{uid}` the
 //! `metadata.resourceVersion` and `metadata.uid` of the last answer that
 //! had one, `{rv:N}` and `{uid:N}` those of request `N`'s answer (from 0).
 
+use base64::Engine;
 use serde_json::{Value, json};
 
 /// One request.
@@ -19,7 +25,23 @@ pub(crate) struct Step {
     pub(crate) target: String,
     /// Empty for none.
     pub(crate) content_type: String,
+    /// The `Accept` header; empty for none.
+    pub(crate) accept: String,
     pub(crate) body: Vec<u8>,
+}
+
+/// Kubernetes' protobuf media type.
+pub(crate) const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+
+/// Written before a request's `Accept` on its content type's line.
+const ACCEPT: &str = "Accept: ";
+
+impl Step {
+    /// Whether the body is protobuf (binary: sent as it is, written in
+    /// base64, no placeholder filled in it).
+    pub(crate) fn protobuf(&self) -> bool {
+        self.content_type.starts_with(PROTOBUF)
+    }
 }
 
 /// Requests run in order against one server, in their own namespace.
@@ -51,13 +73,19 @@ impl Sequence {
         self.steps
             .iter()
             .map(|s| {
-                format!(
-                    "{} {}\n{}\n{}",
-                    s.method,
-                    s.target,
-                    s.content_type,
-                    String::from_utf8_lossy(&s.body)
-                )
+                let headers = if s.accept.is_empty() {
+                    s.content_type.clone()
+                } else {
+                    format!("{} {ACCEPT}{}", s.content_type, s.accept)
+                        .trim_start()
+                        .to_owned()
+                };
+                let body = if s.protobuf() {
+                    base64::engine::general_purpose::STANDARD.encode(&s.body)
+                } else {
+                    String::from_utf8_lossy(&s.body).into_owned()
+                };
+                format!("{} {}\n{headers}\n{body}", s.method, s.target)
             })
             .collect::<Vec<_>>()
             .join("\n---\n")
@@ -70,12 +98,24 @@ impl Sequence {
             .filter_map(|request| {
                 let mut lines = request.splitn(3, '\n');
                 let (method, target) = lines.next()?.split_once(' ')?;
-                Some(Step {
+                let headers = lines.next().unwrap_or_default();
+                let (content_type, accept) = headers.split_once(ACCEPT).unwrap_or((headers, ""));
+                let mut step = Step {
                     method: method.to_owned(),
                     target: target.to_owned(),
-                    content_type: lines.next().unwrap_or_default().trim().to_owned(),
+                    content_type: content_type.trim().to_owned(),
+                    accept: accept.trim().to_owned(),
                     body: lines.next().unwrap_or_default().as_bytes().to_vec(),
-                })
+                };
+                if step.protobuf() {
+                    // A body that is not base64 is sent as written.
+                    if let Ok(bytes) =
+                        base64::engine::general_purpose::STANDARD.decode(step.body.trim_ascii())
+                    {
+                        step.body = bytes;
+                    }
+                }
+                Some(step)
             })
             .collect();
         Self {
@@ -114,6 +154,7 @@ fn step(method: &str, target: String, content_type: &str, body: &Value) -> Step 
         method: method.to_owned(),
         target,
         content_type: content_type.to_owned(),
+        accept: String::new(),
         body: if body.is_null() {
             Vec::new()
         } else {
