@@ -20,19 +20,20 @@ NPM_STAMP := node_modules/.package-lock.json
 COMPONENTIZE_PY := componentize-py -d wit -w controller componentize
 COMPONENTIZE_JS := node_modules/.bin/kubewasm-componentize
 
-.PHONY: help setup plugins test-plugins rust-plugins rust-test-plugins build test-build sdk publish-sdk test lint guest-tests new-project-tests fmt dev bench soak fuzz real-cluster difference kube-rs-tests clean
+.PHONY: help setup plugins test-plugins rust-plugins rust-test-plugins build test-build sdk publish-sdk test lint guest-tests new-project-tests fmt dev bench soak fuzz real-cluster test-real difference kube-rs-tests clean
 
 help:
 	@echo "make setup         install the wasm target, componentize-py and the npm toolchain (make dev and make test do it)"
 	@echo "make plugins       build every example plugin (Rust, Python, JavaScript) into $(OUT)/, with their CRDs"
 	@echo "make test-plugins  build the test guests into $(TEST_OUT)/"
 	@echo "make sdk           the Python wheel and the npm tarball of the guest SDK, into $(SDK_OUT)/ (kubewasm new uses them)"
-	@echo "make test          fmt check, clippy -D warnings, unit, integration, doc and guest-language tests, new projects"
+	@echo "make test          fmt check, clippy -D warnings, gofmt and go vet, unit, integration, doc and guest-language tests, new projects, then make test-real"
 	@echo "make test-build    the kubewasm binary and every test, built once with the tests' features (make test does it)"
 	@echo "make dev           the main job: the embedded API server and the host running the example plugins"
 	@echo "make kube-rs-tests kube-rs 5.0's own cluster tests against the embedded API server (not in CI)"
 	@echo "make bench         run the benchmarks and rewrite their sections of BENCHMARKS.md"
 	@echo "make soak          ten plugins, 10,000 primaries, 10 minutes against the faulty server; figures into BENCHMARKS.md"
+	@echo "make test-real     the host's suites against a real control plane (CI=true: their reduced form)"
 	@echo "make real-cluster  a real control plane on loopback (Kubernetes, etcd, kwok Nodes; built from Go modules), until Ctrl-C"
 	@echo "make difference    the same request sequences to the embedded server and a real one; the table and the figure"
 	@echo "make fuzz          every fuzz target for FUZZ_SECONDS (60) each (fuzz/run; coverage-guided, libFuzzer)"
@@ -127,7 +128,13 @@ new-project-tests: test-build sdk
 fmt:
 	$(CARGO) fmt --all
 
+# The project's Go programs (the real control plane's module, the client-go
+# program of the difference tool).
+GO_MODULES := tests/real-cluster tests/difference/client-go
+
 lint:
+	@unformatted=$$(gofmt -l $(GO_MODULES)); [ -z "$$unformatted" ] || { echo "gofmt: $$unformatted"; exit 1; }
+	for m in $(GO_MODULES); do (cd $$m && go vet ./...) || exit 1; done
 	$(CARGO) fmt --all -- --check
 	rustfmt --check --edition 2024 fuzz/fuzz_targets/*.rs  # its own workspace: not in --all
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
@@ -143,6 +150,23 @@ guest-tests: $(NPM_STAMP)
 test: setup lint plugins test-plugins test-build guest-tests new-project-tests
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
+	$(MAKE) --no-print-directory test-real
+
+# The host's suites against a real control plane (tests/real-cluster/up, a
+# fresh one per test; built first, minutes from nothing): in full, or in CI
+# (CI=true) their reduced form, REAL_REDUCED's tests (each of them in its
+# own CI form): the examples through `kubewasm run`, a late CRD, a tenant
+# under the real RBAC and SubjectAccessReview, a Plugin resource, a ring
+# on the real server's shard selectors, the soak.
+REAL_SUITES := engine controllers discovery tenancy plugin_resources ring shard_selectors soak
+REAL_REDUCED := myapp_should_converge tenant_bootstrap_in_python configmap_replicator_in_javascript \
+	a_directory_plugin_should_wait_for_its_crd a_tenant_plugin_should_run_only_while \
+	a_plugin_resource_should_load_swap a_ring_should_grow shard_selectors_should_split \
+	ten_plugins_should_converge
+test-real: plugins test-plugins build
+	tests/real-cluster/build
+	KUBEWASM_TEST_CLUSTER=real $(CARGO) test -p kubewasm-tests $(addprefix --test ,$(REAL_SUITES)) \
+		$(if $(filter true,$(CI)),-- $(REAL_REDUCED))
 
 dev: setup plugins build
 	$(TARGET_DIR)/debug/kubewasm dev --plugins $(OUT) --metrics-addr 127.0.0.1:0 --kubeconfig-out $(TARGET_DIR)/kubewasm-dev.kubeconfig
@@ -157,9 +181,11 @@ fuzz:
 real-cluster:
 	tests/real-cluster/up $(TARGET_DIR)/real-cluster/run --nodes $(or $(NODES),3)
 
-# Starts both servers itself; ONLY=PREFIX runs some sequences, SHOW=1 prints each difference.
+# Starts both servers itself; ONLY=PREFIX runs some sequences, SHOW=1 prints each difference,
+# FUZZ=N sends N mutants of them instead (SEED=S).
 difference: build
-	$(CARGO) run -p kubewasm-tests --bin difference -- $(if $(ONLY),--only $(ONLY)) $(if $(SHOW),--show)
+	$(CARGO) run -p kubewasm-tests --bin difference -- $(if $(ONLY),--only $(ONLY)) $(if $(SHOW),--show) \
+		$(if $(FUZZ),--fuzz $(FUZZ) $(if $(SEED),--seed $(SEED)))
 
 kube-rs-tests: build
 	tests/kube-rs/run

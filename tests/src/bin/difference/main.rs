@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! cargo run -p kubewasm-tests --bin difference [-- --only PREFIX] [--show] [--markdown FILE]
+//!                                              [--fuzz N [--seed S]]
 //! ```
 //!
 //! Sequences: those generated for every resource of
@@ -20,7 +21,12 @@
 //! each with its reason. The tool prints a table per resource and verb and
 //! the figure (sequences identical / all), and fails on a difference not
 //! listed, or a listed one that no longer differs.
+//!
+//! `--fuzz N` sends N mutants of the generated sequences instead
+//! ([`mutate`]): each difference not listed is a finding, printed with its
+//! sequence; the figure is mutants identical / all.
 
+mod mutate;
 mod normalise;
 mod sequence;
 
@@ -362,7 +368,10 @@ struct Known {
 }
 
 impl Known {
+    /// Whether it lists sequence `name` (a mutant's, `<base>~<n>`, as its
+    /// base's).
     fn matches(&self, name: &str) -> bool {
+        let name = name.split_once('~').map_or(name, |(base, _)| base);
         let (resource, verb) = name.split_once('/').unwrap_or((name, ""));
         match self.sequence.split_once('/') {
             Some(("*", v)) => v == verb,
@@ -429,23 +438,36 @@ struct Options {
     only: Option<String>,
     show: bool,
     markdown: Option<std::path::PathBuf>,
+    /// Mutants to send instead of the sequences.
+    fuzz: Option<usize>,
+    seed: u64,
 }
+
+const USAGE: &str =
+    "usage: difference [--only PREFIX] [--show] [--markdown FILE] [--fuzz N [--seed S]]";
 
 fn options() -> anyhow::Result<Options> {
     let mut options = Options {
         only: None,
         show: false,
         markdown: None,
+        fuzz: None,
+        seed: 1,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
+        let mut number = |what: &str| -> anyhow::Result<u64> {
+            args.next()
+                .and_then(|n| n.parse().ok())
+                .with_context(|| format!("{what} takes a number: {USAGE}"))
+        };
         match arg.as_str() {
             "--only" => options.only = args.next(),
             "--show" => options.show = true,
             "--markdown" => options.markdown = args.next().map(Into::into),
-            other => anyhow::bail!(
-                "{other}: usage: difference [--only PREFIX] [--show] [--markdown FILE]"
-            ),
+            "--fuzz" => options.fuzz = Some(usize::try_from(number("--fuzz")?)?),
+            "--seed" => options.seed = number("--seed")?,
+            other => anyhow::bail!("{other}: {USAGE}"),
         }
     }
     Ok(options)
@@ -464,6 +486,15 @@ async fn main() -> anyhow::Result<()> {
     let mut all = sequences(&resources)?;
     if let Some(only) = &options.only {
         all.retain(|s| s.name.starts_with(only.as_str()));
+    }
+    if let Some(count) = options.fuzz {
+        let bases: Vec<Sequence> = all.into_iter().filter(Sequence::generated).collect();
+        eprintln!(
+            "difference: {count} mutants of {} sequences, seed {}",
+            bases.len(),
+            options.seed
+        );
+        all = mutate::mutants(&bases, count, &mut mutate::Rng::new(options.seed));
     }
 
     eprintln!("difference: starting the embedded server and the real control plane");
@@ -497,7 +528,12 @@ async fn main() -> anyhow::Result<()> {
     let mut verdicts = run_all(&targets, &known, generated, 0, PARALLEL, options.show).await?;
     let offset = verdicts.len();
     verdicts.extend(run_all(&targets, &known, rest, offset, 1, options.show).await?);
-    report(&verdicts, &known, options.markdown.as_deref())
+    report(
+        &verdicts,
+        &known,
+        options.markdown.as_deref(),
+        options.fuzz.is_some(),
+    )
 }
 
 /// What a sequence's run gave: the sequence, its verdict, and whether a
@@ -561,7 +597,15 @@ async fn run_all(
 }
 
 /// The table, the figure, and the verdict on the listed differences.
-fn report(verdicts: &[Run], known: &[Known], markdown: Option<&Path>) -> anyhow::Result<()> {
+/// Prints the table (not for mutants: their findings are the point) and
+/// the figure; fails on a difference not listed and, but for mutants, on a
+/// listed one gone.
+fn report(
+    verdicts: &[Run],
+    known: &[Known],
+    markdown: Option<&Path>,
+    mutants: bool,
+) -> anyhow::Result<()> {
     let mut table: BTreeMap<String, BTreeMap<String, &'static str>> = BTreeMap::new();
     let mut verbs: Vec<String> = Vec::new();
     let mut others: Vec<(String, &str)> = Vec::new();
@@ -619,8 +663,11 @@ fn report(verdicts: &[Run], known: &[Known], markdown: Option<&Path>) -> anyhow:
     for (name, cell) in &others {
         text.push_str(&format!("\n- {name}: {cell}"));
     }
+    if mutants {
+        text.clear();
+    }
     // A listed field that hid nothing anywhere is gone.
-    for k in known.iter().filter(|k| k.field.is_some()) {
+    for k in known.iter().filter(|k| k.field.is_some() && !mutants) {
         let hid = verdicts
             .iter()
             .any(|(sequence, _, masked)| *masked && k.matches(&sequence.name));
