@@ -141,21 +141,7 @@ impl ApiError {
             [one] => one.clone(),
             many => format!("[{}]", many.join(", ")),
         };
-        let causes: Vec<Value> = errors
-            .iter()
-            .map(|e| {
-                let (field, message) = e.split_once(": ").unwrap_or(("", e));
-                let reason = match message.split_once(':').map_or(message, |(r, _)| r) {
-                    "Required value" => "FieldValueRequired",
-                    "Forbidden" => "FieldValueForbidden",
-                    "Unsupported value" => "FieldValueNotSupported",
-                    "Too long" => "FieldValueTooLong",
-                    "Duplicate value" => "FieldValueDuplicate",
-                    _ => "FieldValueInvalid",
-                };
-                json!({"reason": reason, "message": message, "field": field})
-            })
-            .collect();
+        let causes = causes(errors);
         let named = registry_type(info);
         let named = named.as_ref();
         let kind = qualified_kind(named);
@@ -177,14 +163,23 @@ impl ApiError {
     /// `field` (an apply without `fieldManager`), as a real server words
     /// it: the options kind in `meta.k8s.io`, with an empty name.
     pub fn option_required(kind: &str, field: &str, why: &str) -> Self {
-        let message = format!("Required value: {why}");
+        Self::options_invalid(kind, &[format!("{field}: Required value: {why}")])
+    }
+
+    /// 422 Invalid: a request's options (`kind`, `ListOptions`) refused,
+    /// one cause per error (`<field>: <Reason>: <detail>`).
+    pub fn options_invalid(kind: &str, errors: &[String]) -> Self {
+        let why = match errors {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
         let mut invalid = Self::new(
             422,
             "Invalid",
-            format!("{kind}.meta.k8s.io \"\" is invalid: {field}: {message}"),
+            format!("{kind}.meta.k8s.io \"\" is invalid: {why}"),
         );
         invalid.details = Some(json!({"group": "meta.k8s.io", "kind": kind,
-            "causes": [{"reason": "FieldValueRequired", "message": message, "field": field}]}));
+            "causes": causes(errors)}));
         invalid
     }
 
@@ -329,6 +324,25 @@ fn registry_type(info: &ResourceInfo) -> std::borrow::Cow<'_, ResourceInfo> {
 
 /// A kind as errors about an object name it: `ConfigMap`,
 /// `Lease.coordination.k8s.io`.
+/// The `causes` of field errors worded `<field>: <Reason>: <detail>`.
+fn causes(errors: &[String]) -> Vec<Value> {
+    errors
+        .iter()
+        .map(|e| {
+            let (field, message) = e.split_once(": ").unwrap_or(("", e));
+            let reason = match message.split_once(':').map_or(message, |(r, _)| r) {
+                "Required value" => "FieldValueRequired",
+                "Forbidden" => "FieldValueForbidden",
+                "Unsupported value" => "FieldValueNotSupported",
+                "Too long" => "FieldValueTooLong",
+                "Duplicate value" => "FieldValueDuplicate",
+                _ => "FieldValueInvalid",
+            };
+            json!({"reason": reason, "message": message, "field": field})
+        })
+        .collect()
+}
+
 fn qualified_kind(info: &ResourceInfo) -> String {
     if info.group.is_empty() {
         info.kind.clone()

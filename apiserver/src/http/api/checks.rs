@@ -109,6 +109,36 @@ impl Api {
         }
     }
 
+    /// An apply's configuration as a real server first reads it: into a
+    /// map (anything but an object or null refused), then its
+    /// `apiVersion` and `kind`, a value that is not a string read as empty
+    /// (`invalid object type: /, Kind=Ingress`).
+    pub(super) fn apply_readable(document: &Value) -> Result<(), ApiError> {
+        if !document.is_object() && !document.is_null() {
+            return Err(ApiError::bad_request(format!(
+                "error decoding patch: error unmarshaling JSON: while decoding JSON: json: \
+                 cannot unmarshal {} into Go value of type map[string]interface {{}}",
+                super::request::go_type(document)
+            )));
+        }
+        let field = |name: &str| document.get(name).filter(|v| !v.is_null());
+        let text = |name: &str| field(name).and_then(Value::as_str).unwrap_or_default();
+        if [field("apiVersion"), field("kind")]
+            .iter()
+            .flatten()
+            .any(|v| !v.is_string())
+        {
+            let (group, version) = text("apiVersion")
+                .rsplit_once('/')
+                .unwrap_or(("", text("apiVersion")));
+            return Err(ApiError::bad_request(format!(
+                "invalid object type: {group}/{version}, Kind={}",
+                text("kind")
+            )));
+        }
+        Ok(())
+    }
+
     /// An apply's configuration, made a typed object as a real server
     /// makes it (500): a value of the wrong shape fails the typed patch,
     /// one the conversion refuses (a quantity, a time) fails converting it.

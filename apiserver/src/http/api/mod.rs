@@ -332,6 +332,9 @@ impl Api {
             .query
             .get("watch")
             .is_some_and(|w| w == "true" || w == "1");
+        if request.method == "GET" && target.name.is_none() && target.subresource.is_none() {
+            query::list_options(&request.query, watching)?;
+        }
         let reply = match (request.method, &target.name, target.subresource.as_deref()) {
             ("GET", None, None) if watching => {
                 self.watch(&target, &request.query, representation, &request.user.name)

@@ -31,16 +31,86 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Parses a query string.
+/// Parses a query string; a parameter given twice is its first value, as a
+/// real server reads its options.
 pub fn parse_query(query: &str) -> HashMap<String, String> {
-    query
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (percent_decode(k), percent_decode(v))
-        })
-        .collect()
+    let mut parsed = HashMap::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        parsed
+            .entry(percent_decode(k))
+            .or_insert_with(|| percent_decode(v));
+    }
+    parsed
+}
+
+/// The options of a list or a watch a real server refuses (apimachinery's
+/// `ValidateListOptions`, v1.37.2): 422, every problem listed.
+pub(super) fn list_options(query: &HashMap<String, String>, watch: bool) -> Result<(), ApiError> {
+    let given = |name: &str| {
+        query
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    };
+    let (version, continued) = (given("resourceVersion"), given("continue").is_some());
+    let initial_events = query.contains_key("sendInitialEvents");
+    let forbidden = |why: &str| format!("resourceVersionMatch: Forbidden: {why}");
+    let unsupported = |value: &str, supported: &str| {
+        format!("resourceVersionMatch: Unsupported value: {value:?}: supported values: {supported}")
+    };
+    let mut errors = Vec::new();
+    if watch && initial_events && given("resourceVersionMatch") != Some("NotOlderThan") {
+        errors.push(forbidden(
+            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ));
+    }
+    match given("resourceVersionMatch") {
+        Some(matching) if watch => {
+            if !initial_events {
+                errors.push(forbidden(
+                    "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                ));
+            }
+            if matching != "NotOlderThan" {
+                errors.push(unsupported(matching, "\"NotOlderThan\""));
+            }
+            if continued {
+                errors.push(forbidden(
+                    "resourceVersionMatch is forbidden when continue is provided",
+                ));
+            }
+        }
+        Some(matching) => {
+            if version.is_none() {
+                errors.push(forbidden(
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                ));
+            }
+            if continued {
+                errors.push(forbidden(
+                    "resourceVersionMatch is forbidden when continue is provided",
+                ));
+            }
+            if matching != "Exact" && matching != "NotOlderThan" {
+                errors.push(unsupported(matching, "\"Exact\", \"NotOlderThan\", \"\""));
+            }
+            if matching == "Exact" && version == Some("0") {
+                errors.push(forbidden(
+                    "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                ));
+            }
+        }
+        None => {}
+    }
+    if !watch && initial_events {
+        errors.push("sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list".into());
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::options_invalid("ListOptions", &errors))
+    }
 }
 
 /// A resourceVersion: a decimal `u64`, or 400.
@@ -89,6 +159,48 @@ mod tests {
         let q = parse_query("labelSelector=app%3Dweb%2Ctier+in+%28a%29&watch=true");
         assert_eq!(q["labelSelector"], "app=web,tier in (a)");
         assert_eq!(q["watch"], "true");
+    }
+
+    #[test]
+    fn a_parameter_given_twice_should_be_its_first_value() {
+        assert_eq!(parse_query("limit=1&limit=2")["limit"], "1");
+    }
+
+    #[test]
+    fn list_options_should_be_refused_as_a_real_server_refuses_them() {
+        let check = |query: &str, watch: bool| list_options(&parse_query(query), watch);
+        assert_eq!(
+            check("resourceVersion=5&resourceVersionMatch=Exact", false),
+            Ok(())
+        );
+        assert_eq!(
+            check(
+                "sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
+                true
+            ),
+            Ok(())
+        );
+        let error = check("resourceVersionMatch=Exact", false).expect_err("no version");
+        assert_eq!(
+            error.message,
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"
+        );
+        let error = check(
+            "resourceVersion=0&resourceVersionMatch=Soon&continue=x",
+            false,
+        )
+        .expect_err("three");
+        assert_eq!(error.code, 422);
+        assert_eq!(
+            error
+                .details
+                .as_ref()
+                .map(|d| d["causes"].as_array().map(Vec::len)),
+            Some(Some(2)),
+            "{error:?}"
+        );
+        assert!(check("resourceVersionMatch=NotOlderThan", true).is_err());
+        assert!(check("sendInitialEvents=true", false).is_err());
     }
 
     #[test]

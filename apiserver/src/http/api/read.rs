@@ -107,18 +107,22 @@ impl Api {
                 .items
                 .partition_point(|o| ObjectKey::of(o).is_some_and(|k| k <= *after))
         });
-        let mut matching = snapshot.items[start..].iter().filter(|o| filter.matches(o));
-        let page: Vec<&Arc<Value>> = matching.by_ref().take(limit).collect();
+        let rest = &snapshot.items[start..];
+        let mut matching = rest.iter().enumerate().filter(|(_, o)| filter.matches(o));
+        let page: Vec<(usize, &Arc<Value>)> = matching.by_ref().take(limit).collect();
         let remaining = matching.count();
+        // A full page continues while any object follows it, selected or
+        // not: a real server stops reading at the limit, unaware whether
+        // what follows matches.
+        let more = page.len() == limit && page.last().is_some_and(|(i, _)| i + 1 < rest.len());
+        let page: Vec<&Arc<Value>> = page.into_iter().map(|(_, o)| o).collect();
         let mut metadata = list_metadata(&target.info, snapshot.rv);
         // A custom resource's list is filtered but says nothing of it, as
         // a real server's (v1.37's unstructured lists carry no `shardInfo`).
         if let Some(info) = filter.shard_info().filter(|_| !target.info.custom) {
             metadata["shardInfo"] = info;
         }
-        if remaining > 0
-            && let Some(last) = page.last().and_then(|o| ObjectKey::of(o))
-        {
+        if more && let Some(last) = page.last().and_then(|o| ObjectKey::of(o)) {
             metadata["continue"] = Continue {
                 rv: snapshot.rv,
                 after: last,

@@ -89,6 +89,22 @@ fn summary(body: &[u8]) -> String {
     }
 }
 
+/// The anonymous struct a real server's serializer reads a body's
+/// `apiVersion` and `kind` into, as Go prints its type.
+const TYPE_META: &str = r#"struct { APIVersion string "json:\"apiVersion,omitempty\""; Kind string "json:\"kind,omitempty\"" }"#;
+
+/// The JSON type of `value` as Go's decoder names it in an error.
+pub(super) fn go_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
 /// The first character after a complete JSON value (past whitespace), if
 /// any, quoted as Go's JSON scanner quotes it (`'}'`): found by reading the
 /// one value and looking at what follows, not from the error's words.
@@ -134,18 +150,20 @@ impl Request<'_> {
             Ok(value) => {
                 // The serializer reads `apiVersion` and `kind` first, as
                 // strings of an anonymous struct.
+                if !value.is_object() && !value.is_null() {
+                    return Err(unrecognized(&format!(
+                        "json: cannot unmarshal {} into Go value of type {TYPE_META}",
+                        go_type(&value)
+                    )));
+                }
                 let typed = value.as_object().into_iter().flatten();
                 for (field, v) in typed.filter(|(f, _)| *f == "apiVersion" || *f == "kind") {
-                    let wrong = match v {
-                        Value::Null | Value::String(_) => continue,
-                        Value::Bool(_) => "bool",
-                        Value::Number(_) => "number",
-                        Value::Array(_) => "array",
-                        Value::Object(_) => "object",
-                    };
-                    return Err(unrecognized(&format!(
-                        "json: cannot unmarshal {wrong} into Go struct field .{field} of type string"
-                    )));
+                    if !v.is_null() && !v.is_string() {
+                        return Err(unrecognized(&format!(
+                            "json: cannot unmarshal {} into Go struct field .{field} of type string",
+                            go_type(v)
+                        )));
+                    }
                 }
                 Ok(value)
             }

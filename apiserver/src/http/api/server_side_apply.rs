@@ -35,6 +35,7 @@ impl Api {
         let strict = Self::strict(&request.query);
         // YAML is the declared format; JSON (what kubectl and kube-rs send) is
         // YAML, and the media type says YAML.
+        Self::apply_readable(&request.document()?)?;
         let applied = Self::body_named(&info, request, name)?;
         Self::apply_decodable(&info, name, &applied)?;
         let api_version = info.api_version();

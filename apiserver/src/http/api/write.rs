@@ -58,12 +58,17 @@ fn wrong_kind(info: &ResourceInfo, kind: &str, body: &Value) -> ApiError {
             format!("kind: Invalid value: {kind:?}: must be {}", info.kind),
         );
     }
+    unregistered(info, &info.api_version(), kind)
+}
+
+/// A built-in body of a group version or kind its scheme does not
+/// register (`apiVersion: apps/v9`), as a real server's decoder refuses it.
+fn unregistered(info: &ResourceInfo, api_version: &str, kind: &str) -> ApiError {
+    let version = api_version.rsplit_once('/').map_or(api_version, |(_, v)| v);
     ApiError::bad_request(format!(
-        "{kind} in version {:?} cannot be handled as a {}: no kind {kind:?} is registered for \
-         version {:?} in scheme \"pkg/runtime/scheme.go:111\"",
-        info.version,
+        "{kind} in version {version:?} cannot be handled as a {}: no kind {kind:?} is registered for \
+         version {api_version:?} in scheme \"pkg/runtime/scheme.go:111\"",
         info.kind,
-        info.api_version()
     ))
 }
 
@@ -77,10 +82,19 @@ impl Api {
                 "the body of the request must be a JSON object",
             ));
         }
-        let field = |f: &str| body.get(f).and_then(Value::as_str);
+        // Empty is unset, as Go's decoder reads it.
+        let field = |f: &str| {
+            body.get(f)
+                .and_then(Value::as_str)
+                .filter(|v| !v.is_empty())
+        };
         if let Some(api_version) = field("apiVersion")
             && api_version != info.api_version()
         {
+            if !info.custom {
+                let kind = field("kind").unwrap_or(&info.kind);
+                return Err(unregistered(info, api_version, kind));
+            }
             return Err(ApiError::bad_request(format!(
                 "the API version in the data ({api_version}) does not match the expected API version ({})",
                 info.api_version()
@@ -553,6 +567,12 @@ impl Api {
     ) -> Result<Reply, ApiError> {
         let info = target.info.clone();
         let desired = Self::body_named(&info, request, name)?;
+        // An update's object names itself, as the URL does.
+        if crate::objects::text_at(&desired, "/metadata/name").is_empty() {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({name} based on URL) was undeterminable: name must be provided"
+            )));
+        }
         Self::decodable(&info, &desired)?;
         let subresource = target.subresource.clone();
         if info.create_on_update
