@@ -163,7 +163,7 @@ REAL_REDUCED := myapp_should_converge tenant_bootstrap_in_python configmap_repli
 	a_directory_plugin_should_wait_for_its_crd a_tenant_plugin_should_run_only_while \
 	a_plugin_resource_should_load_swap a_ring_should_grow shard_selectors_should_split \
 	ten_plugins_should_converge
-test-real: plugins test-plugins build
+test-real: plugins test-plugins test-build
 	tests/real-cluster/build
 	KUBEWASM_TEST_CLUSTER=real $(CARGO) test -p kubewasm-tests $(addprefix --test ,$(REAL_SUITES)) \
 		$(if $(filter true,$(CI)),-- $(REAL_REDUCED))

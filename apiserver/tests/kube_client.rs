@@ -1010,3 +1010,96 @@ async fn writes_and_lists_should_answer_as_a_real_server_does() -> anyhow::Resul
 
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn services_created_at_once_should_get_distinct_addresses_at_a_constant_cost()
+-> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Service;
+    let store = Store::new(1000);
+    seed(&store)?;
+    let api = RestApi::new(store.clone(), ApiConfig::default());
+    let server = ApiServer::start("127.0.0.1:0".parse()?, api, None).await?;
+    let client = Client::try_from(Config::new(format!("http://{}", server.addr()).parse()?))?;
+    let services: Api<Service> = Api::namespaced(client, "default");
+    // `count` Services created by 16 clients at once: their probes of the
+    // allocators' ranges.
+    let create = |from: usize, count: usize| {
+        let (services, store) = (services.clone(), store.clone());
+        async move {
+            let before = store.address_probes();
+            let mut running = tokio::task::JoinSet::new();
+            for client in 0..16 {
+                let services = services.clone();
+                running.spawn(async move {
+                    for i in (from + client..from + count).step_by(16) {
+                        let service: Service = serde_json::from_value(json!({
+                            "metadata": {"name": format!("s-{i}")},
+                            "spec": {"type": if i % 2 == 0 { "NodePort" } else { "ClusterIP" },
+                                "ports": [{"port": 80}]}}))?;
+                        services.create(&PostParams::default(), &service).await?;
+                    }
+                    anyhow::Ok(())
+                });
+            }
+            while let Some(done) = running.join_next().await {
+                done??;
+            }
+            anyhow::Ok(store.address_probes() - before)
+        }
+    };
+    let first = create(0, 200).await?;
+    create(200, 1_800).await?;
+    let last = create(2_000, 200).await?;
+    // A ClusterIP each, and a nodePort each other one: at most two
+    // probes per address when none was freed.
+    assert!(
+        first <= 300 && last <= first,
+        "{first} probes for the first 200, {last} for the last"
+    );
+    let all = services.list(&ListParams::default()).await?.items;
+    let mut ips: Vec<_> = all
+        .iter()
+        .filter_map(|s| s.spec.as_ref()?.cluster_ip.clone())
+        .collect();
+    let mut ports: Vec<_> = all
+        .iter()
+        .flat_map(|s| s.spec.iter().flat_map(|s| s.ports.iter().flatten()))
+        .filter_map(|p| p.node_port)
+        .collect();
+    let (services_count, node_ports) = (ips.len(), ports.len());
+    ips.sort();
+    ips.dedup();
+    ports.sort_unstable();
+    ports.dedup();
+    assert_eq!(
+        (ips.len(), ports.len()),
+        (services_count, node_ports),
+        "an address given twice"
+    );
+    assert_eq!(
+        (services_count, node_ports),
+        (2_201, 1_100),
+        "the `kubernetes` Service and ours"
+    );
+    // A Service deleted frees its address; one asking for a held address
+    // is refused as a real server refuses it.
+    let taken: Service = serde_json::from_value(json!({"metadata": {"name": "taken"},
+        "spec": {"clusterIP": "10.96.0.11", "ports": [{"port": 80}]}}))?;
+    let refused = services
+        .create(&PostParams::default(), &taken)
+        .await
+        .expect_err("held");
+    assert!(
+        matches!(&refused, kube::Error::Api(s) if s.code == 422
+            && s.message.contains("failed to allocate IP 10.96.0.11: provided IP is already allocated")),
+        "{refused}"
+    );
+    let holder = all
+        .iter()
+        .find(|s| s.spec.as_ref().and_then(|s| s.cluster_ip.as_deref()) == Some("10.96.0.11"))
+        .and_then(|s| s.metadata.name.clone())
+        .ok_or_else(|| anyhow::anyhow!("no Service holds 10.96.0.11"))?;
+    services.delete(&holder, &DeleteParams::default()).await?;
+    services.create(&PostParams::default(), &taken).await?;
+    Ok(())
+}

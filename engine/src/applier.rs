@@ -17,6 +17,11 @@
 //! with a storm of retries. A delete or a
 //! finalizer removal of an object that is already gone (404) is success.
 //!
+//! # Unchanged writes
+//! The caller may name actions the server would not change (a controller's
+//! apply that already holds on the cached object): those are not sent, and
+//! count as written with the cached object's [`Written`].
+//!
 //! # Impersonation
 //! An applier made with [`Applier::impersonating`] sends every request as
 //! another user (`Impersonate-User`): a tenant's writes are then made as
@@ -138,29 +143,38 @@ impl Applier {
         })
     }
 
-    /// [`Self::apply`], asking `may_write` before each action: the first
+    /// Sends `actions` in order, asking `may_write` before each: the first
     /// it refuses, and every one after, is not sent ([`ApplyError::Fenced`]).
+    /// An action with an entry in `unchanged` is not sent either: the
+    /// object already holds it, and the entry stands for the answer.
+    /// Each action's [`Written`], in order.
     ///
     /// # Errors
-    /// As [`Self::apply`].
+    /// The first failure, with the number of actions done before it; the
+    /// rest are not sent.
     pub async fn apply_while(
         &self,
         actions: &[Action],
+        unchanged: &[Option<Written>],
         may_write: impl Fn() -> bool,
-    ) -> Result<Vec<Option<Box<str>>>, (usize, ApplyError)> {
-        let mut versions = Vec::with_capacity(actions.len());
+    ) -> Result<Vec<Written>, (usize, ApplyError)> {
+        let mut written = Vec::with_capacity(actions.len());
         for (done, action) in actions.iter().enumerate() {
+            if let Some(Some(held)) = unchanged.get(done) {
+                written.push(held.clone());
+                continue;
+            }
             if !may_write() {
                 let ApiRequest { action, path, .. } = action.request();
                 return Err((done, ApplyError::Fenced { action, path }));
             }
-            versions.push(self.send(action).await.map_err(|error| (done, error))?);
+            written.push(self.send(action).await.map_err(|error| (done, error))?);
         }
-        Ok(versions)
+        Ok(written)
     }
 
-    /// Sends one action: the resourceVersion the response carries, if any.
-    async fn send(&self, to_apply: &Action) -> Result<Option<Box<str>>, ApplyError> {
+    /// Sends one action: the object its response carries, if any.
+    async fn send(&self, to_apply: &Action) -> Result<Written, ApplyError> {
         let ApiRequest {
             action,
             method,
@@ -189,8 +203,10 @@ impl Applier {
                 source,
             })?;
         match self.client.request_text(http_request).await {
-            Ok(text) => Ok(resource_version(&text)),
-            Err(kube::Error::Api(status)) if status.code == 404 && to_apply.removes() => Ok(None),
+            Ok(text) => Ok(Written::read(&text)),
+            Err(kube::Error::Api(status)) if status.code == 404 && to_apply.removes() => {
+                Ok(Written::default())
+            }
             Err(kube::Error::Api(status)) => Err(ApplyError::Refused {
                 action,
                 path,
@@ -213,22 +229,31 @@ impl Applier {
     }
 }
 
-/// The `metadata.resourceVersion` of a response's object, if it has one
-/// (the rest of the body is skipped, not parsed into values).
-fn resource_version(text: &str) -> Option<Box<str>> {
-    #[derive(serde::Deserialize)]
-    struct Object {
-        metadata: Option<Metadata>,
+/// The object a write left, as its answer says: what the engine remembers
+/// of it (nothing when the answer is no object: a `Status`, a 404 of
+/// something already gone).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+pub struct Written {
+    /// Its `metadata.resourceVersion`.
+    #[serde(rename = "resourceVersion")]
+    pub resource_version: Option<Box<str>>,
+    /// Its `metadata.uid`.
+    pub uid: Option<Box<str>>,
+}
+
+impl Written {
+    /// Reads a response's object's identity (the rest of the body is
+    /// skipped, not parsed into values).
+    fn read(text: &str) -> Self {
+        #[derive(serde::Deserialize)]
+        struct Object {
+            metadata: Option<Written>,
+        }
+        serde_json::from_str::<Object>(text)
+            .ok()
+            .and_then(|object| object.metadata)
+            .unwrap_or_default()
     }
-    #[derive(serde::Deserialize)]
-    struct Metadata {
-        #[serde(rename = "resourceVersion")]
-        resource_version: Option<Box<str>>,
-    }
-    serde_json::from_str::<Object>(text)
-        .ok()?
-        .metadata?
-        .resource_version
 }
 
 #[cfg(test)]
@@ -236,10 +261,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_response_should_give_its_resource_version() {
-        let text = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","resourceVersion":"42","labels":{"x":"y"}},"data":{"k":"v"}}"#;
-        assert_eq!(resource_version(text).as_deref(), Some("42"));
-        assert_eq!(resource_version(r#"{"kind":"Status"}"#), None);
-        assert_eq!(resource_version("not json"), None);
+    fn a_response_should_give_its_resource_version_and_uid() {
+        let text = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","uid":"u-1","resourceVersion":"42","labels":{"x":"y"}},"data":{"k":"v"}}"#;
+        let written = Written::read(text);
+        assert_eq!(written.resource_version.as_deref(), Some("42"));
+        assert_eq!(written.uid.as_deref(), Some("u-1"));
+        assert_eq!(Written::read(r#"{"kind":"Status"}"#), Written::default());
+        assert_eq!(Written::read("not json"), Written::default());
     }
 }

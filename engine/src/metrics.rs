@@ -4,6 +4,7 @@
 //! |---|---|---|
 //! | `kubewasm_reconcile_total` | plugin, result | steps by result (`success`, `error`) |
 //! | `kubewasm_reconcile_skipped_total` | plugin | keys not called: the inputs of their last successful reconcile unchanged (primary, what it read, version, configuration) |
+//! | `kubewasm_writes_unchanged_total` | plugin | applies not sent: the cached object already held them, as the plugin's last apply left it (the server would change nothing) |
 //! | `kubewasm_scheduled_total` | plugin, result | scheduled calls (`success`, `error`: the call failed, an action was refused or a write failed) |
 //! | `kubewasm_read_triggers_overflowed_total` | plugin | reconciles that read more than the host keeps as triggers (`reads` mapping): their key is queued by every change of a `reads` type |
 //! | `kubewasm_reconcile_errors_total` | plugin, kind | failures by kind: `plugin` (its own failure), `denied`, `config`, `deadline` (overruns), `memory`, `limit`, `trap`, `call`, `api` |
@@ -103,6 +104,7 @@ pub struct Metrics {
     registry: Registry,
     reconciles: Family<ResultLabel, Counter>,
     skipped: Family<PluginLabel, Counter>,
+    unchanged: Family<PluginLabel, Counter>,
     read_triggers_overflowed: Family<PluginLabel, Counter>,
     scheduled: Family<ResultLabel, Counter>,
     errors: Family<KindLabel, Counter>,
@@ -139,6 +141,7 @@ impl Default for Metrics {
         let mut registry = Registry::with_prefix("kubewasm");
         let reconciles = Family::default();
         let skipped = Family::default();
+        let unchanged = Family::default();
         let read_triggers_overflowed = Family::default();
         let scheduled = Family::default();
         let errors = Family::default();
@@ -164,6 +167,11 @@ impl Default for Metrics {
             "reconcile_skipped",
             "Keys not called: their inputs unchanged since their last successful reconcile",
             skipped.clone(),
+        );
+        registry.register(
+            "writes_unchanged",
+            "Applies not sent: the cached object already held them",
+            unchanged.clone(),
         );
         registry.register(
             "read_triggers_overflowed",
@@ -270,6 +278,7 @@ impl Default for Metrics {
             registry,
             reconciles,
             skipped,
+            unchanged,
             read_triggers_overflowed,
             scheduled,
             errors,
@@ -326,6 +335,15 @@ impl Metrics {
     /// Counts a key of `plugin` not called: its inputs were unchanged.
     pub(super) fn skipped(&self, plugin: &str) {
         self.skipped.get_or_create(&label(plugin)).inc();
+    }
+
+    /// Counts `count` applies of `plugin` not sent: the object held them.
+    pub(super) fn unchanged(&self, plugin: &str, count: usize) {
+        if count > 0 {
+            self.unchanged
+                .get_or_create(&label(plugin))
+                .inc_by(count as u64);
+        }
     }
 
     /// Counts a scheduled call of `plugin` by its result (`success`,

@@ -48,6 +48,24 @@ fn myapp_should_converge_rescale_heal_and_clean_up() {
         get_json(&server, &["myapp", "demo"]).is_some_and(|a| a["status"]["availableReplicas"] == 2)
     });
 
+    // A steady state writes nothing: a change of the MyApp that changes
+    // none of its outcome runs the reconcile, whose three applies (the
+    // Deployment, the Service, the status) the cluster already holds.
+    let count = |series: &str| host.metric(series).unwrap_or(0.0);
+    let (sent, held, reconciled) = (
+        r#"kubewasm_actions_total{plugin="myapp",result="applied"}"#,
+        r#"kubewasm_writes_unchanged_total{plugin="myapp"}"#,
+        r#"kubewasm_reconcile_total{plugin="myapp",result="success"}"#,
+    );
+    let before = (count(sent), count(held), count(reconciled));
+    server.ok(&["label", "myapp", "demo", "touched=yes"]);
+    eventually(
+        "the labelled MyApp reconciled, its applies left out",
+        &host,
+        || count(reconciled) > before.2 && count(held) >= before.1 + 3.0,
+    );
+    assert_eq!(count(sent), before.0, "a steady state wrote");
+
     // Scaling rescales.
     server.ok(&[
         "patch",

@@ -35,9 +35,11 @@ use kubewasm_core::ObjectKey;
 use serde_json::Value;
 use tokio::sync::Notify;
 
+use addresses::Addresses;
 use index::Indexes;
 use persist::{PersistError, Persistence};
 
+mod addresses;
 mod history;
 pub(crate) mod index;
 pub mod persist;
@@ -51,6 +53,7 @@ pub const DEFAULT_HISTORY: usize = 10_000;
 /// take as JSON. Events of big objects are compacted sooner.
 pub const DEFAULT_HISTORY_BYTES: usize = 256 << 20;
 
+pub use addresses::{AddressError, NODE_PORTS, Reservation, SERVICE_RANGE};
 pub use kubewasm_types::info::ResourceKey;
 
 /// Which version of a list to read.
@@ -198,6 +201,8 @@ struct State {
 #[derive(Debug)]
 struct Shared {
     state: Mutex<State>,
+    /// The Services' addresses in use: taken after `state`, never before.
+    addresses: Mutex<Addresses>,
     /// Woken by every change, and by the database when the durable RV
     /// moves.
     changed: Arc<Notify>,
@@ -223,6 +228,12 @@ impl Default for Store {
     fn default() -> Self {
         Self::new(DEFAULT_HISTORY)
     }
+}
+
+/// Whether objects of `resource` are Services (whose addresses the store
+/// keeps).
+fn is_service(resource: &ResourceKey) -> bool {
+    resource.group.is_empty() && resource.plural == "services"
 }
 
 /// Sets `metadata.resourceVersion`.
@@ -335,9 +346,13 @@ impl Store {
         changed: Arc<Notify>,
     ) -> Self {
         let mut indexes = Indexes::default();
+        let mut addresses = Addresses::default();
         for (resource, stored) in &objects {
             for (key, object) in stored {
                 indexes.update(&(resource.clone(), key.clone()), None, Some(object));
+                if is_service(resource) {
+                    addresses.follow(None, Some(object));
+                }
             }
         }
         Self {
@@ -353,6 +368,7 @@ impl Store {
                     snapshots: VecDeque::new(),
                     indexes,
                 }),
+                addresses: Mutex::new(addresses),
                 changed,
                 persistence,
             }),
@@ -404,6 +420,24 @@ impl Store {
             .state
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn addresses(&self) -> MutexGuard<'_, Addresses> {
+        self.shared
+            .addresses
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Addresses for a Service being created, held until the create
+    /// commits ([`Reservation::keep`]) and freed if it does not.
+    pub fn reservation(&self) -> Reservation {
+        Reservation::new(self.clone())
+    }
+
+    /// The work the address allocators did so far (probes of their ranges).
+    pub fn address_probes(&self) -> u64 {
+        self.addresses().probes()
     }
 
     /// The current RV.
@@ -507,6 +541,9 @@ impl Store {
         state
             .indexes
             .update(&(resource.clone(), key.clone()), previous.as_deref(), after);
+        if is_service(resource) {
+            self.addresses().follow(previous.as_deref(), after);
+        }
         let objects = state.objects.entry(resource.clone()).or_default();
         if kind == EventType::Deleted {
             objects.remove(key);

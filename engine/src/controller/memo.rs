@@ -36,6 +36,7 @@ use kubewasm_runtime::resource::ObjectKey;
 use kubewasm_runtime::step::{Call, Step};
 
 use super::version::Version;
+use crate::applier::Written;
 use crate::listing::Key;
 use crate::queue::Priority;
 
@@ -97,14 +98,14 @@ impl Memo {
 
     /// Remembers (or forgets) what `key`'s step that began with the
     /// primary at `primary` ran with, once its actions were all applied
-    /// (`written`: the resourceVersion each action's response carried).
+    /// (`written`: what each action's response carried).
     pub(super) fn succeeded(
         &self,
         key: &Key,
         primary: Option<Box<str>>,
         version: &Version,
         step: &Step,
-        written: &[Option<Box<str>>],
+        written: &[Written],
     ) {
         let witness = |primary: &str| {
             let mut witness = step.reads.witness((version.serial, primary))?;
@@ -113,7 +114,7 @@ impl Memo {
             for (action, written) in step.actions.iter().zip(written) {
                 match action.object() {
                     Some((resource, key, true)) => {
-                        witness.wrote(resource, key, Some(written.as_deref()?));
+                        witness.wrote(resource, key, Some(written.resource_version.as_deref()?));
                     }
                     Some((resource, key, false)) => witness.wrote(resource, key, None),
                     None => {}

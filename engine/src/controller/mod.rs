@@ -80,6 +80,7 @@ mod memo;
 mod schedule;
 mod shared;
 mod triggers;
+mod unchanged;
 mod version;
 mod worker;
 
@@ -271,6 +272,7 @@ impl Controller {
             current: current.clone(),
             queue: Arc::clone(&queue),
             memo: Arc::default(),
+            unchanged: Arc::default(),
             triggers: Arc::clone(&targets.triggers),
             departed: Arc::clone(&targets.departed),
             shared: Shared {

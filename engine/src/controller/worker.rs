@@ -11,6 +11,7 @@ use super::departed::{Departed, WithPrimary};
 use super::memo::{Memo, primary_version};
 use super::shared::Shared;
 use super::triggers::Triggers;
+use super::unchanged::Unchanged;
 use super::version::{Current, Version};
 use crate::applier::ApplyError;
 use crate::fair::Permit;
@@ -32,6 +33,9 @@ pub(super) struct Worker {
     /// The inputs of each key's last successful reconcile, shared by the
     /// plugin's workers.
     pub(super) memo: Arc<Memo>,
+    /// The applies each key's last steps sent, shared by the plugin's
+    /// workers: one the cached object holds is not sent again.
+    pub(super) unchanged: Arc<Unchanged>,
     /// What each key last read of the plugin's `reads` types, shared by
     /// its workers and its mapping handlers.
     pub(super) triggers: Arc<Triggers>,
@@ -189,7 +193,7 @@ impl Worker {
                     && let Err((_, failed)) = self
                         .shared
                         .applier
-                        .apply_while(std::slice::from_ref(report), may_write)
+                        .apply_while(std::slice::from_ref(report), &[], may_write)
                         .await
                 {
                     tracing::debug!(error = %failed, "refusal event not written");
@@ -198,10 +202,14 @@ impl Worker {
             }
             Ok(Ok(step)) => {
                 metrics.stepped(&name, &step);
+                let unchanged = self
+                    .unchanged
+                    .check(key, &step.actions, version.cache.as_ref());
+                let left_out = unchanged.iter().flatten().count();
                 match self
                     .shared
                     .applier
-                    .apply_while(&step.actions, may_write)
+                    .apply_while(&step.actions, &unchanged, may_write)
                     .await
                 {
                     Ok(written) => {
@@ -210,10 +218,16 @@ impl Worker {
                             self.departed.back(key);
                         }
                         self.remember_reads(key, primary.is_some(), version, &step);
+                        if primary.is_some() {
+                            self.unchanged.sent(key, &step.actions, &written);
+                        } else {
+                            self.unchanged.forget(key);
+                        }
                         self.memo.succeeded(key, primary, version, &step, &written);
                         tracing::debug!(call = step.call.name(), actions = step.actions.len(),
-                            requeue_after = ?step.requeue_after, "reconciled");
-                        metrics.applied(&name, step.actions.len(), 0);
+                            left_out, requeue_after = ?step.requeue_after, "reconciled");
+                        metrics.applied(&name, step.actions.len() - left_out, 0);
+                        metrics.unchanged(&name, left_out);
                         metrics.reconciled(&name, "success", started.elapsed());
                         return step.requeue_after.map_or(Done::Forget, Done::RequeueAfter);
                     }
@@ -222,14 +236,16 @@ impl Worker {
                         tracing::debug!(%error, applied, "step abandoned");
                         return Done::Forget;
                     }
-                    Err((applied, error)) => {
-                        metrics.applied(&name, applied, 1);
+                    Err((done, error)) => {
+                        let left_out = unchanged.iter().take(done).flatten().count();
+                        metrics.applied(&name, done - left_out, 1);
                         (error.to_string(), error.retry_after())
                     }
                 }
             }
         };
         self.memo.forget(key);
+        self.unchanged.forget(key);
         metrics.reconciled(&name, "error", started.elapsed());
         tracing::warn!(error = %message, ?retry_after, "reconcile failed; retrying with backoff");
         match retry_after {
@@ -272,7 +288,7 @@ impl Worker {
             Ok(Ok(step)) => self
                 .shared
                 .applier
-                .apply_while(&step.actions, may_write)
+                .apply_while(&step.actions, &[], may_write)
                 .await
                 .err()
                 .map(|(applied, error)| format!("{error} (after {applied} actions)")),

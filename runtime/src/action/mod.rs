@@ -35,4 +35,4 @@ pub use kubewasm_core::rules::ActionError;
 pub use plan::{PlanContext, plan, plan_scheduled};
 pub use planned::Action;
 pub use prune::stale_children as prune;
-pub use request::{ApiRequest, Method, resource_path};
+pub use request::{ApiRequest, Applied, Method, resource_path};

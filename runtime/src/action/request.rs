@@ -114,6 +114,42 @@ impl Action {
         }
     }
 
+    /// An apply's parts (a status apply's too; nothing for another
+    /// action): what the host compares with the cached object to leave
+    /// out a write the server would not change.
+    pub fn applied(&self) -> Option<Applied<'_>> {
+        match &self.0 {
+            Planned::Apply {
+                resource,
+                key,
+                field_manager,
+                object,
+                force,
+            } => Some(Applied {
+                resource,
+                key,
+                field_manager,
+                object,
+                status: false,
+                force: *force,
+            }),
+            Planned::ApplyStatus {
+                resource,
+                key,
+                field_manager,
+                object,
+            } => Some(Applied {
+                resource,
+                key,
+                field_manager,
+                object,
+                status: true,
+                force: true,
+            }),
+            _ => None,
+        }
+    }
+
     /// The API request that performs this action.
     pub fn request(&self) -> ApiRequest {
         match &self.0 {
@@ -206,4 +242,21 @@ impl Action {
             },
         }
     }
+}
+
+/// An apply's parts ([`Action::applied`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Applied<'a> {
+    /// The object's type.
+    pub resource: &'a ResourceType,
+    /// Its identity.
+    pub key: &'a ObjectKey,
+    /// The field manager.
+    pub field_manager: &'a str,
+    /// The apply body.
+    pub object: &'a Value,
+    /// Whether it applies the status subresource.
+    pub status: bool,
+    /// Whether it takes over fields other managers own.
+    pub force: bool,
 }

@@ -1,60 +1,75 @@
 //! What a Service is given when it is created, as a real server's registry
-//! gives it: a ClusterIP from [`SERVICE_RANGE`] (the first address is the
+//! gives it: a ClusterIP from [`crate::store::SERVICE_RANGE`] (the first address is the
 //! `kubernetes` Service's, the tenth is kept for DNS), `clusterIPs`, the IP
 //! family fields, and a `nodePort` from 30000–32767 for each port of a
 //! NodePort or LoadBalancer Service that has none. `clusterIP: None`
-//! (headless) and ExternalName Services get no address.
+//! (headless) and ExternalName Services get no address. The store's
+//! allocators give them ([`crate::store::Reservation`]): at a constant cost
+//! whatever the number of Services, and an address asked for that another
+//! Service holds is refused as a real server refuses it.
 
-use std::collections::HashSet;
 use std::net::Ipv4Addr;
 
 use serde_json::{Value, json};
 
 use super::Api;
 use crate::http::error::ApiError;
-use crate::store::{ListAt, ResourceKey};
-
-/// The Service range: kubeadm's default, `10.96.0.0/12`.
-pub(super) const SERVICE_RANGE: (Ipv4Addr, u8) = (Ipv4Addr::new(10, 96, 0, 0), 12);
+use crate::store::{AddressError, Reservation};
+use kubewasm_types::info::ResourceInfo;
 
 impl Api {
-    /// Fills in a new Service's addresses and ports.
-    pub(super) fn allocate_service(&self, service: &mut Value) -> Result<(), ApiError> {
+    /// Fills in a new Service's addresses and ports, from the store's
+    /// allocators ([`crate::store::Reservation`]): held by the reservation
+    /// until the create commits.
+    pub(super) fn allocate_service(
+        &self,
+        info: &ResourceInfo,
+        name: &str,
+        service: &mut Value,
+    ) -> Result<Reservation, ApiError> {
+        let mut reservation = self.store.reservation();
         let kind = service
             .pointer("/spec/type")
             .and_then(Value::as_str)
             .unwrap_or("ClusterIP")
             .to_owned();
         let Some(spec) = service.get_mut("spec").and_then(Value::as_object_mut) else {
-            return Ok(());
+            return Ok(reservation);
         };
         if kind == "ExternalName" {
-            return Ok(());
+            return Ok(reservation);
         }
-        let existing = self
-            .store
-            .list(&ResourceKey::new("", "services"), None, ListAt::Latest)?;
         let asked = spec
             .get("clusterIP")
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_owned();
-        let ip = if asked.is_empty() {
-            let used: HashSet<&str> = existing
-                .items
-                .iter()
-                .filter_map(|s| s.pointer("/spec/clusterIP").and_then(Value::as_str))
-                .collect();
-            let (base, prefix) = SERVICE_RANGE;
-            let size = 1u32 << (32 - prefix);
-            (11..size - 1)
-                .map(|n| Ipv4Addr::from(u32::from(base) + n).to_string())
-                .find(|ip| !used.contains(ip.as_str()))
-                .ok_or_else(|| {
-                    ApiError::forbidden("failed to allocate a serviceIP: range is full")
-                })?
-        } else {
-            asked
+        let refused = |field: String, value: String, why: String| {
+            ApiError::invalid(
+                info,
+                name,
+                format!("{field}: Invalid value: {value}: {why}"),
+            )
+        };
+        let ip = match asked.as_str() {
+            "" => reservation
+                .cluster_ip(None)
+                .map_err(|_| ApiError::forbidden("failed to allocate a serviceIP: range is full"))?
+                .to_string(),
+            "None" => asked,
+            text => match text.parse::<Ipv4Addr>() {
+                Ok(ip) => match reservation.cluster_ip(Some(ip)) {
+                    Ok(_) => asked,
+                    Err(error) => {
+                        return Err(refused(
+                            "spec.clusterIPs".into(),
+                            format!("[]string{{\"{ip}\"}}"),
+                            format!("failed to allocate IP {ip}: {error}"),
+                        ));
+                    }
+                },
+                Err(_) => asked,
+            },
         };
         spec.insert("clusterIP".into(), ip.clone().into());
         spec.insert("clusterIPs".into(), json!([ip]));
@@ -64,32 +79,34 @@ impl Api {
                 .or_insert_with(|| "SingleStack".into());
         }
         if matches!(kind.as_str(), "NodePort" | "LoadBalancer") {
-            let mut used: HashSet<i64> = existing
-                .items
-                .iter()
-                .flat_map(|s| {
-                    s.pointer("/spec/ports")
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default()
-                })
-                .filter_map(|p| p.get("nodePort").and_then(Value::as_i64))
-                .collect();
-            for port in spec
+            for (i, port) in spec
                 .get_mut("ports")
                 .and_then(Value::as_array_mut)
                 .into_iter()
                 .flatten()
+                .enumerate()
             {
-                if port.get("nodePort").and_then(Value::as_i64).is_none() {
-                    let free = (30000..=32767).find(|p| !used.contains(p)).ok_or_else(|| {
-                        ApiError::forbidden("failed to allocate a nodePort: range is full")
-                    })?;
-                    used.insert(free);
-                    port["nodePort"] = free.into();
+                let asked = port
+                    .get("nodePort")
+                    .and_then(Value::as_u64)
+                    .and_then(|p| u32::try_from(p).ok());
+                match reservation.node_port(asked) {
+                    Ok(given) => port["nodePort"] = given.into(),
+                    Err(AddressError::Full) => {
+                        return Err(ApiError::forbidden(
+                            "failed to allocate a nodePort: range is full",
+                        ));
+                    }
+                    Err(error @ AddressError::Taken(_)) => {
+                        return Err(refused(
+                            format!("spec.ports[{i}].nodePort"),
+                            asked.map_or_else(String::new, |p| p.to_string()),
+                            error.to_string(),
+                        ));
+                    }
                 }
             }
         }
-        Ok(())
+        Ok(reservation)
     }
 }

@@ -250,9 +250,11 @@ impl Api {
         if crd::is_crd(info) {
             super::crds::created_status(&mut object);
         }
-        if info.group.is_empty() && info.plural == "services" {
-            self.allocate_service(&mut object)?;
-        }
+        let addresses = if info.group.is_empty() && info.plural == "services" {
+            Some(self.allocate_service(info, &name, &mut object)?)
+        } else {
+            None
+        };
         if info.group == "batch" && info.plural == "jobs" {
             strategy::job_selector(&mut object, &name);
         }
@@ -290,6 +292,9 @@ impl Api {
                 StoreError::AlreadyExists { .. } => ApiError::already_exists(info, &name),
                 other => other.into(),
             })?;
+        if let Some(addresses) = addresses {
+            addresses.keep();
+        }
         if crd::is_crd(info) {
             self.establish(&key, &created)?;
         }

@@ -6,6 +6,7 @@
 //! ```text
 //! cargo run -p kubewasm-tests --bin difference [-- --only PREFIX] [--show] [--markdown FILE]
 //!                                              [--fuzz N [--seed S]]
+//! cargo run -p kubewasm-tests --bin difference -- --record-kubectl
 //! ```
 //!
 //! Sequences: those generated for every resource of
@@ -24,10 +25,12 @@
 //!
 //! `--fuzz N` sends N mutants of the generated sequences instead
 //! ([`mutate`]): each difference not listed is a finding, printed with its
-//! sequence; the figure is mutants identical / all.
+//! sequence; the figure is mutants identical / all. `--record-kubectl`
+//! writes the kubectl scenarios' sequences ([`record`]).
 
 mod mutate;
 mod normalise;
+mod record;
 mod sequence;
 
 use std::collections::BTreeMap;
@@ -441,10 +444,12 @@ struct Options {
     /// Mutants to send instead of the sequences.
     fuzz: Option<usize>,
     seed: u64,
+    /// Record kubectl's scenarios instead.
+    record: bool,
 }
 
-const USAGE: &str =
-    "usage: difference [--only PREFIX] [--show] [--markdown FILE] [--fuzz N [--seed S]]";
+const USAGE: &str = "usage: difference [--only PREFIX] [--show] [--markdown FILE] \
+                     [--fuzz N [--seed S]] | --record-kubectl";
 
 fn options() -> anyhow::Result<Options> {
     let mut options = Options {
@@ -453,6 +458,7 @@ fn options() -> anyhow::Result<Options> {
         markdown: None,
         fuzz: None,
         seed: 1,
+        record: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -467,6 +473,7 @@ fn options() -> anyhow::Result<Options> {
             "--markdown" => options.markdown = args.next().map(Into::into),
             "--fuzz" => options.fuzz = Some(usize::try_from(number("--fuzz")?)?),
             "--seed" => options.seed = number("--seed")?,
+            "--record-kubectl" => options.record = true,
             other => anyhow::bail!("{other}: {USAGE}"),
         }
     }
@@ -476,6 +483,9 @@ fn options() -> anyhow::Result<Options> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let options = options()?;
+    if options.record {
+        return record::kubectl().await;
+    }
     let root = workspace_root();
     let resources: Vec<Resource> = serde_json::from_value(
         read_json(&root.join("tests/difference/resources.json"))?["resources"].clone(),
@@ -557,7 +567,12 @@ async fn run_all(
         running.spawn(async move {
             let _permit = permits.acquire_owned().await?;
             let (embedded, real) = (&targets.0, &targets.1);
-            let ns = format!("diff-{}", offset + i);
+            // A file's sequence runs in the namespace it was written for
+            // (its name: a recorded protobuf body names it).
+            let ns = match sequence.name.strip_prefix("file/") {
+                Some(stem) => stem.to_owned(),
+                None => format!("diff-{}", offset + i),
+            };
             let (e, r) = tokio::join!(embedded.namespace(&ns), real.namespace(&ns));
             e?;
             r?;
