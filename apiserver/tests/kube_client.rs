@@ -1050,6 +1050,9 @@ async fn services_created_at_once_should_get_distinct_addresses_at_a_constant_co
     let first = create(0, 200).await?;
     create(200, 1_800).await?;
     let last = create(2_000, 200).await?;
+    eprintln!(
+        "allocators' probes: {first} for the first 200 Services, {last} for the 200 after 2,000"
+    );
     // A ClusterIP each, and a nodePort each other one: at most two
     // probes per address when none was freed.
     assert!(
@@ -1101,5 +1104,57 @@ async fn services_created_at_once_should_get_distinct_addresses_at_a_constant_co
         .ok_or_else(|| anyhow::anyhow!("no Service holds 10.96.0.11"))?;
     services.delete(&holder, &DeleteParams::default()).await?;
     services.create(&PostParams::default(), &taken).await?;
+    Ok(())
+}
+
+/// A real server's field manager tracks an object's fields from its
+/// creation or first apply: an update of an object nobody owns fields of
+/// records nothing, and the first apply gives its fields to
+/// `before-first-apply` (as kube-apiserver v1.37.2 does).
+#[tokio::test]
+async fn an_untracked_object_should_be_tracked_from_its_first_apply() -> anyhow::Result<()> {
+    let (_server, client) = cluster(1000).await?;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    // Nothing to own: the creation records no entry.
+    let bare: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "bare"}}))?;
+    let created = cms.create(&PostParams::default(), &bare).await?;
+    assert_eq!(created.metadata.managed_fields, None);
+    let patch = json!({"metadata": {"labels": {"sweep": "yes"}}, "data": {"k": "v"}});
+    let labelled = cms
+        .patch("bare", &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    assert_eq!(
+        labelled.metadata.managed_fields, None,
+        "an update started tracking"
+    );
+    let applied = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "bare"}, "data": {"z": "1"}});
+    let applied = cms
+        .patch("bare", &PatchParams::apply("x"), &Patch::Apply(&applied))
+        .await?;
+    let owners: Vec<_> = applied
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .map(|e| {
+            (
+                e.manager.clone().unwrap_or_default(),
+                e.operation.clone().unwrap_or_default(),
+                serde_json::to_value(&e.fields_v1).unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        owners,
+        [
+            ("x".into(), "Apply".into(), json!({"f:data": {"f:z": {}}})),
+            (
+                "before-first-apply".into(),
+                "Update".into(),
+                json!({"f:data": {".": {}, "f:k": {}}, "f:metadata": {"f:labels": {".": {}, "f:sweep": {}}}})
+            ),
+        ]
+    );
     Ok(())
 }

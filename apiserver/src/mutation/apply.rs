@@ -541,6 +541,22 @@ pub fn apply(
     Ok(next)
 }
 
+/// Whether anyone owns fields of `object` (it has `managedFields` entries).
+/// A real server's field manager tracks an object's fields from its
+/// creation or its first apply, never from a later update: an update of an
+/// object nobody owns fields of records none, and the first apply gives
+/// what it holds to [`BEFORE_FIRST_APPLY`] (apimachinery's
+/// `skipNonAppliedManager`).
+pub fn tracked(object: &Value) -> bool {
+    object
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .is_some_and(|entries| !entries.is_empty())
+}
+
+/// The manager a first apply gives an untracked object's fields to.
+pub const BEFORE_FIRST_APPLY: &str = "before-first-apply";
+
 /// Records an update: `manager` owns the fields it changed, as its `Update`
 /// entry for `part`, and nobody else does any more. The paths outside
 /// `part` (what the write's strategy keeps as it was) are nobody's by it.

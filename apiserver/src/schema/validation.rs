@@ -111,6 +111,16 @@ pub fn problems(
             );
         }
         ("apps", "statefulsets" | "deployments" | "replicasets" | "daemonsets") => {
+            if let Some(replicas) = look
+                .0
+                .pointer("/spec/replicas")
+                .and_then(Value::as_i64)
+                .filter(|r| *r < 0)
+            {
+                found.push(format!(
+                    "spec.replicas: Invalid value: {replicas}: must be greater than or equal to 0"
+                ));
+            }
             // A DaemonSet's validation does not ask for a selector (a
             // missing one selects nothing, which the next rule reports).
             if info.plural != "daemonsets" {
@@ -518,6 +528,16 @@ mod tests {
         let refused = pod_update(&pod, &without_volumes).expect_err("a volume dropped");
         assert!(
             refused.starts_with("spec: Forbidden: pod updates may not change fields other than")
+        );
+    }
+
+    #[test]
+    fn negative_replicas_should_be_refused_first() {
+        let set = json!({"spec": {"replicas": -1, "selector": {"matchLabels": {"a": "1"}},
+            "template": {"metadata": {"labels": {"a": "1"}}, "spec": {"containers": [{"name": "c"}]}}}});
+        assert_eq!(
+            problems(&info("apps", "deployments"), &set, Some("ns"), Vec::new()),
+            ["spec.replicas: Invalid value: -1: must be greater than or equal to 0"]
         );
     }
 

@@ -74,6 +74,23 @@ impl Api {
             Self::dry_run(&request.query),
             &request.user,
             |current| {
+                // Fields nobody owns go to `before-first-apply` first.
+                let owned;
+                let current = if apply::tracked(current) {
+                    current
+                } else {
+                    let mut untracked = current.clone();
+                    apply::record_update(
+                        &Self::zero(&info),
+                        &mut untracked,
+                        apply::BEFORE_FIRST_APPLY,
+                        &api_version,
+                        info.custom,
+                        apply::Part::of(info.status, None),
+                    );
+                    owned = untracked;
+                    &owned
+                };
                 let merged = apply::apply(current, &applied, apply_request).map_err(refused)?;
                 let next =
                     Self::next_version(&info, name, subresource.as_deref(), current, merged)?;

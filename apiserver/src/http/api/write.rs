@@ -135,13 +135,8 @@ impl Api {
         // defaults the decoder sets included.
         crate::objects::omit_empty_metadata(&mut object);
         crate::objects::decoded_defaults(info, &mut object);
-        let zero = if info.custom {
-            json!({})
-        } else {
-            crate::schema::defaults::zero(&info.api_version(), &info.kind)
-        };
         apply::record_update(
-            &zero,
+            &Self::zero(info),
             &mut object,
             &Self::manager(request),
             &info.api_version(),
@@ -149,6 +144,17 @@ impl Api {
             apply::Part::of(info.status, None),
         );
         self.insert(target, object, &request.query, &request.user)
+    }
+
+    /// What a creation starts from: Go's zero object of a built-in type
+    /// (its fields without `omitempty` are written), nothing for a custom
+    /// resource.
+    pub(super) fn zero(info: &ResourceInfo) -> Value {
+        if info.custom {
+            json!({})
+        } else {
+            crate::schema::defaults::zero(&info.api_version(), &info.kind)
+        }
     }
 
     /// Stores a new object: names, uid, timestamps, generation, status rules.
@@ -440,14 +446,19 @@ impl Api {
         let mut desired = desired;
         crate::objects::omit_empty_metadata(&mut desired);
         let mut next = Self::next_version(info, name, subresource, current, desired)?;
-        apply::record_update(
-            current,
-            &mut next,
-            manager,
-            &info.api_version(),
-            info.custom,
-            apply::Part::of(info.status, subresource),
-        );
+        if apply::tracked(current) {
+            apply::record_update(
+                current,
+                &mut next,
+                manager,
+                &info.api_version(),
+                info.custom,
+                apply::Part::of(info.status, subresource),
+            );
+        } else if let Some(metadata) = next.get_mut("metadata").and_then(Value::as_object_mut) {
+            // Nobody owns its fields: an update does not start it.
+            metadata.shift_remove("managedFields");
+        }
         Self::checked(info, name, next, strict)
     }
 
