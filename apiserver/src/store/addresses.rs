@@ -18,6 +18,7 @@
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
 use std::ops::RangeInclusive;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde_json::Value;
 
@@ -184,15 +185,20 @@ impl Addresses {
 /// otherwise, they are freed.
 #[derive(Debug)]
 pub struct Reservation {
-    store: super::Store,
+    addresses: Arc<Mutex<Addresses>>,
     ips: Vec<u32>,
     ports: Vec<u32>,
 }
 
+/// The addresses, locked.
+pub(crate) fn lock(addresses: &Mutex<Addresses>) -> MutexGuard<'_, Addresses> {
+    addresses.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl Reservation {
-    pub(super) fn new(store: super::Store) -> Self {
+    pub(crate) fn new(addresses: Arc<Mutex<Addresses>>) -> Self {
         Self {
-            store,
+            addresses,
             ips: Vec::new(),
             ports: Vec::new(),
         }
@@ -203,7 +209,7 @@ impl Reservation {
     /// # Errors
     /// [`AddressError::Taken`] for an address in use, [`AddressError::Full`].
     pub fn cluster_ip(&mut self, asked: Option<Ipv4Addr>) -> Result<Ipv4Addr, AddressError> {
-        let ip = self.store.addresses().cluster_ip(asked)?;
+        let ip = lock(&self.addresses).cluster_ip(asked)?;
         self.ips.push(ip);
         Ok(Ipv4Addr::from(ip))
     }
@@ -213,7 +219,7 @@ impl Reservation {
     /// # Errors
     /// As [`Self::cluster_ip`].
     pub fn node_port(&mut self, asked: Option<u32>) -> Result<u32, AddressError> {
-        let port = self.store.addresses().node_port(asked)?;
+        let port = lock(&self.addresses).node_port(asked)?;
         self.ports.push(port);
         Ok(port)
     }
@@ -230,7 +236,7 @@ impl Drop for Reservation {
         if self.ips.is_empty() && self.ports.is_empty() {
             return;
         }
-        let mut addresses = self.store.addresses();
+        let mut addresses = lock(&self.addresses);
         self.ips.drain(..).for_each(|ip| addresses.ips.free(ip));
         self.ports
             .drain(..)

@@ -202,7 +202,7 @@ struct State {
 struct Shared {
     state: Mutex<State>,
     /// The Services' addresses in use: taken after `state`, never before.
-    addresses: Mutex<Addresses>,
+    addresses: Arc<Mutex<Addresses>>,
     /// Woken by every change, and by the database when the durable RV
     /// moves.
     changed: Arc<Notify>,
@@ -368,7 +368,7 @@ impl Store {
                     snapshots: VecDeque::new(),
                     indexes,
                 }),
-                addresses: Mutex::new(addresses),
+                addresses: Arc::new(Mutex::new(addresses)),
                 changed,
                 persistence,
             }),
@@ -423,16 +423,13 @@ impl Store {
     }
 
     fn addresses(&self) -> MutexGuard<'_, Addresses> {
-        self.shared
-            .addresses
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        addresses::lock(&self.shared.addresses)
     }
 
     /// Addresses for a Service being created, held until the create
     /// commits ([`Reservation::keep`]) and freed if it does not.
     pub fn reservation(&self) -> Reservation {
-        Reservation::new(self.clone())
+        Reservation::new(Arc::clone(&self.shared.addresses))
     }
 
     /// The work the address allocators did so far (probes of their ranges).
