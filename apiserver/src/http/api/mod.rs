@@ -33,6 +33,7 @@ use representation::As;
 mod access;
 mod admission;
 mod allocate;
+mod body;
 mod checks;
 mod crds;
 mod delete;
