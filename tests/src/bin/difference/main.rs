@@ -29,6 +29,7 @@
 //! writes the kubectl scenarios' sequences ([`record`]).
 
 mod mutate;
+mod namespace;
 mod normalise;
 mod record;
 mod sequence;
@@ -205,27 +206,9 @@ impl Target {
         Ok(())
     }
 
-    /// Creates namespace `ns` and waits for its `default` ServiceAccount
-    /// (which Pods need), as a controller adds it.
+    /// Creates namespace `ns` and waits for its `default` ServiceAccount.
     async fn namespace(&self, ns: &str) -> anyhow::Result<()> {
-        let create = Sequence::parse(
-            "setup",
-            &format!(
-                "POST /api/v1/namespaces\napplication/json\n{{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{{\"name\":\"{ns}\"}}}}"
-            ),
-        );
-        self.run(&create, ns).await?;
-        let account = Sequence::parse(
-            "setup",
-            &format!("GET /api/v1/namespaces/{ns}/serviceaccounts/default\n\n"),
-        );
-        for _ in 0..100 {
-            if self.run(&account, ns).await?[0].status == 200 {
-                return Ok(());
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        anyhow::bail!("namespace {ns}: no default ServiceAccount after 10 s")
+        namespace::create(&self.client, ns).await
     }
 }
 
