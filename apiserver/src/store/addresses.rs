@@ -1,6 +1,6 @@
 //! The Service addresses in use: ClusterIPs of [`SERVICE_RANGE`] and
 //! nodePorts of [`NODE_PORTS`], kept as a real server's allocators keep
-//! theirs (a bitmap each), so a new Service's addresses are found without
+//! theirs (a set each where it keeps a bitmap), so a new Service's addresses are found without
 //! reading the Services, and never given twice.
 //!
 //! # Invariant
