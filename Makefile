@@ -130,7 +130,7 @@ fmt:
 
 # The project's Go programs (the real control plane's module, the client-go
 # program of the difference tool).
-GO_MODULES := tests/real-cluster tests/difference/client-go
+GO_MODULES := tests/real-cluster tests/difference/client-go bench/peers/controller-runtime
 
 lint:
 	@unformatted=$$(gofmt -l $(GO_MODULES)); [ -z "$$unformatted" ] || { echo "gofmt: $$unformatted"; exit 1; }
@@ -191,7 +191,8 @@ kube-rs-tests: build
 	tests/kube-rs/run
 
 bench: plugins test-plugins
-	$(CARGO) bench -p kubewasm-tests --bench contract --bench languages --bench apiserver --bench hostile --bench engine --bench lifecycle --bench tenants --bench fleet --bench devcluster -- --write BENCHMARKS.md
+	$(CARGO) build --release -p kubewasm -p kube-runtime-myapp  # the peers bench runs the release binaries
+	$(CARGO) bench -p kubewasm-tests --bench contract --bench languages --bench apiserver --bench hostile --bench engine --bench lifecycle --bench tenants --bench fleet --bench devcluster --bench peers -- --write BENCHMARKS.md
 
 clean:
 	$(CARGO) clean

@@ -1,16 +1,9 @@
-//! The controller engine end to end: N MyApps converging through the Wasm
-//! plugin in kubewasm's engine against the same logic (the `myapp` crate,
-//! compiled natively) in a kube-runtime `Controller`, each against a fresh
-//! embedded API server of the same configuration, interleaved in one run;
-//! and the fairness figure: one plugin's key behind another plugin's
-//! backlog of 10,000 keys, against the same key with no backlog.
-//!
-//! Converged means every MyApp's status reports its Deployment
-//! (`ReplicasUnavailable`: the server runs no workload simulation here, so
-//! the end state is the same for both drivers, and reaching it needs the
-//! Deployment and Service applied and the Deployment seen through the
-//! cache). Both drivers run two reconciles at a time, apply with
-//! server-side apply and read children from a watch-fed cache.
+//! The controller engine in process: the fairness figure (one plugin's key
+//! behind another plugin's backlog of 10,000 keys, against the same key with
+//! no backlog), the memory of many plugins over shared caches against as
+//! many kube-runtime reflectors, and the skips of a resync of unchanged
+//! MyApps. (MyApps converging through the `kubewasm` binary beside
+//! kube-runtime and controller-runtime processes: the `peers` bench.)
 //!
 //! Run with `make bench`; `cargo test --all-targets` runs it small.
 
@@ -20,17 +13,17 @@ use std::time::{Duration, Instant};
 
 use futures_util::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
-use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
+use kube::runtime::reflector;
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 use kubewasm_apiserver::http::server::ApiServer;
 use kubewasm_engine::Engine;
-use kubewasm_engine::controller::{DEFAULT_RESYNC, Settings};
+use kubewasm_engine::controller::Settings;
 use kubewasm_runtime::{LoadOptions, Runtime, RuntimeConfig};
 use kubewasm_tests::bench::{is_real_run, median, ms, out_path, write_section};
+use kubewasm_tests::peers::Usage;
 use kubewasm_tests::{
     compiled_cache_dir, example_plugin, in_process_cluster, test_plugin, workspace_root,
 };
@@ -108,113 +101,6 @@ async fn wasm_engine(
     Ok(engine)
 }
 
-struct Native {
-    client: Client,
-    deployments: Store<Deployment>,
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error(transparent)]
-struct NativeError(#[from] kube::Error);
-
-/// The same reconcile as the plugin, natively, as a kube-runtime user
-/// writes it.
-async fn native_reconcile(app: Arc<MyApp>, ctx: Arc<Native>) -> Result<Action, NativeError> {
-    let namespace = app.namespace().unwrap_or_default();
-    let name = app.name_any();
-    let owner = app.controller_owner_ref(&());
-    let params = PatchParams::apply("native-myapp").force();
-    let mut deployment = myapp::desired_deployment(&app);
-    deployment.metadata.owner_references = owner.clone().map(|o| vec![o]);
-    Api::<Deployment>::namespaced(ctx.client.clone(), &namespace)
-        .patch(&name, &params, &Patch::Apply(&deployment))
-        .await?;
-    let mut service = myapp::desired_service(&app);
-    service.metadata.owner_references = owner.map(|o| vec![o]);
-    Api::<Service>::namespaced(ctx.client.clone(), &namespace)
-        .patch(&name, &params, &Patch::Apply(&service))
-        .await?;
-    let observed = ctx
-        .deployments
-        .get(&ObjectRef::new(&name).within(&namespace));
-    let status = myapp::with_status(&app, observed.as_deref(), jiff::Timestamp::now());
-    let body = json!({"apiVersion": "example.com/v1", "kind": "MyApp",
-        "metadata": {"name": name, "namespace": namespace}, "status": status.status});
-    Api::<MyApp>::namespaced(ctx.client.clone(), &namespace)
-        .patch_status(&name, &params, &Patch::Apply(&body))
-        .await?;
-    Ok(Action::await_change())
-}
-
-/// A kube-runtime `Controller` of MyApps owning Deployments (through a
-/// reflector the reconcile reads) and Services.
-fn native_controller(client: &Client) -> tokio::task::JoinHandle<()> {
-    let client = client.clone();
-    let (deployments, writer) = reflector::store::<Deployment>();
-    let deployment_events = reflector::reflector(
-        writer,
-        watcher(
-            Api::<Deployment>::all(client.clone()),
-            watcher::Config::default(),
-        ),
-    )
-    .default_backoff()
-    .touched_objects();
-    let ctx = Arc::new(Native {
-        client: client.clone(),
-        deployments,
-    });
-    tokio::spawn(async move {
-        Controller::new(
-            Api::<MyApp>::all(client.clone()),
-            watcher::Config::default(),
-        )
-        .owns_stream(deployment_events)
-        .owns(Api::<Service>::all(client), watcher::Config::default())
-        .with_config(ControllerConfig::default().concurrency(2))
-        .run(
-            native_reconcile,
-            |_, _, _| Action::requeue(Duration::from_millis(100)),
-            ctx,
-        )
-        .for_each(|_| async {})
-        .await;
-    })
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Driver {
-    Wasm,
-    Native,
-}
-
-/// Time for `n` MyApps, created before the controller starts, to converge.
-async fn convergence(driver: Driver, n: usize, runtime: &Runtime) -> anyhow::Result<Duration> {
-    let (_server, client) = cluster().await?;
-    eprintln!("{driver:?}: creating {n} MyApps");
-    create_myapps(&client, n).await?;
-    eprintln!("{driver:?}: created; starting the controller");
-    let started = Instant::now();
-    let done = converged(&client, n);
-    let took = match driver {
-        Driver::Wasm => {
-            let engine = wasm_engine(&client, runtime, DEFAULT_RESYNC).await?;
-            done.await?;
-            let took = started.elapsed();
-            engine.shutdown().await;
-            took
-        }
-        Driver::Native => {
-            let controller = native_controller(&client);
-            done.await?;
-            let took = started.elapsed();
-            controller.abort();
-            took
-        }
-    };
-    Ok(took)
-}
-
 /// Median time for a MyApp to get its Deployment (five, one after the
 /// other, after a warm-up one) while another plugin (misbehave, each
 /// reconcile a copy of its ConfigMap) works through a backlog of `backlog`
@@ -288,21 +174,9 @@ async fn fairness(backlog: usize, runtime: &Runtime) -> anyhow::Result<(Duration
 const RESYNC: Duration = Duration::from_secs(180);
 
 /// CPU time this process has used (the engine and the in-process API
-/// server), from `/proc/self/stat` (clock ticks of 10 ms).
+/// server).
 fn cpu_time() -> Duration {
-    let ticks = std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|stat| {
-            // The fields after the command's closing parenthesis; utime
-            // and stime are the 14th and 15th of the whole line.
-            let rest = stat.rsplit_once(')')?.1;
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            let utime: u64 = fields.get(11)?.parse().ok()?;
-            let stime: u64 = fields.get(12)?.parse().ok()?;
-            Some(utime + stime)
-        })
-        .unwrap_or(0);
-    Duration::from_millis(ticks * 10)
+    Usage::of(std::process::id()).cpu
 }
 
 /// What a resync of `n` MyApps, converged and unchanged, costs: calls made,
@@ -542,37 +416,8 @@ async fn main() -> anyhow::Result<()> {
             return Ok(());
         }
     }
-    let (n, rounds, backlog) = if real {
-        (10_000, 2, 10_000)
-    } else {
-        (50, 1, 200)
-    };
+    let backlog = if real { 10_000 } else { 200 };
     let (readers, objects) = if real { (50, 10_000) } else { (3, 200) };
-
-    let (mut wasm, mut native) = (Vec::new(), Vec::new());
-    for round in 0..rounds {
-        // Alternate which goes first, so drift hits both alike.
-        let order = if round % 2 == 0 {
-            [Driver::Wasm, Driver::Native]
-        } else {
-            [Driver::Native, Driver::Wasm]
-        };
-        for driver in order {
-            let took = convergence(driver, n, &runtime).await?;
-            eprintln!("{driver:?}: {n} MyApps converged in {}", ms(took));
-            match driver {
-                Driver::Wasm => wasm.push(took),
-                Driver::Native => native.push(took),
-            }
-        }
-    }
-    let rounds_of = |v: &[Duration]| v.iter().map(|d| ms(*d)).collect::<Vec<_>>().join(", ");
-    let (wasm_rounds, native_rounds) = (rounds_of(&wasm), rounds_of(&native));
-    let mean =
-        |v: &[Duration]| v.iter().sum::<Duration>() / u32::try_from(v.len().max(1)).unwrap_or(1);
-    let (wasm, native) = (mean(&wasm), mean(&native));
-    let ratio = wasm.as_secs_f64() / native.as_secs_f64();
-    eprintln!("Wasm/native: {ratio:.2}x (goal: within 1.2x)");
 
     let (alone, _) = fairness(0, &runtime).await?;
     let (behind, waiting) = fairness(backlog, &runtime).await?;
@@ -615,15 +460,8 @@ async fn main() -> anyhow::Result<()> {
 
     if let Some(path) = out_path().filter(|_| real) {
         let body = format!(
-            "{n} MyApps created first, then the controller started; converged = every status \
-             reports its Deployment. Each driver against a fresh embedded API server (in memory, \
-             same configuration), two reconciles at a time, server-side apply, children read \
-             from a watch-fed cache; mean of {rounds} interleaved rounds (each round's figure \
-             in brackets).\n\n\
-             | driver | {n} MyApps converge in |\n|---|---|\n\
-             | kubewasm engine, `myapp` as Wasm | {} ({wasm_rounds}) |\n\
-             | kube-runtime `Controller`, same logic native | {} ({native_rounds}) |\n\
-             | **Wasm / native** | **{ratio:.2}x** (goal: within 1.2x) |\n\n\
+            "The convergence of MyApps against kube-runtime and controller-runtime is the peers \
+             section's.\n\n\
              Fairness: a new MyApp's Deployment appears {} after its creation (median of five, \
              after a warm-up) with no other work, {} while another plugin of the same host works \
              through a backlog of {backlog} keys ({waiting} of them still queued when the last was \
@@ -645,8 +483,6 @@ async fn main() -> anyhow::Result<()> {
              instance go. What each adds, {:.2} MiB with one arena, is its queue, its metrics and \
              the heap its instance used while all {readers} worked at once (the fair scheduler \
              runs them side by side), freed but not given back to the system.\n",
-            ms(wasm),
-            ms(native),
             ms(alone),
             ms(behind),
             many_mib / one_mib,
@@ -657,7 +493,7 @@ async fn main() -> anyhow::Result<()> {
         write_section(
             &path,
             "engine",
-            "Controller engine: convergence against kube-runtime, fairness",
+            "Controller engine: fairness and memory",
             "make bench",
             &body,
         )?;

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 pub mod bench;
 pub mod host;
+pub mod peers;
+pub mod proxy;
 pub mod registry;
 pub mod resources;
 pub mod spans;
@@ -418,14 +420,18 @@ impl Apiserver {
 
     /// A kube-rs client from its kubeconfig.
     pub async fn client(&self) -> anyhow::Result<kube::Client> {
+        Ok(kube::Client::try_from(self.config().await?)?)
+    }
+
+    /// The kube-rs configuration of its kubeconfig.
+    pub async fn config(&self) -> anyhow::Result<kube::Config> {
         let text = std::fs::read_to_string(&self.kubeconfig)?;
         let kubeconfig = kube::config::Kubeconfig::from_yaml(&text)?;
-        let config = kube::Config::from_custom_kubeconfig(
+        Ok(kube::Config::from_custom_kubeconfig(
             kubeconfig,
             &kube::config::KubeConfigOptions::default(),
         )
-        .await?;
-        Ok(kube::Client::try_from(config)?)
+        .await?)
     }
 
     /// SIGKILL: no chance to flush anything (the real cluster's whole

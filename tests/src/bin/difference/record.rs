@@ -14,8 +14,7 @@
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context as _;
-use http_body_util::{BodyExt as _, Full};
-use hyper::body::{Bytes, Incoming};
+use kubewasm_tests::proxy::Proxy;
 use kubewasm_tests::{Apiserver, workspace_root};
 
 use crate::sequence::{Sequence, Step};
@@ -52,70 +51,6 @@ fn discovery(method: &str, path: &str) -> bool {
             || (path.starts_with("/apis/") && segments <= 3))
 }
 
-/// What the proxy saw, and where it forwards.
-struct Proxy {
-    client: kube::Client,
-    seen: Mutex<Vec<Step>>,
-}
-
-impl Proxy {
-    async fn forward(
-        &self,
-        request: http::Request<Incoming>,
-    ) -> anyhow::Result<http::Response<Full<Bytes>>> {
-        let (parts, body) = request.into_parts();
-        let body = body.collect().await?.to_bytes();
-        let target = parts
-            .uri
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .to_owned();
-        let header = |name: http::header::HeaderName| {
-            parts
-                .headers
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_owned()
-        };
-        let (content_type, accept) = (
-            header(http::header::CONTENT_TYPE),
-            header(http::header::ACCEPT),
-        );
-        if !discovery(parts.method.as_str(), parts.uri.path())
-            && let Ok(mut seen) = self.seen.lock()
-        {
-            seen.push(Step {
-                method: parts.method.to_string(),
-                target: target.clone(),
-                content_type: content_type.clone(),
-                accept: accept.clone(),
-                body: body.to_vec(),
-            });
-        }
-        let mut forwarded = http::Request::builder()
-            .method(parts.method.clone())
-            .uri(target);
-        if !content_type.is_empty() {
-            forwarded = forwarded.header(http::header::CONTENT_TYPE, content_type);
-        }
-        if !accept.is_empty() {
-            forwarded = forwarded.header(http::header::ACCEPT, accept);
-        }
-        let response = self
-            .client
-            .send(forwarded.body(kube::client::Body::from(body.to_vec()))?)
-            .await?;
-        let (answer, body) = response.into_parts();
-        let body = body.collect().await?.to_bytes();
-        let mut reply = http::Response::builder().status(answer.status);
-        for (name, value) in &answer.headers {
-            reply = reply.header(name, value);
-        }
-        Ok(reply.body(Full::new(body))?)
-    }
-}
-
 /// Records every scenario of `tests/difference/kubectl.txt` against a
 /// fresh embedded server.
 pub(crate) async fn kubectl() -> anyhow::Result<()> {
@@ -123,54 +58,33 @@ pub(crate) async fn kubectl() -> anyhow::Result<()> {
     let text = std::fs::read_to_string(root.join("tests/difference/kubectl.txt"))?;
     let server = Apiserver::start_embedded(&["--simulate-workloads", "--pod-step-ms", "100"]);
     let client = server.client().await?;
-    let proxy = Arc::new(Proxy {
-        client: client.clone(),
-        seen: Mutex::new(Vec::new()),
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let address = listener.local_addr()?;
-    let serving = proxy.clone();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let proxy = serving.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |request| {
-                    let proxy = proxy.clone();
-                    async move {
-                        proxy.forward(request).await.or_else(|error| {
-                            http::Response::builder()
-                                .status(502)
-                                .body(Full::new(Bytes::from(error.to_string())))
-                        })
-                    }
-                });
-                let io = hyper_util::rt::TokioIo::new(stream);
-                let _ = hyper_util::server::conn::auto::Builder::new(
-                    hyper_util::rt::TokioExecutor::new(),
-                )
-                .serve_connection(io, service)
-                .await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let recording = seen.clone();
+    let proxy = Proxy::observing(client.clone(), move |request| {
+        if !discovery(
+            &request.method,
+            request.target.split('?').next().unwrap_or_default(),
+        ) && let Ok(mut steps) = recording.lock()
+        {
+            steps.push(Step {
+                method: request.method.clone(),
+                target: request.target.clone(),
+                content_type: request.content_type.clone(),
+                accept: request.accept.clone(),
+                body: request.body.to_vec(),
             });
         }
-    });
+    })
+    .await?;
     let dir = tempfile::tempdir()?;
     let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters: [{{name: proxy, cluster: {{server: \"http://{address}\"}}}}]\n\
-             users: [{{name: none, user: {{}}}}]\n\
-             contexts: [{{name: proxy, context: {{cluster: proxy, user: none}}}}]\ncurrent-context: proxy\n"
-        ),
-    )?;
+    std::fs::write(&kubeconfig, proxy.kubeconfig())?;
     for (name, commands) in scenarios(&text) {
         let ns = format!("kubectl-{name}");
         crate::namespace::create(&client, &ns)
             .await
             .with_context(|| format!("namespace {ns}"))?;
-        proxy
-            .seen
-            .lock()
+        seen.lock()
             .map_err(|_| anyhow::anyhow!("poisoned"))?
             .clear();
         for command in &commands {
@@ -198,8 +112,7 @@ pub(crate) async fn kubectl() -> anyhow::Result<()> {
             // replay lets each written object settle.
             tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         }
-        let steps: Vec<Step> = proxy
-            .seen
+        let steps: Vec<Step> = seen
             .lock()
             .map_err(|_| anyhow::anyhow!("poisoned"))?
             .drain(..)

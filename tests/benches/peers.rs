@@ -1,0 +1,470 @@
+//! kubewasm beside the controllers the field runs: the MyApp operator as
+//! the `kubewasm run` binary with the `myapp` component, as a native
+//! kube-runtime controller and as a controller-runtime manager (Go), each
+//! a process of its own against a fresh API server (the embedded one, and
+//! the real control plane of `tests/real-cluster`), N MyApps created before
+//! it starts. Measured from outside each process: the time until every
+//! MyApp's status reports its Deployment, its CPU time and peak resident
+//! memory until then (`/proc`), and the API requests it sent, counted by a
+//! proxy every driver talks through.
+//!
+//! The MyApps ask for zero replicas, so that a real cluster's simulated
+//! Pods (kwok, on the same two cores) are not what is measured: converged is
+//! `Available` true, observed at the MyApp's generation.
+//!
+//! `make bench` runs it at the sizes of `KUBEWASM_BENCH_PEERS` (default
+//! `embedded=1000,10000,100000;real=1000,10000`) with release builds and
+//! writes its section and chart; `cargo test --all-targets` runs it small
+//! (20 MyApps, the embedded server, debug builds), checking that all three
+//! converge.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, Instant};
+
+use futures_util::{StreamExt, TryStreamExt};
+use kube::api::{Api, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use kubewasm_tests::bench::{is_real_run, ms, out_path, write_section};
+use kubewasm_tests::peers::{Driver, Usage};
+use kubewasm_tests::proxy::Proxy;
+use kubewasm_tests::{Apiserver, workspace_root};
+use myapp::MyApp;
+use serde_json::json;
+
+/// Which API server a run is against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Server {
+    Embedded,
+    Real,
+}
+
+impl Server {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Embedded => "embedded",
+            Self::Real => "real",
+        }
+    }
+
+    fn start(self) -> Apiserver {
+        match self {
+            Self::Embedded => Apiserver::start_embedded(&[]),
+            Self::Real => Apiserver::start_real(&[]),
+        }
+    }
+}
+
+/// What one driver did with `n` MyApps on one server.
+#[derive(Debug, Clone)]
+struct Run {
+    server: Server,
+    n: usize,
+    driver: Driver,
+    took: Duration,
+    usage: Usage,
+    requests: BTreeMap<&'static str, u64>,
+}
+
+impl Run {
+    fn requests_per_app(&self) -> f64 {
+        self.requests.values().sum::<u64>() as f64 / self.n as f64
+    }
+
+    fn writes_per_app(&self) -> f64 {
+        let writes: u64 = ["create", "update", "apply", "patch", "delete"]
+            .iter()
+            .filter_map(|v| self.requests.get(v))
+            .sum();
+        writes as f64 / self.n as f64
+    }
+
+    fn mib(&self) -> f64 {
+        self.usage.peak_rss_kib as f64 / 1024.0
+    }
+}
+
+/// The sizes to run: `embedded=1000,10000;real=1000` (a server left out is
+/// not run).
+fn sizes(spec: &str) -> anyhow::Result<Vec<(Server, usize)>> {
+    let mut all = Vec::new();
+    for part in spec.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+        let (server, ns) = part
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("{part}: expected SERVER=N,N"))?;
+        let server = match server.trim() {
+            "embedded" => Server::Embedded,
+            "real" => Server::Real,
+            other => anyhow::bail!("{other}: expected embedded or real"),
+        };
+        for n in ns.split(',') {
+            all.push((server, n.trim().parse()?));
+        }
+    }
+    Ok(all)
+}
+
+/// A client of `server` whose watches are never cut by a read timeout
+/// (the proxy's upstream carries every driver's watches).
+async fn upstream(server: &Apiserver) -> anyhow::Result<Client> {
+    let mut config = server.config().await?;
+    config.read_timeout = None;
+    Ok(Client::try_from(config)?)
+}
+
+/// Installs MyApp's CRD and creates `n` MyApps, 32 requests in flight.
+async fn create_myapps(client: &Client, n: usize) -> anyhow::Result<()> {
+    kubewasm::cli::install_crds(client, &workspace_root().join("plugins").join("myapp")).await?;
+    let apps: Api<MyApp> = Api::namespaced(client.clone(), "default");
+    // A real server serves a new CRD's resource once it is established.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while apps
+        .list(&kube::api::ListParams::default().limit(1))
+        .await
+        .is_err()
+    {
+        anyhow::ensure!(Instant::now() < deadline, "MyApps not served after 60 s");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    futures_util::stream::iter(0..n)
+        .map(|i| {
+            let apps = apps.clone();
+            async move {
+                let app: MyApp = serde_json::from_value(json!({
+                    "metadata": {"name": format!("app-{i:06}")},
+                    "spec": {"replicas": 0, "image": "nginx:1.27", "port": 8080}}))?;
+                apps.create(&PostParams::default(), &app).await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<_>>()
+        .await?;
+    Ok(())
+}
+
+/// Whether `app`'s status reports its Deployment at its generation.
+fn reports(app: &MyApp) -> bool {
+    app.status
+        .as_ref()
+        .and_then(|s| s.conditions.first())
+        .is_some_and(|c| {
+            c.reason == "ReplicasAvailable" && c.observed_generation == app.metadata.generation
+        })
+}
+
+/// Resolves once every one of `n` MyApps reports its Deployment.
+async fn converged(client: &Client, n: usize) -> anyhow::Result<()> {
+    let apps: Api<MyApp> = Api::namespaced(client.clone(), "default");
+    let mut done = HashSet::new();
+    let mut events = watcher(apps, watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    while let Some(app) = events.try_next().await? {
+        if reports(&app) {
+            done.insert(app.name_any());
+            if done.len() == n {
+                return Ok(());
+            }
+        }
+    }
+    anyhow::bail!("the watch ended")
+}
+
+/// One driver over `n` MyApps on a fresh `server`.
+async fn run(server: Server, n: usize, driver: Driver, profile: &str) -> anyhow::Result<Run> {
+    let cluster = server.start();
+    let client = cluster.client().await?;
+    eprintln!(
+        "{} server, {}: creating {n} MyApps",
+        server.name(),
+        driver.name()
+    );
+    create_myapps(&client, n).await?;
+    let proxy = Proxy::start(upstream(&cluster).await?).await?;
+    let scratch = tempfile::tempdir()?;
+    let kubeconfig = scratch.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, proxy.kubeconfig())?;
+    let log = scratch.path().join("driver.log");
+    let started = Instant::now();
+    let mut process = driver.spawn(&kubeconfig, profile, scratch.path(), &log)?;
+    // A bound far above any figure measured, so a driver that never
+    // converges fails the run rather than hanging it.
+    let bound = Duration::from_secs(120) + Duration::from_millis(500) * n as u32;
+    let done = converged(&client, n);
+    tokio::pin!(done);
+    loop {
+        tokio::select! {
+            result = &mut done => { result?; break; }
+            () = tokio::time::sleep(Duration::from_secs(1)) => {
+                let log = || std::fs::read_to_string(&log).unwrap_or_default();
+                anyhow::ensure!(process.running(), "{} exited: {}", driver.name(), log());
+                anyhow::ensure!(started.elapsed() < bound,
+                    "{} did not converge {n} MyApps in {}: {}", driver.name(), ms(bound), log());
+            }
+        }
+    }
+    let took = started.elapsed();
+    let usage = process.usage();
+    let requests = proxy.counts();
+    drop(process);
+    let run = Run {
+        server,
+        n,
+        driver,
+        took,
+        usage,
+        requests,
+    };
+    eprintln!(
+        "{} server, {n} MyApps, {}: {} to converge, {} CPU, {:.1} MiB peak, \
+         {:.2} requests and {:.2} writes a MyApp ({:?})",
+        server.name(),
+        driver.name(),
+        ms(took),
+        ms(usage.cpu),
+        run.mib(),
+        run.requests_per_app(),
+        run.writes_per_app(),
+        run.requests
+    );
+    Ok(run)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let real = is_real_run();
+    let spec = std::env::var("KUBEWASM_BENCH_PEERS").unwrap_or_else(|_| {
+        if real {
+            "embedded=1000,10000,100000;real=1000,10000".into()
+        } else {
+            "embedded=20".into()
+        }
+    });
+    // `make bench` builds the release binaries; a small run uses the
+    // test build's.
+    let profile = if real { "release" } else { "debug" };
+    kubewasm_tests::peers::controller_runtime_built()?;
+    let mut runs = Vec::new();
+    for (round, (server, n)) in sizes(&spec)?.into_iter().enumerate() {
+        // Each size starts with another driver, so drift hits all alike.
+        let mut order = Driver::ALL;
+        order.rotate_left(round % Driver::ALL.len());
+        for driver in order {
+            runs.push(run(server, n, driver, profile).await?);
+        }
+    }
+    if let Some(path) = out_path().filter(|_| real) {
+        let chart = "docs/bench/peers.svg";
+        std::fs::create_dir_all(workspace_root().join("docs/bench"))?;
+        std::fs::write(workspace_root().join(chart), svg(&runs))?;
+        write_section(
+            &path,
+            "peers",
+            "Peers: kubewasm, kube-runtime and controller-runtime on the same servers",
+            "make bench (KUBEWASM_BENCH_PEERS=embedded=1000,10000,100000;real=1000,10000 by default)",
+            &report(&runs, &spec, chart),
+        )?;
+    }
+    Ok(())
+}
+
+/// The section: a table per server and size, the ratios, the chart.
+fn report(runs: &[Run], spec: &str, chart: &str) -> String {
+    let mut out = format!(
+        "Each driver a process of its own (release builds; controller-runtime v0.25.3 with \
+         client-go v0.37.2), two reconciles at a time, no client-side rate limit, children by \
+         server-side apply under its own field manager and read from a watch-fed cache, \
+         against a fresh API server with N MyApps (zero replicas) created before it starts: \
+         the embedded server (`kubewasm apiserver`) and the real control plane \
+         (`tests/real-cluster/up`: Kubernetes 1.37.2, etcd, kube-controller-manager, kwok). \
+         Converged: every MyApp's `Available` condition true at its generation. CPU and peak \
+         resident memory (`VmHWM`) are the driver's own, read from `/proc` at that moment; \
+         requests are every one it sent, counted by a loopback proxy all three talk through. \
+         Sizes run: `{spec}`.\n\n\
+         | server | MyApps | driver | converge in | CPU | peak memory | requests / MyApp | writes / MyApp |\n\
+         |---|---|---|---|---|---|---|---|\n"
+    );
+    for r in runs {
+        out += &format!(
+            "| {} | {} | {} | {} | {} | {:.1} MiB | {:.2} | {:.2} |\n",
+            r.server.name(),
+            r.n,
+            r.driver.name(),
+            ms(r.took),
+            ms(r.usage.cpu),
+            r.mib(),
+            r.requests_per_app(),
+            r.writes_per_app()
+        );
+    }
+    out += "\nkubewasm against each peer, same server and size (time to converge; peak memory):\n\n\
+            | server | MyApps | / kube-runtime | / controller-runtime |\n|---|---|---|---|\n";
+    let mut keys: Vec<(Server, usize)> = runs.iter().map(|r| (r.server, r.n)).collect();
+    keys.dedup();
+    for (server, n) in keys {
+        let of = |d: Driver| {
+            runs.iter()
+                .find(|r| r.server == server && r.n == n && r.driver == d)
+        };
+        if let (Some(k), Some(kr), Some(cr)) = (
+            of(Driver::Kubewasm),
+            of(Driver::KubeRuntime),
+            of(Driver::ControllerRuntime),
+        ) {
+            let ratio = |a: &Run, b: &Run| {
+                format!(
+                    "**{:.2}x**; {:.2}x",
+                    a.took.as_secs_f64() / b.took.as_secs_f64(),
+                    a.mib() / b.mib()
+                )
+            };
+            out += &format!(
+                "| {} | {n} | {} | {} |\n",
+                server.name(),
+                ratio(k, kr),
+                ratio(k, cr)
+            );
+        }
+    }
+    out += &format!("\n![time and memory against MyApps]({chart})\n");
+    out
+}
+
+/// Time to converge and peak memory against the number of MyApps, one
+/// line per driver and server, both axes logarithmic.
+fn svg(runs: &[Run]) -> String {
+    let (w, h, pad) = (360.0, 260.0, 48.0);
+    let xs: Vec<f64> = runs.iter().map(|r| (r.n as f64).log10()).collect();
+    let (x0, x1) = bounds(&xs);
+    let panel = |left: f64, title: &str, unit: &str, value: &dyn Fn(&Run) -> f64| {
+        let ys: Vec<f64> = runs.iter().map(|r| value(r).max(1e-3).log10()).collect();
+        let (y0, y1) = bounds(&ys);
+        let px = |x: f64| left + pad + (x - x0) / (x1 - x0).max(1e-9) * (w - pad - 12.0);
+        let py = |y: f64| 30.0 + (h - 30.0 - pad) * (1.0 - (y - y0) / (y1 - y0).max(1e-9));
+        let mut g = format!(
+            "<text x=\"{}\" y=\"18\" font-size=\"13\" text-anchor=\"middle\">{title}</text>\n\
+             <line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#444\"/>\n\
+             <line x1=\"{}\" y1=\"30\" x2=\"{}\" y2=\"{}\" stroke=\"#444\"/>\n",
+            left + w / 2.0,
+            left + pad,
+            h - pad,
+            left + w - 12.0,
+            h - pad,
+            left + pad,
+            left + pad,
+            h - pad
+        );
+        for (x, label) in ticks(x0, x1) {
+            g += &format!(
+                "<text x=\"{:.1}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\">{label}</text>\n",
+                px(x),
+                h - pad + 14.0
+            );
+        }
+        for (y, label) in ticks(y0, y1) {
+            g += &format!(
+                "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"end\">{label}</text>\n",
+                left + pad - 4.0,
+                py(y) + 3.0
+            );
+        }
+        g += &format!(
+            "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">MyApps ({unit})</text>\n",
+            left + w / 2.0,
+            h - 14.0
+        );
+        for (server, dash) in [(Server::Embedded, ""), (Server::Real, "6 3")] {
+            for (driver, colour) in Driver::ALL.iter().zip(COLOURS) {
+                let points: Vec<String> = runs
+                    .iter()
+                    .filter(|r| r.server == server && r.driver == *driver)
+                    .map(|r| {
+                        format!(
+                            "{:.1},{:.1}",
+                            px((r.n as f64).log10()),
+                            py(value(r).max(1e-3).log10())
+                        )
+                    })
+                    .collect();
+                if !points.is_empty() {
+                    g += &format!(
+                        "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" \
+                         stroke-dasharray=\"{dash}\" points=\"{}\"/>\n",
+                        points.join(" ")
+                    );
+                    for p in &points {
+                        let (x, y) = p.split_once(',').unwrap_or_default();
+                        g +=
+                            &format!("<circle cx=\"{x}\" cy=\"{y}\" r=\"3\" fill=\"{colour}\"/>\n");
+                    }
+                }
+            }
+        }
+        g
+    };
+    let mut legend = String::new();
+    for (i, (driver, colour)) in Driver::ALL.iter().zip(COLOURS).enumerate() {
+        legend += &format!(
+            "<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"4\" fill=\"{colour}\"/>\
+             <text x=\"{}\" y=\"{}\" font-size=\"11\">{}</text>\n",
+            20.0 + 190.0 * i as f64,
+            h + 8.0,
+            38.0 + 190.0 * i as f64,
+            h + 13.0,
+            driver.name()
+        );
+    }
+    legend += &format!(
+        "<text x=\"20\" y=\"{}\" font-size=\"11\">solid: embedded server; dashed: real control plane</text>\n",
+        h + 32.0
+    );
+    format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n{}{}{}</svg>\n",
+        2.0 * w,
+        h + 44.0,
+        panel(0.0, "Time to converge", "seconds, log", &|r: &Run| r
+            .took
+            .as_secs_f64()),
+        panel(w, "Peak memory", "MiB, log", &|r: &Run| r.mib()),
+        legend
+    )
+}
+
+const COLOURS: [&str; 3] = ["#d9480f", "#1864ab", "#2b8a3e"];
+
+/// The whole decades around `values` (logarithms), one at least.
+fn bounds(values: &[f64]) -> (f64, f64) {
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min).floor();
+    let hi = values
+        .iter()
+        .copied()
+        .fold(f64::NEG_INFINITY, f64::max)
+        .ceil();
+    if lo.is_finite() && hi.is_finite() {
+        (lo, hi.max(lo + 1.0))
+    } else {
+        (0.0, 1.0)
+    }
+}
+
+/// A tick at each decade from `lo` to `hi` (logarithms), labelled.
+fn ticks(lo: f64, hi: f64) -> Vec<(f64, String)> {
+    let mut out = Vec::new();
+    let mut d = lo;
+    while d <= hi + 1e-9 {
+        let v = 10f64.powf(d);
+        let label = if v >= 1000.0 {
+            format!("{}k", v / 1000.0)
+        } else if v >= 1.0 {
+            format!("{v}")
+        } else {
+            format!("{v:.1}")
+        };
+        out.push((d, label));
+        d += 1.0;
+    }
+    out
+}

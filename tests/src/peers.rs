@@ -1,0 +1,217 @@
+//! The MyApp operator three ways, each as the process its users run: the
+//! `kubewasm run` binary with the `myapp` component, the native kube-runtime
+//! controller (`bench/peers/kube-runtime`) and the controller-runtime one
+//! (`bench/peers/controller-runtime`), and what such a process used of the
+//! machine, read from `/proc`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::{compiled_cache_dir, example_plugin, target_dir, workspace_root};
+
+/// Who reconciles the MyApps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driver {
+    /// `kubewasm run` over a directory holding `myapp.wasm`.
+    Kubewasm,
+    /// The same logic natively in a kube-runtime `Controller`.
+    KubeRuntime,
+    /// The same logic in a controller-runtime manager (Go).
+    ControllerRuntime,
+}
+
+impl Driver {
+    /// The three, in the order a table lists them.
+    pub const ALL: [Driver; 3] = [Self::Kubewasm, Self::KubeRuntime, Self::ControllerRuntime];
+
+    /// Its name in a table.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Kubewasm => "kubewasm (myapp as Wasm)",
+            Self::KubeRuntime => "kube-runtime",
+            Self::ControllerRuntime => "controller-runtime",
+        }
+    }
+
+    /// Starts it against the server of `kubeconfig`, the Rust binaries from
+    /// cargo's `profile` directory (`debug`, `release`), logging to `log`.
+    /// `scratch` holds the plugin directory kubewasm runs from.
+    pub fn spawn(
+        self,
+        kubeconfig: &Path,
+        profile: &str,
+        scratch: &Path,
+        log: &Path,
+    ) -> std::io::Result<Running> {
+        let mut command = match self {
+            Self::Kubewasm => {
+                let plugins = scratch.join("plugins");
+                std::fs::create_dir_all(&plugins)?;
+                std::fs::copy(example_plugin("myapp"), plugins.join("myapp.wasm"))?;
+                let mut command = Command::new(rust_binary(profile, "kubewasm"));
+                command
+                    .arg("run")
+                    .arg("--plugins")
+                    .arg(&plugins)
+                    // Grants exactly what the plugin declares (the other two
+                    // run as the admin), its metrics on a free port.
+                    .args(["--trust-declarations", "--metrics-addr", "127.0.0.1:0"])
+                    .arg("--cache-dir")
+                    .arg(compiled_cache_dir());
+                command
+            }
+            Self::KubeRuntime => Command::new(rust_binary(profile, "kube-runtime-myapp")),
+            Self::ControllerRuntime => Command::new(controller_runtime_built()?),
+        };
+        let child = command
+            .env("KUBECONFIG", kubeconfig)
+            .env_remove("KUBEWASM_LOG")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log)?)
+            .spawn()?;
+        Ok(Running { child })
+    }
+}
+
+/// A Rust binary of the workspace built in `profile`.
+fn rust_binary(profile: &str, name: &str) -> PathBuf {
+    let path = target_dir().join(profile).join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: cargo build --workspace{}",
+        path.display(),
+        if profile == "release" {
+            " --release"
+        } else {
+            ""
+        }
+    );
+    path
+}
+
+/// The controller-runtime peer, built with `go build` into
+/// `target/peers/` once per process (seconds once Go's build cache holds
+/// its modules): call it before timing a start.
+pub fn controller_runtime_built() -> std::io::Result<PathBuf> {
+    static BUILT: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let out = target_dir().join("peers").join("controller-runtime-myapp");
+            let status = Command::new("go")
+                .args(["build", "-o"])
+                .arg(&out)
+                .arg(".")
+                .current_dir(workspace_root().join("bench/peers/controller-runtime"))
+                .status()
+                .map_err(|e| format!("go build: {e}"))?;
+            if status.success() {
+                Ok(out)
+            } else {
+                Err("go build of bench/peers/controller-runtime failed".to_owned())
+            }
+        })
+        .clone()
+        .map_err(std::io::Error::other)
+}
+
+/// A driver's process, stopped with SIGTERM when dropped.
+pub struct Running {
+    child: Child,
+}
+
+impl Running {
+    /// What it has used so far.
+    pub fn usage(&self) -> Usage {
+        Usage::of(self.child.id())
+    }
+
+    /// Whether it still runs.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        for _ in 0..100 {
+            if !self.running() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What a process used of the machine.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Usage {
+    /// User and system CPU time.
+    pub cpu: Duration,
+    /// Its peak resident memory (`VmHWM`), in KiB.
+    pub peak_rss_kib: u64,
+}
+
+impl Usage {
+    /// Process `pid`'s, from `/proc` (zeros if it is gone).
+    pub fn of(pid: u32) -> Self {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        Self::parse(&stat, &status)
+    }
+
+    /// From the text of `/proc/PID/stat` and `/proc/PID/status`: utime and
+    /// stime are the 14th and 15th fields of the first, in clock ticks of
+    /// 10 ms (the fields are counted after the command, which may hold
+    /// spaces, in parentheses).
+    fn parse(stat: &str, status: &str) -> Self {
+        let ticks = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect::<Vec<_>>())
+            .and_then(|fields| {
+                let utime: u64 = fields.get(11)?.parse().ok()?;
+                let stime: u64 = fields.get(12)?.parse().ok()?;
+                Some(utime + stime)
+            })
+            .unwrap_or(0);
+        let peak_rss_kib = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0);
+        Self {
+            cpu: Duration::from_millis(ticks * 10),
+            peak_rss_kib,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_should_be_read_from_proc_whatever_the_command_holds() {
+        let stat = "4242 (kube runtime) myapp) S 1 4242 4242 0 -1 4194560 2710 0 0 0 \
+                    150 25 0 0 20 0 9 0 1000 123456 789 18446744073709551615";
+        let status = "Name:\tkube\nVmPeak:\t  900 kB\nVmHWM:\t   51200 kB\nVmRSS:\t 40000 kB\n";
+        assert_eq!(
+            Usage::parse(stat, status),
+            Usage {
+                cpu: Duration::from_millis(1750),
+                peak_rss_kib: 51200
+            }
+        );
+        assert_eq!(Usage::parse("", ""), Usage::default());
+    }
+
+    #[test]
+    fn this_process_should_have_used_something() {
+        let usage = Usage::of(std::process::id());
+        assert!(usage.peak_rss_kib > 0, "{usage:?}");
+    }
+}
