@@ -95,6 +95,7 @@ impl Engine {
                 shard: None,
                 resync: controller::DEFAULT_RESYNC,
                 recorder: None,
+                remembered: Arc::default(),
             },
             controllers: Vec::new(),
             owners: std::collections::HashMap::new(),
@@ -118,6 +119,15 @@ impl Engine {
     #[must_use]
     pub fn with_initial_list(mut self, initial_list: informer::InitialList) -> Self {
         self.shared.informers = self.shared.informers.with_initial_list(initial_list);
+        self
+    }
+
+    /// An engine remembering the inputs of at most `keys` keys across its
+    /// plugins (default [`controller::DEFAULT_REMEMBERED`]), each plugin
+    /// its share; set before the first plugin starts.
+    #[must_use]
+    pub fn with_remembered(mut self, keys: usize) -> Self {
+        self.shared.remembered = controller::Remembered::new(keys);
         self
     }
 

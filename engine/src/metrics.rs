@@ -14,6 +14,7 @@
 //! | `kubewasm_instance_wait_seconds` | plugin | how long a step waited for a slot of the host's instance budget, every one being in a call (histogram; zero when one was free or idle) |
 //! | `kubewasm_instance_wait_timeouts_total` | plugin | steps not run because no slot came free in time (queued again without backoff; not a reconcile error) |
 //! | `kubewasm_instances` | state | the instance budget now: `busy` (in a call), `idle` (warm), `capacity` (the slots), `max_warm` (the most kept warm) |
+//! | `kubewasm_instance_warm_bytes` | state | linear memory of the warm instances: `idle` (what they hold now), `budget` (the most they may hold) |
 //! | `kubewasm_shard_slots_held` | | with `--sharding`: slots of the hash space this replica holds now |
 //! | `kubewasm_shard_members` | | with `--sharding`: live members of the ring this replica sees |
 //! | `kubewasm_shard_handovers_total` | | with `--sharding`: slots this replica acquired |
@@ -114,6 +115,7 @@ pub struct Metrics {
     instance_wait: Family<PluginLabel, Histogram, fn() -> Histogram>,
     instance_wait_timeouts: Family<PluginLabel, Counter>,
     instances: Family<StateLabel, Gauge>,
+    warm_bytes: Family<StateLabel, Gauge>,
     /// The runtime whose instance budget `instances` shows.
     runtime: Mutex<Option<Runtime>>,
     shard_held: Gauge,
@@ -151,6 +153,7 @@ impl Default for Metrics {
         let instance_wait = Family::new_with_constructor(seconds as fn() -> Histogram);
         let instance_wait_timeouts = Family::default();
         let instances = Family::default();
+        let warm_bytes = Family::default();
         let guest_memory = Family::default();
         let plugin_loads = Family::default();
         let plugin_info = Family::default();
@@ -208,6 +211,11 @@ impl Default for Metrics {
             "instances",
             "Instance slots of the host's budget by state",
             instances.clone(),
+        );
+        registry.register(
+            "instance_warm_bytes",
+            "Linear memory of the warm instances: held now, and the most they may hold",
+            warm_bytes.clone(),
         );
         let (shard_held, shard_members, shard_handovers) =
             (Gauge::default(), Gauge::default(), Counter::default());
@@ -288,6 +296,7 @@ impl Default for Metrics {
             instance_wait,
             instance_wait_timeouts,
             instances,
+            warm_bytes,
             runtime: Mutex::default(),
             shard_held,
             shard_members,
@@ -555,6 +564,11 @@ impl Metrics {
                 self.instances
                     .get_or_create(&StateLabel { state })
                     .set(i64::try_from(count).unwrap_or(i64::MAX));
+            }
+            for (state, bytes) in [("idle", counts.idle_bytes), ("budget", counts.warm_bytes)] {
+                self.warm_bytes
+                    .get_or_create(&StateLabel { state })
+                    .set(i64::try_from(bytes).unwrap_or(i64::MAX));
             }
         }
         drop(runtime);

@@ -109,6 +109,9 @@ pub struct HostOptions {
     /// How often every primary is queued again (a plugin's own
     /// `resync-seconds` prevails).
     pub resync: Duration,
+    /// Most keys whose inputs are remembered across plugins, each plugin
+    /// its share (`--remembered-keys`).
+    pub remembered: usize,
     /// Record reconciles as fixtures (`--record`).
     pub record: Option<kubewasm_engine::recorder::RecordOptions>,
 }
@@ -171,6 +174,7 @@ pub async fn run(
     let mut engine = Engine::new(client, options.workers, leading_rx.clone())
         .with_initial_list(options.initial_list)
         .with_resync(options.resync)
+        .with_remembered(options.remembered)
         .with_runtime(&runtime);
     if let Some(shard) = &shard {
         engine = engine.with_shard(Arc::clone(shard));

@@ -44,11 +44,13 @@
 //! dropped when another plugin needs its slot, and a call that finds every
 //! slot in a call waits its turn, first come first served, for at most
 //! [`RuntimeConfig::instance_wait`] ([`CallError::NoInstance`] past it,
-//! which the engine retries without backoff). When a call ends, at most
-//! [`RuntimeConfig::max_warm_instances`] are kept, those in calls counted
-//! (the least recently used idle one goes first): the host keeps as many as
-//! steps it runs at once, so fifty busy plugins hold about the memory one
-//! does (an instance of the JavaScript example holds some 3.5 MiB). The rules are
+//! which the engine retries without backoff). When a call ends, the idle
+//! instances are kept while their linear memory fits
+//! [`RuntimeConfig::warm_memory`] (a sixteenth of the machine's memory by
+//! default; the least recently used idle one goes first): fifty busy plugins
+//! each keep their instance warm (an instance of the JavaScript example
+//! holds some 3.5 MiB), where a cap counted in instances would make nearly
+//! every call of plugins called in turn instantiate afresh. The rules are
 //! `pool`'s.
 
 pub mod action;
@@ -84,7 +86,7 @@ pub use code::Interfaces;
 pub use compiled::CacheDirError;
 pub use config::{
     InstanceReuse, LoadOptions, MAX_INSTANCES, MIN_INSTANCES, RuntimeConfig, default_max_instances,
-    is_plugin_name,
+    default_warm_memory, is_plugin_name,
 };
 pub use contract::Contract;
 pub use error::{CallError, ConfigError, LoadError, MapError, ReconcileError, RuntimeError};

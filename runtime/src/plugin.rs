@@ -459,7 +459,8 @@ impl Plugin {
                 data.cache = Arc::new(MemoryCache::default());
                 data.key = None;
                 if self.reuse && instance.calls < MAX_CALLS_PER_INSTANCE {
-                    self.shared.pool.checkin(busy);
+                    let bytes = instance.store.data().limiter.memory_used();
+                    self.shared.pool.checkin(busy, bytes);
                 }
                 Ok((value, spent))
             }

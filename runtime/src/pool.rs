@@ -27,14 +27,18 @@
 //! 3. A wait is bounded by the caller's deadline: past it the checkout
 //!    fails with [`Exhausted`], which the engine treats as "not run", never
 //!    as a reconcile failure.
-//! 4. When a call ends, at most `max_warm` instances are kept, counting
-//!    those still in calls: checking one in past that drops the least
+//! 4. When a call ends, the idle instances may hold at most `warm_bytes`
+//!    of linear memory between them (each weighed by its memories' size
+//!    when checked in), and at most `max_warm` instances are kept, counting
+//!    those still in calls: checking one in past either drops the least
 //!    recently used idle instance (of any plugin; the one checked in if
-//!    there is no other) and frees its slot. The slots bound what may live
-//!    at once; `max_warm` bounds what waiting instances cost. (A host sets
-//!    it to the calls it runs at once: plugins called in turn more than
-//!    that would find their instance gone anyway, an LRU cache smaller
-//!    than a cycle hitting never.)
+//!    there is no other) and frees its slot, until both hold. The slots
+//!    bound what may live at once; the bytes bound what waiting instances
+//!    cost, so a busy plugin keeps its instance warm whenever memory allows,
+//!    however many plugins there are. (A budget counted in instances
+//!    instead, set to the calls run at once, drops nearly every instance
+//!    of fifty plugins called in turn: an LRU cache smaller than a cycle
+//!    hits never.)
 //! 5. A plugin that goes idle or is unloaded gives its idle instances back
 //!    ([`Pool::drop_idle`]); a slot is freed only once its instance is
 //!    dropped, so the allocator under the pool never holds more than
@@ -67,6 +71,10 @@ pub struct PoolCounts {
     pub capacity: usize,
     /// Most instances kept after a call, those in calls counted.
     pub max_warm: usize,
+    /// Most bytes of linear memory the idle instances hold between them.
+    pub warm_bytes: usize,
+    /// Bytes of linear memory the idle instances hold now.
+    pub idle_bytes: usize,
     /// Instances in a call (or being created for one).
     pub busy: usize,
     /// Warm instances waiting for their plugin's next call.
@@ -86,8 +94,10 @@ enum Grant<T> {
 struct State<T> {
     free: usize,
     busy: usize,
-    /// Idle instances by last use (oldest first).
-    idle: BTreeMap<u64, (Owner, T)>,
+    /// Idle instances by last use (oldest first), with their bytes.
+    idle: BTreeMap<u64, (Owner, T, usize)>,
+    /// The bytes of every idle instance.
+    idle_bytes: usize,
     /// Each owner's idle instances' places in `idle`, oldest first.
     idle_of: HashMap<Owner, VecDeque<u64>>,
     used: u64,
@@ -104,11 +114,14 @@ impl<T> State<T> {
         if places.is_empty() {
             self.idle_of.remove(&owner);
         }
-        self.idle.remove(&place).map(|(_, instance)| instance)
+        let (_, instance, bytes) = self.idle.remove(&place)?;
+        self.idle_bytes -= bytes;
+        Some(instance)
     }
 
     fn take_oldest(&mut self) -> Option<T> {
-        let (_, (owner, instance)) = self.idle.pop_first()?;
+        let (_, (owner, instance, bytes)) = self.idle.pop_first()?;
+        self.idle_bytes -= bytes;
         if let Some(places) = self.idle_of.get_mut(&owner) {
             places.pop_front();
             if places.is_empty() {
@@ -151,17 +164,20 @@ pub(crate) struct Pool<T> {
     changed: Condvar,
     capacity: usize,
     max_warm: usize,
+    warm_bytes: usize,
 }
 
 impl<T> Pool<T> {
     /// A pool of `capacity` slots, all free, keeping at most `max_warm`
-    /// instances after a call (those in calls counted).
-    pub(crate) fn new(capacity: usize, max_warm: usize) -> Arc<Self> {
+    /// instances after a call (those in calls counted) and idle instances
+    /// of at most `warm_bytes` between them.
+    pub(crate) fn new(capacity: usize, max_warm: usize, warm_bytes: usize) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State {
                 free: capacity,
                 busy: 0,
                 idle: BTreeMap::new(),
+                idle_bytes: 0,
                 idle_of: HashMap::new(),
                 used: 0,
                 waiting: VecDeque::new(),
@@ -171,6 +187,7 @@ impl<T> Pool<T> {
             changed: Condvar::new(),
             capacity,
             max_warm,
+            warm_bytes,
         })
     }
 
@@ -242,9 +259,9 @@ impl<T> Pool<T> {
         })
     }
 
-    /// Returns a busy instance whose plugin may call it again: to the first
-    /// waiter, or idle and warm.
-    pub(crate) fn checkin(&self, mut busy: Busy<T>) {
+    /// Returns a busy instance whose plugin may call it again, its
+    /// memories holding `bytes`: to the first waiter, or idle and warm.
+    pub(crate) fn checkin(&self, mut busy: Busy<T>, bytes: usize) {
         let mut instance = busy.instance.take();
         let mut state = self.lock();
         state.busy -= 1;
@@ -260,11 +277,12 @@ impl<T> Pool<T> {
         };
         state.used += 1;
         let used = state.used;
-        state.idle.insert(used, (busy.owner, instance));
+        state.idle.insert(used, (busy.owner, instance, bytes));
+        state.idle_bytes += bytes;
         state.idle_of.entry(busy.owner).or_default().push_back(used);
-        // Past the warm cap (rule 4): the oldest go, outside the lock.
+        // Past the warm caps (rule 4): the oldest go, outside the lock.
         let mut surplus = Vec::new();
-        while state.busy + state.idle.len() > self.max_warm
+        while (state.busy + state.idle.len() > self.max_warm || state.idle_bytes > self.warm_bytes)
             && let Some(victim) = state.take_oldest()
         {
             surplus.push(victim);
@@ -292,10 +310,13 @@ impl<T> Pool<T> {
         let Some(places) = state.idle_of.remove(&owner) else {
             return 0;
         };
-        let dropped: Vec<T> = places
-            .into_iter()
-            .filter_map(|place| state.idle.remove(&place).map(|(_, i)| i))
-            .collect();
+        let mut dropped = Vec::new();
+        for place in places {
+            if let Some((_, instance, bytes)) = state.idle.remove(&place) {
+                state.idle_bytes -= bytes;
+                dropped.push(instance);
+            }
+        }
         // No one waits while instances are idle (rule 2): the slots are free.
         state.free += dropped.len();
         drop(state);
@@ -323,6 +344,8 @@ impl<T> Pool<T> {
         PoolCounts {
             capacity: self.capacity,
             max_warm: self.max_warm,
+            warm_bytes: self.warm_bytes,
+            idle_bytes: state.idle_bytes,
             busy: state.busy,
             idle: state.idle.len(),
             waiting: state.waiting.len(),
@@ -409,11 +432,11 @@ mod tests {
     #[test]
     fn a_plugin_should_get_its_own_warm_instance_back() {
         let alive = Arc::new(AtomicUsize::new(0));
-        let pool = Pool::new(2, 2);
+        let pool = Pool::new(2, 2, usize::MAX);
         let mut busy = pool.checkout(1, soon()).expect("slot");
         assert!(busy.instance().is_none());
         busy.fill(Live::new(&alive, "first"));
-        pool.checkin(busy);
+        pool.checkin(busy, 1);
         let mut again = pool.checkout(1, soon()).expect("slot");
         assert_eq!(again.instance().map(|i| i.1), Some("first"));
         let counts = pool.counts();
@@ -423,9 +446,9 @@ mod tests {
     #[test]
     fn idle_instances_of_other_plugins_should_make_room_least_recently_used_first() {
         let alive = Arc::new(AtomicUsize::new(0));
-        let pool = Pool::new(2, 2);
-        pool.checkin(call(&pool, &alive, 1));
-        pool.checkin(call(&pool, &alive, 2));
+        let pool = Pool::new(2, 2, usize::MAX);
+        pool.checkin(call(&pool, &alive, 1), 1);
+        pool.checkin(call(&pool, &alive, 2), 1);
         assert_eq!(alive.load(Ordering::SeqCst), 2);
         // Plugin 3 takes plugin 1's slot (used longest ago), not plugin 2's.
         let third = call(&pool, &alive, 3);
@@ -443,7 +466,7 @@ mod tests {
     #[test]
     fn a_checkout_should_wait_its_turn_when_every_slot_is_busy() {
         let alive = Arc::new(AtomicUsize::new(0));
-        let pool = Pool::new(1, 1);
+        let pool = Pool::new(1, 1, usize::MAX);
         let first = call(&pool, &alive, 1);
         let (pool2, alive2) = (Arc::clone(&pool), Arc::clone(&alive));
         let waiter = std::thread::spawn(move || {
@@ -456,7 +479,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         // Checked in while plugin 2 waits: the slot goes to it, the
         // instance is dropped by it before it makes its own.
-        pool.checkin(first);
+        pool.checkin(first, 1);
         let (waited, alive_then) = waiter.join().expect("waiter");
         assert!(waited >= Duration::from_millis(20), "{waited:?}");
         assert_eq!(alive_then, 1, "never two instances in one slot");
@@ -465,6 +488,7 @@ mod tests {
             PoolCounts {
                 capacity: 1,
                 max_warm: 1,
+                warm_bytes: usize::MAX,
                 ..PoolCounts::default()
             }
         );
@@ -473,7 +497,7 @@ mod tests {
     #[test]
     fn waiters_should_be_served_first_come_first_served() {
         let alive = Arc::new(AtomicUsize::new(0));
-        let pool = Pool::new(1, 1);
+        let pool = Pool::new(1, 1, usize::MAX);
         let held = call(&pool, &alive, 1);
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut waiters = Vec::new();
@@ -499,7 +523,7 @@ mod tests {
     #[test]
     fn a_waiter_of_the_same_plugin_should_be_handed_the_warm_instance() {
         let alive = Arc::new(AtomicUsize::new(0));
-        let pool = Pool::new(1, 1);
+        let pool = Pool::new(1, 1, usize::MAX);
         let held = call(&pool, &alive, 7);
         let pool2 = Arc::clone(&pool);
         let waiter = std::thread::spawn(move || {
@@ -509,14 +533,14 @@ mod tests {
         while pool.counts().waiting == 0 {
             std::thread::yield_now();
         }
-        pool.checkin(held);
+        pool.checkin(held, 1);
         assert_eq!(waiter.join().expect("waiter"), Some("fresh"));
     }
 
     #[test]
     fn a_wait_should_end_at_its_deadline_and_leave_the_queue() {
         let alive = Arc::new(AtomicUsize::new(0));
-        let pool = Pool::new(1, 1);
+        let pool = Pool::new(1, 1, usize::MAX);
         let _held = call(&pool, &alive, 1);
         let deadline = Instant::now() + Duration::from_millis(30);
         let error = pool.checkout(2, deadline).err().expect("no slot");
@@ -528,11 +552,11 @@ mod tests {
     #[test]
     fn a_dropped_busy_slot_should_free_it_and_drop_idle_should_empty_a_plugin() {
         let alive = Arc::new(AtomicUsize::new(0));
-        let pool = Pool::new(3, 3);
+        let pool = Pool::new(3, 3, usize::MAX);
         let trapped = call(&pool, &alive, 1);
         let (a, b) = (call(&pool, &alive, 2), call(&pool, &alive, 2));
-        pool.checkin(a);
-        pool.checkin(b);
+        pool.checkin(a, 1);
+        pool.checkin(b, 1);
         drop(trapped);
         assert_eq!(alive.load(Ordering::SeqCst), 2);
         assert_eq!(pool.drop_idle(2), 2);
@@ -543,7 +567,7 @@ mod tests {
         let all: Vec<_> = (10..13).map(|o| call(&pool, &alive, o)).collect();
         assert_eq!(alive.load(Ordering::SeqCst), 3);
         drop(all);
-        pool.checkin(call(&pool, &alive, 4));
+        pool.checkin(call(&pool, &alive, 4), 1);
         assert!(pool.drop_oldest());
         assert!(!pool.drop_oldest());
         assert_eq!(alive.load(Ordering::SeqCst), 0);
@@ -552,10 +576,10 @@ mod tests {
     #[test]
     fn instances_past_the_warm_cap_should_be_dropped_least_recently_used_first() {
         let alive = Arc::new(AtomicUsize::new(0));
-        let pool = Pool::new(4, 2);
+        let pool = Pool::new(4, 2, usize::MAX);
         let calls: Vec<_> = (1..=4).map(|o| call(&pool, &alive, o)).collect();
         for busy in calls {
-            pool.checkin(busy);
+            pool.checkin(busy, 1);
         }
         // Four checked in, two kept: those of plugins 3 and 4, the newest.
         assert_eq!(alive.load(Ordering::SeqCst), 2);
@@ -571,21 +595,60 @@ mod tests {
         assert_eq!(alive.load(Ordering::SeqCst), 4);
         // Instances in calls count: with three still in calls, the one
         // checked in goes (nothing older is idle).
-        pool.checkin(all.remove(0));
+        pool.checkin(all.remove(0), 1);
         assert_eq!(alive.load(Ordering::SeqCst), 3);
         assert_eq!(pool.counts().idle, 0);
-        pool.checkin(all.remove(0));
+        pool.checkin(all.remove(0), 1);
         assert_eq!(alive.load(Ordering::SeqCst), 2, "two in calls");
-        pool.checkin(all.remove(0));
+        pool.checkin(all.remove(0), 1);
         assert_eq!(pool.counts().idle, 1, "one in a call, one kept");
         assert_eq!(alive.load(Ordering::SeqCst), 2);
         drop(all);
         // With none kept, a checkin drops its own.
-        let none = Pool::new(1, 0);
-        none.checkin(call(&none, &alive, 1));
+        let none = Pool::new(1, 0, usize::MAX);
+        none.checkin(call(&none, &alive, 1), 1);
         assert_eq!(none.counts().idle, 0);
         let again = call(&none, &alive, 1);
         assert_eq!(alive.load(Ordering::SeqCst), 2, "plugin 7's, and this one");
         drop(again);
+    }
+
+    #[test]
+    fn idle_instances_past_the_warm_bytes_should_be_dropped_least_recently_used_first() {
+        let alive = Arc::new(AtomicUsize::new(0));
+        // Room for ten instances warm by count, for 100 bytes by memory.
+        let pool = Pool::new(10, 10, 100);
+        for (owner, bytes) in [(1, 40), (2, 40), (3, 10)] {
+            pool.checkin(call(&pool, &alive, owner), bytes);
+        }
+        assert_eq!(alive.load(Ordering::SeqCst), 3);
+        assert_eq!(pool.counts().idle_bytes, 90);
+        // 40 more bytes: plugin 1's, the least recently used, goes.
+        pool.checkin(call(&pool, &alive, 4), 40);
+        assert_eq!(alive.load(Ordering::SeqCst), 3);
+        assert_eq!((pool.counts().idle, pool.counts().idle_bytes), (3, 90));
+        for (owner, warm) in [(1, false), (2, true), (3, true), (4, true)] {
+            let mut busy = pool.checkout(owner, soon()).expect("slot");
+            assert_eq!(busy.instance().is_some(), warm, "plugin {owner}");
+            drop(busy);
+        }
+        assert_eq!((pool.counts().idle, pool.counts().idle_bytes), (0, 0));
+        // One instance larger than the whole budget is not kept.
+        pool.checkin(call(&pool, &alive, 5), 101);
+        assert_eq!(pool.counts().idle, 0);
+        assert_eq!(alive.load(Ordering::SeqCst), 0);
+        // Fifty plugins called in turn, 2 bytes each, all stay warm: the
+        // cap is memory, not the calls run at once.
+        let many = Pool::new(64, 64, 100);
+        for owner in 10..60 {
+            many.checkin(call(&many, &alive, owner), 2);
+        }
+        assert_eq!((many.counts().idle, many.counts().idle_bytes), (50, 100));
+        for owner in 10..60 {
+            let mut busy = many.checkout(owner, soon()).expect("slot");
+            assert!(busy.instance().is_some(), "plugin {owner} warm");
+            many.checkin(busy, 2);
+        }
+        assert_eq!(alive.load(Ordering::SeqCst), 50);
     }
 }

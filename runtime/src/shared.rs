@@ -58,7 +58,11 @@ impl Shared {
     pub(crate) fn new(config: RuntimeConfig) -> Result<Self, RuntimeError> {
         let mut wasm = wasmtime::Config::new();
         wasm.wasm_component_model(true).epoch_interruption(true);
-        let (instances, warm) = (config.instances(), config.warm_instances());
+        let (instances, warm, warm_bytes) = (
+            config.instances(),
+            config.warm_instances(),
+            config.warm_bytes(),
+        );
         if config.pooling {
             let n = instances;
             let keep_resident = match config.instance_reuse {
@@ -116,7 +120,7 @@ impl Shared {
             config,
             compiled,
             limit_counts: LimitCounts::default(),
-            pool: Pool::new(instances as usize, warm as usize),
+            pool: Pool::new(instances as usize, warm as usize, warm_bytes),
             plugins: AtomicU64::new(0),
             loaded: Mutex::default(),
             compiling: Mutex::default(),

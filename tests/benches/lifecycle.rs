@@ -131,6 +131,7 @@ async fn main() -> anyhow::Result<()> {
         shares: Default::default(),
         required_signatures: Default::default(),
         resync: kubewasm_engine::controller::DEFAULT_RESYNC,
+        remembered: kubewasm_engine::controller::DEFAULT_REMEMBERED,
         record: None,
     };
 

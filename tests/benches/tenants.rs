@@ -175,6 +175,7 @@ fn host_options(
         shares: std::collections::BTreeMap::new(),
         required_signatures: Default::default(),
         resync: kubewasm_engine::controller::DEFAULT_RESYNC,
+        remembered: kubewasm_engine::controller::DEFAULT_REMEMBERED,
         record: None,
     };
     std::fs::create_dir_all(&options.plugins)?;

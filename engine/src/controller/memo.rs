@@ -26,9 +26,15 @@
 //!   has no witness and is never skipped.
 //! - One entry per live primary at most: a key whose primary is gone is
 //!   forgotten when it runs.
+//! - The keys remembered are bounded host-wide ([`Remembered`]): a plugin
+//!   holds at most its share, the host's bound divided among the plugins
+//!   running; remembering a key past it forgets another of the plugin's
+//!   (whose next step then runs). Fifty plugins over the same objects hold
+//!   about what the bound allows, not fifty times every key.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use kubewasm_runtime::cache::Cache;
 use kubewasm_runtime::read_set::Queries;
@@ -48,10 +54,64 @@ struct Ran {
     queries: Queries,
 }
 
+/// The default bound on keys remembered host-wide: 65,536, some 4 MiB.
+pub const DEFAULT_REMEMBERED: usize = 1 << 16;
+
+/// The host-wide bound on remembered keys, shared among the plugins'
+/// memos (see the module documentation).
+#[derive(Debug)]
+pub struct Remembered {
+    limit: usize,
+    memos: AtomicUsize,
+}
+
+impl Remembered {
+    /// At most `limit` keys remembered across every plugin.
+    pub fn new(limit: usize) -> Arc<Self> {
+        Arc::new(Self {
+            limit,
+            memos: AtomicUsize::new(0),
+        })
+    }
+
+    /// What one plugin may remember now.
+    fn share(&self) -> usize {
+        self.limit / self.memos.load(Ordering::Relaxed).max(1)
+    }
+}
+
+impl Default for Remembered {
+    fn default() -> Self {
+        Self {
+            limit: DEFAULT_REMEMBERED,
+            memos: AtomicUsize::new(0),
+        }
+    }
+}
+
 /// The inputs of each key's last successful reconcile (see the module
 /// documentation).
-#[derive(Default)]
-pub(super) struct Memo(Mutex<HashMap<Key, Ran>>);
+pub(super) struct Memo {
+    ran: Mutex<HashMap<Key, Ran>>,
+    bound: Arc<Remembered>,
+}
+
+impl Memo {
+    /// A plugin's memo, holding its share of `bound`.
+    pub(super) fn new(bound: Arc<Remembered>) -> Self {
+        bound.memos.fetch_add(1, Ordering::Relaxed);
+        Self {
+            ran: Mutex::default(),
+            bound,
+        }
+    }
+}
+
+impl Drop for Memo {
+    fn drop(&mut self) {
+        self.bound.memos.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 /// The primary's resourceVersion as `version`'s cache holds it now.
 pub(super) fn primary_version(version: &Version, key: &ObjectKey) -> Option<Box<str>> {
@@ -67,7 +127,7 @@ pub(super) fn primary_version(version: &Version, key: &ObjectKey) -> Option<Box<
 
 impl Memo {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Ran>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.ran.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Whether `key`, brought back by `cause`, would run with the inputs
@@ -131,7 +191,11 @@ impl Memo {
         };
         match remembered {
             Some(ran) => {
-                self.lock().insert(std::sync::Arc::clone(key), ran);
+                let share = self.bound.share();
+                let mut memo = self.lock();
+                if make_room(&mut memo, key, share) {
+                    memo.insert(Arc::clone(key), ran);
+                }
             }
             None => self.forget(key),
         }
@@ -144,5 +208,54 @@ impl Memo {
         if memo.capacity() > 64 && memo.len() < memo.capacity() / 4 {
             memo.shrink_to_fit();
         }
+    }
+}
+
+/// Makes room in `memo` for `key` within `share` entries: other keys go
+/// (any ones; their next steps run). Whether `key` may be remembered.
+fn make_room<V>(memo: &mut HashMap<Key, V>, key: &ObjectKey, share: usize) -> bool {
+    if share == 0 {
+        return false;
+    }
+    while !memo.contains_key(key) && memo.len() >= share {
+        let Some(other) = memo.keys().next().cloned() else {
+            break;
+        };
+        memo.remove(&other);
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> Key {
+        Arc::new(ObjectKey::namespaced("ns", name))
+    }
+
+    #[test]
+    fn a_plugin_should_remember_at_most_its_share_of_the_host_bound() {
+        let bound = Remembered::new(10);
+        let memos: Vec<Memo> = (0..4).map(|_| Memo::new(Arc::clone(&bound))).collect();
+        assert_eq!(bound.share(), 2, "10 keys among 4 plugins");
+        drop(memos);
+        assert_eq!(bound.share(), 10, "a plugin gone gives its share back");
+        let mut memo: HashMap<Key, u8> = HashMap::new();
+        for name in ["a", "b", "c", "d"] {
+            if make_room(&mut memo, &key(name), 3) {
+                memo.insert(key(name), 0);
+            }
+        }
+        assert_eq!(memo.len(), 3, "one forgotten for the fourth");
+        assert!(memo.contains_key(&*key("d")));
+        // A key remembered already takes no room: nothing else goes.
+        assert!(make_room(&mut memo, &key("d"), 3));
+        assert_eq!(memo.len(), 3);
+        // A share that shrank forgets down to it; a share of none
+        // remembers nothing.
+        assert!(make_room(&mut memo, &key("e"), 1));
+        assert!(memo.is_empty());
+        assert!(!make_room(&mut memo, &key("f"), 0));
     }
 }

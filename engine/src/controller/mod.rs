@@ -72,6 +72,7 @@ use mapping::{Targets, enqueue, map_custom, mapping_handler};
 use version::{Current, Version};
 use worker::Worker;
 
+pub use memo::{DEFAULT_REMEMBERED, Remembered};
 pub use shared::Shared;
 
 mod departed;
@@ -271,7 +272,7 @@ impl Controller {
         let worker = Worker {
             current: current.clone(),
             queue: Arc::clone(&queue),
-            memo: Arc::default(),
+            memo: Arc::new(memo::Memo::new(Arc::clone(&shared.remembered))),
             unchanged: Arc::default(),
             triggers: Arc::clone(&targets.triggers),
             departed: Arc::clone(&targets.departed),

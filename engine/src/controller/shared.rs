@@ -33,4 +33,6 @@ pub struct Shared {
     pub resync: Duration,
     /// Where steps are recorded, if they are.
     pub recorder: Option<Arc<crate::recorder::Recorder>>,
+    /// The host-wide bound on the keys whose inputs are remembered.
+    pub remembered: Arc<super::memo::Remembered>,
 }

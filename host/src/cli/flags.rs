@@ -71,7 +71,12 @@ impl RuntimeFlags {
             if let Some(count) = host.max_instances {
                 config = config.max_instances(count);
             }
-            config = config.max_warm_instances(host.warm_instances());
+            if let Some(count) = host.max_warm_instances {
+                config = config.max_warm_instances(count);
+            }
+            if let Some(mib) = host.warm_memory_mib {
+                config = config.warm_memory(mib.saturating_mul(1 << 20));
+            }
         }
         if let Some(dir) = self.cache_dir() {
             config = config.cache_dir(dir);
@@ -163,12 +168,17 @@ pub(super) struct HostFlags {
     /// machine's memory, or its cgroup's limit, holds; 16 at least].
     #[arg(long)]
     max_instances: Option<u32>,
+    /// Linear memory, in MiB, the warm instances of every plugin may hold
+    /// between them while they wait for their plugin's next call (the least
+    /// recently used idle one goes first). A warm call of the JavaScript
+    /// example is about five times cheaper than one on a fresh instance,
+    /// which holds some 3.5 MiB; a plugin with no work left lets its
+    /// instances go [default: a sixteenth of this machine's memory, or its
+    /// cgroup's limit; 64 MiB at least].
+    #[arg(long, value_name = "MIB")]
+    warm_memory_mib: Option<usize>,
     /// Instances kept when a call ends, across all plugins, those in calls
-    /// counted (the least recently used idle one goes first). More keeps
-    /// more plugins warm (a warm call of the JavaScript example is about
-    /// five times cheaper than one on a fresh instance) for the memory of
-    /// each (some 3.5 MiB for it) [default: --workers, one for each
-    /// reconcile that can run at once].
+    /// counted, whatever memory they hold [default: --max-instances].
     #[arg(long)]
     max_warm_instances: Option<u32>,
     /// Log format.
@@ -207,6 +217,12 @@ pub(super) struct HostFlags {
     /// plugin declared its own resync.
     #[arg(long, default_value_t = 36_000, value_parser = clap::value_parser!(u64).range(1..))]
     resync_seconds: u64,
+    /// Most keys whose last inputs are remembered (for skipping a call
+    /// whose inputs are unchanged), across every plugin: each plugin holds
+    /// at most its share, this divided by the plugins running, and a key
+    /// forgotten simply runs its next step (some 64 bytes a key).
+    #[arg(long, default_value_t = kubewasm_engine::controller::DEFAULT_REMEMBERED)]
+    remembered_keys: usize,
     /// Record every reconcile of the plugins into DIR (one directory per
     /// plugin, a JSON fixture per call: key, configuration, clock, every
     /// object read, the requests produced), for `kubewasm replay
@@ -245,12 +261,6 @@ fn parse_share(text: &str) -> Result<(String, u32), String> {
 }
 
 impl HostFlags {
-    /// The instances the runtime keeps warm.
-    fn warm_instances(&self) -> u32 {
-        self.max_warm_instances
-            .unwrap_or_else(|| u32::try_from(self.workers).unwrap_or(u32::MAX))
-    }
-
     /// The host's options; pulled artifacts are cached under `cache_dir`.
     ///
     /// # Errors
@@ -283,6 +293,7 @@ impl HostFlags {
             },
             shares: self.shares.iter().cloned().collect(),
             resync: Duration::from_secs(self.resync_seconds),
+            remembered: self.remembered_keys,
             record: self.record.clone().map(|dir| RecordOptions {
                 dir,
                 plugins: (!self.record_plugins.is_empty())
