@@ -23,7 +23,7 @@ use kubewasm_engine::Engine;
 use kubewasm_engine::controller::Settings;
 use kubewasm_runtime::{LoadOptions, Runtime, RuntimeConfig};
 use kubewasm_tests::bench::{is_real_run, median, ms, out_path, write_section};
-use kubewasm_tests::peers::Usage;
+use kubewasm_tests::peers::{Usage, create_myapps};
 use kubewasm_tests::{
     compiled_cache_dir, example_plugin, in_process_cluster, test_plugin, workspace_root,
 };
@@ -37,26 +37,6 @@ async fn cluster() -> anyhow::Result<(ApiServer, Client)> {
     // The example's CRD, installed as `kubewasm dev` installs it.
     kubewasm::cli::install_crds(&client, &workspace_root().join("plugins").join("myapp")).await?;
     Ok((server, client))
-}
-
-/// Creates `n` MyApps, 32 requests in flight.
-async fn create_myapps(client: &Client, n: usize) -> anyhow::Result<()> {
-    let apps: Api<MyApp> = Api::namespaced(client.clone(), "default");
-    futures_util::stream::iter(0..n)
-        .map(|i| {
-            let apps = apps.clone();
-            async move {
-                let app: MyApp = serde_json::from_value(json!({
-                    "metadata": {"name": format!("app-{i:05}")},
-                    "spec": {"replicas": 2, "image": "nginx:1.27", "port": 8080}}))?;
-                apps.create(&PostParams::default(), &app).await?;
-                anyhow::Ok(())
-            }
-        })
-        .buffer_unordered(32)
-        .try_collect::<Vec<_>>()
-        .await?;
-    Ok(())
 }
 
 /// Resolves once every one of `n` MyApps reports its Deployment.
@@ -192,7 +172,7 @@ struct Resync {
 
 async fn resync(n: usize, record: bool) -> anyhow::Result<Resync> {
     let (_server, client) = cluster().await?;
-    create_myapps(&client, n).await?;
+    create_myapps(&client, n, 2).await?;
     let runtime = Runtime::new(
         RuntimeConfig::default()
             .cache_dir(compiled_cache_dir())

@@ -272,8 +272,15 @@ fn memory(configmaps: usize, window: Duration) -> String {
     let (rss1, rss50) = (added(&single, |h| h.rss), added(&fifty, |h| h.rss));
     let (pss1, pss50) = (added(&single, |h| h.pss), added(&fifty, |h| h.pss));
     let per_plugin = (rss50 - rss1) / 49.0;
-    let rate_ratio = fifty.rate / single.rate.max(1e-9);
-    let counted_ratio = counted.rate / single.rate.max(1e-9);
+    // A single plugin that drained before a sample was taken has no rate.
+    let of_single = |rate: f64| {
+        if single.rate > 0.0 {
+            rate / single.rate
+        } else {
+            f64::NAN
+        }
+    };
+    let (rate_ratio, counted_ratio) = (of_single(fifty.rate), of_single(counted.rate));
     let rss_counted = added(&counted, |h| h.rss);
     eprintln!(
         "memory added: 1 plugin {rss1:.0} MiB resident, {pss1:.0} MiB proportional ({} \

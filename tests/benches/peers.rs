@@ -22,15 +22,14 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
 
 use futures_util::{StreamExt, TryStreamExt};
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use kubewasm_tests::bench::{is_real_run, ms, out_path, write_section};
-use kubewasm_tests::peers::{Driver, Usage};
+use kubewasm_tests::peers::{Driver, Usage, create_myapps};
 use kubewasm_tests::proxy::Proxy;
 use kubewasm_tests::{Apiserver, workspace_root};
 use myapp::MyApp;
-use serde_json::json;
 
 /// Which API server a run is against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -112,8 +111,8 @@ async fn upstream(server: &Apiserver) -> anyhow::Result<Client> {
     Ok(Client::try_from(config)?)
 }
 
-/// Installs MyApp's CRD and creates `n` MyApps, 32 requests in flight.
-async fn create_myapps(client: &Client, n: usize) -> anyhow::Result<()> {
+/// Installs MyApp's CRD and creates `n` MyApps asking for no replicas.
+async fn install_and_create(client: &Client, n: usize) -> anyhow::Result<()> {
     kubewasm::cli::install_crds(client, &workspace_root().join("plugins").join("myapp")).await?;
     let apps: Api<MyApp> = Api::namespaced(client.clone(), "default");
     // A real server serves a new CRD's resource once it is established.
@@ -126,20 +125,7 @@ async fn create_myapps(client: &Client, n: usize) -> anyhow::Result<()> {
         anyhow::ensure!(Instant::now() < deadline, "MyApps not served after 60 s");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    futures_util::stream::iter(0..n)
-        .map(|i| {
-            let apps = apps.clone();
-            async move {
-                let app: MyApp = serde_json::from_value(json!({
-                    "metadata": {"name": format!("app-{i:06}")},
-                    "spec": {"replicas": 0, "image": "nginx:1.27", "port": 8080}}))?;
-                apps.create(&PostParams::default(), &app).await?;
-                anyhow::Ok(())
-            }
-        })
-        .buffer_unordered(32)
-        .try_collect::<Vec<_>>()
-        .await?;
+    create_myapps(client, n, 0).await?;
     Ok(())
 }
 
@@ -181,7 +167,7 @@ async fn run(server: Server, n: usize, driver: Driver, profile: &str) -> anyhow:
         server.name(),
         driver.name()
     );
-    create_myapps(&client, n).await?;
+    install_and_create(&client, n).await?;
     let proxy = Proxy::start(upstream(&cluster).await?).await?;
     let scratch = tempfile::tempdir()?;
     let kubeconfig = scratch.path().join("kubeconfig");

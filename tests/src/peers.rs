@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use futures_util::{StreamExt, TryStreamExt};
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+
 use crate::{compiled_cache_dir, example_plugin, target_dir, workspace_root};
 
 /// Who reconciles the MyApps.
@@ -72,6 +75,36 @@ impl Driver {
             .spawn()?;
         Ok(Running { child })
     }
+}
+
+/// Creates `n` MyApps (`app-000000` on) in `default`, each asking for
+/// `replicas`, 32 requests in flight.
+///
+/// # Errors
+/// The first create that fails.
+pub async fn create_myapps(client: &kube::Client, n: usize, replicas: u32) -> kube::Result<()> {
+    let resource = ApiResource {
+        group: "example.com".into(),
+        version: "v1".into(),
+        api_version: "example.com/v1".into(),
+        kind: "MyApp".into(),
+        plural: "myapps".into(),
+    };
+    let apps: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource);
+    futures_util::stream::iter(0..n)
+        .map(|i| {
+            let (apps, mut app) = (
+                apps.clone(),
+                DynamicObject::new(&format!("app-{i:06}"), &resource),
+            );
+            app.data = serde_json::json!({
+                "spec": {"replicas": replicas, "image": "nginx:1.27", "port": 8080}});
+            async move { apps.create(&PostParams::default(), &app).await }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<_>>()
+        .await?;
+    Ok(())
 }
 
 /// A Rust binary of the workspace built in `profile`.

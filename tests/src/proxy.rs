@@ -268,62 +268,36 @@ mod tests {
 
     #[test]
     fn requests_should_be_counted_by_the_verb_the_server_counts() {
-        let cases = [
-            ("GET", "/api/v1/namespaces/default/configmaps/a", "", "get"),
-            ("GET", "/api/v1/namespaces/default/configmaps", "", "list"),
-            (
-                "GET",
-                "/api/v1/configmaps?watch=true&resourceVersion=5",
-                "",
-                "watch",
-            ),
-            ("GET", "/apis/apps/v1/deployments?limit=500", "", "list"),
-            (
-                "GET",
-                "/apis/apps/v1/namespaces/ns/deployments/d",
-                "",
-                "get",
-            ),
-            ("GET", "/api/v1/namespaces/ns", "", "get"),
-            (
-                "POST",
-                "/api/v1/namespaces/ns/configmaps",
-                "application/json",
-                "create",
-            ),
-            (
-                "PUT",
-                "/apis/example.com/v1/namespaces/ns/myapps/a/status",
-                "",
-                "update",
-            ),
-            (
-                "PATCH",
-                "/apis/apps/v1/namespaces/ns/deployments/d?fieldManager=x&force=true",
-                "application/apply-patch+yaml",
-                "apply",
-            ),
-            (
-                "PATCH",
-                "/api/v1/namespaces/ns/pods/p",
-                "application/merge-patch+json",
-                "patch",
-            ),
-            ("DELETE", "/api/v1/namespaces/ns/pods/p", "", "delete"),
-            (
-                "DELETE",
-                "/api/v1/namespaces/ns/pods",
-                "",
-                "deletecollection",
-            ),
-            ("GET", "/api", "", "discovery"),
-            ("GET", "/api/v1", "", "discovery"),
-            ("GET", "/apis", "", "discovery"),
-            ("GET", "/apis/apps/v1", "", "discovery"),
-            ("GET", "/openapi/v3", "", "discovery"),
-            ("GET", "/version", "", "discovery"),
-        ];
-        for (method, target, content_type, verb) in cases {
+        // Method, target, Content-Type (`-` for none), verb.
+        let cases = "
+            GET /api/v1/namespaces/default/configmaps/a - get
+            GET /api/v1/namespaces/default/configmaps - list
+            GET /api/v1/configmaps?watch=true&resourceVersion=5 - watch
+            GET /apis/apps/v1/deployments?limit=500 - list
+            GET /apis/apps/v1/namespaces/ns/deployments/d - get
+            GET /api/v1/namespaces/ns - get
+            POST /api/v1/namespaces/ns/configmaps application/json create
+            PUT /apis/example.com/v1/namespaces/ns/myapps/a/status - update
+            PATCH /apis/apps/v1/namespaces/ns/deployments/d?force=true application/apply-patch+yaml apply
+            PATCH /api/v1/namespaces/ns/pods/p application/merge-patch+json patch
+            DELETE /api/v1/namespaces/ns/pods/p - delete
+            DELETE /api/v1/namespaces/ns/pods - deletecollection
+            GET /api - discovery
+            GET /api/v1 - discovery
+            GET /apis - discovery
+            GET /apis/apps/v1 - discovery
+            GET /openapi/v3 - discovery
+            GET /version - discovery";
+        for line in cases.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            let [method, target, content_type, verb] = line.split(' ').collect::<Vec<_>>()[..]
+            else {
+                panic!("{line}: four fields");
+            };
+            let content_type = if content_type == "-" {
+                ""
+            } else {
+                content_type
+            };
             let request = seen(method, target, content_type);
             assert_eq!(request.verb(), verb, "{method} {target}");
             assert_eq!(
