@@ -132,13 +132,21 @@ fmt:
 # program of the difference tool).
 GO_MODULES := tests/real-cluster tests/difference/client-go bench/peers/controller-runtime
 
+# `go vet` (its modules' downloads and type checks, little CPU) runs beside the
+# Rust lints, its output shown at the end; every one of them must pass.
 lint:
 	@unformatted=$$(gofmt -l $(GO_MODULES)); [ -z "$$unformatted" ] || { echo "gofmt: $$unformatted"; exit 1; }
-	for m in $(GO_MODULES); do (cd $$m && go vet ./...) || exit 1; done
-	$(CARGO) fmt --all -- --check
-	rustfmt --check --edition 2024 fuzz/fuzz_targets/*.rs  # its own workspace: not in --all
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(CARGO) clippy --target $(WASM_TARGET) $(addprefix -p ,$(RUST_PLUGINS) $(RUST_TEST_PLUGINS)) -- -D warnings
+	@mkdir -p $(TARGET_DIR); echo "go vet ./... in $(GO_MODULES), beside the Rust lints"; \
+	( for m in $(GO_MODULES); do (cd $$m && go vet ./...) || exit 1; done ) > $(TARGET_DIR)/go-vet.log 2>&1 & vet=$$!; \
+	status=0; { \
+	  echo "$(CARGO) fmt --all -- --check" && $(CARGO) fmt --all -- --check && \
+	  rustfmt --check --edition 2024 fuzz/fuzz_targets/*.rs && \
+	  echo "$(CARGO) clippy --workspace --all-targets -- -D warnings" && \
+	  $(CARGO) clippy --workspace --all-targets -- -D warnings && \
+	  echo "$(CARGO) clippy --target $(WASM_TARGET) (the Rust plugins and test guests)" && \
+	  $(CARGO) clippy --target $(WASM_TARGET) $(addprefix -p ,$(RUST_PLUGINS) $(RUST_TEST_PLUGINS)) -- -D warnings; \
+	} || status=1; \
+	wait $$vet || { echo "go vet failed:"; status=1; }; cat $(TARGET_DIR)/go-vet.log; exit $$status
 
 # Tests plugin authors write in their own language, and the SDK harnesses
 # run of the shared conformance fixtures (tests/conformance/).

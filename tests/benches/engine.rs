@@ -7,7 +7,6 @@
 //!
 //! Run with `make bench`; `cargo test --all-targets` runs it small.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,7 +22,7 @@ use kubewasm_engine::Engine;
 use kubewasm_engine::controller::Settings;
 use kubewasm_runtime::{LoadOptions, Runtime, RuntimeConfig};
 use kubewasm_tests::bench::{is_real_run, median, ms, out_path, write_section};
-use kubewasm_tests::peers::{Usage, create_myapps};
+use kubewasm_tests::peers::{Usage, converged, create_myapps};
 use kubewasm_tests::{
     compiled_cache_dir, example_plugin, in_process_cluster, test_plugin, workspace_root,
 };
@@ -37,30 +36,6 @@ async fn cluster() -> anyhow::Result<(ApiServer, Client)> {
     // The example's CRD, installed as `kubewasm dev` installs it.
     kubewasm::cli::install_crds(&client, &workspace_root().join("plugins").join("myapp")).await?;
     Ok((server, client))
-}
-
-/// Resolves once every one of `n` MyApps reports its Deployment.
-async fn converged(client: &Client, n: usize) -> anyhow::Result<()> {
-    let apps: Api<MyApp> = Api::namespaced(client.clone(), "default");
-    let mut done = HashSet::new();
-    let mut events = watcher(apps, watcher::Config::default())
-        .default_backoff()
-        .applied_objects()
-        .boxed();
-    while let Some(app) = events.try_next().await? {
-        let reports = app
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.first())
-            .is_some_and(|c| c.reason == "ReplicasUnavailable");
-        if reports {
-            done.insert(app.name_any());
-            if done.len() == n {
-                return Ok(());
-            }
-        }
-    }
-    anyhow::bail!("the watch ended")
 }
 
 /// kubewasm's engine running the `myapp` component, every primary queued
@@ -180,7 +155,7 @@ async fn resync(n: usize, record: bool) -> anyhow::Result<Resync> {
     )?;
     let started = Instant::now();
     let engine = wasm_engine(&client, &runtime, RESYNC).await?;
-    converged(&client, n).await?;
+    converged(&client, n, "ReplicasUnavailable").await?;
     eprintln!(
         "skips: {n} MyApps converged in {} (reads recorded: {record})",
         ms(started.elapsed())

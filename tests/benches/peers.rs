@@ -18,15 +18,13 @@
 //! (20 MyApps, the embedded server, debug builds), checking that all three
 //! converge.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use futures_util::{StreamExt, TryStreamExt};
+use kube::Client;
 use kube::api::Api;
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, ResourceExt};
 use kubewasm_tests::bench::{is_real_run, ms, out_path, write_section};
-use kubewasm_tests::peers::{Driver, Usage, create_myapps};
+use kubewasm_tests::peers::{Driver, Usage, converged, create_myapps};
 use kubewasm_tests::proxy::Proxy;
 use kubewasm_tests::{Apiserver, workspace_root};
 use myapp::MyApp;
@@ -129,35 +127,6 @@ async fn install_and_create(client: &Client, n: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Whether `app`'s status reports its Deployment at its generation.
-fn reports(app: &MyApp) -> bool {
-    app.status
-        .as_ref()
-        .and_then(|s| s.conditions.first())
-        .is_some_and(|c| {
-            c.reason == "ReplicasAvailable" && c.observed_generation == app.metadata.generation
-        })
-}
-
-/// Resolves once every one of `n` MyApps reports its Deployment.
-async fn converged(client: &Client, n: usize) -> anyhow::Result<()> {
-    let apps: Api<MyApp> = Api::namespaced(client.clone(), "default");
-    let mut done = HashSet::new();
-    let mut events = watcher(apps, watcher::Config::default())
-        .default_backoff()
-        .applied_objects()
-        .boxed();
-    while let Some(app) = events.try_next().await? {
-        if reports(&app) {
-            done.insert(app.name_any());
-            if done.len() == n {
-                return Ok(());
-            }
-        }
-    }
-    anyhow::bail!("the watch ended")
-}
-
 /// One driver over `n` MyApps on a fresh `server`.
 async fn run(server: Server, n: usize, driver: Driver, profile: &str) -> anyhow::Result<Run> {
     let cluster = server.start();
@@ -178,7 +147,7 @@ async fn run(server: Server, n: usize, driver: Driver, profile: &str) -> anyhow:
     // A bound far above any figure measured, so a driver that never
     // converges fails the run rather than hanging it.
     let bound = Duration::from_secs(120) + Duration::from_millis(500) * n as u32;
-    let done = converged(&client, n);
+    let done = converged(&client, n, "ReplicasAvailable");
     tokio::pin!(done);
     loop {
         tokio::select! {

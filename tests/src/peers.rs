@@ -9,7 +9,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use futures_util::{StreamExt, TryStreamExt};
+use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::{compiled_cache_dir, example_plugin, target_dir, workspace_root};
 
@@ -77,12 +79,8 @@ impl Driver {
     }
 }
 
-/// Creates `n` MyApps (`app-000000` on) in `default`, each asking for
-/// `replicas`, 32 requests in flight.
-///
-/// # Errors
-/// The first create that fails.
-pub async fn create_myapps(client: &kube::Client, n: usize, replicas: u32) -> kube::Result<()> {
+/// MyApps, as the example's CRD serves them.
+fn myapps(client: &kube::Client) -> (Api<DynamicObject>, ApiResource) {
     let resource = ApiResource {
         group: "example.com".into(),
         version: "v1".into(),
@@ -90,7 +88,19 @@ pub async fn create_myapps(client: &kube::Client, n: usize, replicas: u32) -> ku
         kind: "MyApp".into(),
         plural: "myapps".into(),
     };
-    let apps: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource);
+    (
+        Api::namespaced_with(client.clone(), "default", &resource),
+        resource,
+    )
+}
+
+/// Creates `n` MyApps (`app-000000` on) in `default`, each asking for
+/// `replicas`, 32 requests in flight.
+///
+/// # Errors
+/// The first create that fails.
+pub async fn create_myapps(client: &kube::Client, n: usize, replicas: u32) -> kube::Result<()> {
+    let (apps, resource) = myapps(client);
     futures_util::stream::iter(0..n)
         .map(|i| {
             let (apps, mut app) = (
@@ -105,6 +115,33 @@ pub async fn create_myapps(client: &kube::Client, n: usize, replicas: u32) -> ku
         .try_collect::<Vec<_>>()
         .await?;
     Ok(())
+}
+
+/// Resolves once `n` MyApps of `default` report their Deployment: the
+/// first condition of each has `reason`, at the MyApp's generation.
+///
+/// # Errors
+/// The watch failing, or ending.
+pub async fn converged(client: &kube::Client, n: usize, reason: &str) -> anyhow::Result<()> {
+    let (apps, _) = myapps(client);
+    let mut done = std::collections::HashSet::new();
+    let mut events = watcher(apps, watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    while let Some(app) = events.try_next().await? {
+        let condition = app.data.pointer("/status/conditions/0");
+        let reports = condition.is_some_and(|c| {
+            c["reason"] == reason && c["observedGeneration"].as_i64() == app.metadata.generation
+        });
+        if reports {
+            done.insert(app.name_any());
+            if done.len() == n {
+                return Ok(());
+            }
+        }
+    }
+    anyhow::bail!("the watch of MyApps ended")
 }
 
 /// A Rust binary of the workspace built in `profile`.
