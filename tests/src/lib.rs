@@ -182,13 +182,15 @@ pub fn pss_kib(pid: u32) -> u64 {
 
 /// The KiB figure of the line of `file` that starts with `field`.
 fn proc_kib(file: &str, field: &str) -> u64 {
-    std::fs::read_to_string(file)
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(field))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
+    kib_field(&std::fs::read_to_string(file).unwrap_or_default(), field)
+}
+
+/// The KiB figure of the line of a `/proc` file's `text` that starts with
+/// `field` (0 if there is none).
+pub(crate) fn kib_field(text: &str, field: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
 }
 

@@ -248,11 +248,7 @@ impl Usage {
                 Some(utime + stime)
             })
             .unwrap_or(0);
-        let peak_rss_kib = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0);
+        let peak_rss_kib = crate::kib_field(status, "VmHWM:");
         Self {
             cpu: Duration::from_millis(ticks * 10),
             peak_rss_kib,
