@@ -20,14 +20,15 @@ NPM_STAMP := node_modules/.package-lock.json
 COMPONENTIZE_PY := componentize-py -d wit -w controller componentize
 COMPONENTIZE_JS := node_modules/.bin/kubewasm-componentize
 
-.PHONY: help setup plugins test-plugins rust-plugins rust-test-plugins build test-build sdk publish-sdk test lint guest-tests new-project-tests fmt dev bench soak fuzz real-cluster test-real difference kube-rs-tests clean
+.PHONY: help setup plugins test-plugins rust-plugins rust-test-plugins build test-build sdk publish-sdk test lint format-check go-vet guest-tests new-project-tests fmt dev bench soak fuzz real-cluster test-real difference kube-rs-tests clean
 
 help:
 	@echo "make setup         install the wasm target, componentize-py and the npm toolchain (make dev and make test do it)"
 	@echo "make plugins       build every example plugin (Rust, Python, JavaScript) into $(OUT)/, with their CRDs"
 	@echo "make test-plugins  build the test guests into $(TEST_OUT)/"
 	@echo "make sdk           the Python wheel and the npm tarball of the guest SDK, into $(SDK_OUT)/ (kubewasm new uses them)"
-	@echo "make test          fmt check, clippy -D warnings, gofmt and go vet, unit, integration, doc and guest-language tests, new projects, then make test-real"
+	@echo "make test          fmt checks, the build linted by clippy -D warnings, unit, integration, doc and guest-language tests, new projects, make test-real, go vet"
+	@echo "make lint          rustfmt and gofmt checks, cargo clippy -D warnings (host and wasm crates), go vet"
 	@echo "make test-build    the kubewasm binary and every test, built once with the tests' features (make test does it)"
 	@echo "make dev           the main job: the embedded API server and the host running the example plugins"
 	@echo "make kube-rs-tests kube-rs 5.0's own cluster tests against the embedded API server (not in CI)"
@@ -132,15 +133,25 @@ fmt:
 # program of the difference tool).
 GO_MODULES := tests/real-cluster tests/difference/client-go bench/peers/controller-runtime
 
+# The checks that need no Rust build: rustfmt, gofmt.
+format-check:
+	@unformatted=$$(gofmt -l $(GO_MODULES)); [ -z "$$unformatted" ] || { echo "gofmt: $$unformatted"; exit 1; }
+	$(CARGO) fmt --all -- --check
+	rustfmt --check --edition 2024 fuzz/fuzz_targets/*.rs
+
+go-vet:
+	@for m in $(GO_MODULES); do echo "go vet ./... in $$m"; (cd $$m && go vet ./...) || exit 1; done
+
+# clippy's driver, and `-D warnings` as `cargo clippy` hands it over.
+CLIPPY_DRIVER = $(shell rustc --print sysroot)/bin/clippy-driver
+CLIPPY_DENY_WARNINGS := -D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
+
 # `go vet` (its modules' downloads and type checks, little CPU) runs beside the
 # Rust lints, its output shown at the end; every one of them must pass.
-lint:
-	@unformatted=$$(gofmt -l $(GO_MODULES)); [ -z "$$unformatted" ] || { echo "gofmt: $$unformatted"; exit 1; }
+lint: format-check
 	@mkdir -p $(TARGET_DIR); echo "go vet ./... in $(GO_MODULES), beside the Rust lints"; \
-	( for m in $(GO_MODULES); do (cd $$m && go vet ./...) || exit 1; done ) > $(TARGET_DIR)/go-vet.log 2>&1 & vet=$$!; \
+	$(MAKE) --no-print-directory go-vet > $(TARGET_DIR)/go-vet.log 2>&1 & vet=$$!; \
 	status=0; { \
-	  echo "$(CARGO) fmt --all -- --check" && $(CARGO) fmt --all -- --check && \
-	  rustfmt --check --edition 2024 fuzz/fuzz_targets/*.rs && \
 	  echo "$(CARGO) clippy --workspace --all-targets -- -D warnings" && \
 	  $(CARGO) clippy --workspace --all-targets -- -D warnings && \
 	  echo "$(CARGO) clippy --target $(WASM_TARGET) (the Rust plugins and test guests)" && \
@@ -155,10 +166,18 @@ guest-tests: $(NPM_STAMP)
 	cd plugins/tenant-bootstrap && PYTHONPATH=../../guest-sdk/python $(PYTHON) -m unittest -v
 	node --test guest-sdk/js/test/ plugins/configmap-replicator/
 
-test: setup lint plugins test-plugins test-build guest-tests new-project-tests
+# `make test` lints as it builds: clippy's driver wraps rustc for the
+# workspace's crates (what `cargo clippy` does, in a check), so the
+# dependencies compile once instead of checked once for clippy and built
+# again; a clippy warning fails the build that meets it (the wasm plugins' too).
+# go vet comes last, when the Go builds of the tests have filled its cache.
+test: export RUSTC_WORKSPACE_WRAPPER = $(CLIPPY_DRIVER)
+test: export CLIPPY_ARGS = $(CLIPPY_DENY_WARNINGS)
+test: setup format-check plugins test-plugins test-build guest-tests new-project-tests
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
 	$(MAKE) --no-print-directory test-real
+	$(MAKE) --no-print-directory go-vet
 
 # The host's suites against a real control plane (tests/real-cluster/up, a
 # fresh one per test; built first, minutes from nothing): in full, or in CI
