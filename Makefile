@@ -192,7 +192,7 @@ REAL_REDUCED := myapp_should_converge tenant_bootstrap_in_python configmap_repli
 	ten_plugins_should_converge
 test-real: plugins test-plugins test-build
 	tests/real-cluster/build
-	KUBEWASM_TEST_CLUSTER=real $(CARGO) test -p kubewasm-tests $(addprefix --test ,$(REAL_SUITES)) \
+	KUBEWASM_TEST_CLUSTER=real $(CARGO) test --workspace $(addprefix --test ,$(REAL_SUITES)) \
 		$(if $(filter true,$(CI)),-- $(REAL_REDUCED))
 
 dev: setup plugins build

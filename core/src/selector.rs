@@ -66,7 +66,12 @@ impl Selector {
     /// Whether an object's `metadata.labels` satisfy every requirement.
     pub fn matches(&self, object: &Value) -> bool {
         let labels = object.pointer("/metadata/labels");
-        let label = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
+        self.matches_labels(|key| labels.and_then(|l| l.get(key)).and_then(Value::as_str))
+    }
+
+    /// Whether an object whose label `key` has the value `label(key)`
+    /// matches.
+    pub fn matches_labels<'a>(&self, label: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.requirements.iter().all(|req| match req {
             Requirement::Equals(k, v) => label(k) == Some(v.as_str()),
             Requirement::NotEquals(k, v) => label(k) != Some(v.as_str()),

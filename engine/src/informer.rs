@@ -50,7 +50,6 @@ use futures_util::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, TypeMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
-use serde_json::Value;
 use tokio::sync::watch;
 
 use super::listing::Key;
@@ -542,7 +541,7 @@ impl Feed {
             for (k, o) in objects.iter() {
                 match old.get(k) {
                     None => new.push((Arc::clone(k), Arc::clone(o))),
-                    Some(was) if version(was) != version(o) => {
+                    Some(was) if was.resource_version() != o.resource_version() => {
                         changed.push((Arc::clone(k), Arc::clone(o), Arc::clone(was)));
                     }
                     Some(_) => {}
@@ -553,10 +552,7 @@ impl Feed {
                 .into_iter()
                 .filter(|(k, o)| {
                     !objects.contains_key(k)
-                        && self
-                            .share
-                            .as_ref()
-                            .is_none_or(|s| s.admits_value(o.value()))
+                        && self.share.as_ref().is_none_or(|s| s.admits_cached(o))
                 })
                 .collect();
             (new, changed, gone)
@@ -576,13 +572,6 @@ impl Feed {
         self.store.synced.send_replace(true);
         tracing::debug!(resource = %self.store.resource(), objects = self.store.len(), "informer listed");
     }
-}
-
-fn version(object: &CachedObject) -> Option<&str> {
-    object
-        .value()
-        .pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
 }
 
 /// The object's key and its cached form, stripped of what no plugin needs,
@@ -631,7 +620,7 @@ fn strip(object: &mut DynamicObject) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
     use std::time::Duration;
 
     fn config_maps() -> InformerKey {
@@ -731,12 +720,7 @@ mod tests {
             store
                 .list(Some("default"))
                 .iter()
-                .filter_map(|o| {
-                    o.value()
-                        .pointer("/metadata/name")?
-                        .as_str()
-                        .map(str::to_owned)
-                })
+                .filter_map(|o| Some(o.key()?.name.clone()))
                 .filter(|n| n.starts_with("before"))
                 .collect()
         };
@@ -824,7 +808,7 @@ mod tests {
                 kind: "ConfigMap".into(),
             };
             let (_, cached) = cached(object(value), &types).expect("named");
-            cached.value().clone()
+            cached.value()
         };
         let stripped = cached_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "a", "managedFields": [{"manager": "x"}],

@@ -36,8 +36,7 @@ impl InformerCache {
             ShardField::Namespace => Some(place(key.namespace.as_deref())),
             ShardField::Uid => {
                 let object = self.primary().iter().find_map(|s| s.get(key))?;
-                let uid = object.value().pointer("/metadata/uid")?.as_str()?;
-                Some(place(Some(uid)))
+                Some(place(Some(object.uid()?)))
             }
         }
     }
@@ -93,7 +92,7 @@ impl Cache for InformerCache {
                     .is_none_or(|ns| namespace.is_none_or(|n| n == ns))
             })
             .flat_map(|store| store.list(namespace))
-            .filter(|o| selector.matches(o.value()))
+            .filter(|o| o.selected_by(selector))
             .collect()
     }
 }

@@ -19,6 +19,7 @@ use http::{Request, Response, Uri};
 use kube::client::Body;
 use kube::core::DynamicObject;
 use kubewasm_core::shard::{ShardField, ShardRange, ShardSelector};
+use kubewasm_runtime::cache::CachedObject;
 use serde_json::Value;
 
 use super::ring::{SLOTS, range_of};
@@ -69,9 +70,8 @@ impl Share {
     }
 
     /// Whether `object` (as cached) is in the share.
-    pub fn admits_value(&self, object: &Value) -> bool {
-        let field = |path: &str| object.pointer(path).and_then(Value::as_str);
-        self.admits(field("/metadata/uid"), field("/metadata/namespace"))
+    pub fn admits_cached(&self, object: &CachedObject) -> bool {
+        self.admits(object.uid(), object.namespace())
     }
 }
 
@@ -233,10 +233,8 @@ mod tests {
         // Placed by namespace: every object of a namespace together.
         let by_ns = Share::new(ShardField::Namespace, 1 << slot_of(fnv1a64(b"team-a")));
         assert!(by_ns.admits_object(&object("1", Some("team-a"))));
-        assert!(
-            by_ns.admits_value(
-                &serde_json::json!({"metadata": {"uid": "2", "namespace": "team-a"}})
-            )
-        );
+        assert!(by_ns.admits_cached(&CachedObject::new(
+            serde_json::json!({"metadata": {"name": "b", "uid": "2", "namespace": "team-a"}})
+        )));
     }
 }

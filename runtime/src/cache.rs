@@ -3,9 +3,13 @@
 //! [`Cache`] is what the runtime hands to a plugin's `cache` imports. The
 //! controller engine backs it with informer stores shared by every plugin;
 //! [`MemoryCache`] backs it with fixtures for `kubewasm replay` and tests.
-//! Each object is kept both parsed (for selectors and owner references) and
-//! as JSON text, so a read copies text across the boundary without
-//! serializing again.
+//! Each object is kept as the JSON text handed to plugins (a read copies
+//! text across the boundary without serializing again) and, parsed once
+//! when cached, its [`Meta`]: what the host reads of every object on its
+//! hot paths (key, uid, version, labels, owners). The whole object is
+//! parsed only where a step needs its body ([`CachedObject::value`]): a
+//! parsed object takes ten times its text, and the cache holds every
+//! object of every watched type.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -15,14 +19,85 @@ use serde_json::Value;
 use kubewasm_core::resource::{ObjectKey, ResourceType, split_api_version};
 use kubewasm_core::selector::Selector;
 
-/// One cached object: parsed, and as the JSON text handed to plugins.
+/// One cached object: its JSON text and its [`Meta`].
 #[derive(Debug, PartialEq)]
 pub struct CachedObject {
-    value: Value,
-    json: String,
+    json: Box<str>,
+    meta: Meta,
     /// The field managers that server-side applied it, from the
     /// `managedFields` that informer caches drop.
     appliers: Box<[Box<str>]>,
+}
+
+/// What the host reads of a cached object without parsing it again.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Meta {
+    key: Option<ObjectKey>,
+    uid: Option<Box<str>>,
+    resource_version: Option<Box<str>>,
+    /// Sorted by label name.
+    labels: Box<[(Box<str>, Box<str>)]>,
+    owners: Box<[Owner]>,
+    deleting: bool,
+}
+
+/// One of an object's `metadata.ownerReferences`.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Owner {
+    /// `apiVersion` of the owner.
+    pub api_version: Box<str>,
+    /// `kind` of the owner.
+    pub kind: Box<str>,
+    /// `name` of the owner (in the object's namespace, if any).
+    pub name: Box<str>,
+    /// `uid` of the owner.
+    pub uid: Box<str>,
+    /// Whether the owner is the object's controller.
+    pub controller: bool,
+}
+
+impl Meta {
+    fn of(object: &Value) -> Self {
+        let metadata = object.get("metadata");
+        let text = |field: &str| {
+            metadata
+                .and_then(|m| m.get(field))
+                .and_then(Value::as_str)
+                .map(Box::from)
+        };
+        let mut labels: Box<[(Box<str>, Box<str>)]> = metadata
+            .and_then(|m| m.get("labels"))
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(name, value)| Some((name.as_str().into(), value.as_str()?.into())))
+            .collect();
+        labels.sort_unstable();
+        let owners = metadata
+            .and_then(|m| m.get("ownerReferences"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|owner| {
+                let text = |field: &str| owner[field].as_str().unwrap_or_default().into();
+                Owner {
+                    api_version: text("apiVersion"),
+                    kind: text("kind"),
+                    name: text("name"),
+                    uid: text("uid"),
+                    controller: owner["controller"] == true,
+                }
+            })
+            .collect();
+        Self {
+            key: ObjectKey::of(object),
+            uid: text("uid"),
+            resource_version: text("resourceVersion"),
+            labels,
+            owners,
+            deleting: metadata.is_some_and(|m| !m["deletionTimestamp"].is_null()),
+        }
+    }
 }
 
 impl CachedObject {
@@ -43,10 +118,9 @@ impl CachedObject {
     /// Wraps an object whose `managedFields` were dropped, with the field
     /// managers that applied it.
     pub fn applied_by(value: Value, appliers: Box<[Box<str>]>) -> Self {
-        let json = value.to_string();
         Self {
-            value,
-            json,
+            meta: Meta::of(&value),
+            json: value.to_string().into_boxed_str(),
             appliers,
         }
     }
@@ -60,7 +134,7 @@ impl CachedObject {
     /// cache dropped them: what a fixture keeps, so a replay reads the
     /// same [`CachedObject`] back.
     pub fn to_recorded(&self) -> Value {
-        let mut value = self.value.clone();
+        let mut value = self.value();
         if !self.appliers.is_empty()
             && let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut)
             && !metadata.contains_key("managedFields")
@@ -75,14 +149,63 @@ impl CachedObject {
         value
     }
 
-    /// The parsed object.
-    pub fn value(&self) -> &Value {
-        &self.value
+    /// The object, parsed from its text: for a step that reads its body.
+    /// What the host reads of every object is in [`meta`](Self::meta).
+    pub fn value(&self) -> Value {
+        // The text was written from a `Value`, whose depth serde_json's
+        // parse limit bounded where it came from (the API server's answer
+        // or a fixture); it parses back.
+        serde_json::from_str(&self.json).unwrap_or_else(|error| {
+            tracing::error!(%error, "a cached object's text did not parse back");
+            Value::Null
+        })
     }
 
     /// The object as JSON text.
     pub fn json(&self) -> &str {
         &self.json
+    }
+
+    /// Its key (namespace and name), if it has a name.
+    pub fn key(&self) -> Option<&ObjectKey> {
+        self.meta.key.as_ref()
+    }
+
+    /// Its namespace, if namespaced.
+    pub fn namespace(&self) -> Option<&str> {
+        self.key()?.namespace.as_deref()
+    }
+
+    /// `metadata.uid`.
+    pub fn uid(&self) -> Option<&str> {
+        self.meta.uid.as_deref()
+    }
+
+    /// `metadata.resourceVersion`.
+    pub fn resource_version(&self) -> Option<&str> {
+        self.meta.resource_version.as_deref()
+    }
+
+    /// The value of label `name`.
+    pub fn label(&self, name: &str) -> Option<&str> {
+        let labels = &self.meta.labels;
+        let at = labels.binary_search_by(|(l, _)| (**l).cmp(name)).ok()?;
+        Some(&labels[at].1)
+    }
+
+    /// Whether `selector` selects it by its labels.
+    pub fn selected_by(&self, selector: &Selector) -> bool {
+        selector.matches_labels(|name| self.label(name))
+    }
+
+    /// Its owner references.
+    pub fn owners(&self) -> &[Owner] {
+        &self.meta.owners
+    }
+
+    /// Whether it has a `deletionTimestamp`.
+    pub fn deleting(&self) -> bool {
+        self.meta.deleting
     }
 }
 
@@ -193,7 +316,7 @@ impl Cache for MemoryCache {
         objects
             .iter()
             .filter(|(key, _)| namespace.is_none() || key.namespace.as_deref() == namespace)
-            .filter(|(_, object)| selector.matches(object.value()))
+            .filter(|(_, object)| object.selected_by(selector))
             .map(|(_, object)| Arc::clone(object))
             .collect()
     }
@@ -225,6 +348,63 @@ mod tests {
         assert!(CachedObject::new(recorded).applied("kubewasm-x"));
     }
 
+    #[test]
+    fn meta_should_hold_what_the_host_reads_and_value_the_whole_object() {
+        let object = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "team-a", "uid": "u-1",
+                "resourceVersion": "42", "deletionTimestamp": "2026-12-05T08:00:00Z",
+                "labels": {"tier": "web", "app": "shop", "empty": ""},
+                "ownerReferences": [
+                    {"apiVersion": "example.com/v1", "kind": "MyApp", "name": "shop",
+                     "uid": "u-0", "controller": true},
+                    {"apiVersion": "v1", "kind": "ConfigMap", "name": "settings", "uid": "u-2"}]},
+            "spec": {"replicas": 2}});
+        let cached = CachedObject::new(object.clone());
+        assert_eq!(cached.key(), Some(&ObjectKey::namespaced("team-a", "web")));
+        assert_eq!(cached.namespace(), Some("team-a"));
+        assert_eq!(
+            (cached.uid(), cached.resource_version()),
+            (Some("u-1"), Some("42"))
+        );
+        assert_eq!(
+            (
+                cached.label("app"),
+                cached.label("tier"),
+                cached.label("empty")
+            ),
+            (Some("shop"), Some("web"), Some(""))
+        );
+        assert_eq!(cached.label("missing"), None);
+        assert!(cached.selected_by(&Selector::parse("app=shop,tier in (web)").expect("parses")));
+        assert!(!cached.selected_by(&Selector::parse("app!=shop").expect("parses")));
+        let owners: Vec<_> = cached
+            .owners()
+            .iter()
+            .map(|o| (&*o.kind, &*o.name, &*o.uid, o.controller))
+            .collect();
+        assert_eq!(
+            owners,
+            [
+                ("MyApp", "shop", "u-0", true),
+                ("ConfigMap", "settings", "u-2", false)
+            ]
+        );
+        assert!(cached.deleting());
+        assert_eq!(cached.value(), object);
+        assert_eq!(
+            serde_json::from_str::<Value>(cached.json()).ok(),
+            Some(object)
+        );
+
+        let bare = CachedObject::new(json!({"metadata": {"name": "n", "deletionTimestamp": null}}));
+        assert_eq!(bare.key(), Some(&ObjectKey::cluster("n")));
+        assert_eq!(
+            (bare.namespace(), bare.uid(), bare.resource_version()),
+            (None, None, None)
+        );
+        assert!(bare.owners().is_empty() && !bare.deleting());
+    }
+
     fn cm(namespace: &str, name: &str, app: &str) -> Value {
         json!({"apiVersion": "v1", "kind": "ConfigMap",
                "metadata": {"namespace": namespace, "name": name, "labels": {"app": app}}})
@@ -247,7 +427,7 @@ mod tests {
         let names: Vec<_> = cache
             .list(&cms, None, &everything)
             .iter()
-            .map(|o| ObjectKey::of(o.value()).expect("named").to_string())
+            .map(|o| o.key().expect("named").to_string())
             .collect();
         assert_eq!(names, ["a/x", "a/y", "b/x"]);
         let web = Selector::parse("app=web").expect("parses");

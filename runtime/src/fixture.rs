@@ -51,7 +51,7 @@ impl RecordingCache {
     }
 
     fn keep(&self, resource: &ResourceType, object: &Arc<CachedObject>) {
-        if let Some(key) = ObjectKey::of(object.value()) {
+        if let Some(key) = object.key().cloned() {
             self.seen
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)

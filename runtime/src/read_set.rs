@@ -183,11 +183,7 @@ impl ReadSet {
 /// An object's resourceVersion, or (none: a fixture) a fingerprint of its
 /// text.
 fn version(object: &CachedObject) -> Version<'_> {
-    match object
-        .value()
-        .pointer("/metadata/resourceVersion")
-        .and_then(serde_json::Value::as_str)
-    {
+    match object.resource_version() {
         Some(version) => Version::Resource(version),
         None => {
             let mut hasher = std::hash::DefaultHasher::new();
@@ -209,7 +205,7 @@ fn fingerprint(objects: &[Arc<CachedObject>]) -> u64 {
     let mut hasher = std::hash::DefaultHasher::new();
     objects.len().hash(&mut hasher);
     for object in objects {
-        ObjectKey::of(object.value()).hash(&mut hasher);
+        object.key().hash(&mut hasher);
         version(object).hash(&mut hasher);
     }
     hasher.finish()

@@ -18,8 +18,6 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use crate::cache::{Cache, CachedObject};
 use crate::declaration::Verb;
 use crate::grants::{Denied, Grants};
@@ -39,17 +37,17 @@ pub enum ReadError {
 
 /// Whether an object may be returned: in a granted namespace (a
 /// `Namespace` is in itself) and matching the type's declared selector.
-fn visible(grants: &Grants, resource: &ResourceType, object: &Value) -> bool {
-    let key = ObjectKey::of(object);
+fn visible(grants: &Grants, resource: &ResourceType, object: &CachedObject) -> bool {
+    let key = object.key();
     let namespace = if resource.group.is_empty() && resource.kind == "Namespace" {
-        key.map(|k| k.name)
+        key.map(|k| k.name.as_str())
     } else {
-        key.and_then(|k| k.namespace)
+        key.and_then(|k| k.namespace.as_deref())
     };
-    namespace.is_none_or(|ns| grants.reads_namespace(&ns))
+    namespace.is_none_or(|ns| grants.reads_namespace(ns))
         && grants
             .selector(resource)
-            .is_none_or(|selector| selector.matches(object))
+            .is_none_or(|selector| object.selected_by(selector))
 }
 
 /// Reads one object.
@@ -71,7 +69,7 @@ pub fn get(
     }
     Ok(cache
         .get(resource, key)
-        .filter(|o| visible(grants, resource, o.value())))
+        .filter(|o| visible(grants, resource, o)))
 }
 
 /// Lists objects of a type in one namespace or all, by label selector.
@@ -92,7 +90,7 @@ pub fn list(
     }
     let selector = Selector::parse(label_selector)?;
     let mut found = cache.list(resource, namespace, &selector);
-    found.retain(|o| visible(grants, resource, o.value()));
+    found.retain(|o| visible(grants, resource, o));
     Ok(found)
 }
 
@@ -161,7 +159,7 @@ mod tests {
             list(&cache, grants, &namespaces(), None, "")
                 .expect("listed")
                 .iter()
-                .filter_map(|o| ObjectKey::of(o.value()).map(|k| k.name))
+                .filter_map(|o| Some(o.key()?.name.clone()))
                 .collect()
         };
         let confined = grants(Some(&["team-a"]));

@@ -142,12 +142,14 @@ pub fn plan(
 ) -> Result<Outcome, ReconcileError> {
     let planning = std::time::Instant::now();
     let declaration = plugin.declaration();
-    let primary = cache.get(&declaration.primary, &request.key);
+    let primary = cache
+        .get(&declaration.primary, &request.key)
+        .map(|p| p.value());
     let ctx = PlanContext {
         declaration,
         grants: plugin.grants(),
         key: &request.key,
-        primary: primary.as_ref().map(|p| p.value()),
+        primary: primary.as_ref(),
         cache,
         now: request.now,
     };
@@ -241,8 +243,10 @@ impl StepError {
 /// [`StepError`] if the plugin's call fails; nothing is to be sent then.
 pub fn run(plugin: &Plugin, cache: Arc<dyn Cache>, request: &Request) -> Result<Step, StepError> {
     let declaration = plugin.declaration();
-    let primary = cache.get(&declaration.primary, &request.key);
-    let primary = primary.as_ref().map(|p| p.value());
+    let primary = cache
+        .get(&declaration.primary, &request.key)
+        .map(|p| p.value());
+    let primary = primary.as_ref();
     let finalizer = declaration
         .managed_finalizer
         .then(|| declaration.finalizer());

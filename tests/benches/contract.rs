@@ -130,13 +130,16 @@ fn native_reconcile(harness: &Harness, ctx: &NativeCtx) -> usize {
             }),
         })
         .collect();
-    let primary = ctx.cache.get(&ctx.plugin.declaration().primary, &ctx.key);
+    let primary = ctx
+        .cache
+        .get(&ctx.plugin.declaration().primary, &ctx.key)
+        .map(|p| p.value());
     let actions = action::plan(
         PlanContext {
             declaration: ctx.plugin.declaration(),
             grants: &ctx.grants,
             key: &ctx.key,
-            primary: primary.as_ref().map(|p| p.value()),
+            primary: primary.as_ref(),
             cache: ctx.cache.as_ref(),
             now: jiff::Timestamp::now(),
         },

@@ -16,7 +16,8 @@
 //! `embedded=1000,10000,100000;real=1000,10000`) with release builds and
 //! writes its section and chart; `cargo test --all-targets` runs it small
 //! (20 MyApps, the embedded server, debug builds), checking that all three
-//! converge.
+//! converge. `KUBEWASM_BENCH_PEERS_DRIVERS` (e.g. `kubewasm,kube-runtime`)
+//! runs some drivers only, and then writes nothing.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -200,17 +201,21 @@ async fn main() -> anyhow::Result<()> {
     // `make bench` builds the release binaries; a small run uses the
     // test build's.
     let profile = if real { "release" } else { "debug" };
-    kubewasm_tests::peers::controller_runtime_built()?;
+    let drivers = drivers()?;
+    if drivers.contains(&Driver::ControllerRuntime) {
+        kubewasm_tests::peers::controller_runtime_built()?;
+    }
     let mut runs = Vec::new();
     for (round, (server, n)) in sizes(&spec)?.into_iter().enumerate() {
         // Each size starts with another driver, so drift hits all alike.
-        let mut order = Driver::ALL;
-        order.rotate_left(round % Driver::ALL.len());
+        let mut order = drivers.clone();
+        order.rotate_left(round % drivers.len());
         for driver in order {
             runs.push(run(server, n, driver, profile).await?);
         }
     }
-    if let Some(path) = out_path().filter(|_| real) {
+    let all = drivers.len() == Driver::ALL.len();
+    if let Some(path) = out_path().filter(|_| real && all) {
         let chart = "docs/bench/peers.svg";
         std::fs::create_dir_all(workspace_root().join("docs/bench"))?;
         std::fs::write(workspace_root().join(chart), svg(&runs))?;
@@ -223,6 +228,28 @@ async fn main() -> anyhow::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// The drivers named by `KUBEWASM_BENCH_PEERS_DRIVERS` (the first word of
+/// their name in the table, comma-separated), or all three.
+fn drivers() -> anyhow::Result<Vec<Driver>> {
+    let Ok(names) = std::env::var("KUBEWASM_BENCH_PEERS_DRIVERS") else {
+        return Ok(Driver::ALL.to_vec());
+    };
+    names
+        .split(',')
+        .map(|name| {
+            Driver::ALL
+                .into_iter()
+                .find(|d| d.name().split(' ').next() == Some(name.trim()))
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "KUBEWASM_BENCH_PEERS_DRIVERS: no driver {name:?} \
+                         (kubewasm, kube-runtime, controller-runtime)"
+                    )
+                })
+        })
+        .collect()
 }
 
 /// The section: a table per server and size, the ratios, the chart.

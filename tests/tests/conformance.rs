@@ -24,12 +24,6 @@ fn fixture(file: &str) -> Value {
     serde_json::from_str(&text).expect("fixtures are JSON")
 }
 
-fn key_of(object: &Value) -> String {
-    ObjectKey::of(object)
-        .map(|k| k.to_string())
-        .unwrap_or_default()
-}
-
 /// What the host answers to one case, in the fixtures' `expect` form.
 fn answer(cache: &MemoryCache, grants: &Grants, case: &Value) -> Value {
     let resource: ResourceType = serde_json::from_value(case["type"].clone()).expect("type");
@@ -47,7 +41,10 @@ fn answer(cache: &MemoryCache, grants: &Grants, case: &Value) -> Value {
             case["labelSelector"].as_str().unwrap_or_default(),
         )
         .map(|items| {
-            let items: Vec<String> = items.iter().map(|o| key_of(o.value())).collect();
+            let items: Vec<String> = items
+                .iter()
+                .map(|o| o.key().map(ToString::to_string).unwrap_or_default())
+                .collect();
             serde_json::json!({"items": items})
         }),
         other => panic!("unknown read {other:?}"),

@@ -65,8 +65,7 @@ impl Departed {
     /// by namespace, its key places it, as the cache does).
     pub(super) fn hash_of(&self, key: &ObjectKey) -> Option<u64> {
         let last = self.get(key)?;
-        let uid = last.value().pointer("/metadata/uid")?.as_str()?;
-        Some(kubewasm_core::shard::place(Some(uid)))
+        Some(kubewasm_core::shard::place(Some(last.uid()?)))
     }
 
     /// The last state of `key`, if it departed.

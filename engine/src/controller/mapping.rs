@@ -5,7 +5,6 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::departed::Departed;
@@ -60,7 +59,7 @@ pub(super) fn mapping_handler(
             Arc::new(move |change: Change<'_>| {
                 let states = std::iter::once(change.object())
                     .chain(change.previous())
-                    .map(|o| o.value());
+                    .map(|o| &**o);
                 for key in triggers.readers(&resource, states) {
                     enqueue(&queue, &change, key);
                 }
@@ -99,11 +98,11 @@ pub(super) fn enqueue(queue: &WorkQueue, change: &Change<'_>, key: impl Into<Key
 /// included.
 fn both_states<I: IntoIterator<Item = ObjectKey>>(
     change: &Change<'_>,
-    keys: impl Fn(&Value) -> I,
+    keys: impl Fn(&CachedObject) -> I,
 ) -> BTreeSet<ObjectKey> {
     std::iter::once(change.object())
         .chain(change.previous())
-        .flat_map(|object| keys(object.value()))
+        .flat_map(|object| keys(object))
         .collect()
 }
 
@@ -121,23 +120,16 @@ pub(super) struct Mapped {
 }
 
 /// Primary keys among an object's owner references.
-fn owners(object: &Value, primary: &ResourceType) -> Vec<ObjectKey> {
-    let namespace = object
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str);
+fn owners(object: &CachedObject, primary: &ResourceType) -> Vec<ObjectKey> {
     object
-        .pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
+        .owners()
+        .iter()
         .filter(|owner| {
-            owner["kind"] == primary.kind.as_str()
-                && owner["apiVersion"].as_str().is_some_and(|v| {
-                    kubewasm_runtime::resource::split_api_version(v).0 == primary.group
-                })
+            *owner.kind == primary.kind
+                && kubewasm_runtime::resource::split_api_version(&owner.api_version).0
+                    == primary.group
         })
-        .filter_map(|owner| owner["name"].as_str())
-        .map(|name| key_in(primary, namespace, name))
+        .map(|owner| key_in(primary, object.namespace(), &owner.name))
         .collect()
 }
 
@@ -145,11 +137,9 @@ fn owners(object: &Value, primary: &ResourceType) -> Vec<ObjectKey> {
 /// cannot hold `/`, so a namespaced primary is `name` (in the object's
 /// namespace) or `namespace.name` (split at the first `.`: namespaces are
 /// DNS labels, without dots); a cluster-scoped one is its whole name.
-fn labelled(object: &Value, label: &str, primary: &ResourceType) -> Option<ObjectKey> {
-    let value = object.pointer("/metadata/labels")?.get(label)?.as_str()?;
-    let namespace = object
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str);
+fn labelled(object: &CachedObject, label: &str, primary: &ResourceType) -> Option<ObjectKey> {
+    let value = object.label(label)?;
+    let namespace = object.namespace();
     Some(match value.split_once('.').filter(|_| primary.namespaced) {
         Some((ns, name)) => key_in(primary, Some(ns), name),
         None => key_in(primary, namespace, value),
@@ -215,11 +205,13 @@ mod tests {
 
     #[test]
     fn owners_should_map_owners_of_the_primary_kind_and_group_only() {
-        let child = json!({"metadata": {"name": "c", "namespace": "ns", "ownerReferences": [
+        let child = CachedObject::new(
+            json!({"metadata": {"name": "c", "namespace": "ns", "ownerReferences": [
             {"apiVersion": "example.com/v1", "kind": "MyApp", "name": "a", "uid": "1"},
             {"apiVersion": "other.com/v1", "kind": "MyApp", "name": "b", "uid": "2"},
             {"apiVersion": "example.com/v2", "kind": "MyApp", "name": "c", "uid": "3"},
-            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "d", "uid": "4"}]}});
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "d", "uid": "4"}]}}),
+        );
         assert_eq!(
             owners(&child, &myapp()),
             [
@@ -231,7 +223,11 @@ mod tests {
 
     #[test]
     fn labelled_should_take_a_name_or_a_namespaced_name() {
-        let object = |value: &str| json!({"metadata": {"name": "x", "namespace": "ns", "labels": {"app": value}}});
+        let object = |value: &str| {
+            CachedObject::new(
+                json!({"metadata": {"name": "x", "namespace": "ns", "labels": {"app": value}}}),
+            )
+        };
         assert_eq!(
             labelled(&object("demo"), "app", &myapp()),
             Some(ObjectKey::namespaced("ns", "demo"))

@@ -118,11 +118,7 @@ pub(super) fn primary_version(version: &Version, key: &ObjectKey) -> Option<Box<
     let primary = version
         .cache
         .get(&version.plugin.declaration().primary, key)?;
-    primary
-        .value()
-        .pointer("/metadata/resourceVersion")
-        .and_then(serde_json::Value::as_str)
-        .map(Into::into)
+    primary.resource_version().map(Into::into)
 }
 
 impl Memo {

@@ -29,11 +29,11 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use kubewasm_runtime::cache::CachedObject;
 use kubewasm_runtime::declaration::{Declaration, Mapping};
 use kubewasm_runtime::read_set::{Read, ReadSet};
 use kubewasm_runtime::resource::{ObjectKey, ResourceType};
 use kubewasm_runtime::selector::Selector;
-use serde_json::Value;
 
 use crate::listing::Key;
 
@@ -158,12 +158,12 @@ impl Triggers {
     pub(super) fn readers<'a>(
         &self,
         resource: &ResourceType,
-        states: impl IntoIterator<Item = &'a Value>,
+        states: impl IntoIterator<Item = &'a CachedObject>,
     ) -> HashSet<Key> {
         let index = self.lock();
         let mut keys: HashSet<Key> = index.overflowed.iter().cloned().collect();
         for state in states {
-            let Some(object) = ObjectKey::of(state) else {
+            let Some(object) = state.key() else {
                 continue;
             };
             if let Some(getters) = index.gets.get(&(resource.clone(), object.clone())) {
@@ -171,7 +171,7 @@ impl Triggers {
             }
             for ((listed, namespace, _), (selector, listers)) in &index.lists {
                 let in_scope = namespace.is_none() || *namespace == object.namespace;
-                if listed == resource && in_scope && selector.matches(state) {
+                if listed == resource && in_scope && state.selected_by(selector) {
                     keys.extend(listers.iter().cloned());
                 }
             }
@@ -217,7 +217,7 @@ mod tests {
 
     use kubewasm_runtime::declaration::{Declaration, Secondary};
     use kubewasm_runtime::read_set::MAX_READS;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
@@ -286,8 +286,9 @@ mod tests {
     }
 
     fn readers(triggers: &Triggers, states: &[Value]) -> BTreeSet<String> {
+        let states: Vec<CachedObject> = states.iter().cloned().map(CachedObject::new).collect();
         triggers
-            .readers(&config_maps(), states)
+            .readers(&config_maps(), &states)
             .iter()
             .map(|k| k.name.clone())
             .collect()

@@ -113,17 +113,13 @@ impl Unchanged {
                 let applied = action.applied()?;
                 let last = sent.iter().find(|s| s.target == target(&applied))?;
                 let cached = cache.get(applied.resource, applied.key)?;
-                let metadata = cached.value().get("metadata")?;
-                let uid = metadata.get("uid").and_then(Value::as_str)?;
+                let uid = cached.uid()?;
                 (last.uid == digest(uid)
                     && cached.applied(applied.field_manager)
-                    && body_holds(cached.value(), &applied)
-                    && last.body == body(&applied))
+                    && last.body == body(&applied)
+                    && body_holds(&cached.value(), &applied))
                 .then(|| Written {
-                    resource_version: metadata
-                        .get("resourceVersion")
-                        .and_then(Value::as_str)
-                        .map(Into::into),
+                    resource_version: cached.resource_version().map(Into::into),
                     uid: Some(uid.into()),
                 })
             })

@@ -133,12 +133,9 @@ pub(super) fn plan_one(ctx: PlanContext<'_>, desired: Desired) -> Result<Action,
             let resource = rules::check(ctx.grants, Verb::Delete, &resource)?.clone();
             rules::check_target(ctx.grants, Verb::Delete, &resource, &key)?;
             let uid = preconditions.uid.or_else(|| {
-                ctx.cache.get(&resource, &key).and_then(|o| {
-                    o.value()
-                        .pointer("/metadata/uid")?
-                        .as_str()
-                        .map(str::to_owned)
-                })
+                ctx.cache
+                    .get(&resource, &key)
+                    .and_then(|o| o.uid().map(str::to_owned))
             });
             Ok(Action(Planned::Delete {
                 resource,

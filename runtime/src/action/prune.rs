@@ -65,32 +65,19 @@ pub fn stale_children(
         // reference never crosses namespaces).
         let scope = namespace.filter(|_| resource.namespaced);
         for child in ctx.cache.list(resource, scope, &Selector::default()) {
-            let object = child.value();
-            let Some(key) = ObjectKey::of(object) else {
+            let Some(key) = child.key().cloned() else {
                 continue;
             };
-            let controlled = object
-                .pointer("/metadata/ownerReferences")
-                .and_then(Value::as_array)
-                .is_some_and(|refs| {
-                    refs.iter()
-                        .any(|r| r["controller"] == true && r["uid"] == uid)
-                });
-            let deleting = object
-                .pointer("/metadata/deletionTimestamp")
-                .is_some_and(|t| !t.is_null());
-            if !controlled || deleting || !child.applied(&manager) || kept(resource, &key) {
+            let controlled = child
+                .owners()
+                .iter()
+                .any(|owner| owner.controller && &*owner.uid == uid);
+            if !controlled || child.deleting() || !child.applied(&manager) || kept(resource, &key) {
                 continue;
             }
-            let text = |field: &str| {
-                object
-                    .pointer(&format!("/metadata/{field}"))
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-            };
             let preconditions = Preconditions {
-                uid: text("uid"),
-                resource_version: text("resourceVersion"),
+                uid: child.uid().map(str::to_owned),
+                resource_version: child.resource_version().map(str::to_owned),
             };
             let index = planned.len() + stale.len() + 1;
             let delete = Desired::Delete(resource.clone(), key, preconditions);
