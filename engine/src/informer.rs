@@ -59,7 +59,7 @@ use super::share::{self, Share};
 use super::store::Objects;
 pub use super::store::Store;
 use kubewasm_core::shard::ShardField;
-use kubewasm_runtime::cache::CachedObject;
+use kubewasm_runtime::cache::{CachedObject, Meta, Owner};
 use kubewasm_runtime::resource::{ObjectKey, ResourceType};
 
 /// How an informer gets its first list (and every relist).
@@ -598,10 +598,37 @@ fn cached(mut object: DynamicObject, types: &TypeMeta) -> Option<(Key, Arc<Cache
         .map(Into::into)
         .collect();
     strip(&mut object);
-    let value = serde_json::to_value(object).ok()?;
+    // Written as text straight from the typed object, its metadata read
+    // from the typed fields: no `Value` is built of it.
+    let metadata = &object.metadata;
+    let owners = metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .map(|owner| Owner {
+            api_version: owner.api_version.as_str().into(),
+            kind: owner.kind.as_str().into(),
+            name: owner.name.as_str().into(),
+            uid: owner.uid.as_str().into(),
+            controller: owner.controller == Some(true),
+        })
+        .collect();
+    let meta = Meta::new(
+        Some(key.clone()),
+        metadata.uid.as_deref(),
+        metadata.resource_version.as_deref(),
+        metadata
+            .labels
+            .iter()
+            .flatten()
+            .map(|(name, value)| (name.as_str(), value.as_str())),
+        owners,
+        metadata.deletion_timestamp.is_some(),
+    );
+    let json = serde_json::to_string(&object).ok()?;
     Some((
         Arc::new(key),
-        Arc::new(CachedObject::applied_by(value, appliers)),
+        Arc::new(CachedObject::from_parts(json, meta, appliers)),
     ))
 }
 
@@ -796,6 +823,32 @@ mod tests {
         let (_, cached) = cached(item, &types).expect("named");
         assert_eq!(cached.value()["apiVersion"], "v1");
         assert_eq!(cached.value()["kind"], "ConfigMap");
+    }
+
+    #[test]
+    fn an_object_should_be_cached_as_its_value_would_be() {
+        let value = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "team-a", "uid": "u-1",
+                "resourceVersion": "7", "deletionTimestamp": "2026-12-05T08:00:00Z",
+                "labels": {"tier": "web", "app": "shop"},
+                "ownerReferences": [{"apiVersion": "example.com/v1", "kind": "MyApp",
+                    "name": "shop", "uid": "u-0", "controller": true}],
+                "managedFields": [{"manager": "kubewasm-myapp", "operation": "Apply"}]},
+            "spec": {"replicas": 2, "template": {"metadata": {"labels": {"app": "shop"}}}}});
+        let object: DynamicObject = serde_json::from_value(value).expect("an object");
+        let types = TypeMeta {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+        };
+        let mut stripped = object.clone();
+        strip(&mut stripped);
+        let stripped = serde_json::to_value(stripped).expect("a value");
+        let (key, cached) = cached(object, &types).expect("named");
+        let expected = CachedObject::applied_by(stripped, ["kubewasm-myapp".into()].into());
+        assert_eq!(*cached, expected);
+        assert_eq!(*key, ObjectKey::namespaced("team-a", "web"));
+        assert_eq!(cached.label("app"), Some("shop"));
+        assert!(cached.deleting() && cached.owners()[0].controller);
     }
 
     #[test]

@@ -57,22 +57,39 @@ pub struct Owner {
 }
 
 impl Meta {
+    /// An object's metadata from its parts (an informer's typed object).
+    pub fn new<'a>(
+        key: Option<ObjectKey>,
+        uid: Option<&str>,
+        resource_version: Option<&str>,
+        labels: impl IntoIterator<Item = (&'a str, &'a str)>,
+        owners: Box<[Owner]>,
+        deleting: bool,
+    ) -> Self {
+        let mut labels: Box<[(Box<str>, Box<str>)]> = labels
+            .into_iter()
+            .map(|(name, value)| (name.into(), value.into()))
+            .collect();
+        labels.sort_unstable();
+        Self {
+            key,
+            uid: uid.map(Into::into),
+            resource_version: resource_version.map(Into::into),
+            labels,
+            owners,
+            deleting,
+        }
+    }
+
     fn of(object: &Value) -> Self {
         let metadata = object.get("metadata");
-        let text = |field: &str| {
-            metadata
-                .and_then(|m| m.get(field))
-                .and_then(Value::as_str)
-                .map(Box::from)
-        };
-        let mut labels: Box<[(Box<str>, Box<str>)]> = metadata
+        let text = |field: &str| metadata.and_then(|m| m.get(field)).and_then(Value::as_str);
+        let labels = metadata
             .and_then(|m| m.get("labels"))
             .and_then(Value::as_object)
             .into_iter()
             .flatten()
-            .filter_map(|(name, value)| Some((name.as_str().into(), value.as_str()?.into())))
-            .collect();
-        labels.sort_unstable();
+            .filter_map(|(name, value)| Some((name.as_str(), value.as_str()?)));
         let owners = metadata
             .and_then(|m| m.get("ownerReferences"))
             .and_then(Value::as_array)
@@ -89,14 +106,14 @@ impl Meta {
                 }
             })
             .collect();
-        Self {
-            key: ObjectKey::of(object),
-            uid: text("uid"),
-            resource_version: text("resourceVersion"),
+        Self::new(
+            ObjectKey::of(object),
+            text("uid"),
+            text("resourceVersion"),
             labels,
             owners,
-            deleting: metadata.is_some_and(|m| !m["deletionTimestamp"].is_null()),
-        }
+            metadata.is_some_and(|m| !m["deletionTimestamp"].is_null()),
+        )
     }
 }
 
@@ -118,9 +135,15 @@ impl CachedObject {
     /// Wraps an object whose `managedFields` were dropped, with the field
     /// managers that applied it.
     pub fn applied_by(value: Value, appliers: Box<[Box<str>]>) -> Self {
+        Self::from_parts(value.to_string(), Meta::of(&value), appliers)
+    }
+
+    /// An object already serialized, with its metadata: `meta` must be
+    /// `json`'s (an informer builds both from its typed object).
+    pub fn from_parts(json: String, meta: Meta, appliers: Box<[Box<str>]>) -> Self {
         Self {
-            meta: Meta::of(&value),
-            json: value.to_string().into_boxed_str(),
+            json: json.into_boxed_str(),
+            meta,
             appliers,
         }
     }

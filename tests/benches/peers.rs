@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use kube::Client;
 use kube::api::Api;
 use kubewasm_tests::bench::{is_real_run, ms, out_path, write_section};
-use kubewasm_tests::peers::{Driver, Usage, converged, create_myapps};
+use kubewasm_tests::peers::{Driver, Usage, converged, create_myapps, rust_binary};
 use kubewasm_tests::proxy::Proxy;
 use kubewasm_tests::{Apiserver, workspace_root};
 use myapp::MyApp;
@@ -45,9 +45,12 @@ impl Server {
         }
     }
 
-    fn start(self) -> Apiserver {
+    /// The embedded server is the drivers' build of `kubewasm`.
+    fn start(self, profile: &str) -> Apiserver {
         match self {
-            Self::Embedded => Apiserver::start_embedded(&[]),
+            Self::Embedded => {
+                Apiserver::start_embedded_from(&rust_binary(profile, "kubewasm"), &[])
+            }
             Self::Real => Apiserver::start_real(&[]),
         }
     }
@@ -130,7 +133,7 @@ async fn install_and_create(client: &Client, n: usize) -> anyhow::Result<()> {
 
 /// One driver over `n` MyApps on a fresh `server`.
 async fn run(server: Server, n: usize, driver: Driver, profile: &str) -> anyhow::Result<Run> {
-    let cluster = server.start();
+    let cluster = server.start(profile);
     let client = cluster.client().await?;
     eprintln!(
         "{} server, {}: creating {n} MyApps",
@@ -259,7 +262,7 @@ fn report(runs: &[Run], spec: &str, chart: &str) -> String {
          client-go v0.37.2), two reconciles at a time, no client-side rate limit, children by \
          server-side apply under its own field manager and read from a watch-fed cache, \
          against a fresh API server with N MyApps (zero replicas) created before it starts: \
-         the embedded server (`kubewasm apiserver`) and the real control plane \
+         the embedded server (`kubewasm apiserver`, the same build as the drivers) and the real control plane \
          (`tests/real-cluster/up`: Kubernetes 1.37.2, etcd, kube-controller-manager, kwok). \
          Converged: every MyApp's `Available` condition true at its generation. CPU and peak \
          resident memory (`VmHWM`) are the driver's own, read from `/proc` at that moment; \

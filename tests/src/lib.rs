@@ -6,7 +6,7 @@
 //! `target/test-plugins/`); `make test` runs both first.
 
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -268,7 +268,7 @@ impl Apiserver {
     /// server's own, and panic.
     pub fn start_at(listen: &str, flags: &[&str]) -> Self {
         match TestCluster::chosen() {
-            TestCluster::Embedded => Self::embedded(listen, flags),
+            TestCluster::Embedded => Self::embedded(&kubewasm_bin(), listen, flags),
             TestCluster::Real => {
                 assert_eq!(listen, "127.0.0.1:0", "the real cluster picks its own port");
                 Self::real(flags)
@@ -279,7 +279,13 @@ impl Apiserver {
     /// Starts `kubewasm apiserver` with `flags`, whatever
     /// `KUBEWASM_TEST_CLUSTER` says (the difference tool runs both).
     pub fn start_embedded(flags: &[&str]) -> Self {
-        Self::embedded("127.0.0.1:0", flags)
+        Self::embedded(&kubewasm_bin(), "127.0.0.1:0", flags)
+    }
+
+    /// Starts `binary apiserver` (another build of `kubewasm`: the
+    /// benches' release one) with `flags`.
+    pub fn start_embedded_from(binary: &Path, flags: &[&str]) -> Self {
+        Self::embedded(binary, "127.0.0.1:0", flags)
     }
 
     /// Starts a real control plane (flags as for [`Apiserver::start_at`]),
@@ -338,10 +344,10 @@ impl Apiserver {
         server
     }
 
-    fn embedded(listen: &str, flags: &[&str]) -> Self {
+    fn embedded(binary: &Path, listen: &str, flags: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let kubeconfig = dir.path().join("kubeconfig");
-        let child = Command::new(kubewasm_bin())
+        let child = Command::new(binary)
             .args(["apiserver", "--listen", listen, "--kubeconfig-out"])
             .arg(&kubeconfig)
             .args(flags)

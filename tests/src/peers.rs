@@ -145,7 +145,7 @@ pub async fn converged(client: &kube::Client, n: usize, reason: &str) -> anyhow:
 }
 
 /// A Rust binary of the workspace built in `profile`.
-fn rust_binary(profile: &str, name: &str) -> PathBuf {
+pub fn rust_binary(profile: &str, name: &str) -> PathBuf {
     let path = target_dir().join(profile).join(name);
     assert!(
         path.is_file(),
