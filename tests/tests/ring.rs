@@ -50,6 +50,28 @@ fn deployments(server: &Apiserver) -> usize {
         .unwrap_or(0)
 }
 
+/// What each replica shows of its work: slots, share, queue, reconciles.
+fn replicas(hosts: &[Host]) -> String {
+    let series = |host: &Host, name: &str| host.metric(name).unwrap_or(-1.0);
+    hosts
+        .iter()
+        .enumerate()
+        .map(|(i, host)| {
+            format!(
+                "replica {i}: {} slots, {} MyApps cached, queue {}, {} reconciles",
+                series(host, "kubewasm_shard_slots_held"),
+                share_held(host),
+                series(host, r#"kubewasm_workqueue_depth{plugin="myapp"}"#),
+                series(
+                    host,
+                    r#"kubewasm_reconcile_total{plugin="myapp",result="success"}"#
+                ),
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Slots each replica holds now.
 fn slots_held(hosts: &[Host]) -> Vec<f64> {
     hosts
@@ -106,7 +128,7 @@ fn ring(server_flags: &[&str], count: usize, filtering: &str) {
         "three replicas converge the MyApps",
         &hosts[0],
         Duration::from_secs(300),
-        || format!("{} deployments", deployments(&server)),
+        || format!("{} deployments; {}", deployments(&server), replicas(&hosts)),
         || deployments(&server) == count,
     );
     // The slots are split, each held by exactly one replica, and each
