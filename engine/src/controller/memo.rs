@@ -70,7 +70,7 @@ impl Remembered {
     pub fn new(limit: usize) -> Arc<Self> {
         Arc::new(Self {
             limit,
-            memos: AtomicUsize::new(0),
+            ..Self::default()
         })
     }
 
