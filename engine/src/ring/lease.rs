@@ -1,6 +1,10 @@
-//! The ring's I/O: each round renews this replica's member Lease, reads the
-//! others', and acquires or releases slot Leases as [`super::slots::plan`] decides
-//! (resourceVersion-guarded writes).
+//! The ring's I/O, in two tasks: one renews this replica's member Lease every
+//! `retry_period` and fences the replica when a renewal is late; the other,
+//! after each renewal, reads the others' Leases and acquires or releases slot
+//! Leases as [`super::slots::plan`] decides (resourceVersion-guarded writes).
+//! Renewing never waits for a round: a release waits for the steps in flight
+//! of its slots, which under load outlast a Lease, and a member that stopped
+//! renewing meanwhile would be seen gone and its slots taken.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -9,7 +13,8 @@ use std::sync::atomic::Ordering;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use kube::Api;
 use kube::api::{ListParams, ObjectMeta, PostParams};
-use tokio::time::Instant;
+use tokio::sync::Notify;
+use tokio::time::{Instant, MissedTickBehavior};
 
 use super::shard::Shard;
 use super::slots::{Move, RING_LABEL, RingConfig, SLOTS, assignment, plan};
@@ -119,16 +124,50 @@ async fn write_slot(
     }
 }
 
-/// One round: renew, look, decide, move.
+/// Renews this replica's member Lease every `retry_period` until aborted,
+/// each attempt bounded by `renew_deadline`; notifies `renewed` after each
+/// renewal, and fences the replica (nothing held, told to the informers)
+/// once the last renewal is older than `renew_deadline`.
+async fn keep_renewed(
+    api: Api<Lease>,
+    config: RingConfig,
+    shard: Arc<Shard>,
+    renewed: Arc<Notify>,
+) {
+    let mut ticks = tokio::time::interval(config.retry_period);
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut fenced = false;
+    loop {
+        ticks.tick().await;
+        let sent = shard.now_ms().max(1);
+        match tokio::time::timeout(config.renew_deadline, renew(&api, &config)).await {
+            Ok(Ok(())) => {
+                shard.renewed.store(sent, Ordering::SeqCst);
+                fenced = false;
+                renewed.notify_one();
+            }
+            Ok(Err(error)) => tracing::warn!(ring = %config.ring, %error, "renewal failed"),
+            Err(_) => tracing::warn!(ring = %config.ring, "renewal timed out"),
+        }
+        if !shard.fresh() && shard.held.swap(0, Ordering::SeqCst) != 0 {
+            // Not renewed within the deadline: nothing is held any more.
+            shard.publish();
+            if !fenced {
+                tracing::warn!(ring = %config.ring, "could not renew within the deadline: fenced");
+                fenced = true;
+            }
+        }
+    }
+}
+
+/// One round, after a renewal: look, decide, move. Slots given up are
+/// released each once its steps are done; slots taken are acquired after.
 async fn round(
     api: &Api<Lease>,
     config: &RingConfig,
     shard: &Shard,
     seen: &mut Seen,
 ) -> Result<(), kube::Error> {
-    let sent = shard.now_ms().max(1);
-    renew(api, config).await?;
-    shard.renewed.store(sent, Ordering::SeqCst);
     let leases = api
         .list(&ListParams::default().labels(&format!("{RING_LABEL}={}", config.ring)))
         .await?;
@@ -192,41 +231,47 @@ async fn round(
     let moves = plan(&config.identity, &holders, &live, held);
     tracing::debug!(ring = %config.ring, members = live.len(), held = shard.held().count_ones(),
         moves = moves.len(), "ring round");
+    // Each slot given up is released once its own steps are done: one
+    // long step holds back its slot only.
+    let releases = moves.iter().filter_map(|m| match m {
+        Move::Release(slot) => Some((*slot, slot_leases.remove(slot))),
+        Move::Acquire(_) => None,
+    });
+    let releases = releases.map(|(slot, current)| async move {
+        shard.drain(slot).await;
+        write_slot(api, config, slot, current, "").await?;
+        tracing::info!(ring = %config.ring, slot, "slot released");
+        Ok::<(), kube::Error>(())
+    });
+    futures_util::future::try_join_all(releases).await?;
     for step in moves {
-        match step {
-            Move::Release(slot) => {
-                shard.drain(slot).await;
-                write_slot(api, config, slot, slot_leases.remove(&slot), "").await?;
-                tracing::info!(ring = %config.ring, slot, "slot released");
+        let Move::Acquire(slot) = step else { continue };
+        if write_slot(
+            api,
+            config,
+            slot,
+            slot_leases.remove(&slot),
+            &config.identity,
+        )
+        .await?
+            && shard.fresh()
+        {
+            shard.acquire(slot);
+            shard.handovers.fetch_add(1, Ordering::Relaxed);
+            if let (Some(since), Some(histogram)) =
+                (seen.wanted.remove(&slot), shard.handover_time.get())
+            {
+                histogram.observe(since.elapsed().as_secs_f64());
             }
-            Move::Acquire(slot) => {
-                if write_slot(
-                    api,
-                    config,
-                    slot,
-                    slot_leases.remove(&slot),
-                    &config.identity,
-                )
-                .await?
-                    && shard.fresh()
-                {
-                    shard.acquire(slot);
-                    shard.handovers.fetch_add(1, Ordering::Relaxed);
-                    if let (Some(since), Some(histogram)) =
-                        (seen.wanted.remove(&slot), shard.handover_time.get())
-                    {
-                        histogram.observe(since.elapsed().as_secs_f64());
-                    }
-                    tracing::info!(ring = %config.ring, slot, "slot acquired");
-                }
-            }
+            tracing::info!(ring = %config.ring, slot, "slot acquired");
         }
     }
     Ok(())
 }
 
 /// Runs the ring until `shutdown` resolves, then releases every slot held
-/// (after the steps in flight) and deletes this replica's member Lease.
+/// (after the steps in flight; still renewing meanwhile) and deletes this
+/// replica's member Lease.
 pub async fn run(
     client: kube::Client,
     config: RingConfig,
@@ -234,41 +279,106 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) {
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);
+    let renewed = Arc::new(Notify::new());
+    let renewing = tokio::spawn(keep_renewed(
+        api.clone(),
+        config.clone(),
+        Arc::clone(&shard),
+        Arc::clone(&renewed),
+    ));
     let mut seen = Seen::default();
     let mut shutdown = std::pin::pin!(shutdown);
-    let mut fenced = false;
     loop {
-        if !shard.fresh() && shard.held.load(Ordering::SeqCst) != 0 {
-            // Not renewed within the deadline: nothing is held any more.
-            shard.held.store(0, Ordering::SeqCst);
-            if !fenced {
-                tracing::warn!(ring = %config.ring, "could not renew within the deadline: fenced");
-                fenced = true;
-            }
-        }
-        match round(&api, &config, &shard, &mut seen).await {
-            Ok(()) => fenced = false,
-            Err(error) => tracing::warn!(ring = %config.ring, %error, "ring round failed"),
-        }
-        shard.publish();
         tokio::select! {
-            () = tokio::time::sleep(config.retry_period) => {}
+            () = renewed.notified() => {}
             () = shutdown.as_mut() => break,
         }
+        if let Err(error) = round(&api, &config, &shard, &mut seen).await {
+            tracing::warn!(ring = %config.ring, %error, "ring round failed");
+        }
+        shard.publish();
     }
     let held = shard.held();
-    for slot in (0..SLOTS).filter(|s| held & (1 << s) != 0) {
-        shard.drain(slot).await;
-        let current = api.get_opt(&config.slot_lease(slot)).await.ok().flatten();
-        if let Err(error) = write_slot(&api, &config, slot, current, "").await {
-            tracing::warn!(ring = %config.ring, slot, %error, "failed to release a slot");
-        }
-    }
+    let (api, config, shard) = (&api, &config, &*shard);
+    let releases = (0..SLOTS)
+        .filter(|s| held & (1 << s) != 0)
+        .map(|slot| async move {
+            shard.drain(slot).await;
+            let current = api.get_opt(&config.slot_lease(slot)).await.ok().flatten();
+            if let Err(error) = write_slot(api, config, slot, current, "").await {
+                tracing::warn!(ring = %config.ring, slot, %error, "failed to release a slot");
+            }
+        });
+    futures_util::future::join_all(releases).await;
     shard.publish();
+    renewing.abort();
     let name = config.member_lease(&config.identity);
     if let Err(error) = api.delete(&name, &kube::api::DeleteParams::default()).await {
         tracing::warn!(ring = %config.ring, %error, "failed to delete the member lease");
     } else {
         tracing::info!(ring = %config.ring, "left the ring");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::ring::range_of;
+
+    fn config(identity: &str) -> RingConfig {
+        RingConfig::new("default", "ring", identity, Duration::from_secs(3))
+    }
+
+    async fn until(what: &str, done: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !done() {
+            assert!(Instant::now() < deadline, "timed out: {what}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_release_waiting_for_a_step_should_neither_stop_renewals_nor_hand_the_slot_over() {
+        let (_server, client) = crate::testing::cluster().await;
+        let (a, _a) = start(client.clone(), config("a"), std::future::pending());
+        until("a holds every slot", || a.held().count_ones() == SLOTS).await;
+        // A step of a slot that is b's once b joins, in flight for twice a
+        // Lease's duration: a's release of it waits that long.
+        let joined = BTreeSet::from(["a".to_owned(), "b".to_owned()]);
+        let slot = assignment(&joined)
+            .iter()
+            .position(|owner| *owner == Some("b"))
+            .and_then(|s| u32::try_from(s).ok())
+            .expect("b owns slots");
+        let step = a.begin(range_of(slot).start).expect("a holds the slot");
+        let (b, _b) = start(client, config("b"), std::future::pending());
+        until("a gives b's slots up", || {
+            a.held().count_ones() == SLOTS / 2
+        })
+        .await;
+        until("b takes those without a step in flight", || {
+            b.held().count_ones() == SLOTS / 2 - 1
+        })
+        .await;
+        let waiting = Instant::now() + Duration::from_secs(6);
+        while Instant::now() < waiting {
+            assert!(a.fresh(), "a renews while its release waits");
+            assert!(!step.valid(), "a starts nothing of a slot it gives up");
+            assert_eq!(
+                b.held() & (1 << slot),
+                0,
+                "b takes no slot with a step in flight"
+            );
+            assert_eq!(b.held().count_ones(), SLOTS / 2 - 1, "b takes no slot of a");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        drop(step);
+        until("b takes the slot once the step is done", || {
+            b.held() & (1 << slot) != 0
+        })
+        .await;
+        assert_eq!(a.held().count_ones(), SLOTS / 2);
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! # Objects
 //! - **Member Leases** `<ring>-member-<identity>`, one per replica, labelled
-//!   `kubewasm.dev/ring=<ring>`, renewed every `retry_period`. A member is
+//!   `kubewasm.dev/ring=<ring>`, renewed every `retry_period` by a task of
+//!   its own (a round that waits for steps to drain never delays it). A member is
 //!   live while this replica has seen its Lease change within
 //!   `lease_duration` (observed time, as client-go's election: clocks need
 //!   not agree).

@@ -178,6 +178,8 @@ impl Shard {
         self.handovers.load(Ordering::Relaxed)
     }
 
+    /// Stops starting steps for `slot`, then waits for its steps in
+    /// flight.
     pub(super) async fn drain(&self, slot: u32) {
         self.held.fetch_and(!(1 << slot), Ordering::SeqCst);
         if let Some(count) = self.in_flight.get(slot as usize) {
