@@ -183,7 +183,7 @@ fn ring(server_flags: &[&str], count: usize, filtering: &str) {
         "two replicas converge the MyApps created before the kill",
         &hosts[0],
         Duration::from_secs(180),
-        || format!("{} deployments", deployments(&server)),
+        || format!("{} deployments; {}", deployments(&server), replicas(&hosts)),
         || deployments(&server) == count + count / 2,
     );
 
@@ -204,14 +204,14 @@ fn ring(server_flags: &[&str], count: usize, filtering: &str) {
         "the MyApps created while one replica was stopped converge",
         &hosts[0],
         Duration::from_secs(180),
-        || format!("{} deployments", deployments(&server)),
+        || format!("{} deployments; {}", deployments(&server), replicas(&hosts)),
         || deployments(&server) == 2 * count,
     );
     wait_for(
         "the resumed replica rejoins",
         &hosts[0],
         Duration::from_secs(60),
-        String::new,
+        || replicas(&hosts),
         || slots_held(&hosts).iter().all(|n| *n > 0.0),
     );
     assert!(
@@ -229,7 +229,7 @@ fn ring(server_flags: &[&str], count: usize, filtering: &str) {
         "the last replica holds every slot",
         &hosts[0],
         Duration::from_secs(5),
-        String::new,
+        || replicas(&hosts),
         || slots_held(&hosts).iter().sum::<f64>() == ALL_SLOTS,
     );
     myapps(&server, "fourth", count / 2);
@@ -237,7 +237,7 @@ fn ring(server_flags: &[&str], count: usize, filtering: &str) {
         "one replica converges the MyApps created after the others left",
         &hosts[0],
         Duration::from_secs(180),
-        || format!("{} deployments", deployments(&server)),
+        || format!("{} deployments; {}", deployments(&server), replicas(&hosts)),
         || deployments(&server) == 2 * count + count / 2,
     );
     let mut logs: Vec<Log> = hosts.iter().map(Log::of).collect();

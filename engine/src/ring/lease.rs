@@ -127,7 +127,8 @@ async fn write_slot(
 /// Renews this replica's member Lease every `retry_period` until aborted,
 /// each attempt bounded by `renew_deadline`; notifies `renewed` after each
 /// renewal, and fences the replica (nothing held, told to the informers)
-/// once the last renewal is older than `renew_deadline`.
+/// once the last renewal is older than `renew_deadline`, or on a renewal
+/// after such a lapse (see [`Shard::renewed_at`]).
 async fn keep_renewed(
     api: Api<Lease>,
     config: RingConfig,
@@ -136,26 +137,21 @@ async fn keep_renewed(
 ) {
     let mut ticks = tokio::time::interval(config.retry_period);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut fenced = false;
     loop {
         ticks.tick().await;
         let sent = shard.now_ms().max(1);
         match tokio::time::timeout(config.renew_deadline, renew(&api, &config)).await {
             Ok(Ok(())) => {
-                shard.renewed.store(sent, Ordering::SeqCst);
-                fenced = false;
+                if shard.renewed_at(sent) {
+                    tracing::warn!(ring = %config.ring, "renewed after a lapse: fenced");
+                }
                 renewed.notify_one();
             }
             Ok(Err(error)) => tracing::warn!(ring = %config.ring, %error, "renewal failed"),
             Err(_) => tracing::warn!(ring = %config.ring, "renewal timed out"),
         }
-        if !shard.fresh() && shard.held.swap(0, Ordering::SeqCst) != 0 {
-            // Not renewed within the deadline: nothing is held any more.
-            shard.publish();
-            if !fenced {
-                tracing::warn!(ring = %config.ring, "could not renew within the deadline: fenced");
-                fenced = true;
-            }
+        if !shard.fresh() && shard.fence() {
+            tracing::warn!(ring = %config.ring, "could not renew within the deadline: fenced");
         }
     }
 }
@@ -246,6 +242,9 @@ async fn round(
     futures_util::future::try_join_all(releases).await?;
     for step in moves {
         let Move::Acquire(slot) = step else { continue };
+        // A fence while the write is in flight (a stop, a hung request)
+        // voids it: the others may have taken the slot since.
+        let fences = shard.fences();
         if write_slot(
             api,
             config,
@@ -255,6 +254,7 @@ async fn round(
         )
         .await?
             && shard.fresh()
+            && shard.fences() == fences
         {
             shard.acquire(slot);
             shard.handovers.fetch_add(1, Ordering::Relaxed);

@@ -34,9 +34,10 @@
 //!      │ release: stop starting steps, wait for those in flight,          │
 //!      │ then clear the holder (guarded write)                            │
 //!      └──────────────────────────────────────────────────────────────────┘
-//!   fenced (no renewal of the member Lease within renew_deadline): every
-//!   slot not held at once, steps for none start; after a renewal a slot is
-//!   held again only by a new guarded write of its Lease
+//!   fenced (no renewal of the member Lease within renew_deadline, seen
+//!   then or by the first renewal after the lapse): every slot not held at
+//!   once, steps for none start; after a renewal a slot is held again only
+//!   by a new guarded write of its Lease, sent after the fence
 //! ```
 //! - A slot moves only after its previous holder released it, or after the
 //!   previous holder's member Lease expired (`lease_duration` > its

@@ -22,6 +22,9 @@ pub struct Shard {
     pub(super) holdings: Vec<AtomicU64>,
     /// When the last renewal that succeeded was sent, in ms since `epoch`.
     pub(super) renewed: AtomicU64,
+    /// Bumped by each fence: a slot Lease written before one is not held
+    /// after it.
+    pub(super) fences: AtomicU64,
     pub(super) epoch: Instant,
     pub(super) renew_deadline: Duration,
     pub(super) identity: String,
@@ -72,6 +75,7 @@ impl Shard {
             in_flight: (0..SLOTS).map(|_| AtomicUsize::new(0)).collect(),
             holdings: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
             renewed: AtomicU64::new(0),
+            fences: AtomicU64::new(0),
             epoch: Instant::now(),
             renew_deadline: config.renew_deadline,
             identity: config.identity.clone(),
@@ -114,6 +118,34 @@ impl Shard {
 
     pub(super) fn now_ms(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Holds nothing any more (told to the informers), and bumps the
+    /// fences; whether anything was held.
+    pub(super) fn fence(&self) -> bool {
+        self.fences.fetch_add(1, Ordering::SeqCst);
+        let held = self.held.swap(0, Ordering::SeqCst);
+        self.publish();
+        held != 0
+    }
+
+    /// Fences so far.
+    pub(super) fn fences(&self) -> u64 {
+        self.fences.load(Ordering::SeqCst)
+    }
+
+    /// Records a renewal that succeeded, sent at `sent` (ms since `epoch`).
+    /// One sent after a lapse (the previous renewal older than the renew
+    /// deadline: the process stopped, or its requests hung) fences first:
+    /// the others may have seen this replica gone and taken its slots
+    /// meanwhile, so nothing held before is held after. Whether it fenced
+    /// anything held.
+    pub(super) fn renewed_at(&self, sent: u64) -> bool {
+        let previous = self.renewed.load(Ordering::SeqCst);
+        let deadline = u64::try_from(self.renew_deadline.as_millis()).unwrap_or(u64::MAX);
+        let fenced = sent.saturating_sub(previous) >= deadline && self.fence();
+        self.renewed.store(sent, Ordering::SeqCst);
+        fenced
     }
 
     pub(super) fn fresh(&self) -> bool {
@@ -215,5 +247,25 @@ mod tests {
         shard.acquire(0);
         assert!(!step.valid());
         assert!(shard.begin(0).is_some_and(|s| s.valid()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_after_a_lapse_should_fence_before_it_refreshes() {
+        // Renew deadline 10 s.
+        let config = RingConfig::new("ns", "ring", "a", Duration::from_secs(15));
+        let shard = Shard::new(&config);
+        assert!(!shard.renewed_at(shard.now_ms().max(1)));
+        shard.acquire(0);
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert!(!shard.renewed_at(shard.now_ms()), "in time");
+        assert_eq!((shard.held(), shard.fences()), (1, 0));
+        // Stopped past the deadline, then resumed: the first renewal that
+        // succeeds drops what was held before it makes the replica fresh.
+        tokio::time::advance(Duration::from_secs(11)).await;
+        assert_eq!(shard.held(), 0, "not fresh");
+        assert!(shard.renewed_at(shard.now_ms()));
+        assert!(shard.fresh());
+        assert_eq!((shard.held(), shard.fences()), (0, 1));
+        assert_eq!(*shard.slots().borrow(), 0, "told to the informers");
     }
 }
