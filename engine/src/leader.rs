@@ -17,7 +17,9 @@
 //!   candidates racing, one gets a conflict and stays a candidate.
 //! - A leader renews every `retry_period`; if it cannot renew for
 //!   `renew_deadline` it steps down before another can take the Lease
-//!   (`renew_deadline` < `lease_duration`).
+//!   (`renew_deadline` < `lease_duration`), counted from when its last
+//!   renewal was sent and whatever the request in flight is doing: an
+//!   attempt that hangs is abandoned at the deadline.
 //! - The engine's informers run whatever the state (a standby's caches are
 //!   warm, so a handover does not wait for lists); only the workers wait for
 //!   leadership.
@@ -95,23 +97,41 @@ pub async fn run(
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let is_leader = *leading.borrow();
-        match try_acquire_or_renew(&api, &config, &mut observed).await {
-            Ok(true) => {
-                last_renewal = Instant::now();
+        let sent = Instant::now();
+        // Every attempt is bounded: a leader's by its renew deadline, at
+        // which it steps down whatever the request is doing (a request
+        // that hangs must not keep it leading past the point where
+        // another may take the Lease), a candidate's by as long.
+        let bound = if is_leader {
+            last_renewal + config.renew_deadline
+        } else {
+            sent + config.renew_deadline
+        };
+        let attempt = try_acquire_or_renew(&api, &config, &mut observed);
+        match tokio::time::timeout_at(bound, attempt).await {
+            Ok(Ok(true)) => {
+                last_renewal = sent;
                 if !is_leader {
                     tracing::info!(lease = %config.name, identity = %config.identity, "became the leader");
                     leading.send_replace(true);
                 }
             }
-            Ok(false) => {
+            Ok(Ok(false)) => {
                 if is_leader {
                     tracing::warn!(lease = %config.name, "the lease was taken over; standing by");
                     leading.send_replace(false);
                 }
             }
-            Err(error) => {
+            Ok(Err(error)) => {
                 tracing::warn!(lease = %config.name, %error, "lease update failed");
                 if is_leader && last_renewal.elapsed() >= config.renew_deadline {
+                    tracing::warn!(lease = %config.name, "could not renew within the deadline; standing by");
+                    leading.send_replace(false);
+                }
+            }
+            Err(_) => {
+                tracing::warn!(lease = %config.name, "lease update timed out");
+                if is_leader {
                     tracing::warn!(lease = %config.name, "could not renew within the deadline; standing by");
                     leading.send_replace(false);
                 }
@@ -210,4 +230,57 @@ async fn release(api: &Api<Lease>, config: &LeaseConfig) -> Result<(), kube::Err
     api.replace(&config.name, &PostParams::default(), &lease)
         .await
         .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{Partition, cluster};
+
+    fn config(identity: &str) -> LeaseConfig {
+        LeaseConfig::new("default", "leader", identity).with_lease_duration(Duration::from_secs(3))
+    }
+
+    async fn until(what: &str, done: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !done() {
+            assert!(Instant::now() < deadline, "timed out: {what}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_leader_whose_renewals_hang_should_step_down_before_its_lease_can_be_taken() {
+        let (server, client) = cluster().await;
+        let partition = Partition::start(server.addr()).await;
+        let (a, a_leading) = watch::channel(false);
+        tokio::spawn(run(
+            partition.client(),
+            config("a"),
+            a,
+            std::future::pending(),
+        ));
+        until("a leads", || *a_leading.borrow()).await;
+        let (b, b_leading) = watch::channel(false);
+        tokio::spawn(run(client, config("b"), b, std::future::pending()));
+        // The partition: a's requests hang, they do not fail.
+        partition.hold();
+        let cut = Instant::now();
+        until("a steps down", || !*a_leading.borrow()).await;
+        let stepped_down = cut.elapsed();
+        until("b leads", || *b_leading.borrow()).await;
+        let taken_over = cut.elapsed();
+        assert!(
+            stepped_down < Duration::from_secs(2) + Duration::from_millis(500),
+            "a stepped down {stepped_down:?} after the cut, past its renew deadline"
+        );
+        assert!(
+            stepped_down < taken_over,
+            "a leads until {stepped_down:?}, b from {taken_over:?}"
+        );
+        // Healed: a stays a candidate while b renews.
+        partition.release();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(!*a_leading.borrow() && *b_leading.borrow());
+    }
 }

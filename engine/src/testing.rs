@@ -1,4 +1,14 @@
-//! What the engine's tests share: the embedded API server in process.
+//! What the engine's tests share: the embedded API server in process, and
+//! a partition to put between it and a client.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
 
 /// The embedded API server in process, without authentication, and a
 /// client of it.
@@ -13,8 +23,88 @@ pub(crate) async fn cluster() -> (kubewasm_apiserver::http::server::ApiServer, k
     )
     .await
     .expect("server starts");
-    let url = format!("http://{}", server.addr());
-    let client =
-        kube::Client::try_from(kube::Config::new(url.parse().expect("url"))).expect("client");
+    let client = client_of(server.addr());
     (server, client)
+}
+
+/// A client of the server at `addr`.
+fn client_of(addr: SocketAddr) -> kube::Client {
+    let url = format!("http://{addr}");
+    kube::Client::try_from(kube::Config::new(url.parse().expect("url"))).expect("client")
+}
+
+/// A loopback proxy to a server that can stop forwarding: what is sent
+/// through it while held waits, neither answered nor refused, as across a
+/// network partition; released, it goes on.
+pub(crate) struct Partition {
+    addr: SocketAddr,
+    held: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Partition {
+    /// A proxy to `upstream`, forwarding.
+    pub(crate) async fn start(upstream: SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bound");
+        let addr = listener.local_addr().expect("address");
+        let held = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn({
+            let held = Arc::clone(&held);
+            async move {
+                while let Ok((inbound, _)) = listener.accept().await {
+                    let held = Arc::clone(&held);
+                    tokio::spawn(async move {
+                        let Ok(outbound) = TcpStream::connect(upstream).await else {
+                            return;
+                        };
+                        let (from_client, to_client) = inbound.into_split();
+                        let (from_server, to_server) = outbound.into_split();
+                        tokio::join!(
+                            pipe(from_client, to_server, Arc::clone(&held)),
+                            pipe(from_server, to_client, held),
+                        );
+                    });
+                }
+            }
+        });
+        Self { addr, held, task }
+    }
+
+    /// A client of the server through this proxy.
+    pub(crate) fn client(&self) -> kube::Client {
+        client_of(self.addr)
+    }
+
+    /// Stops forwarding.
+    pub(crate) fn hold(&self) {
+        self.held.store(true, Ordering::SeqCst);
+    }
+
+    /// Forwards again, what was held first.
+    pub(crate) fn release(&self) {
+        self.held.store(false, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Partition {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Copies `from` to `to`, each read waiting while `held`.
+async fn pipe(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, held: Arc<AtomicBool>) {
+    let mut buffer = vec![0; 16 * 1024];
+    while let Ok(read) = from.read(&mut buffer).await {
+        if read == 0 {
+            let _ = to.shutdown().await;
+            return;
+        }
+        while held.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if to.write_all(&buffer[..read]).await.is_err() {
+            return;
+        }
+    }
 }

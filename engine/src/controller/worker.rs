@@ -177,7 +177,9 @@ impl Worker {
             metrics.reads_denied(&name, denied);
             stepped
         });
-        let may_write = || in_flight.is_none_or(InFlight::valid);
+        // Each write is fenced: by the ring's slot, and by leadership (a
+        // leader that stepped down mid-step writes nothing more).
+        let may_write = || in_flight.is_none_or(InFlight::valid) && *self.shared.leading.borrow();
         let (message, retry_after) = match stepped {
             Err(error) => (format!("reconcile task failed: {error}"), None),
             Ok(Err(error)) if !error.ran() => {
@@ -281,7 +283,8 @@ impl Worker {
         let (plugin, cache) = (Arc::clone(&version.plugin), Arc::clone(&version.cache));
         let stepped =
             tokio::task::spawn_blocking(move || step::scheduled(&plugin, cache, &request)).await;
-        let may_write = || in_flight.as_ref().is_none_or(InFlight::valid);
+        let may_write =
+            || in_flight.as_ref().is_none_or(InFlight::valid) && *self.shared.leading.borrow();
         let failed = match stepped {
             Err(error) => Some(format!("scheduled task failed: {error}")),
             Ok(Err(error)) => Some(error.to_string()),
