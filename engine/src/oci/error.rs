@@ -40,6 +40,26 @@ pub enum OciError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A docker credential helper could not be run or gave no usable
+    /// answer.
+    #[error("credential helper docker-credential-{helper} for {registry}: {reason}")]
+    CredentialHelper {
+        /// The helper's name (`docker-credential-<name>`).
+        helper: String,
+        /// The registry asked for.
+        registry: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A registry's credentials are an identity token (an OAuth2 refresh
+    /// token), which the registry client cannot exchange.
+    #[error(
+        "the credentials for {registry} are an identity token, which kubewasm cannot use: log in with a user and password"
+    )]
+    IdentityToken {
+        /// The registry.
+        registry: String,
+    },
     /// The docker config file could not be read or parsed.
     #[error("docker config {path}: {reason}")]
     Credentials {

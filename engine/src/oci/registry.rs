@@ -197,7 +197,7 @@ async fn push_raw(
     access: &Access,
 ) -> Result<String, OciError> {
     let client = access.client();
-    let auth = access.credentials.auth(reference);
+    let auth = access.credentials.auth(reference).await?;
     client
         .store_auth_if_needed(reference.resolve_registry(), &auth)
         .await;
@@ -289,7 +289,7 @@ async fn fetch_manifest_raw(
     access: &Access,
 ) -> Result<(Vec<u8>, String), OciError> {
     let client = access.client();
-    let auth = access.credentials.auth(reference);
+    let auth = access.credentials.auth(reference).await?;
     let (manifest, _) = client
         .pull_manifest_raw(
             reference,
@@ -356,7 +356,7 @@ pub async fn fetch_blob(
     client
         .store_auth_if_needed(
             reference.resolve_registry(),
-            &access.credentials.auth(reference),
+            &access.credentials.auth(reference).await?,
         )
         .await;
     // The descriptor's size bounds what is read: a registry that sends
