@@ -91,16 +91,31 @@ impl Credentials {
             path: path.clone(),
             reason: e.to_string(),
         })?;
-        Self::parse(&text).map_err(|reason| OciError::Credentials { path, reason })
+        Self::parse_config(&text).map_err(|reason| OciError::Credentials { path, reason })
     }
 
-    /// Parses a docker config (`{"auths": {"HOST": {"auth": base64 of
-    /// "user:password"}}}`, or `username` and `password` fields): a
-    /// `config.json`, or a Kubernetes pull secret's `.dockerconfigjson`.
+    /// Parses a Kubernetes pull secret's `.dockerconfigjson`: its `auths`
+    /// only, as the kubelet reads it (a tenant's Secret never names a
+    /// program the host runs).
     ///
     /// # Errors
     /// What is wrong with it.
     pub fn parse(text: &str) -> Result<Self, String> {
+        let config = Self::parse_config(text)?;
+        Ok(Self {
+            helpers: BTreeMap::new(),
+            store: None,
+            ..config
+        })
+    }
+
+    /// Parses a docker `config.json`: `auths` (`{"HOST": {"auth": base64
+    /// of "user:password"}}`, or `username` and `password` fields),
+    /// `credHelpers` and `credsStore`.
+    ///
+    /// # Errors
+    /// What is wrong with it.
+    pub fn parse_config(text: &str) -> Result<Self, String> {
         let config: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
         let mut credentials = Self::default();
         let auths = config.get("auths").and_then(Value::as_object);
@@ -315,7 +330,7 @@ mod tests {
         ));
         assert!(Credentials::parse(r#"{"auths": {"h": {"auth": "bm9jb2xvbg=="}}}"#).is_err());
         assert!(Credentials::parse("not json").is_err());
-        assert!(Credentials::parse(r#"{"credsStore": 3}"#).is_err());
+        assert!(Credentials::parse_config(r#"{"credsStore": 3}"#).is_err());
     }
 
     #[tokio::test]
@@ -387,7 +402,14 @@ mod tests {
                 "filed.example": "none", "broken.example": "broken",
                 "garbage.example": "garbage", "token.example": "token"},
             "credsStore": "store"}"#;
-        let mut credentials = Credentials::parse(config).expect("parses");
+        // A pull secret names no helper the host runs.
+        let mut secret = Credentials::parse(config).expect("parses");
+        secret.helper_dir = Some(dir.path().to_owned());
+        assert!(matches!(
+            auth(&secret, "helped.example/x:1").await,
+            Ok(RegistryAuth::Anonymous)
+        ));
+        let mut credentials = Credentials::parse_config(config).expect("parses");
         credentials.helper_dir = Some(dir.path().to_owned());
         assert_eq!(
             basic(auth(&credentials, "helped.example/x:1").await),
