@@ -235,18 +235,10 @@ async fn release(api: &Api<Lease>, config: &LeaseConfig) -> Result<(), kube::Err
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{Partition, cluster};
+    use crate::testing::{Partition, cluster, until};
 
     fn config(identity: &str) -> LeaseConfig {
         LeaseConfig::new("default", "leader", identity).with_lease_duration(Duration::from_secs(3))
-    }
-
-    async fn until(what: &str, done: impl Fn() -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !done() {
-            assert!(Instant::now() < deadline, "timed out: {what}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

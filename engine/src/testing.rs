@@ -27,6 +27,15 @@ pub(crate) async fn cluster() -> (kubewasm_apiserver::http::server::ApiServer, k
     (server, client)
 }
 
+/// Waits until `done`, for at most 20 s (then fails, saying `what`).
+pub(crate) async fn until(what: &str, done: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// A client of the server at `addr`.
 fn client_of(addr: SocketAddr) -> kube::Client {
     let url = format!("http://{addr}");

@@ -411,30 +411,29 @@ mod tests {
         ));
         let mut credentials = Credentials::parse_config(config).expect("parses");
         credentials.helper_dir = Some(dir.path().to_owned());
-        assert_eq!(
-            basic(auth(&credentials, "helped.example/x:1").await),
-            pair("pass", "helped.example")
-        );
-        // Docker Hub's helper is asked by docker's server URL.
-        assert_eq!(
-            basic(auth(&credentials, "docker.io/acme/x:1").await),
-            pair("pass", "https://index.docker.io/v1/")
-        );
-        // Any other registry: the store (the `{}` of `auths` is its
-        // placeholder).
-        assert_eq!(
-            basic(auth(&credentials, "empty.example/x:1").await),
-            pair("store", "empty.example")
-        );
-        assert_eq!(
-            basic(auth(&credentials, "elsewhere.example:5000/x:1").await),
-            pair("store", "elsewhere.example:5000")
-        );
-        // A helper that holds none: the file's entry.
-        assert_eq!(
-            basic(auth(&credentials, "filed.example/x:1").await),
-            pair("f", "p")
-        );
+        for (reference, answer) in [
+            ("helped.example/x:1", pair("pass", "helped.example")),
+            // Docker Hub's helper is asked by docker's server URL.
+            (
+                "docker.io/acme/x:1",
+                pair("pass", "https://index.docker.io/v1/"),
+            ),
+            // Any other registry: the store (the `{}` of `auths` is its
+            // placeholder).
+            ("empty.example/x:1", pair("store", "empty.example")),
+            (
+                "elsewhere.example:5000/x:1",
+                pair("store", "elsewhere.example:5000"),
+            ),
+            // A helper that holds none: the file's entry.
+            ("filed.example/x:1", pair("f", "p")),
+        ] {
+            assert_eq!(
+                basic(auth(&credentials, reference).await),
+                answer,
+                "{reference}"
+            );
+        }
         // Failures are told, never taken for anonymous access.
         for (registry, helper) in [("broken.example", "broken"), ("garbage.example", "garbage")] {
             match auth(&credentials, &format!("{registry}/x:1")).await {

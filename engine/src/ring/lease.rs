@@ -326,17 +326,10 @@ mod tests {
 
     use super::*;
     use crate::ring::range_of;
+    use crate::testing::until;
 
     fn config(identity: &str) -> RingConfig {
         RingConfig::new("default", "ring", identity, Duration::from_secs(3))
-    }
-
-    async fn until(what: &str, done: impl Fn() -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !done() {
-            assert!(Instant::now() < deadline, "timed out: {what}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
