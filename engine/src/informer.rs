@@ -423,9 +423,12 @@ async fn run(
         loop {
             tokio::select! {
                 event = stream.next() => match event {
-                    Some(Ok(event)) => feed.event(event),
+                    Some(Ok(event)) => {
+                        feed.store.watch_worked();
+                        feed.event(event);
+                    }
                     Some(Err(error)) => {
-                        feed.store.restarts.fetch_add(1, Ordering::Relaxed);
+                        feed.store.watch_failed();
                         tracing::warn!(resource = %key.resource, namespace = ?key.namespace,
                             selector = %key.selector, %error,
                             "watch failed; retrying with backoff");

@@ -23,7 +23,8 @@
 //!   CRDs and APIServices change;
 //! - [`leader`]: leader election with a Lease (workers wait for it, caches
 //!   do not);
-//! - [`metrics`] and [`serve`]: `/metrics`, `/healthz`, `/readyz`;
+//! - [`metrics`] and [`serve`]: `/metrics`, `/healthz`, `/readyz`; [`health`]:
+//!   whether the engine is wedged;
 //! - [`ring`] and [`share`]: a plugin's keys spread over replicas;
 //! - where plugins come from: [`plugin_dir`] (a watched directory),
 //!   [`oci`] (OCI artifacts: push, pull, verify), [`plugin_resource`]
@@ -37,6 +38,7 @@ pub mod applier;
 pub mod controller;
 pub mod discovery;
 pub mod fair;
+pub mod health;
 pub mod informer;
 pub mod leader;
 pub mod lifecycle;
@@ -96,6 +98,7 @@ impl Engine {
                 resync: controller::DEFAULT_RESYNC,
                 recorder: None,
                 remembered: Arc::default(),
+                calls: Arc::default(),
             },
             controllers: Vec::new(),
             owners: std::collections::HashMap::new(),
@@ -313,6 +316,7 @@ impl Engine {
         serve::Probe {
             metrics: Arc::clone(&self.shared.metrics),
             informers: self.shared.informers.clone(),
+            calls: Arc::clone(&self.shared.calls),
             ready,
         }
     }

@@ -1,6 +1,7 @@
 //! The host's own HTTP endpoints: `/metrics` (Prometheus text),
-//! `/healthz` (the process answers) and `/readyz` (every informer has
-//! listed once; 503 before).
+//! `/healthz` and `/livez` (503 while the engine is wedged: see
+//! [`crate::health`]) and `/readyz` (every informer has listed once; 503
+//! before).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -15,6 +16,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 
+use super::health::{Calls, wedged};
 use super::informer::Informers;
 use super::metrics::Metrics;
 
@@ -23,8 +25,10 @@ use super::metrics::Metrics;
 pub struct Probe {
     /// The metrics.
     pub metrics: Arc<Metrics>,
-    /// The informers, for their gauges.
+    /// The informers, for their gauges and their watches.
     pub informers: Informers,
+    /// The guest calls under way.
+    pub calls: Arc<Calls>,
     /// Whether the host is ready (its caches synced).
     pub ready: Arc<AtomicBool>,
 }
@@ -76,7 +80,14 @@ fn answer(probe: &Probe, path: &str) -> Response<Full<Bytes>> {
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
             probe.metrics.encode(&probe.informers),
         ),
-        "/healthz" | "/livez" => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
+        "/healthz" | "/livez" => match wedged(&probe.calls, &probe.informers) {
+            None => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
+            Some(why) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain",
+                format!("wedged: {why}\n"),
+            ),
+        },
         "/readyz" if probe.ready.load(Ordering::Relaxed) => {
             (StatusCode::OK, "text/plain", "ok\n".to_owned())
         }

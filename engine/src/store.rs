@@ -4,9 +4,11 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
 
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use super::listing::Key;
 use super::listing::Keys;
@@ -23,6 +25,9 @@ pub struct Store {
     objects: RwLock<Objects>,
     pub(super) synced: watch::Sender<bool>,
     pub(super) restarts: AtomicU64,
+    /// Since when its watch has failed with no event after: `None` while
+    /// it works.
+    failing: Mutex<Option<Instant>>,
 }
 
 impl Store {
@@ -33,6 +38,7 @@ impl Store {
             objects: RwLock::default(),
             synced: watch::Sender::new(false),
             restarts: AtomicU64::new(0),
+            failing: Mutex::new(None),
         }
     }
 
@@ -99,6 +105,29 @@ impl Store {
         self.restarts.load(Ordering::Relaxed)
     }
 
+    /// Records a failure of its watch (which is retried with backoff).
+    pub(super) fn watch_failed(&self) {
+        self.restarts.fetch_add(1, Ordering::Relaxed);
+        self.failing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert_with(Instant::now);
+    }
+
+    /// Records an event of its watch: it works.
+    pub(super) fn watch_worked(&self) {
+        *self.failing.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    /// How long its watch has failed with no event after (`None` while
+    /// it works).
+    pub fn watch_down_for(&self) -> Option<Duration> {
+        self.failing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .map(|since| since.elapsed())
+    }
+
     pub(super) fn read(&self) -> std::sync::RwLockReadGuard<'_, Objects> {
         self.objects.read().unwrap_or_else(PoisonError::into_inner)
     }
@@ -132,5 +161,28 @@ impl Keys for Store {
 
     fn holds(&self, key: &ObjectKey) -> bool {
         self.read().contains_key(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubewasm_runtime::resource::ResourceType;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_watch_should_be_down_from_its_first_failure_until_an_event() {
+        let resource: ResourceType =
+            serde_json::from_value(serde_json::json!({"group": "", "version": "v1",
+                "kind": "ConfigMap", "plural": "configmaps", "namespaced": true}))
+            .expect("a type");
+        let store = Store::new(resource, None);
+        assert_eq!(store.watch_down_for(), None);
+        store.watch_failed();
+        tokio::time::advance(Duration::from_secs(10)).await;
+        store.watch_failed();
+        assert_eq!(store.watch_down_for(), Some(Duration::from_secs(10)));
+        assert_eq!(store.restarts(), 2);
+        store.watch_worked();
+        assert_eq!(store.watch_down_for(), None);
     }
 }

@@ -35,4 +35,6 @@ pub struct Shared {
     pub recorder: Option<Arc<crate::recorder::Recorder>>,
     /// The host-wide bound on the keys whose inputs are remembered.
     pub remembered: Arc<super::memo::Remembered>,
+    /// The guest calls under way, for `/healthz`.
+    pub calls: Arc<crate::health::Calls>,
 }

@@ -165,6 +165,10 @@ impl Worker {
             None => Arc::clone(&version.cache) as Arc<dyn Cache>,
         };
         let recorder = self.shared.recorder.clone().filter(|r| r.records(&name));
+        let call = self
+            .shared
+            .calls
+            .start(&name, key, plugin.limits().deadline);
         let stepped = tokio::task::spawn_blocking(move || {
             let stepped = match recorder {
                 Some(recorder) => recorded(&recorder, &plugin, cache, &request),
@@ -177,6 +181,7 @@ impl Worker {
             metrics.reads_denied(&name, denied);
             stepped
         });
+        drop(call);
         // Each write is fenced: by the ring's slot, and by leadership (a
         // leader that stepped down mid-step writes nothing more).
         let may_write = || in_flight.is_none_or(InFlight::valid) && *self.shared.leading.borrow();
