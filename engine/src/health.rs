@@ -5,8 +5,8 @@
 //! - a guest call has run longer than its plugin's deadline and
 //!   [`CALL_MARGIN`]: the deadline interrupts a call (epoch interruption),
 //!   so one still running holds a worker that will not come back;
-//! - an informer's watch has failed, retried with backoff, with no event
-//!   for [`WATCH_DOWN`]: its cache no longer follows the cluster.
+//! - an informer's watch has kept failing (retried with backoff, no event
+//!   between) for [`WATCH_DOWN`]: its cache no longer follows the cluster.
 //!
 //! Nothing else fails it: an API server that refuses writes, a plugin
 //! that traps, a queue that grows are not mended by restarting the process

@@ -17,6 +17,10 @@ use kubewasm_runtime::resource::{ObjectKey, ResourceType};
 
 pub(super) type Objects = BTreeMap<Key, Arc<CachedObject>>;
 
+/// How far apart a failing watch's failures come at most: its backoff
+/// grows to 30 s (with jitter).
+const FAILURES_APART: Duration = Duration::from_secs(60);
+
 /// One informer's objects.
 #[derive(Debug)]
 pub struct Store {
@@ -25,9 +29,9 @@ pub struct Store {
     objects: RwLock<Objects>,
     pub(super) synced: watch::Sender<bool>,
     pub(super) restarts: AtomicU64,
-    /// Since when its watch has failed with no event after: `None` while
-    /// it works.
-    failing: Mutex<Option<Instant>>,
+    /// Its watch's first and last failures since it last worked: `None`
+    /// while it works.
+    failing: Mutex<Option<(Instant, Instant)>>,
 }
 
 impl Store {
@@ -108,10 +112,10 @@ impl Store {
     /// Records a failure of its watch (which is retried with backoff).
     pub(super) fn watch_failed(&self) {
         self.restarts.fetch_add(1, Ordering::Relaxed);
-        self.failing
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get_or_insert_with(Instant::now);
+        let now = Instant::now();
+        let mut failing = self.failing.lock().unwrap_or_else(PoisonError::into_inner);
+        let first = failing.map_or(now, |(first, _)| first);
+        *failing = Some((first, now));
     }
 
     /// Records an event of its watch: it works.
@@ -119,13 +123,13 @@ impl Store {
         *self.failing.lock().unwrap_or_else(PoisonError::into_inner) = None;
     }
 
-    /// How long its watch has failed with no event after (`None` while
-    /// it works).
+    /// How long its watch has been failing: from its first failure, while
+    /// failures keep coming (the last within [`FAILURES_APART`]; a watch
+    /// that came back on a quiet type delivers no event to say so).
     pub fn watch_down_for(&self) -> Option<Duration> {
-        self.failing
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .map(|since| since.elapsed())
+        let failing = *self.failing.lock().unwrap_or_else(PoisonError::into_inner);
+        let (first, last) = failing?;
+        (last.elapsed() < FAILURES_APART).then(|| first.elapsed())
     }
 
     pub(super) fn read(&self) -> std::sync::RwLockReadGuard<'_, Objects> {
@@ -170,7 +174,7 @@ mod tests {
     use kubewasm_runtime::resource::ResourceType;
 
     #[tokio::test(start_paused = true)]
-    async fn a_watch_should_be_down_from_its_first_failure_until_an_event() {
+    async fn a_watch_should_be_down_from_its_first_failure_while_failures_keep_coming() {
         let resource: ResourceType =
             serde_json::from_value(serde_json::json!({"group": "", "version": "v1",
                 "kind": "ConfigMap", "plural": "configmaps", "namespaced": true}))
@@ -183,6 +187,13 @@ mod tests {
         assert_eq!(store.watch_down_for(), Some(Duration::from_secs(10)));
         assert_eq!(store.restarts(), 2);
         store.watch_worked();
+        assert_eq!(store.watch_down_for(), None);
+        // Failures that stop without an event: the watch came back on a
+        // quiet type.
+        store.watch_failed();
+        tokio::time::advance(FAILURES_APART - Duration::from_millis(1)).await;
+        assert!(store.watch_down_for().is_some());
+        tokio::time::advance(Duration::from_millis(1)).await;
         assert_eq!(store.watch_down_for(), None);
     }
 }
