@@ -28,7 +28,7 @@
 //! | `kubewasm_workqueue_retries_total` | plugin | keys retried after a failure |
 //! | `kubewasm_workqueue_retry_backoff_seconds` | plugin | the backoff each retry waits (histogram: per-key doubling shows as higher buckets filling) |
 //! | `kubewasm_informer_objects` | resource, namespace, selector, shard | objects per informer store (`shard`: with `--sharding`, `uid` or `namespace` for a store holding this replica's share, else empty) |
-//! | `kubewasm_informer_watch_restarts` | resource, namespace, selector, shard | watch errors an informer survived (a gauge of its count) |
+//! | `kubewasm_informer_watch_restarts_total` | resource, namespace, selector, shard | watch errors an informer survived (a counter; it starts again with a new informer) |
 //!
 //! Gauges that mirror state (queue depth, informer objects) are read when
 //! the metrics are scraped, never pushed, and only what runs then has
@@ -134,7 +134,7 @@ pub struct Metrics {
     retries: Family<PluginLabel, Counter>,
     backoff: Family<PluginLabel, Histogram, fn() -> Histogram>,
     informer_objects: Family<InformerLabel, Gauge>,
-    watch_restarts: Family<InformerLabel, Gauge>,
+    watch_restarts: Family<InformerLabel, Counter>,
     queues: Mutex<Vec<(String, Weak<WorkQueue>)>>,
 }
 
@@ -551,7 +551,7 @@ impl Metrics {
                 .set(i64::try_from(store.len()).unwrap_or(i64::MAX));
             self.watch_restarts
                 .get_or_create(&label)
-                .set(i64::try_from(store.restarts()).unwrap_or(i64::MAX));
+                .inc_by(store.restarts());
         }
         let runtime = self.runtime.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(counts) = runtime.as_ref().map(Runtime::instances) {

@@ -495,7 +495,7 @@ fn dropped_watches_and_expired_history_should_still_converge() {
         .get("/metrics")
         .1
         .lines()
-        .filter(|l| l.starts_with("kubewasm_informer_watch_restarts"))
+        .filter(|l| l.starts_with("kubewasm_informer_watch_restarts_total{"))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>();
     assert!(restarts > 0.0, "the watch errors were counted");
@@ -962,7 +962,7 @@ fn a_plugin_confined_to_a_namespace_should_watch_only_it_and_need_no_more_rights
     assert!(
         !metrics
             .lines()
-            .any(|l| l.starts_with("kubewasm_informer_watch_restarts{") && !l.ends_with(" 0")),
+            .any(|l| l.starts_with("kubewasm_informer_watch_restarts_total{") && !l.ends_with(" 0")),
         "no watch refused: {metrics}"
     );
     let log = host.log();

@@ -585,7 +585,7 @@ fn ten_plugins_should_converge_under_faults_and_churn_without_overlap_leak_or_st
     let growth = end as f64 / early.max(1) as f64 - 1.0;
     let per_change = writes_in_churn / changes.max(1) as f64;
     let (_, metrics) = host.get("/metrics");
-    let restarts = metric_total(&metrics, "kubewasm_informer_watch_restarts", "");
+    let restarts = metric_total(&metrics, "kubewasm_informer_watch_restarts_total", "");
     let retries = metric_total(&metrics, "kubewasm_workqueue_retries_total", "");
     let errors = metric_total(&metrics, "kubewasm_reconcile_total", "result=\"error\"");
     let report = format!(
