@@ -491,14 +491,13 @@ fn dropped_watches_and_expired_history_should_still_converge() {
         replicas(&server, "after") == Some(2.into())
             && replicas(&server, "before") == Some(3.into())
     });
-    let restarts = host
-        .get("/metrics")
-        .1
+    let (_, metrics) = host.get("/metrics");
+    let restarts = metrics
         .lines()
         .filter(|l| l.starts_with("kubewasm_informer_watch_restarts_total{"))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>();
-    assert!(restarts > 0.0, "the watch errors were counted");
+    assert!(restarts > 0.0, "the watch errors were counted: {metrics}");
 }
 
 /// Contract versioning: components built against 0.1.0 and 0.2.0 (Rust),
