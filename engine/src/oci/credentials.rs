@@ -237,10 +237,14 @@ impl Credentials {
             .map_err(|e| failed(format!("cannot run {}: {e}", program.display())))?;
         if let Some(mut stdin) = child.stdin.take() {
             use tokio::io::AsyncWriteExt as _;
-            stdin
-                .write_all(server.as_bytes())
-                .await
-                .map_err(|e| failed(format!("cannot write to it: {e}")))?;
+            // A helper that answers without reading (one that holds
+            // nothing) may be gone already: its answer decides.
+            match stdin.write_all(server.as_bytes()).await {
+                Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => {
+                    return Err(failed(format!("cannot write to it: {error}")));
+                }
+                _ => {}
+            }
         }
         let output = tokio::time::timeout(HELPER_TIMEOUT, child.wait_with_output())
             .await
