@@ -6,6 +6,7 @@ use std::path::Path;
 
 use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
 use oci_client::manifest::{OciDescriptor, OciImageManifest};
+use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -247,6 +248,9 @@ pub struct Resolved {
     /// The manifest's digest: what a tag resolved to.
     pub digest: String,
     layer: OciDescriptor,
+    /// What the registry was asked with: the layer is fetched with it (a
+    /// credential helper is run once per pull).
+    auth: RegistryAuth,
 }
 
 /// Fetches the manifest at `reference` (by tag or digest) and checks it
@@ -257,14 +261,19 @@ pub struct Resolved {
 /// [`OciError`]: unreachable or refusing registry, digest mismatch, not a
 /// plugin.
 pub async fn resolve(reference: &Reference, access: &Access) -> Result<Resolved, OciError> {
-    let (manifest, digest) = fetch_manifest_raw(reference, access).await?;
+    let auth = access.credentials.auth(reference).await?;
+    let (manifest, digest) = fetch_manifest_raw(reference, access, &auth).await?;
     let not_a_plugin = |reason: String| OciError::NotAPlugin {
         reference: reference.whole(),
         reason,
     };
     let layer = plugin_layer_of(&manifest).map_err(not_a_plugin)?;
     tracing::debug!(reference = %reference, %digest, "resolved the plugin's manifest");
-    Ok(Resolved { digest, layer })
+    Ok(Resolved {
+        digest,
+        layer,
+        auth,
+    })
 }
 
 /// The one Wasm layer a manifest's text names, if it is a plugin's (see the
@@ -287,13 +296,13 @@ pub fn plugin_layer_of(manifest: &[u8]) -> Result<OciDescriptor, String> {
 async fn fetch_manifest_raw(
     reference: &Reference,
     access: &Access,
+    auth: &RegistryAuth,
 ) -> Result<(Vec<u8>, String), OciError> {
     let client = access.client();
-    let auth = access.credentials.auth(reference).await?;
     let (manifest, _) = client
         .pull_manifest_raw(
             reference,
-            &auth,
+            auth,
             &[MANIFEST_MEDIA_TYPE, DOCKER_MANIFEST_MEDIA_TYPE],
         )
         .await
@@ -325,7 +334,8 @@ pub async fn fetch_manifest(
     reference: &Reference,
     access: &Access,
 ) -> Result<OciImageManifest, OciError> {
-    let (manifest, _) = fetch_manifest_raw(reference, access).await?;
+    let auth = access.credentials.auth(reference).await?;
+    let (manifest, _) = fetch_manifest_raw(reference, access, &auth).await?;
     serde_json::from_slice(&manifest).map_err(|e| OciError::NotAPlugin {
         reference: reference.whole(),
         reason: format!("its manifest is not an image manifest: {e}"),
@@ -343,6 +353,18 @@ pub async fn fetch_blob(
     limit: usize,
     access: &Access,
 ) -> Result<Vec<u8>, OciError> {
+    let auth = access.credentials.auth(reference).await?;
+    fetch_blob_as(reference, descriptor, limit, access, &auth).await
+}
+
+/// [`fetch_blob`], asking the registry with `auth`.
+async fn fetch_blob_as(
+    reference: &Reference,
+    descriptor: &OciDescriptor,
+    limit: usize,
+    access: &Access,
+    auth: &RegistryAuth,
+) -> Result<Vec<u8>, OciError> {
     let size = usize::try_from(descriptor.size).unwrap_or(usize::MAX);
     if size > limit {
         return Err(OciError::NotAPlugin {
@@ -354,10 +376,7 @@ pub async fn fetch_blob(
     // oci-client authenticates a blob pull with what it stored for the
     // registry when a manifest was pulled: this client pulled none yet.
     client
-        .store_auth_if_needed(
-            reference.resolve_registry(),
-            &access.credentials.auth(reference).await?,
-        )
+        .store_auth_if_needed(reference.resolve_registry(), auth)
         .await;
     // The descriptor's size bounds what is read: a registry that sends
     // more is cut off, not buffered.
@@ -388,7 +407,7 @@ pub(super) async fn pull_layer(
     resolved: Resolved,
 ) -> Result<Pulled, OciError> {
     let limit = usize::try_from(MAX_LAYER_BYTES).unwrap_or(usize::MAX);
-    let bytes = fetch_blob(reference, &resolved.layer, limit, access).await?;
+    let bytes = fetch_blob_as(reference, &resolved.layer, limit, access, &resolved.auth).await?;
     Ok(Pulled {
         bytes,
         digest: resolved.digest,
