@@ -59,7 +59,7 @@ use super::share::{self, Share};
 use super::store::Objects;
 pub use super::store::Store;
 use kubewasm_core::shard::ShardField;
-use kubewasm_runtime::cache::{CachedObject, Meta, Owner};
+use kubewasm_runtime::cache::{Appliers, CachedObject, Entry, Meta, Owner};
 use kubewasm_runtime::resource::{ObjectKey, ResourceType};
 
 /// How an informer gets its first list (and every relist).
@@ -591,15 +591,15 @@ fn cached(mut object: DynamicObject, types: &TypeMeta) -> Option<(Key, Arc<Cache
     // Who applied it is kept (children as a set are pruned by it), the
     // rest of `managedFields` stripped before it is turned into JSON: what
     // is dropped is never converted.
-    let appliers = object
-        .metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter(|entry| entry.operation.as_deref() == Some("Apply"))
-        .filter_map(|entry| entry.manager.as_deref())
-        .map(Into::into)
-        .collect();
+    let appliers = Appliers::read(object.metadata.managed_fields.iter().flatten().filter_map(
+        |entry| {
+            Some(Entry {
+                manager: entry.manager.as_deref()?,
+                apply: entry.operation.as_deref() == Some("Apply"),
+                time: entry.time.as_ref().map(|t| t.0.as_second()),
+            })
+        },
+    ));
     strip(&mut object);
     // Written as text straight from the typed object, its metadata read
     // from the typed fields: no `Value` is built of it.
@@ -836,9 +836,11 @@ mod tests {
                 "labels": {"tier": "web", "app": "shop"},
                 "ownerReferences": [{"apiVersion": "example.com/v1", "kind": "MyApp",
                     "name": "shop", "uid": "u-0", "controller": true}],
-                "managedFields": [{"manager": "kubewasm-myapp", "operation": "Apply"}]},
+                "managedFields": [
+                    {"manager": "kubectl", "operation": "Update", "time": "2026-12-05T08:00:00Z"},
+                    {"manager": "kubewasm-myapp", "operation": "Apply", "time": "2026-12-05T08:00:01Z"}]},
             "spec": {"replicas": 2, "template": {"metadata": {"labels": {"app": "shop"}}}}});
-        let object: DynamicObject = serde_json::from_value(value).expect("an object");
+        let object: DynamicObject = serde_json::from_value(value.clone()).expect("an object");
         let types = TypeMeta {
             api_version: "apps/v1".into(),
             kind: "Deployment".into(),
@@ -847,8 +849,10 @@ mod tests {
         strip(&mut stripped);
         let stripped = serde_json::to_value(stripped).expect("a value");
         let (key, cached) = cached(object, &types).expect("named");
-        let expected = CachedObject::applied_by(stripped, ["kubewasm-myapp".into()].into());
+        let appliers = Appliers::of_managed_fields(value.pointer("/metadata/managedFields"));
+        let expected = CachedObject::applied_by(stripped, appliers);
         assert_eq!(*cached, expected);
+        assert!(cached.last_applied_by("kubewasm-myapp"));
         assert_eq!(*key, ObjectKey::namespaced("team-a", "web"));
         assert_eq!(cached.label("app"), Some("shop"));
         assert!(cached.deleting() && cached.owners()[0].controller);

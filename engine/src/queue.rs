@@ -42,6 +42,14 @@
 //!   controller-runtime's priority queue can, re-runs each new primary at
 //!   once for the children its own reconcile just made: 10,000 MyApps took
 //!   1.5 to 2 times as long to converge, BENCHMARKS.md's engine scenario.)
+//! - **Settled keys last.** A listed key whose object the plugin's own
+//!   field manager wrote last, no other manager since
+//!   ([`WorkQueue::set_settled`]: read from its `managedFields` when the
+//!   listing reaches it), most likely needs nothing: it is put aside and
+//!   handed out only when no other key is ready. After a restart, or in a
+//!   ring when a replica takes over another's slots, the objects created
+//!   or changed meanwhile then run before the thousands already converged
+//!   (whose calls and writes, with nothing remembered of them, all run).
 //! - **Listed keys in bulk.** A listing of a whole store
 //!   ([`WorkQueue::add_listed_in`]: the primary's) is held as a walk over
 //!   the store, not key by key, and other listed keys in one ordered set (a
@@ -64,7 +72,7 @@
 //! Time is read from the tokio clock, so tests run with paused time.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -179,6 +187,12 @@ struct Inner {
     listed: Listed,
     listed_since: Option<Instant>,
     listed_seq: u64,
+    /// Whether a key's object is settled (see the module documentation).
+    settled: Option<Settled>,
+    /// Listed keys found settled, handed out when nothing else is ready;
+    /// since when the oldest waits.
+    deferred: BTreeSet<Key>,
+    deferred_since: Option<Instant>,
     failures: HashMap<Key, Failure>,
     seq: u64,
     /// Token bucket for retries: tokens available as of `bucket_at`.
@@ -188,6 +202,24 @@ struct Inner {
     processing: usize,
     paused: bool,
     shut_down: bool,
+}
+
+/// Whether a listed key's object is settled: written last by the plugin's
+/// own field manager.
+#[derive(Clone)]
+pub struct Settled(Arc<dyn Fn(&ObjectKey) -> bool + Send + Sync>);
+
+impl Settled {
+    /// Settled when `is` says so.
+    pub fn new(is: impl Fn(&ObjectKey) -> bool + Send + Sync + 'static) -> Self {
+        Self(Arc::new(is))
+    }
+}
+
+impl std::fmt::Debug for Settled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Settled")
+    }
 }
 
 /// A plugin's work queue (see the module documentation).
@@ -419,7 +451,14 @@ impl WorkQueue {
                     .keys()
                     .next()
                     .is_some_and(|(at, _)| *at <= now)
-                || !inner.listed.is_empty())
+                || !inner.listed.is_empty()
+                || !inner.deferred.is_empty())
+    }
+
+    /// How to tell a settled key (see the module documentation); keys
+    /// listed from now on are put aside when settled.
+    pub fn set_settled(&self, settled: Settled) {
+        self.lock().settled = Some(settled);
     }
 
     /// Pauses (or resumes) handing out keys; queued keys stay queued.
@@ -444,13 +483,14 @@ impl WorkQueue {
             && inner.ready.is_empty()
             && inner.waiting.keys().next().is_none_or(|(at, _)| *at > now)
             && inner.listed.is_empty()
+            && inner.deferred.is_empty()
     }
 
     /// Keys queued (ready or not, listed included), not counting those
     /// processing.
     pub fn depth(&self) -> usize {
         let inner = self.lock();
-        inner.waiting.len() + inner.ready.len() + inner.listed.remaining()
+        inner.waiting.len() + inner.ready.len() + inner.listed.remaining() + inner.deferred.len()
     }
 
     /// The consecutive failures of `key`, if its last reconcile failed.
@@ -476,6 +516,7 @@ impl Inner {
             }
             None => {
                 self.listed.remove(&key);
+                self.deferred.remove(&key);
                 self.link(key, slot);
             }
         }
@@ -522,7 +563,9 @@ impl Inner {
         {
             return Some(next);
         }
-        let (_, key) = self.ready.pop_first()?;
+        let Some((_, key)) = self.ready.pop_first() else {
+            return self.pop_deferred(now);
+        };
         let (waited, cause) = match self.states.get(&key) {
             Some(State::Queued { slot, .. }) => {
                 (now.saturating_duration_since(slot.ready_at), slot.priority)
@@ -554,6 +597,16 @@ impl Inner {
                 return None;
             };
             match self.states.get(&key) {
+                None if self
+                    .settled
+                    .as_ref()
+                    .is_some_and(|settled| (settled.0)(&key)) =>
+                {
+                    if self.deferred.is_empty() {
+                        self.deferred_since = Some(now);
+                    }
+                    self.deferred.insert(key);
+                }
                 None => break key,
                 Some(State::Queued { .. }) => {}
                 Some(State::Processing { .. }) => self.insert(key, Slot::event(now)),
@@ -562,6 +615,23 @@ impl Inner {
         if self.listed.is_empty() {
             self.listed_since = None;
         }
+        Some(self.hand_out_listed(key, waited))
+    }
+
+    /// Hands out the first settled listed key, with how long the settled
+    /// keys have waited.
+    fn pop_deferred(&mut self, now: Instant) -> Option<(Key, Duration)> {
+        let key = self.deferred.pop_first()?;
+        let waited = self
+            .deferred_since
+            .map_or(Duration::ZERO, |since| now.saturating_duration_since(since));
+        if self.deferred.is_empty() {
+            self.deferred_since = None;
+        }
+        Some(self.hand_out_listed(key, waited))
+    }
+
+    fn hand_out_listed(&mut self, key: Key, waited: Duration) -> (Key, Duration) {
         self.states.insert(
             Arc::clone(&key),
             State::Processing {
@@ -570,7 +640,7 @@ impl Inner {
             },
         );
         self.processing += 1;
-        Some((key, waited))
+        (key, waited)
     }
 
     /// Counts a failure of `key`: its retry's slot, after the key's backoff,
@@ -752,6 +822,30 @@ mod tests {
             order,
             ["event-1", "listed-a", "listed-b", "event-2", "resync"]
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn settled_listed_keys_should_run_after_every_other_key() {
+        let q = WorkQueue::new(no_rate_limit());
+        q.set_settled(Settled::new(|k: &ObjectKey| k.name.starts_with("old")));
+        for name in ["old-c", "new-d", "old-a", "new-b"] {
+            q.add_listed(key(name));
+        }
+        q.add(key("event"), Priority::Event);
+        q.add(key("resync"), Priority::Resync);
+        assert_eq!(q.depth(), 6);
+        let mut order = vec![next_now(&q).await.expect("ready").name];
+        // A settled key that changes before its turn runs as the change,
+        // once.
+        q.add(key("old-c"), Priority::Event);
+        while let Some(k) = next_now(&q).await {
+            order.push(k.name);
+        }
+        assert_eq!(
+            order,
+            ["new-b", "new-d", "event", "old-c", "resync", "old-a"]
+        );
+        assert_eq!(q.depth(), 0);
     }
 
     #[tokio::test(start_paused = true)]

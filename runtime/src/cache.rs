@@ -24,9 +24,89 @@ use kubewasm_core::selector::Selector;
 pub struct CachedObject {
     json: Box<str>,
     meta: Meta,
-    /// The field managers that server-side applied it, from the
-    /// `managedFields` that informer caches drop.
-    appliers: Box<[Box<str>]>,
+    /// Who server-side applied it, from the `managedFields` that informer
+    /// caches drop.
+    appliers: Appliers,
+}
+
+/// The field managers that server-side applied an object, read from its
+/// `managedFields`, and whether one of them wrote it last.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Appliers {
+    names: Box<[Box<str>]>,
+    /// The applier (an index into `names`) whose entry's `time` is later
+    /// than every other entry's, with that time (seconds since the epoch);
+    /// `None` when another manager wrote in the same second or since, or
+    /// when the entries carry no time.
+    last: Option<(u16, i64)>,
+}
+
+/// One `managedFields` entry as [`Appliers::read`] takes it.
+#[derive(Clone, Copy, Debug)]
+pub struct Entry<'a> {
+    /// `manager`.
+    pub manager: &'a str,
+    /// Whether `operation` is `Apply` (server-side apply).
+    pub apply: bool,
+    /// `time`, in seconds since the epoch.
+    pub time: Option<i64>,
+}
+
+impl Appliers {
+    /// The appliers among `entries`, and which wrote last.
+    pub fn read<'a>(entries: impl IntoIterator<Item = Entry<'a>>) -> Self {
+        let mut names: Vec<Box<str>> = Vec::new();
+        // The newest time seen, and the applier that holds it alone.
+        let mut newest: Option<(i64, Option<u16>)> = None;
+        for entry in entries {
+            let index = entry.apply.then(|| {
+                let at = names.iter().position(|n| **n == *entry.manager);
+                at.unwrap_or_else(|| {
+                    names.push(entry.manager.into());
+                    names.len() - 1
+                })
+            });
+            let index = index.and_then(|i| u16::try_from(i).ok());
+            let Some(time) = entry.time else { continue };
+            newest = match newest {
+                Some((at, _)) if time < at => newest,
+                // The same applier's other entry (its status) at the same
+                // second still leaves it the last writer.
+                Some((at, holder)) if time == at => {
+                    Some((at, holder.filter(|h| index == Some(*h))))
+                }
+                _ => Some((time, index)),
+            };
+        }
+        Self {
+            names: names.into(),
+            last: newest.and_then(|(at, holder)| Some((holder?, at))),
+        }
+    }
+
+    /// Appliers known by name only (none of them known to be the last
+    /// writer).
+    pub fn named(names: impl IntoIterator<Item = impl Into<Box<str>>>) -> Self {
+        Self {
+            names: names.into_iter().map(Into::into).collect(),
+            last: None,
+        }
+    }
+
+    /// Reads an object's `metadata.managedFields` (JSON).
+    pub fn of_managed_fields(entries: Option<&Value>) -> Self {
+        let entries = entries.and_then(Value::as_array).into_iter().flatten();
+        Self::read(entries.filter_map(|entry| {
+            Some(Entry {
+                manager: entry["manager"].as_str()?,
+                apply: entry["operation"] == "Apply",
+                time: entry["time"]
+                    .as_str()
+                    .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+                    .map(|t| t.as_second()),
+            })
+        }))
+    }
 }
 
 /// What the host reads of a cached object without parsing it again.
@@ -120,27 +200,19 @@ impl Meta {
 impl CachedObject {
     /// Wraps an object; its appliers are read from its `managedFields`.
     pub fn new(value: Value) -> Self {
-        let appliers = value
-            .pointer("/metadata/managedFields")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter(|entry| entry["operation"] == "Apply")
-            .filter_map(|entry| entry["manager"].as_str())
-            .map(Into::into)
-            .collect();
+        let appliers = Appliers::of_managed_fields(value.pointer("/metadata/managedFields"));
         Self::applied_by(value, appliers)
     }
 
     /// Wraps an object whose `managedFields` were dropped, with the field
     /// managers that applied it.
-    pub fn applied_by(value: Value, appliers: Box<[Box<str>]>) -> Self {
+    pub fn applied_by(value: Value, appliers: Appliers) -> Self {
         Self::from_parts(value.to_string(), Meta::of(&value), appliers)
     }
 
     /// An object already serialized, with its metadata: `meta` must be
     /// `json`'s (an informer builds both from its typed object).
-    pub fn from_parts(json: String, meta: Meta, appliers: Box<[Box<str>]>) -> Self {
+    pub fn from_parts(json: String, meta: Meta, appliers: Appliers) -> Self {
         Self {
             json: json.into_boxed_str(),
             meta,
@@ -150,7 +222,16 @@ impl CachedObject {
 
     /// Whether `manager` server-side applied this object.
     pub fn applied(&self, manager: &str) -> bool {
-        self.appliers.iter().any(|a| &**a == manager)
+        self.appliers.names.iter().any(|a| &**a == manager)
+    }
+
+    /// Whether `manager` server-side applied this object and wrote it last:
+    /// no other manager changed it since, by its `managedFields`' times.
+    pub fn last_applied_by(&self, manager: &str) -> bool {
+        self.appliers
+            .last
+            .and_then(|(i, _)| self.appliers.names.get(usize::from(i)))
+            .is_some_and(|last| &**last == manager)
     }
 
     /// The object with its appliers as `managedFields` entries when the
@@ -158,14 +239,23 @@ impl CachedObject {
     /// same [`CachedObject`] back.
     pub fn to_recorded(&self) -> Value {
         let mut value = self.value();
-        if !self.appliers.is_empty()
+        if !self.appliers.names.is_empty()
             && let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut)
             && !metadata.contains_key("managedFields")
         {
-            let entries = self
-                .appliers
-                .iter()
-                .map(|manager| serde_json::json!({"manager": &**manager, "operation": "Apply"}))
+            let last = self.appliers.last;
+            let entries = (0u16..)
+                .zip(&self.appliers.names)
+                .map(|(i, manager)| {
+                    let mut entry =
+                        serde_json::json!({"manager": &**manager, "operation": "Apply"});
+                    if let Some((_, at)) = last.filter(|(l, _)| *l == i)
+                        && let Ok(time) = jiff::Timestamp::from_second(at)
+                    {
+                        entry["time"] = time.to_string().into();
+                    }
+                    entry
+                })
                 .collect();
             metadata.insert("managedFields".into(), Value::Array(entries));
         }
@@ -361,7 +451,7 @@ mod tests {
         // An informer's copy: its managedFields dropped, its appliers kept.
         let stripped = CachedObject::applied_by(
             json!({"metadata": {"name": "a"}}),
-            ["kubewasm-x".into()].into(),
+            Appliers::named(["kubewasm-x"]),
         );
         let recorded = stripped.to_recorded();
         assert_eq!(
@@ -369,6 +459,43 @@ mod tests {
             json!([{"manager": "kubewasm-x", "operation": "Apply"}])
         );
         assert!(CachedObject::new(recorded).applied("kubewasm-x"));
+    }
+
+    #[test]
+    fn the_last_writer_should_be_an_applier_alone_in_the_newest_second() {
+        let read =
+            |fields: Value| CachedObject::new(json!({"metadata": {"managedFields": fields}}));
+        let entry = |manager: &str, op: &str, time: &str| json!({"manager": manager, "operation": op, "time": time});
+        let (t1, t2) = ("2026-12-05T08:00:01Z", "2026-12-05T08:00:02Z");
+        // Created by kubectl, its status applied by the plugin after.
+        let settled = read(json!([
+            entry("kubectl", "Update", t1),
+            entry("kubewasm-x", "Apply", t2)
+        ]));
+        assert!(settled.last_applied_by("kubewasm-x"));
+        assert!(!settled.last_applied_by("kubectl"));
+        // Changed by kubectl since (or in the same second): not the plugin's.
+        for edited in [t2, "2026-12-05T08:00:03Z"] {
+            let object = read(json!([
+                entry("kubewasm-x", "Apply", t2),
+                entry("kubectl", "Update", edited)
+            ]));
+            assert!(!object.last_applied_by("kubewasm-x"), "edited at {edited}");
+        }
+        // Its object and its status applied in the same second: still its.
+        let both = read(json!([
+            entry("kubewasm-x", "Apply", t2),
+            entry("kubewasm-x", "Apply", t2),
+            entry("kubectl", "Update", t1)
+        ]));
+        assert!(both.last_applied_by("kubewasm-x"));
+        // A manager that only updates never counts; no times, no last writer.
+        assert!(!read(json!([entry("kubectl", "Update", t2)])).last_applied_by("kubectl"));
+        let untimed = read(json!([{"manager": "kubewasm-x", "operation": "Apply"}]));
+        assert!(untimed.applied("kubewasm-x") && !untimed.last_applied_by("kubewasm-x"));
+        // A recording keeps who wrote last.
+        let recorded = CachedObject::new(settled.to_recorded());
+        assert!(recorded.last_applied_by("kubewasm-x"));
     }
 
     #[test]

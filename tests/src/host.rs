@@ -45,6 +45,18 @@ impl Host {
         files: &[(&str, &str)],
         flags: &[&str],
     ) -> Self {
+        Self::start_from(&kubewasm_bin(), kubeconfig, plugins, files, flags)
+    }
+
+    /// The same, from `binary` (another build of `kubewasm`: the benches'
+    /// release one).
+    pub fn start_from(
+        binary: &Path,
+        kubeconfig: &Path,
+        plugins: &[(&str, PathBuf)],
+        files: &[(&str, &str)],
+        flags: &[&str],
+    ) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         for (name, path) in plugins {
             std::fs::copy(path, dir.path().join(format!("{name}.wasm")))
@@ -54,7 +66,7 @@ impl Host {
             std::fs::write(dir.path().join(name), text).expect("file written");
         }
         let log = dir.path().join("host.log");
-        let child = Command::new(kubewasm_bin())
+        let child = Command::new(binary)
             .arg("run")
             .arg("--kubeconfig")
             .arg(kubeconfig)

@@ -62,7 +62,7 @@ use super::applier::Applier;
 use super::fair::{DEFAULT_SHARE, Flow};
 use super::informer::{Change, Handler, InformerKey};
 use super::listing::Key;
-use super::queue::{Backoff, Priority, WorkQueue};
+use super::queue::{Backoff, Priority, Settled, WorkQueue};
 use kubewasm_core::shard::ShardField;
 use kubewasm_runtime::Plugin;
 use kubewasm_runtime::resource::ResourceType;
@@ -206,7 +206,7 @@ fn subscribe(
         let shard = field.filter(|field| {
             *resource == primary || (*field == ShardField::Namespace && resource.namespaced)
         });
-        let stores = scopes(resource, namespaces)
+        let stores: Vec<_> = scopes(resource, namespaces)
             .into_iter()
             .map(|namespace| {
                 let key = InformerKey {
@@ -227,6 +227,16 @@ fn subscribe(
     for secondary in &declaration.secondaries {
         let handler = mapping_handler(&secondary.mapping, &secondary.resource, &primary, targets);
         subscribe(&secondary.resource, &secondary.label_selector, handler);
+    }
+    // A primary this plugin's field manager wrote last runs after the rest
+    // of a listing (see the queue's documentation).
+    if let Some(stores) = types.first().cloned() {
+        let manager = declaration.field_manager();
+        targets.queue.set_settled(Settled::new(move |key| {
+            stores
+                .iter()
+                .any(|store| store.get(key).is_some_and(|o| o.last_applied_by(&manager)))
+        }));
     }
     static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     Version {

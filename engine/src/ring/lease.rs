@@ -1,18 +1,25 @@
-//! The ring's I/O, in two tasks: one renews this replica's member Lease every
-//! `retry_period` and fences the replica when a renewal is late; the other,
-//! after each renewal, reads the others' Leases and acquires or releases slot
-//! Leases as [`super::slots::plan`] decides (resourceVersion-guarded writes).
-//! Renewing never waits for a round: a release waits for the steps in flight
-//! of its slots, which under load outlast a Lease, and a member that stopped
-//! renewing meanwhile would be seen gone and its slots taken.
+//! The ring's I/O, in three tasks: one renews this replica's member Lease
+//! every `retry_period` and fences the replica when a renewal is late; one
+//! watches the ring's Leases, noting when each member's was seen to change;
+//! the third runs a round after each renewal, each change seen and at the
+//! moment a member's Lease runs out, in which it acquires or releases slot
+//! Leases as [`super::slots::plan`] decides (resourceVersion-guarded
+//! writes). Renewing never waits for a round: a release waits for the steps
+//! in flight of its slots, which under load outlast a Lease, and a member
+//! that stopped renewing meanwhile would be seen gone and its slots taken.
+//! Seeing the Leases by a watch, not a list each round, a member's silence
+//! is timed from its last renewal and its slots taken when its Lease runs
+//! out, not up to two retry periods later.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use futures_util::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use kube::Api;
-use kube::api::{ListParams, ObjectMeta, PostParams};
+use kube::api::{ObjectMeta, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::Notify;
 use tokio::time::{Instant, MissedTickBehavior};
 
@@ -31,13 +38,110 @@ pub fn start(
     (shard, task)
 }
 
-/// What this replica saw of the member Leases.
+/// The ring's Leases as this replica's watch shows them, and when each
+/// member's was seen to change (by this replica's clock: no other's is
+/// trusted, as client-go's leader election trusts none).
 #[derive(Default)]
 struct Seen {
+    /// By name.
+    leases: BTreeMap<String, Lease>,
+    /// The Leases a relist (the watch begun again) has shown so far.
+    relisted: Option<BTreeMap<String, Lease>>,
     /// Per member: its Lease's resourceVersion and when it was seen to change.
     members: BTreeMap<String, (String, Instant)>,
     /// Per slot this replica should own and does not hold: since when.
     wanted: BTreeMap<u32, Instant>,
+}
+
+impl Seen {
+    /// Takes in what the watch saw at `now`.
+    fn saw(&mut self, event: watcher::Event<Lease>, now: Instant) {
+        match event {
+            watcher::Event::Init => self.relisted = Some(BTreeMap::new()),
+            watcher::Event::InitApply(lease) => {
+                self.observe(&lease, now);
+                if let Some(relisted) = &mut self.relisted {
+                    relisted.insert(lease.metadata.name.clone().unwrap_or_default(), lease);
+                }
+            }
+            watcher::Event::InitDone => {
+                if let Some(relisted) = self.relisted.take() {
+                    self.leases = relisted;
+                }
+            }
+            watcher::Event::Apply(lease) => {
+                self.observe(&lease, now);
+                self.leases
+                    .insert(lease.metadata.name.clone().unwrap_or_default(), lease);
+            }
+            watcher::Event::Delete(lease) => {
+                self.leases
+                    .remove(lease.metadata.name.as_deref().unwrap_or_default());
+                if role(&lease) == "member" {
+                    self.members.remove(&holder(&lease));
+                }
+            }
+        }
+    }
+
+    /// Notes when a member's Lease was seen to change.
+    fn observe(&mut self, lease: &Lease, now: Instant) {
+        let holder = holder(lease);
+        if role(lease) != "member" || holder.is_empty() {
+            return;
+        }
+        let version = lease.metadata.resource_version.clone().unwrap_or_default();
+        let entry = self
+            .members
+            .entry(holder)
+            .or_insert_with(|| (version.clone(), now));
+        if entry.0 != version {
+            *entry = (version, now);
+        }
+    }
+}
+
+/// A Lease's role in the ring (`member` or `slot`).
+fn role(lease: &Lease) -> &str {
+    lease
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get("kubewasm.dev/ring-role"))
+        .map_or("", String::as_str)
+}
+
+/// A Lease's holder ("" for none).
+fn holder(lease: &Lease) -> String {
+    lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.clone())
+        .unwrap_or_default()
+}
+
+/// Watches the ring's Leases into `seen` until aborted, notifying `changed`
+/// after each event.
+async fn watch(
+    api: Api<Lease>,
+    config: RingConfig,
+    seen: Arc<std::sync::Mutex<Seen>>,
+    changed: Arc<Notify>,
+) {
+    let selector = format!("{RING_LABEL}={}", config.ring);
+    let events = watcher(api, watcher::Config::default().labels(&selector)).default_backoff();
+    let mut events = std::pin::pin!(events);
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(event) => {
+                seen.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .saw(event, Instant::now());
+                changed.notify_one();
+            }
+            Err(error) => tracing::warn!(ring = %config.ring, %error, "ring watch failed"),
+        }
+    }
 }
 
 fn lease(name: &str, config: &RingConfig, role: &str, holder: &str) -> Lease {
@@ -156,76 +260,61 @@ async fn keep_renewed(
     }
 }
 
-/// One round, after a renewal: look, decide, move. Slots given up are
-/// released each once its steps are done; slots taken are acquired after.
+/// One round: look, decide, move. Slots given up are released each once
+/// its steps are done; slots taken are acquired after, side by side. What
+/// it returns: when the next member's Lease runs out, unless it renews.
 async fn round(
     api: &Api<Lease>,
     config: &RingConfig,
     shard: &Shard,
-    seen: &mut Seen,
-) -> Result<(), kube::Error> {
-    let leases = api
-        .list(&ListParams::default().labels(&format!("{RING_LABEL}={}", config.ring)))
-        .await?;
+    seen: &std::sync::Mutex<Seen>,
+) -> Result<Option<Instant>, kube::Error> {
     let now = Instant::now();
     let mut live = BTreeSet::from([config.identity.clone()]);
+    let mut expiry: Option<Instant> = None;
     let mut holders = BTreeMap::new();
     let mut slot_leases = BTreeMap::new();
-    let role = |l: &Lease| {
-        l.metadata
-            .labels
-            .as_ref()
-            .and_then(|labels| labels.get("kubewasm.dev/ring-role"))
-            .cloned()
-            .unwrap_or_default()
-    };
-    for lease in leases {
-        let holder = lease
-            .spec
-            .as_ref()
-            .and_then(|s| s.holder_identity.clone())
-            .unwrap_or_default();
-        let name = lease.metadata.name.clone().unwrap_or_default();
-        match role(&lease).as_str() {
-            "member" if !holder.is_empty() => {
-                let version = lease.metadata.resource_version.clone().unwrap_or_default();
-                let entry = seen
-                    .members
-                    .entry(holder.clone())
-                    .or_insert_with(|| (version.clone(), now));
-                if entry.0 != version {
-                    *entry = (version, now);
-                }
-                if now.duration_since(entry.1) < config.lease_duration {
-                    live.insert(holder);
+    let held = shard.held();
+    {
+        let mut seen = seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (holder, (_, at)) in &seen.members {
+            let ends = *at + config.lease_duration;
+            if ends > now && seen.leases.values().any(|l| self::holder(l) == *holder) {
+                live.insert(holder.clone());
+                if *holder != config.identity {
+                    expiry = Some(expiry.map_or(ends, |e| e.min(ends)));
                 }
             }
-            "slot" => {
-                if let Some(slot) = name
-                    .rsplit_once("-slot-")
-                    .and_then(|(_, n)| n.parse::<u32>().ok())
-                    .filter(|n| *n < SLOTS)
-                {
-                    holders.insert(slot, holder);
-                    slot_leases.insert(slot, lease);
-                }
+        }
+        for (name, lease) in &seen.leases {
+            if role(lease) != "slot" {
+                continue;
             }
-            _ => {}
+            if let Some(slot) = name
+                .rsplit_once("-slot-")
+                .and_then(|(_, n)| n.parse::<u32>().ok())
+                .filter(|n| *n < SLOTS)
+            {
+                holders.insert(slot, self::holder(lease));
+                slot_leases.insert(slot, lease.clone());
+            }
+        }
+        let owners = assignment(&live);
+        for slot in 0..SLOTS {
+            let mine =
+                owners.get(slot as usize).copied().flatten() == Some(config.identity.as_str());
+            if !mine || held & (1 << slot) != 0 {
+                seen.wanted.remove(&slot);
+            } else {
+                seen.wanted.entry(slot).or_insert(now);
+            }
         }
     }
     shard.members.store(live.len(), Ordering::Relaxed);
-    let held = shard.held();
-    let owners = assignment(&live);
-    for slot in 0..SLOTS {
-        let mine = owners.get(slot as usize).copied().flatten() == Some(config.identity.as_str());
-        if !mine || held & (1 << slot) != 0 {
-            seen.wanted.remove(&slot);
-        } else {
-            seen.wanted.entry(slot).or_insert(now);
-        }
-    }
     let moves = plan(&config.identity, &holders, &live, held);
-    tracing::debug!(ring = %config.ring, members = live.len(), held = shard.held().count_ones(),
+    tracing::debug!(ring = %config.ring, members = live.len(), held = held.count_ones(),
         moves = moves.len(), "ring round");
     // Each slot given up is released once its own steps are done: one
     // long step holds back its slot only.
@@ -240,33 +329,36 @@ async fn round(
         Ok::<(), kube::Error>(())
     });
     futures_util::future::try_join_all(releases).await?;
-    for step in moves {
-        let Move::Acquire(slot) = step else { continue };
+    let acquisitions = moves.iter().filter_map(|m| match m {
+        Move::Acquire(slot) => Some((*slot, slot_leases.remove(slot))),
+        Move::Release(_) => None,
+    });
+    let acquisitions = acquisitions.map(|(slot, current)| async move {
         // A fence while the write is in flight (a stop, a hung request)
         // voids it: the others may have taken the slot since.
         let fences = shard.fences();
-        if write_slot(
-            api,
-            config,
-            slot,
-            slot_leases.remove(&slot),
-            &config.identity,
-        )
-        .await?
+        let won = write_slot(api, config, slot, current, &config.identity).await?
             && shard.fresh()
-            && shard.fences() == fences
-        {
+            && shard.fences() == fences;
+        if won {
             shard.acquire(slot);
             shard.handovers.fetch_add(1, Ordering::Relaxed);
-            if let (Some(since), Some(histogram)) =
-                (seen.wanted.remove(&slot), shard.handover_time.get())
-            {
-                histogram.observe(since.elapsed().as_secs_f64());
-            }
             tracing::info!(ring = %config.ring, slot, "slot acquired");
         }
+        Ok::<_, kube::Error>(won.then_some(slot))
+    });
+    let acquired = futures_util::future::try_join_all(acquisitions).await?;
+    let mut seen = seen
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for slot in acquired.into_iter().flatten() {
+        if let (Some(since), Some(histogram)) =
+            (seen.wanted.remove(&slot), shard.handover_time.get())
+        {
+            histogram.observe(since.elapsed().as_secs_f64());
+        }
     }
-    Ok(())
+    Ok(expiry)
 }
 
 /// Runs the ring until `shutdown` resolves, then releases every slot held
@@ -286,18 +378,36 @@ pub async fn run(
         Arc::clone(&shard),
         Arc::clone(&renewed),
     ));
-    let mut seen = Seen::default();
+    let seen = Arc::new(std::sync::Mutex::new(Seen::default()));
+    let changed = Arc::new(Notify::new());
+    let watching = tokio::spawn(watch(
+        api.clone(),
+        config.clone(),
+        Arc::clone(&seen),
+        Arc::clone(&changed),
+    ));
+    let mut expiry = None;
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
+        let runs_out = async {
+            match expiry {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = renewed.notified() => {}
+            () = changed.notified() => {}
+            () = runs_out => {}
             () = shutdown.as_mut() => break,
         }
-        if let Err(error) = round(&api, &config, &shard, &mut seen).await {
-            tracing::warn!(ring = %config.ring, %error, "ring round failed");
+        match round(&api, &config, &shard, &seen).await {
+            Ok(next) => expiry = next,
+            Err(error) => tracing::warn!(ring = %config.ring, %error, "ring round failed"),
         }
         shard.publish();
     }
+    watching.abort();
     let held = shard.held();
     let (api, config, shard) = (&api, &config, &*shard);
     let releases = (0..SLOTS)
@@ -330,6 +440,42 @@ mod tests {
 
     fn config(identity: &str) -> RingConfig {
         RingConfig::new("default", "ring", identity, Duration::from_secs(3))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_silent_members_slots_should_be_taken_when_its_lease_runs_out() {
+        // A retry period of 1 s: a look every period would see the silence
+        // up to 1 s late and act on it up to 1 s later still.
+        let lease = Duration::from_millis(7500);
+        let config = |identity| RingConfig::new("default", "ring", identity, lease);
+        let (server, client) = crate::testing::cluster().await;
+        let partition = crate::testing::Partition::start(server.addr()).await;
+        let (a, _a) = start(client.clone(), config("a"), std::future::pending());
+        let (b, _b) = start(partition.client(), config("b"), std::future::pending());
+        until("a and b share the ring", || {
+            a.held().count_ones() == SLOTS / 2 && b.held().count_ones() == SLOTS / 2
+        })
+        .await;
+        // Cut just after one of b's renewals: its requests hang from then.
+        let leases: Api<Lease> = Api::namespaced(client, "default");
+        let name = config("b").member_lease("b");
+        let version = || async {
+            let lease = leases.get(&name).await.expect("b's member Lease");
+            lease.metadata.resource_version
+        };
+        let renewed = version().await;
+        while version().await == renewed {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        partition.hold();
+        let cut = Instant::now();
+        until("a holds every slot", || a.held().count_ones() == SLOTS).await;
+        let taken = cut.elapsed();
+        assert!(
+            taken < lease + Duration::from_millis(300),
+            "b's slots taken {taken:?} after its last renewal (Lease {lease:?})"
+        );
+        assert!(!b.fresh(), "b fenced itself");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
