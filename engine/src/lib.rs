@@ -36,6 +36,7 @@
 
 pub mod applier;
 pub mod controller;
+pub mod demotion;
 pub mod discovery;
 pub mod fair;
 pub mod health;
@@ -99,6 +100,7 @@ impl Engine {
                 recorder: None,
                 remembered: Arc::default(),
                 calls: Arc::default(),
+                demotion: Arc::default(),
             },
             controllers: Vec::new(),
             owners: std::collections::HashMap::new(),

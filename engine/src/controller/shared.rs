@@ -37,4 +37,6 @@ pub struct Shared {
     pub remembered: Arc<super::memo::Remembered>,
     /// The guest calls under way, for `/healthz`.
     pub calls: Arc<crate::health::Calls>,
+    /// The plugins whose calls run at the lowest CPU priority.
+    pub demotion: Arc<crate::demotion::Demotion>,
 }

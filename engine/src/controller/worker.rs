@@ -169,18 +169,21 @@ impl Worker {
             .shared
             .calls
             .start(&name, key, plugin.limits().deadline);
-        let stepped = tokio::task::spawn_blocking(move || {
-            let stepped = match recorder {
-                Some(recorder) => recorded(&recorder, &plugin, cache, &request),
-                None => step::run(&plugin, cache, &request),
-            };
-            (stepped, plugin.take_reads_denied())
-        })
-        .await
-        .map(|(stepped, denied)| {
-            metrics.reads_denied(&name, denied);
-            stepped
-        });
+        let stepped = self
+            .shared
+            .demotion
+            .spawn_blocking(&name, move || {
+                let stepped = match recorder {
+                    Some(recorder) => recorded(&recorder, &plugin, cache, &request),
+                    None => step::run(&plugin, cache, &request),
+                };
+                (stepped, plugin.take_reads_denied())
+            })
+            .await
+            .map(|(stepped, denied)| {
+                metrics.reads_denied(&name, denied);
+                stepped
+            });
         drop(call);
         // Each write is fenced: by the ring's slot, and by leadership (a
         // leader that stepped down mid-step writes nothing more).
@@ -195,6 +198,7 @@ impl Worker {
             }
             Ok(Err(error)) => {
                 metrics.step_failed(&name, &error);
+                self.shared.demotion.after(&name, &error.source);
                 // A refused outcome is told on the primary (which child).
                 if let Some(report) = &error.report
                     && let Err((_, failed)) = self
@@ -286,13 +290,19 @@ impl Worker {
             now: jiff::Timestamp::now(),
         };
         let (plugin, cache) = (Arc::clone(&version.plugin), Arc::clone(&version.cache));
-        let stepped =
-            tokio::task::spawn_blocking(move || step::scheduled(&plugin, cache, &request)).await;
+        let stepped = self
+            .shared
+            .demotion
+            .spawn_blocking(name, move || step::scheduled(&plugin, cache, &request))
+            .await;
         let may_write =
             || in_flight.as_ref().is_none_or(InFlight::valid) && *self.shared.leading.borrow();
         let failed = match stepped {
             Err(error) => Some(format!("scheduled task failed: {error}")),
-            Ok(Err(error)) => Some(error.to_string()),
+            Ok(Err(error)) => {
+                self.shared.demotion.after(name, &error);
+                Some(error.to_string())
+            }
             Ok(Ok(step)) => self
                 .shared
                 .applier
