@@ -13,6 +13,15 @@
 //! 2. **Plugins** of the served tenant, the same way, each weighted by its
 //!    own share.
 //!
+//! A step is charged when it starts, by its plugin's running average of
+//! worker time, and settled when it ends (the difference added or taken
+//! back): so a plugin with a step running is behind the plugins with none,
+//! and with more plugins busy than workers each runs one step at a time
+//! (its other workers wait while another plugin waits), keeping one warm
+//! instance busy rather than two. Charged only at its end, a step left its
+//! plugin's tag where it was, and the plugin's next waiter was served at
+//! once beside it.
+//!
 //! A plugin's tenant is its `Plugin`'s namespace; a `ClusterPlugin` or a
 //! directory plugin is a tenant of its own ([`Flow`]).
 //!
@@ -96,7 +105,13 @@ struct PluginLane {
     lane: Lane,
     share: u32,
     waiters: VecDeque<oneshot::Sender<Permit>>,
+    /// Its steps' worker time, a running average (seconds): what a step is
+    /// charged when it starts.
+    estimate: f64,
 }
+
+/// The weight of the last step in a plugin's running average of worker time.
+const RECENT: f64 = 0.2;
 
 #[derive(Debug, Default)]
 struct TenantLane {
@@ -186,6 +201,7 @@ impl State {
             let Some(tenant) = self.tenants.get_mut(&tenant_key) else {
                 break;
             };
+            let tenant_weight = tenant.weight();
             let Some(plugin) = tenant.plugins.get_mut(&plugin_key) else {
                 break;
             };
@@ -198,25 +214,40 @@ impl State {
             tenant.clock = tenant.clock.max(plugin.lane.tag);
             plugin.lane.running += 1;
             tenant.lane.running += 1;
+            // Charged now by its estimate; settled when it ends.
+            let charged = (
+                plugin.estimate / f64::from(plugin.share.max(1)),
+                plugin.estimate / tenant_weight,
+            );
+            plugin.lane.tag += charged.0;
+            tenant.lane.tag += charged.1;
             self.free -= 1;
             let permit = Permit {
                 workers: Some(Arc::clone(workers)),
                 tenant: tenant_key,
                 plugin: plugin_key,
                 started: Instant::now(),
+                charged,
             };
             if let Err(mut permit) = waiter.send(permit) {
                 // The waiter went (its step was cancelled): the permit
-                // returns at once, charging nothing.
+                // returns at once, its charge taken back.
                 permit.workers = None;
-                self.finish(&permit.tenant, &permit.plugin, Duration::ZERO);
+                self.finish(&permit.tenant, &permit.plugin, None, permit.charged);
             }
         }
     }
 
-    /// A step of `tenant`'s `plugin` ended after `worked`: charged, its
-    /// permit free again.
-    fn finish(&mut self, tenant_key: &str, plugin_key: &str, worked: Duration) {
+    /// A step of `tenant`'s `plugin` that was `charged` when it started
+    /// ended after `worked` (`None`: it never ran): settled, its permit
+    /// free again.
+    fn finish(
+        &mut self,
+        tenant_key: &str,
+        plugin_key: &str,
+        worked: Option<Duration>,
+        charged: (f64, f64),
+    ) {
         self.free += 1;
         let Some(tenant) = self.tenants.get_mut(tenant_key) else {
             return;
@@ -225,11 +256,14 @@ impl State {
         let Some(plugin) = tenant.plugins.get_mut(plugin_key) else {
             return;
         };
-        let seconds = worked.as_secs_f64();
+        let seconds = worked.map_or(0.0, |w| w.as_secs_f64());
+        if worked.is_some() {
+            plugin.estimate += RECENT * (seconds - plugin.estimate);
+        }
         plugin.lane.running = plugin.lane.running.saturating_sub(1);
-        plugin.lane.tag += seconds / f64::from(plugin.share.max(1));
+        plugin.lane.tag += seconds / f64::from(plugin.share.max(1)) - charged.0;
         tenant.lane.running = tenant.lane.running.saturating_sub(1);
-        tenant.lane.tag += seconds / tenant_weight;
+        tenant.lane.tag += seconds / tenant_weight - charged.1;
         // Idle lanes that owe nothing are forgotten (bounded memory).
         if !plugin.lane.busy() && plugin.lane.tag <= tenant.clock {
             tenant.plugins.remove(plugin_key);
@@ -306,6 +340,8 @@ pub struct Permit {
     tenant: String,
     plugin: String,
     started: Instant,
+    /// What the plugin and its tenant were charged when it started.
+    charged: (f64, f64),
 }
 
 impl Permit {
@@ -325,7 +361,12 @@ impl Permit {
         let (sender, receiver) = oneshot::channel();
         {
             let mut state = workers.lock();
-            state.finish(&self.tenant, &self.plugin, self.started.elapsed());
+            state.finish(
+                &self.tenant,
+                &self.plugin,
+                Some(self.started.elapsed()),
+                self.charged,
+            );
             if state.closed {
                 return Err(Closed);
             }
@@ -342,7 +383,12 @@ impl Drop for Permit {
             return;
         };
         let mut state = workers.lock();
-        state.finish(&self.tenant, &self.plugin, self.started.elapsed());
+        state.finish(
+            &self.tenant,
+            &self.plugin,
+            Some(self.started.elapsed()),
+            self.charged,
+        );
         state.dispatch(&workers);
     }
 }
@@ -430,6 +476,55 @@ mod tests {
         let many: usize = ran[..3].iter().sum();
         let ratio = many as f64 / ran[3] as f64;
         assert!((0.75..=1.33).contains(&ratio), "tenants ran {ran:?}");
+    }
+
+    #[tokio::test]
+    async fn with_more_plugins_busy_than_workers_each_should_run_one_step_at_a_time() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let pool = Workers::new(2);
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(600);
+        let warm = tokio::time::Instant::now() + Duration::from_millis(100);
+        // Per plugin: steps running now; steps begun beside another of its own.
+        let plugins: Vec<_> = (0..4)
+            .map(|p| {
+                (
+                    flow(&format!("t{p}"), "p", 1),
+                    Arc::new((AtomicUsize::new(0), AtomicUsize::new(0))),
+                )
+            })
+            .collect();
+        let (steps, beside) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let mut tasks = Vec::new();
+        for (flow, running) in &plugins {
+            for _ in 0..2 {
+                let (pool, flow, running) = (Arc::clone(&pool), flow.clone(), Arc::clone(running));
+                let (steps, beside) = (Arc::clone(&steps), Arc::clone(&beside));
+                tasks.push(tokio::spawn(async move {
+                    let mut permit = pool.acquire(&flow).await.expect("open");
+                    while tokio::time::Instant::now() < deadline {
+                        let others = running.0.fetch_add(1, Ordering::SeqCst);
+                        if tokio::time::Instant::now() > warm {
+                            steps.fetch_add(1, Ordering::SeqCst);
+                            if others > 0 {
+                                beside.fetch_add(1, Ordering::SeqCst);
+                            }
+                        }
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                        running.0.fetch_sub(1, Ordering::SeqCst);
+                        permit = permit.next_turn(&flow).await.expect("open");
+                    }
+                }));
+            }
+        }
+        for task in tasks {
+            task.await.expect("task");
+        }
+        let (steps, beside) = (steps.load(Ordering::SeqCst), beside.load(Ordering::SeqCst));
+        assert!(steps > 100, "{steps} steps");
+        assert!(
+            beside * 20 < steps,
+            "{beside} of {steps} steps began beside another of their plugin's"
+        );
     }
 
     #[tokio::test]

@@ -18,6 +18,12 @@
 //! (20 MyApps, the embedded server, debug builds), checking that all three
 //! converge. `KUBEWASM_BENCH_PEERS_DRIVERS` (e.g. `kubewasm,kube-runtime`)
 //! runs some drivers only, and then writes nothing.
+//!
+//! Beside it, many controllers over one cluster's ConfigMaps
+//! (`KUBEWASM_BENCH_PEERS_MANY`, `50:10000` under `make bench`, `0` for
+//! none): one kubewasm host running 50 `configmap-replicator`s against 50
+//! controller-runtime managers of the same logic, their resident memory
+//! once each reconciled every ConfigMap.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -191,6 +197,167 @@ async fn run(server: Server, n: usize, driver: Driver, profile: &str) -> anyhow:
     Ok(run)
 }
 
+/// Many controllers over one cluster's ConfigMaps: one kubewasm host
+/// running `plugins` `configmap-replicator`s, against as many
+/// controller-runtime managers (one process each, the same logic), once
+/// every controller has reconciled every one of `objects` ConfigMaps.
+#[derive(Debug, Clone, Copy)]
+struct Many {
+    plugins: usize,
+    objects: usize,
+    /// kubewasm's resident and peak memory, KiB.
+    kubewasm: (u64, u64),
+    /// The managers' resident and peak memory, summed, KiB.
+    managers: (u64, u64),
+}
+
+/// `KUBEWASM_BENCH_PEERS_MANY`: `PLUGINS:OBJECTS`, or `0` for none.
+fn many_spec(real: bool) -> anyhow::Result<Option<(usize, usize)>> {
+    let spec = std::env::var("KUBEWASM_BENCH_PEERS_MANY")
+        .unwrap_or_else(|_| if real { "50:10000" } else { "3:30" }.into());
+    if spec.trim() == "0" {
+        return Ok(None);
+    }
+    let (plugins, objects) = spec.split_once(':').ok_or_else(|| {
+        anyhow::anyhow!("KUBEWASM_BENCH_PEERS_MANY={spec}: expected PLUGINS:OBJECTS")
+    })?;
+    Ok(Some((plugins.trim().parse()?, objects.trim().parse()?)))
+}
+
+/// A port free on loopback now.
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// The sum of a counter's series in the `/metrics` of `port` having
+/// `having` among their labels (0 if it does not answer yet).
+fn scraped(port: u16, metric: &str, having: &str) -> f64 {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return 0.0;
+    };
+    let mut text = String::new();
+    let asked = stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n");
+    if asked.is_err() || stream.read_to_string(&mut text).is_err() {
+        return 0.0;
+    }
+    kubewasm_tests::host::metric_total(&text, metric, having)
+}
+
+/// Polls `done` every half second until it holds, for at most `limit`.
+fn wait(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> anyhow::Result<()> {
+    let started = Instant::now();
+    while !done() {
+        anyhow::ensure!(started.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    Ok(())
+}
+
+/// The many-controllers scenario (see [`Many`]) on a fresh embedded server.
+fn many(plugins: usize, objects: usize, profile: &str) -> anyhow::Result<Many> {
+    let server = Server::Embedded.start(profile);
+    let namespaces = 10;
+    let mut items = Vec::new();
+    for n in 0..namespaces {
+        items.push(serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": format!("ns-{n}")}}));
+        for i in 0..objects / namespaces {
+            items.push(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("cm-{i}"), "namespace": format!("ns-{n}")},
+                "data": {"i": i.to_string()}}));
+        }
+    }
+    kubewasm_tests::host::create_all(&server, items);
+    // Every ConfigMap there is, the namespaces' own `kube-root-ca.crt` too.
+    let objects = kubewasm_tests::host::get_json(&server, &["configmaps", "-A"])
+        .and_then(|list| list["items"].as_array().map(Vec::len))
+        .unwrap_or(objects);
+    let limit = Duration::from_secs(60) + Duration::from_millis(2) * (plugins * objects) as u32;
+    let names: Vec<String> = (0..plugins).map(|p| format!("replicator-{p:02}")).collect();
+
+    let component = kubewasm_tests::example_plugin("configmap-replicator");
+    let loaded: Vec<(&str, std::path::PathBuf)> = names
+        .iter()
+        .map(|n| (n.as_str(), component.clone()))
+        .collect();
+    let host = kubewasm_tests::host::Host::start_from(
+        &rust_binary(profile, "kubewasm"),
+        &server.kubeconfig,
+        &loaded,
+        &[],
+        &[],
+    );
+    host.wait_ready();
+    let all = (plugins * objects) as f64;
+    wait(
+        "kubewasm's plugins reconcile every ConfigMap",
+        limit,
+        || {
+            let metrics = host.get("/metrics").1;
+            kubewasm_tests::host::metric_total(
+                &metrics,
+                "kubewasm_reconcile_total",
+                "result=\"success\"",
+            ) >= all
+        },
+    )?;
+    let kubewasm = (
+        kubewasm_tests::rss_kib(host.pid()),
+        Usage::of(host.pid()).peak_rss_kib,
+    );
+    drop(host);
+
+    let binary = kubewasm_tests::peers::controller_runtime_built()?;
+    let scratch = tempfile::tempdir()?;
+    let mut managers = Vec::new();
+    for name in &names {
+        let port = free_port()?;
+        let log = std::fs::File::create(scratch.path().join(format!("{name}.log")))?;
+        let child = std::process::Command::new(&binary)
+            .arg("--kubeconfig")
+            .arg(&server.kubeconfig)
+            .args(["--configmap-replicator", name])
+            .args(["--metrics-bind-address", &format!("127.0.0.1:{port}")])
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()?;
+        managers.push((name, port, kubewasm_tests::peers::Running::from(child)));
+    }
+    wait("the managers reconcile every ConfigMap", limit, || {
+        managers.iter().all(|(name, port, _)| {
+            let having = format!("controller=\"{name}\",result=\"success\"");
+            scraped(*port, "controller_runtime_reconcile_total", &having) >= objects as f64
+        })
+    })?;
+    let managers = managers
+        .iter()
+        .fold((0, 0), |(rss, peak), (_, _, running)| {
+            (
+                rss + kubewasm_tests::rss_kib(running.pid()),
+                peak + running.usage().peak_rss_kib,
+            )
+        });
+    let many = Many {
+        plugins,
+        objects,
+        kubewasm,
+        managers,
+    };
+    eprintln!(
+        "{plugins} controllers over {objects} ConfigMaps: kubewasm {} KiB resident ({} peak), \
+         {plugins} controller-runtime managers {} KiB ({} peak): {:.3}",
+        kubewasm.0,
+        kubewasm.1,
+        managers.0,
+        managers.1,
+        kubewasm.0 as f64 / managers.0.max(1) as f64
+    );
+    Ok(many)
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let real = is_real_run();
@@ -217,6 +384,15 @@ async fn main() -> anyhow::Result<()> {
             runs.push(run(server, n, driver, profile).await?);
         }
     }
+    let many = match many_spec(real)? {
+        Some((plugins, objects))
+            if drivers.contains(&Driver::Kubewasm)
+                && drivers.contains(&Driver::ControllerRuntime) =>
+        {
+            Some(tokio::task::spawn_blocking(move || many(plugins, objects, profile)).await??)
+        }
+        _ => None,
+    };
     let all = drivers.len() == Driver::ALL.len();
     if let Some(path) = out_path().filter(|_| real && all) {
         let chart = "docs/bench/peers.svg";
@@ -227,7 +403,7 @@ async fn main() -> anyhow::Result<()> {
             "peers",
             "Peers: kubewasm, kube-runtime and controller-runtime on the same servers",
             "make bench (KUBEWASM_BENCH_PEERS=embedded=1000,10000,100000;real=1000,10000 by default)",
-            &report(&runs, &spec, chart),
+            &report(&runs, &spec, chart, many),
         )?;
     }
     Ok(())
@@ -256,7 +432,7 @@ fn drivers() -> anyhow::Result<Vec<Driver>> {
 }
 
 /// The section: a table per server and size, the ratios, the chart.
-fn report(runs: &[Run], spec: &str, chart: &str) -> String {
+fn report(runs: &[Run], spec: &str, chart: &str, many: Option<Many>) -> String {
     let mut out = format!(
         "Each driver a process of its own (release builds; controller-runtime v0.25.3 with \
          client-go v0.37.2), two reconciles at a time, no client-side rate limit, children by \
@@ -314,6 +490,24 @@ fn report(runs: &[Run], spec: &str, chart: &str) -> String {
         }
     }
     out += &format!("\n![time and memory against MyApps]({chart})\n");
+    if let Some(many) = many {
+        let mib = |kib: u64| kib as f64 / 1024.0;
+        out += &format!(
+            "\nMany controllers over one cluster: {p} `configmap-replicator`s in one `kubewasm run` \
+             (the JavaScript component under {p} names) against {p} controller-runtime managers, one \
+             process each, running the same logic (`bench/peers/controller-runtime --configmap-replicator`), \
+             over {o} ConfigMaps on the embedded server, measured once every controller reconciled every \
+             ConfigMap: kubewasm **{:.1} MiB** resident ({:.1} MiB peak), the managers **{:.1} MiB** \
+             together ({:.1} MiB peak): **{:.3}** of it (goal: at most 1/20, 0.05).\n",
+            mib(many.kubewasm.0),
+            mib(many.kubewasm.1),
+            mib(many.managers.0),
+            mib(many.managers.1),
+            many.kubewasm.0 as f64 / many.managers.0.max(1) as f64,
+            p = many.plugins,
+            o = many.objects,
+        );
+    }
     out
 }
 

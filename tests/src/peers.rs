@@ -190,7 +190,18 @@ pub struct Running {
     child: Child,
 }
 
+impl From<Child> for Running {
+    fn from(child: Child) -> Self {
+        Self { child }
+    }
+}
+
 impl Running {
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// What it has used so far.
     pub fn usage(&self) -> Usage {
         Usage::of(self.child.id())

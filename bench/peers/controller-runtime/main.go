@@ -1,5 +1,6 @@
 // Command controller-runtime-myapp is the MyApp operator of plugins/myapp
-// written as a controller-runtime user writes it: a manager whose cache
+// (or, with --configmap-replicator, plugins/configmap-replicator) written as
+// a controller-runtime user writes it: a manager whose cache
 // watches MyApps and the Deployments and Services they own, a reconcile that
 // applies both children by server-side apply under its own field manager and
 // the MyApp's status from the cached Deployment.
@@ -28,17 +29,19 @@ import (
 func main() {
 	metrics := flag.String("metrics-bind-address", "0", "where /metrics listens; 0 turns it off")
 	workers := flag.Int("max-concurrent-reconciles", 2, "reconciles running at once")
+	replicate := flag.String("configmap-replicator", "",
+		"run plugins/configmap-replicator under this name instead of the MyApp operator")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
-	if err := run(*metrics, *workers); err != nil {
+	if err := run(*metrics, *workers, *replicate); err != nil {
 		fmt.Fprintln(os.Stderr, "controller-runtime-myapp:", err)
 		os.Exit(1)
 	}
 }
 
-func run(metrics string, workers int) error {
+func run(metrics string, workers int, replicate string) error {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -60,14 +63,23 @@ func run(metrics string, workers int) error {
 	if err != nil {
 		return err
 	}
-	err = ctrl.NewControllerManagedBy(mgr).
+	if replicate != "" {
+		err = setupReplicator(mgr, replicate, workers)
+	} else {
+		err = setupMyApp(mgr, workers)
+	}
+	if err != nil {
+		return err
+	}
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// setupMyApp registers the MyApp operator with mgr.
+func setupMyApp(mgr ctrl.Manager, workers int) error {
+	return ctrl.NewControllerManagedBy(mgr).
 		For(&MyApp{}).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(&reconciler{Client: mgr.GetClient()})
-	if err != nil {
-		return err
-	}
-	return mgr.Start(ctrl.SetupSignalHandler())
 }
