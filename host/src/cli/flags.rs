@@ -220,7 +220,7 @@ pub(super) struct HostFlags {
     /// Most keys whose last inputs are remembered (for skipping a call
     /// whose inputs are unchanged), across every plugin: each plugin holds
     /// at most its share, this divided by the plugins running, and a key
-    /// forgotten simply runs its next step (some 64 bytes a key).
+    /// forgotten simply runs its next step (some 72 bytes a key).
     #[arg(long, default_value_t = kubewasm_engine::controller::DEFAULT_REMEMBERED)]
     remembered_keys: usize,
     /// Record every reconcile of the plugins into DIR (one directory per
