@@ -333,17 +333,7 @@ fn scaling(count: usize) -> anyhow::Result<(String, Failover)> {
 /// its paragraph.
 fn memory(configmaps: usize, window: Duration) -> anyhow::Result<String> {
     let server = Apiserver::start();
-    let namespaces = 10;
-    let mut items = Vec::new();
-    for n in 0..namespaces {
-        items.push(serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": format!("ns-{n}")}}));
-        for i in 0..configmaps / namespaces {
-            items.push(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": format!("cm-{i}"), "namespace": format!("ns-{n}")},
-                "data": {"i": i.to_string()}}));
-        }
-    }
+    let items = kubewasm_tests::host::namespaced_config_maps(configmaps);
     create_all(&server, items);
     // A first host compiles the component into the cache the others load.
     held(&server, 1, Duration::from_secs(2), &[]);

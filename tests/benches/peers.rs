@@ -259,17 +259,7 @@ fn wait(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> anyhow::
 /// The many-controllers scenario (see [`Many`]) on a fresh embedded server.
 fn many(plugins: usize, objects: usize, profile: &str) -> anyhow::Result<Many> {
     let server = Server::Embedded.start(profile);
-    let namespaces = 10;
-    let mut items = Vec::new();
-    for n in 0..namespaces {
-        items.push(serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": format!("ns-{n}")}}));
-        for i in 0..objects / namespaces {
-            items.push(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": format!("cm-{i}"), "namespace": format!("ns-{n}")},
-                "data": {"i": i.to_string()}}));
-        }
-    }
+    let items = kubewasm_tests::host::namespaced_config_maps(objects);
     kubewasm_tests::host::create_all(&server, items);
     // Every ConfigMap there is, the namespaces' own `kube-root-ca.crt` too.
     let objects = kubewasm_tests::host::get_json(&server, &["configmaps", "-A"])

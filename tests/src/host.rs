@@ -256,6 +256,23 @@ pub fn metric_total(metrics: &str, metric: &str, having: &str) -> f64 {
         .sum()
 }
 
+/// Ten Namespaces `ns-0` .. `ns-9` and `count` ConfigMaps spread over them
+/// (`cm-N`, a small `data` each): what the many-plugins benches run over.
+pub fn namespaced_config_maps(count: usize) -> Vec<Value> {
+    let namespaces = 10;
+    let mut items = Vec::new();
+    for n in 0..namespaces {
+        items.push(serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": format!("ns-{n}")}}));
+        for i in 0..count / namespaces {
+            items.push(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("cm-{i}"), "namespace": format!("ns-{n}")},
+                "data": {"i": i.to_string()}}));
+        }
+    }
+    items
+}
+
 /// Creates `items` (objects as JSON) with one `kubectl create` of a List
 /// (thousands at once, without a round trip each).
 pub fn create_all(server: &Apiserver, items: Vec<Value>) {
