@@ -51,9 +51,25 @@ struct Seen {
     members: BTreeMap<String, (String, Instant)>,
     /// Per slot this replica should own and does not hold: since when.
     wanted: BTreeMap<u32, Instant>,
+    /// Whether the watch has listed since it last failed.
+    synced: bool,
 }
 
 impl Seen {
+    /// Whether what the watch shows can time the others' silence: it has
+    /// listed since it last failed, and it showed this replica's own
+    /// renewal within the renew deadline (a watch that stalled without an
+    /// error shows no renewal of anyone's, its own included). Otherwise a
+    /// member seen is taken as live: a silence the watch cannot see is
+    /// not the member's.
+    fn timely(&self, config: &RingConfig, now: Instant) -> bool {
+        self.synced
+            && self
+                .members
+                .get(&config.identity)
+                .is_some_and(|(_, at)| now.duration_since(*at) < config.renew_deadline)
+    }
+
     /// Takes in what the watch saw at `now`.
     fn saw(&mut self, event: watcher::Event<Lease>, now: Instant) {
         match event {
@@ -68,6 +84,7 @@ impl Seen {
                 if let Some(relisted) = self.relisted.take() {
                     self.leases = relisted;
                 }
+                self.synced = true;
             }
             watcher::Event::Apply(lease) => {
                 self.observe(&lease, now);
@@ -139,7 +156,12 @@ async fn watch(
                     .saw(event, Instant::now());
                 changed.notify_one();
             }
-            Err(error) => tracing::warn!(ring = %config.ring, %error, "ring watch failed"),
+            Err(error) => {
+                seen.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .synced = false;
+                tracing::warn!(ring = %config.ring, %error, "ring watch failed");
+            }
         }
     }
 }
@@ -279,11 +301,12 @@ async fn round(
         let mut seen = seen
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let timely = seen.timely(config, now);
         for (holder, (_, at)) in &seen.members {
             let ends = *at + config.lease_duration;
-            if ends > now && seen.leases.values().any(|l| self::holder(l) == *holder) {
+            if (ends > now || !timely) && seen.leases.values().any(|l| self::holder(l) == *holder) {
                 live.insert(holder.clone());
-                if *holder != config.identity {
+                if *holder != config.identity && timely {
                     expiry = Some(expiry.map_or(ends, |e| e.min(ends)));
                 }
             }
