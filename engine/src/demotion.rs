@@ -37,8 +37,10 @@ const NICE: i32 = 19;
 pub struct Demotion {
     /// Until when each demoted plugin is.
     until: Mutex<HashMap<String, Instant>>,
-    /// A runtime whose blocking threads run at [`NICE`]; taken on drop.
-    low: Option<tokio::runtime::Runtime>,
+    /// A runtime whose blocking threads run at [`NICE`], started when a
+    /// demoted plugin first calls (`None` inside: it could not be);
+    /// taken on drop.
+    low: std::sync::OnceLock<Option<tokio::runtime::Runtime>>,
 }
 
 impl Default for Demotion {
@@ -58,20 +60,27 @@ impl std::fmt::Debug for Demotion {
 impl Demotion {
     /// No plugin demoted; the low-priority threads started on demand.
     pub fn new() -> Self {
-        let low = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("kubewasm-demoted")
-            .on_thread_start(lower_priority)
-            .build();
-        let low = low
-            .inspect_err(|error| {
-                tracing::warn!(%error, "demoted calls run on the host's threads: no threads of their own");
-            })
-            .ok();
         Self {
             until: Mutex::default(),
-            low,
+            low: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The low-priority runtime, started on first use.
+    fn low(&self) -> Option<&tokio::runtime::Runtime> {
+        self.low
+            .get_or_init(|| {
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .thread_name("kubewasm-demoted")
+                    .on_thread_start(lower_priority)
+                    .build()
+                    .inspect_err(|error| {
+                        tracing::warn!(%error, "demoted calls run on the host's threads: no threads of their own");
+                    })
+                    .ok()
+            })
+            .as_ref()
     }
 
     /// Demotes `plugin` for [`DEMOTED_FOR`] from now.
@@ -117,9 +126,9 @@ impl Demotion {
         plugin: &str,
         call: impl FnOnce() -> R + Send + 'static,
     ) -> tokio::task::JoinHandle<R> {
-        match &self.low {
-            Some(low) if self.demoted(plugin) => low.spawn_blocking(call),
-            _ => tokio::task::spawn_blocking(call),
+        match self.demoted(plugin).then(|| self.low()).flatten() {
+            Some(low) => low.spawn_blocking(call),
+            None => tokio::task::spawn_blocking(call),
         }
     }
 }
@@ -127,7 +136,7 @@ impl Demotion {
 impl Drop for Demotion {
     fn drop(&mut self) {
         // Dropped from within the host's runtime: not waited for.
-        if let Some(low) = self.low.take() {
+        if let Some(low) = self.low.take().flatten() {
             low.shutdown_background();
         }
     }

@@ -81,6 +81,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::listing::{Key, Keys, Listed};
+pub use crate::backoff::Backoff;
+use crate::backoff::Bucket;
 use kubewasm_runtime::resource::ObjectKey;
 
 /// A key's consecutive failures and what the last one said.
@@ -103,41 +105,6 @@ pub enum Priority {
     Requeue,
     /// An object the plugin watches changed.
     Event,
-}
-
-/// Per-key exponential backoff and the overall retry rate.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Backoff {
-    /// Delay after the first failure.
-    pub base: Duration,
-    /// The largest delay.
-    pub max: Duration,
-    /// Retries allowed per second, overall.
-    pub rate: f64,
-    /// Retries allowed at once before the rate applies.
-    pub burst: u32,
-}
-
-impl Default for Backoff {
-    /// client-go's `DefaultTypedControllerRateLimiter`.
-    fn default() -> Self {
-        Self {
-            base: Duration::from_millis(5),
-            max: Duration::from_secs(1000),
-            rate: 10.0,
-            burst: 100,
-        }
-    }
-}
-
-impl Backoff {
-    /// The delay after `failures` consecutive failures (1 for the first).
-    pub fn delay(&self, failures: u32) -> Duration {
-        let exponent = failures.saturating_sub(1).min(31);
-        self.base
-            .checked_mul(1 << exponent)
-            .map_or(self.max, |d| d.min(self.max))
-    }
 }
 
 /// Where a queued key sits: the time it is ready and its place among ready
@@ -195,9 +162,8 @@ struct Inner {
     deferred_since: Option<Instant>,
     failures: HashMap<Key, Failure>,
     seq: u64,
-    /// Token bucket for retries: tokens available as of `bucket_at`.
-    tokens: f64,
-    bucket_at: Option<Instant>,
+    /// The overall retry rate's token bucket.
+    retries: Bucket,
     /// Keys handed out and not done yet.
     processing: usize,
     paused: bool,
@@ -253,7 +219,7 @@ impl WorkQueue {
     pub fn new(backoff: Backoff) -> Self {
         Self {
             inner: Mutex::new(Inner {
-                tokens: f64::from(backoff.burst),
+                retries: Bucket::full(&backoff),
                 ..Inner::default()
             }),
             notify: Notify::new(),
@@ -663,7 +629,7 @@ impl Inner {
             });
         failure.message = message;
         let per_key = backoff.delay(failure.count);
-        let overall = self.take_token(now, backoff);
+        let overall = self.retries.take(now, backoff);
         Slot {
             ready_at: now + per_key.max(overall).max(at_least),
             priority: Priority::Retry,
@@ -674,24 +640,6 @@ impl Inner {
     fn forget(&mut self, key: &ObjectKey) {
         self.failures.remove(key);
         shrink(&mut self.failures);
-    }
-
-    /// Takes a retry token; the delay until it is available.
-    fn take_token(&mut self, now: Instant, backoff: &Backoff) -> Duration {
-        if backoff.rate <= 0.0 {
-            return Duration::ZERO;
-        }
-        let burst = f64::from(backoff.burst.max(1));
-        let elapsed = self
-            .bucket_at
-            .map_or(0.0, |at| now.saturating_duration_since(at).as_secs_f64());
-        self.tokens = (self.tokens + elapsed * backoff.rate).min(burst) - 1.0;
-        self.bucket_at = Some(now);
-        if self.tokens >= 0.0 {
-            Duration::ZERO
-        } else {
-            Duration::from_secs_f64(-self.tokens / backoff.rate)
-        }
     }
 }
 
@@ -743,16 +691,6 @@ mod tests {
 
     fn retry() -> Done {
         Done::Retry("failed".to_owned())
-    }
-
-    #[test]
-    fn backoff_should_double_from_five_milliseconds_to_a_thousand_seconds() {
-        let b = Backoff::default();
-        assert_eq!(b.delay(1), Duration::from_millis(5));
-        assert_eq!(b.delay(2), Duration::from_millis(10));
-        assert_eq!(b.delay(11), Duration::from_millis(5120));
-        assert_eq!(b.delay(40), Duration::from_secs(1000));
-        assert_eq!(b.delay(u32::MAX), Duration::from_secs(1000));
     }
 
     #[tokio::test(start_paused = true)]
