@@ -23,7 +23,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use kubewasm_tests::bench::{is_real_run, out_path, write_section};
+use kubewasm_tests::bench::{is_real_run, out_path, until, write_section};
 use kubewasm_tests::host::{Host, apply, create_all, get_json, metric_total as total};
 use kubewasm_tests::peers::rust_binary;
 use kubewasm_tests::{Apiserver, example_file, example_plugin, kubewasm_bin, pss_kib, rss_kib};
@@ -88,16 +88,6 @@ fn slots(hosts: &[Host]) -> Vec<f64> {
         .iter()
         .map(|h| h.metric("kubewasm_shard_slots_held").unwrap_or(0.0))
         .collect()
-}
-
-/// Polls `done` every 100 ms until it holds (at most `limit`): how long.
-fn until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> anyhow::Result<Duration> {
-    let started = Instant::now();
-    while !done() {
-        anyhow::ensure!(started.elapsed() < limit, "never within {limit:?}: {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Ok(started.elapsed())
 }
 
 /// MyApps created just after a replica's SIGKILL.

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use kube::Client;
 use kube::api::Api;
-use kubewasm_tests::bench::{is_real_run, ms, out_path, write_section};
+use kubewasm_tests::bench::{is_real_run, ms, out_path, until, write_section};
 use kubewasm_tests::peers::{Driver, Usage, converged, create_myapps, rust_binary};
 use kubewasm_tests::proxy::Proxy;
 use kubewasm_tests::{Apiserver, workspace_root};
@@ -246,16 +246,6 @@ fn scraped(port: u16, metric: &str, having: &str) -> f64 {
     kubewasm_tests::host::metric_total(&text, metric, having)
 }
 
-/// Polls `done` every half second until it holds, for at most `limit`.
-fn wait(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> anyhow::Result<()> {
-    let started = Instant::now();
-    while !done() {
-        anyhow::ensure!(started.elapsed() < limit, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    Ok(())
-}
-
 /// The many-controllers scenario (see [`Many`]) on a fresh embedded server.
 fn many(plugins: usize, objects: usize, profile: &str) -> anyhow::Result<Many> {
     let server = Server::Embedded.start(profile);
@@ -282,7 +272,7 @@ fn many(plugins: usize, objects: usize, profile: &str) -> anyhow::Result<Many> {
     );
     host.wait_ready();
     let all = (plugins * objects) as f64;
-    wait(
+    until(
         "kubewasm's plugins reconcile every ConfigMap",
         limit,
         || {
@@ -316,7 +306,7 @@ fn many(plugins: usize, objects: usize, profile: &str) -> anyhow::Result<Many> {
             .spawn()?;
         managers.push((name, port, kubewasm_tests::peers::Running::from(child)));
     }
-    wait("the managers reconcile every ConfigMap", limit, || {
+    until("the managers reconcile every ConfigMap", limit, || {
         managers.iter().all(|(name, port, _)| {
             let having = format!("controller=\"{name}\",result=\"success\"");
             scraped(*port, "controller_runtime_reconcile_total", &having) >= objects as f64

@@ -145,3 +145,18 @@ fn write_file(path: &Path, text: &str) -> std::io::Result<()> {
     eprintln!("wrote {}", path.display());
     Ok(())
 }
+
+/// Polls `done` every 100 ms until it holds, for at most `limit`: how long
+/// it took.
+pub fn until(
+    what: &str,
+    limit: Duration,
+    mut done: impl FnMut() -> bool,
+) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    while !done() {
+        anyhow::ensure!(started.elapsed() < limit, "never within {limit:?}: {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(started.elapsed())
+}
