@@ -547,6 +547,11 @@ impl Feed {
                     Some(was) if was.resource_version() != o.resource_version() => {
                         changed.push((Arc::clone(k), Arc::clone(o), Arc::clone(was)));
                     }
+                    // A new share lists what it kept too: a slot given up
+                    // and taken back before this list dropped the keys
+                    // queued meanwhile (their steps refused, the slot not
+                    // held), and nothing else queues them again.
+                    Some(_) if listing => new.push((Arc::clone(k), Arc::clone(o))),
                     Some(_) => {}
                 }
             }
