@@ -133,8 +133,11 @@ fmt:
 # program of the difference tool).
 GO_MODULES := tests/real-cluster tests/difference/client-go bench/peers/controller-runtime
 
-# The checks that need no Rust build: rustfmt, gofmt.
+# The checks that need no Rust build: rustfmt, gofmt, and the fuzz crate's
+# own lock file still matching the workspace it builds (fuzz/run builds
+# with --locked: a dependency added to the workspace must be added there too).
 format-check:
+	$(CARGO) tree --locked --depth 0 --manifest-path fuzz/Cargo.toml > /dev/null
 	@unformatted=$$(gofmt -l $(GO_MODULES)); [ -z "$$unformatted" ] || { echo "gofmt: $$unformatted"; exit 1; }
 	$(CARGO) fmt --all -- --check
 	rustfmt --check --edition 2024 fuzz/fuzz_targets/*.rs
