@@ -817,6 +817,57 @@ mod tests {
         );
     }
 
+    /// A slot given up and taken back between two lists: the keys queued
+    /// meanwhile were dropped (their steps refused, the slot not held), so
+    /// the list that follows the new share tells of every object again,
+    /// kept or new; a plain relist (a watch restarted) tells of none.
+    #[test]
+    fn a_new_share_should_list_again_the_objects_it_kept() {
+        let store = Arc::new(Store::new(config_maps().resource, None));
+        let (handler, seen) = recorder();
+        let mut feed = Feed {
+            types: TypeMeta {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+            },
+            listing: Arc::clone(&store) as _,
+            store,
+            handlers: Arc::new(RwLock::new(HashMap::from([(0, handler)]))),
+            relist: None,
+            share: Some(Share::new(ShardField::Uid, u64::MAX)),
+            reshard: false,
+        };
+        let object = |name: &str| -> DynamicObject {
+            serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"),
+                    "resourceVersion": "1"}}))
+            .expect("an object")
+        };
+        let list = |feed: &mut Feed, names: &[&str]| -> Vec<String> {
+            feed.event(Event::Init);
+            names
+                .iter()
+                .for_each(|n| feed.event(Event::InitApply(object(n))));
+            feed.event(Event::InitDone);
+            let mut told =
+                std::mem::take(&mut *seen.lock().unwrap_or_else(PoisonError::into_inner));
+            told.sort();
+            told
+        };
+        assert_eq!(list(&mut feed, &["a", "b"]), ["a", "b"], "the first list");
+        assert!(
+            list(&mut feed, &["a", "b"]).is_empty(),
+            "a relist of the same objects"
+        );
+        feed.reshard = true;
+        assert_eq!(
+            list(&mut feed, &["a", "b", "c"]),
+            ["a", "b", "c"],
+            "a new share: what it kept, and what is new"
+        );
+        assert!(!feed.reshard, "a list under the new share was told of");
+    }
+
     #[test]
     fn a_list_item_without_its_type_should_be_cached_with_it() {
         // A real server's list items: no apiVersion, no kind.
