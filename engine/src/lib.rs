@@ -101,7 +101,7 @@ impl Engine {
                 recorder: None,
                 remembered: Arc::default(),
                 calls: Arc::default(),
-                demotion: Arc::default(),
+                demotion: Arc::new(demotion::Demotion::new(workers)),
             },
             controllers: Vec::new(),
             owners: std::collections::HashMap::new(),

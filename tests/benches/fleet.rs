@@ -349,13 +349,6 @@ fn memory(configmaps: usize, window: Duration) -> anyhow::Result<String> {
     };
     let (rate_ratio, counted_ratio) = (of_single(fifty.rate), of_single(counted.rate));
     let rss_counted = added(&counted, |h| h.rss);
-    let idle_base = idle(&server, 0, configmaps)?;
-    let (idle1, idle50) = (
-        (idle(&server, 1, configmaps)? - idle_base) / 1024.0,
-        (idle(&server, 50, configmaps)? - idle_base) / 1024.0,
-    );
-    let idle_ratio = idle50 / idle1.max(1e-9);
-    eprintln!("idle: 1 plugin {idle1:.1} MiB, 50 plugins {idle50:.1} MiB: {idle_ratio:.2}x");
     eprintln!(
         "memory added: 1 plugin {rss1:.0} MiB resident, {pss1:.0} MiB proportional ({} \
          instances, {:.0} reconciles/s); 50 plugins {rss50:.0} MiB, {pss50:.0} MiB ({} instances, \
@@ -364,12 +357,7 @@ fn memory(configmaps: usize, window: Duration) -> anyhow::Result<String> {
         single.instances, single.rate, fifty.instances, fifty.rate, counted.instances, counted.rate
     );
     Ok(format!(
-        "Idle plugins: `kubewasm run` with the CLI's defaults over the same ConfigMaps, one `misbehave` \
-         (mode `noop`) and then 50 (the same component under 50 names), once every plugin reconciled \
-         every ConfigMap and the host has been idle 3 s (its warm instances let go), resident memory less \
-         a host running no plugin (medians of five samples): 1 plugin {idle1:.1} MiB, 50 plugins \
-         {idle50:.1} MiB: **{idle_ratio:.2}x** one (goal: at most 1.3x).\n\n\
-         Busy plugins: `kubewasm run` with the CLI's defaults over {configmaps} ConfigMaps, one \
+        "Busy plugins: `kubewasm run` with the CLI's defaults over {configmaps} ConfigMaps, one \
          `configmap-replicator` and then 50 (the same component under 50 names), each reconciling \
          every ConfigMap once. Memory is what the host holds less a host running no plugin, the \
          rate is reconciles a second of all its plugins together (both over the second half of \
@@ -393,7 +381,30 @@ fn memory(configmaps: usize, window: Duration) -> anyhow::Result<String> {
     ))
 }
 
-/// `cargo bench --bench fleet -- --only scaling|memory` runs one part
+/// Idle plugins over `configmaps` ConfigMaps: its paragraph.
+fn idle_plugins(configmaps: usize) -> anyhow::Result<String> {
+    let server = Apiserver::start();
+    create_all(
+        &server,
+        kubewasm_tests::host::namespaced_config_maps(configmaps),
+    );
+    let idle_base = idle(&server, 0, configmaps)?;
+    let (idle1, idle50) = (
+        (idle(&server, 1, configmaps)? - idle_base) / 1024.0,
+        (idle(&server, 50, configmaps)? - idle_base) / 1024.0,
+    );
+    let idle_ratio = idle50 / idle1.max(1e-9);
+    eprintln!("idle: 1 plugin {idle1:.1} MiB, 50 plugins {idle50:.1} MiB: {idle_ratio:.2}x");
+    Ok(format!(
+        "Idle plugins: `kubewasm run` with the CLI's defaults over {configmaps} ConfigMaps, one `misbehave` \
+         (mode `noop`) and then 50 (the same component under 50 names), once every plugin reconciled \
+         every ConfigMap and the host has been idle 3 s (its warm instances let go), resident memory less \
+         a host running no plugin (medians of five samples): 1 plugin {idle1:.1} MiB, 50 plugins \
+         {idle50:.1} MiB: **{idle_ratio:.2}x** one (goal: at most 1.3x).\n\n"
+    ))
+}
+
+/// `cargo bench --bench fleet -- --only scaling|memory|idle` runs one part
 /// (and writes nothing).
 fn main() -> anyhow::Result<()> {
     let real = is_real_run();
@@ -412,8 +423,9 @@ fn main() -> anyhow::Result<()> {
     let memory = part("memory")
         .then(|| memory(configmaps, window))
         .transpose()?;
-    if let (Some(path), Some((table, failover)), Some(memory)) =
-        (out_path().filter(|_| real), scaled, memory)
+    let idle = part("idle").then(|| idle_plugins(configmaps)).transpose()?;
+    if let (Some(path), Some((table, failover)), Some(memory), Some(idle)) =
+        (out_path().filter(|_| real), scaled, memory, idle)
     {
         let body = format!(
             "Real processes on this machine (2 cores), release builds: `kubewasm apiserver --request-latency-ms 20` and \
@@ -428,7 +440,7 @@ fn main() -> anyhow::Result<()> {
              had their Deployments {:.1} s after the kill (the default Lease of 15 s, renewed every 2 s; \
              goal: within the Lease and 2 s). The survivors see the Leases by a watch and take a silent \
              member's slots when its Lease runs out; of the keys they are then shown, those their own \
-             field manager wrote last run after the rest.\n\n{memory}",
+             field manager wrote last run after the rest.\n\n{idle}{memory}",
             failover.taken.as_secs_f64(),
             failover.late.as_secs_f64(),
         );

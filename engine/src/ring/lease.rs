@@ -70,6 +70,26 @@ impl Seen {
                 .is_some_and(|(_, at)| now.duration_since(*at) < config.renew_deadline)
     }
 
+    /// The members live at `now` (this replica's own aside), and when the
+    /// first of the others' Leases runs out unless it renews (`None`: no
+    /// other, or the watch is not [`timely`](Self::timely), when every
+    /// member seen counts as live).
+    fn live(&self, config: &RingConfig, now: Instant) -> (BTreeSet<String>, Option<Instant>) {
+        let timely = self.timely(config, now);
+        let mut live = BTreeSet::new();
+        let mut expiry: Option<Instant> = None;
+        for (holder, (_, at)) in &self.members {
+            let ends = *at + config.lease_duration;
+            if (ends > now || !timely) && self.leases.values().any(|l| self::holder(l) == *holder) {
+                live.insert(holder.clone());
+                if *holder != config.identity && timely {
+                    expiry = Some(expiry.map_or(ends, |e| e.min(ends)));
+                }
+            }
+        }
+        (live, expiry)
+    }
+
     /// Takes in what the watch saw at `now`.
     fn saw(&mut self, event: watcher::Event<Lease>, now: Instant) {
         match event {
@@ -293,7 +313,7 @@ async fn round(
 ) -> Result<Option<Instant>, kube::Error> {
     let now = Instant::now();
     let mut live = BTreeSet::from([config.identity.clone()]);
-    let mut expiry: Option<Instant> = None;
+    let expiry;
     let mut holders = BTreeMap::new();
     let mut slot_leases = BTreeMap::new();
     let held = shard.held();
@@ -301,16 +321,9 @@ async fn round(
         let mut seen = seen
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let timely = seen.timely(config, now);
-        for (holder, (_, at)) in &seen.members {
-            let ends = *at + config.lease_duration;
-            if (ends > now || !timely) && seen.leases.values().any(|l| self::holder(l) == *holder) {
-                live.insert(holder.clone());
-                if *holder != config.identity && timely {
-                    expiry = Some(expiry.map_or(ends, |e| e.min(ends)));
-                }
-            }
-        }
+        let (members, ends) = seen.live(config, now);
+        live.extend(members);
+        expiry = ends;
         for (name, lease) in &seen.leases {
             if role(lease) != "slot" {
                 continue;
@@ -463,6 +476,73 @@ mod tests {
 
     fn config(identity: &str) -> RingConfig {
         RingConfig::new("default", "ring", identity, Duration::from_secs(3))
+    }
+
+    /// A watch that stalled without an error shows no one's renewals, this
+    /// replica's own included: the others' silence is then not theirs, and
+    /// every member seen stays live until the watch shows a renewal again.
+    #[test]
+    fn silences_should_be_timed_only_while_the_watch_shows_this_replicas_own_renewals() {
+        let config = config("a");
+        let member = |holder: &str, version: &str| {
+            let mut lease = lease(&config.member_lease(holder), &config, "member", holder);
+            lease.metadata.resource_version = Some(version.to_owned());
+            lease
+        };
+        let names = |(live, _): (BTreeSet<String>, Option<Instant>)| -> Vec<String> {
+            live.into_iter().collect()
+        };
+        let t0 = Instant::now();
+        let mut seen = Seen::default();
+        seen.saw(watcher::Event::Init, t0);
+        seen.saw(watcher::Event::InitApply(member("a", "1")), t0);
+        seen.saw(watcher::Event::InitApply(member("b", "1")), t0);
+        assert!(!seen.timely(&config, t0), "not listed yet");
+        seen.saw(watcher::Event::InitDone, t0);
+        assert_eq!(
+            seen.live(&config, t0).1,
+            Some(t0 + config.lease_duration),
+            "b's Lease runs out a Lease after it was seen"
+        );
+
+        // a renews, and the watch shows it; b is silent past its Lease.
+        let mut now = t0;
+        let mut version = 1;
+        while now < t0 + config.lease_duration {
+            now += config.retry_period;
+            version += 1;
+            seen.saw(
+                watcher::Event::Apply(member("a", &version.to_string())),
+                now,
+            );
+        }
+        assert_eq!(names(seen.live(&config, now)), ["a"], "b's silence timed");
+
+        // The watch stalls: nothing more is shown, a's own renewals neither.
+        let stalled = now;
+        let later = stalled + config.renew_deadline;
+        seen.saw(watcher::Event::Apply(member("b", "2")), stalled);
+        assert_eq!(names(seen.live(&config, stalled)), ["a", "b"]);
+        let after = later + config.lease_duration;
+        assert!(!seen.timely(&config, after));
+        assert_eq!(
+            names(seen.live(&config, after)),
+            ["a", "b"],
+            "b's silence is the watch's: b stays live"
+        );
+        assert_eq!(
+            seen.live(&config, after).1,
+            None,
+            "and no expiry is planned"
+        );
+
+        // The watch shows a's renewal again: b's silence is b's.
+        seen.saw(watcher::Event::Apply(member("a", "99")), after);
+        assert_eq!(names(seen.live(&config, after)), ["a"]);
+
+        // A watch that failed is not timely until it lists again.
+        seen.synced = false;
+        assert_eq!(names(seen.live(&config, after)), ["a", "b"]);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
