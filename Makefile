@@ -12,6 +12,10 @@ PY_WHEEL := $(SDK_OUT)/kubewasm_guest-0.3.0-py3-none-any.whl
 NPM_TARBALL := $(SDK_OUT)/kubewasm-guest-0.3.0.tgz
 
 RUST_PLUGINS := myapp config-rollout
+# Go plugins: a core module built for wasip1, made a component by the
+# kubewasm binary (`kubewasm componentize`).
+GO_PLUGINS := myapp-go
+GO_BUILD := GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags='-checklinkname=0 -s -w' 
 RUST_TEST_PLUGINS := misbehave not-a-plugin evil-import liar selective snoop propagate composite reader reporter
 WIT := $(wildcard wit/*.wit)
 PY_SDK := $(wildcard guest-sdk/python/kubewasm_guest/*.py)
@@ -20,7 +24,7 @@ NPM_STAMP := node_modules/.package-lock.json
 COMPONENTIZE_PY := componentize-py -d wit -w controller componentize
 COMPONENTIZE_JS := node_modules/.bin/kubewasm-componentize
 
-.PHONY: help setup plugins test-plugins rust-plugins rust-test-plugins build test-build sdk publish-sdk test lint format-check go-vet guest-tests new-project-tests fmt dev bench soak fuzz real-cluster test-real difference kube-rs-tests clean
+.PHONY: help setup plugins test-plugins rust-plugins rust-test-plugins build test-build go-plugins sdk publish-sdk test lint format-check go-vet guest-tests new-project-tests fmt dev bench soak fuzz real-cluster test-real difference kube-rs-tests clean
 
 help:
 	@echo "make setup         install the wasm target, componentize-py and the npm toolchain (make dev and make test do it)"
@@ -53,6 +57,14 @@ rust-plugins:
 	$(CARGO) build --profile plugin --target $(WASM_TARGET) $(addprefix -p ,$(RUST_PLUGINS))
 	@mkdir -p $(OUT)
 	@for p in $(RUST_PLUGINS); do cp $(WASM_OUT)/$$(echo $$p | tr - _).wasm $(OUT)/$$p.wasm; done  # libraries: dashes become underscores
+
+go-plugins: test-build
+	@mkdir -p $(OUT) $(TARGET_DIR)/go
+	@for p in $(GO_PLUGINS); do \
+	  echo "$(GO_BUILD) in plugins/$$p, then kubewasm componentize"; \
+	  (cd plugins/$$p && $(GO_BUILD) -o $(abspath $(TARGET_DIR))/go/$$p.core.wasm .) && \
+	  $(TARGET_DIR)/debug/kubewasm componentize $(TARGET_DIR)/go/$$p.core.wasm -o $(OUT)/$$p.wasm || exit 1; \
+	done
 
 rust-test-plugins:
 	$(CARGO) build --profile plugin --target $(WASM_TARGET) $(addprefix -p ,$(RUST_TEST_PLUGINS))
@@ -131,7 +143,7 @@ fmt:
 
 # The project's Go programs (the real control plane's module, the client-go
 # program of the difference tool).
-GO_MODULES := tests/real-cluster tests/difference/client-go bench/peers/controller-runtime
+GO_MODULES := tests/real-cluster tests/difference/client-go bench/peers/controller-runtime guest-sdk/go plugins/myapp-go
 
 # The checks that need no Rust build: rustfmt, gofmt, and the fuzz crate's
 # own lock file still matching the workspace it builds (fuzz/run builds
@@ -142,8 +154,13 @@ format-check:
 	$(CARGO) fmt --all -- --check
 	rustfmt --check --edition 2024 fuzz/fuzz_targets/*.rs
 
+# The Go SDK's generated bindings (internal/wit) are vetted without the
+# unsafeptr check: their pointers are into the component's linear memory.
 go-vet:
-	@for m in $(GO_MODULES); do echo "go vet ./... in $$m"; (cd $$m && go vet ./...) || exit 1; done
+	@for m in $(GO_MODULES); do echo "go vet ./... in $$m"; (cd $$m && go vet $$(go list ./... | grep -v /internal/wit)) || exit 1; done
+	@echo "go vet of the Go SDK and plugins for wasip1"
+	@cd guest-sdk/go && GOOS=wasip1 GOARCH=wasm go vet . && GOOS=wasip1 GOARCH=wasm go vet -unsafeptr=false ./internal/...
+	@for p in $(GO_PLUGINS); do (cd plugins/$$p && GOOS=wasip1 GOARCH=wasm go vet ./...) || exit 1; done
 
 # clippy's driver, and `-D warnings` as `cargo clippy` hands it over.
 CLIPPY_DRIVER = $(shell rustc --print sysroot)/bin/clippy-driver
@@ -168,6 +185,8 @@ guest-tests: $(NPM_STAMP)
 	cd guest-sdk/python && $(PYTHON) -m unittest -v
 	cd plugins/tenant-bootstrap && PYTHONPATH=../../guest-sdk/python $(PYTHON) -m unittest -v
 	node --test guest-sdk/js/test/ plugins/configmap-replicator/
+	cd guest-sdk/go && go test ./...
+	@for p in $(GO_PLUGINS); do (cd plugins/$$p && go test ./...) || exit 1; done
 
 # `make test` lints as it builds: clippy's driver wraps rustc for the
 # workspace's crates (what `cargo clippy` does, in a check), so the
@@ -176,7 +195,7 @@ guest-tests: $(NPM_STAMP)
 # go vet comes last, when the Go builds of the tests have filled its cache.
 test: export RUSTC_WORKSPACE_WRAPPER = $(CLIPPY_DRIVER)
 test: export CLIPPY_ARGS = $(CLIPPY_DENY_WARNINGS)
-test: setup format-check plugins test-plugins test-build guest-tests new-project-tests
+test: setup format-check plugins test-plugins test-build go-plugins guest-tests new-project-tests
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
 	$(MAKE) --no-print-directory test-real

@@ -16,6 +16,7 @@
 //! `kubewasm dev`). ARCHITECTURE.md maps them.
 
 pub mod cli;
+pub mod componentize;
 pub mod daemon;
 pub mod scaffold;
 pub mod typegen;

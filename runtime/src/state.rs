@@ -294,6 +294,9 @@ impl PluginState {
         let stderr = CapturedOutput::default();
         let clock = CallClock::default();
         let wasi = WasiCtxBuilder::new()
+            // A program name, as every process has: Go's runtime and
+            // libraries read `os.Args[0]` at start (klog panics without it).
+            .arg("plugin")
             .wall_clock(clock.clone())
             .max_random_size(MAX_RANDOM_BYTES)
             .stdout(stdout.clone())

@@ -60,6 +60,7 @@ fn the_sdks_resource_types_should_be_what_kubewasm_types_prints() {
     for (lang, file) in [
         ("python", "guest-sdk/python/kubewasm_guest/types.py"),
         ("js", "guest-sdk/js/src/types.js"),
+        ("go", "guest-sdk/go/builtin_types.go"),
     ] {
         let out = kubewasm(&["types", "--lang", lang]);
         assert!(out.status.success());
@@ -199,6 +200,48 @@ fn replays_of_myapp_on_every_contract_should_print_the_same_bytes() {
         "{}",
         String::from_utf8_lossy(&new)
     );
+}
+
+/// `myapp` in Go (plugins/myapp-go, the Go SDK) and in Rust: the same
+/// fixtures, the same requests to the byte.
+#[test]
+fn myapp_in_go_should_replay_the_fixtures_to_the_rust_ones_bytes() {
+    let pending = tempfile::NamedTempFile::new().expect("temp file");
+    let example = std::fs::read_to_string(example_file("myapp", "example.yaml")).expect("example");
+    let app = example.split("\n---\n").next().expect("the MyApp");
+    std::fs::write(pending.path(), app).expect("written");
+    for objects in [
+        example_file("myapp", "example.yaml"),
+        pending.path().to_owned(),
+    ] {
+        for format in ["yaml", "json"] {
+            let replay = |plugin: &str| {
+                let out = kubewasm(&[
+                    "replay",
+                    path(&example_plugin(plugin)),
+                    "--objects",
+                    path(&example_file("myapp", "crd.yaml")),
+                    "--objects",
+                    path(&objects),
+                    "--key",
+                    "default/demo",
+                    "--now",
+                    "2026-01-01T00:00:00Z",
+                    "-o",
+                    format,
+                ]);
+                assert!(
+                    out.status.success(),
+                    "{plugin}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                String::from_utf8(out.stdout).expect("utf-8")
+            };
+            let (rust, go) = (replay("myapp"), replay("myapp-go"));
+            assert!(rust.contains("Deployment") && rust.contains("Available"));
+            assert_eq!(go, rust, "{} as {format}", objects.display());
+        }
+    }
 }
 
 #[test]

@@ -112,6 +112,9 @@ pub enum CliError {
     /// `kubewasm types` failed.
     #[error(transparent)]
     Typegen(#[from] crate::typegen::TypegenError),
+    /// A core module could not be made a component.
+    #[error(transparent)]
+    Componentize(#[from] crate::componentize::ComponentizeError),
     /// `kubewasm new` failed.
     #[error(transparent)]
     Scaffold(#[from] crate::scaffold::ScaffoldError),

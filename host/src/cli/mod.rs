@@ -7,6 +7,7 @@
 
 #[cfg(feature = "apiserver")]
 mod apiserver;
+mod componentize;
 mod crds;
 #[cfg(feature = "apiserver")]
 mod dev;
@@ -70,10 +71,13 @@ enum Command {
     /// Create a plugin project of its own (Rust, Python or JavaScript) that
     /// builds, tests and replays: `make setup test build replay`.
     New(new::Args),
-    /// Print resource-type constants for Python or JavaScript plugins: every
-    /// built-in type (what the SDKs ship as `kubewasm_guest.types` and
-    /// `@kubewasm/guest/types`), or the types of CRDs.
+    /// Print resource-type constants for Python, JavaScript or Go plugins:
+    /// every built-in type (what the SDKs ship as `kubewasm_guest.types`,
+    /// `@kubewasm/guest/types` and the Go SDK's table), or the types of CRDs.
     Types(types::Args),
+    /// Make a Go plugin's core module (`GOOS=wasip1 go build
+    /// -buildmode=c-shared`) a plugin component of the current contract.
+    Componentize(componentize::Args),
     /// Print a plugin's declaration as JSON.
     Inspect(inspect::Args),
     /// Run one reconcile against objects from a file and print the requests
@@ -140,6 +144,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         }
         Command::New(args) => new::run(args),
         Command::Types(args) => types::run(args),
+        Command::Componentize(args) => componentize::run(args),
         Command::Inspect(args) => inspect::run(args),
         Command::Replay(args) => replay::run(args),
     }

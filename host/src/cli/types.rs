@@ -1,4 +1,4 @@
-//! `kubewasm types`: resource-type constants for Python or JavaScript
+//! `kubewasm types`: resource-type constants for Python, JavaScript or Go
 //! plugins.
 
 use std::path::PathBuf;
