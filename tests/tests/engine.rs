@@ -20,9 +20,21 @@ const DEMO: &str = "apiVersion: example.com/v1\nkind: MyApp\nmetadata:\n  name: 
 
 #[test]
 fn myapp_should_converge_rescale_heal_and_clean_up() {
+    converges_rescales_heals_and_cleans_up(example_plugin("myapp"));
+}
+
+/// The same operator written in Go (plugins/myapp-go), under the same name.
+#[test]
+fn myapp_in_go_should_converge_rescale_heal_and_clean_up() {
+    converges_rescales_heals_and_cleans_up(example_plugin("myapp-go"));
+}
+
+/// `component`, a MyApp operator, run as `myapp` through `kubewasm run` with
+/// its defaults.
+fn converges_rescales_heals_and_cleans_up(component: std::path::PathBuf) {
     let server = Apiserver::start_with(&["--simulate-workloads"]);
     apply(&server, &example_file("myapp", "crd.yaml"));
-    let host = Host::run(&server, &["myapp"]);
+    let host = Host::start(&server, &[("myapp", component)], &[], &[]);
     host.wait_ready();
 
     apply_text(&server, DEMO);
@@ -107,8 +119,8 @@ fn myapp_should_converge_rescale_heal_and_clean_up() {
         "{metrics}"
     );
     assert!(metrics.contains("kubewasm_workqueue_depth"), "{metrics}");
-    // A Rust guest's linear memory: more than its first 64 KiB page, far
-    // less than the runtime's limit.
+    // A guest's linear memory: more than its first 64 KiB page, far less
+    // than the runtime's limit.
     let memory = host
         .metric(r#"kubewasm_guest_memory_bytes{plugin="myapp"}"#)
         .expect("guest memory reported");
