@@ -1,21 +1,24 @@
-//! `kubewasm new`: a plugin project of its own, in Rust, Python or
-//! JavaScript, that builds, tests and replays out of the box.
+//! `kubewasm new`: a plugin project of its own, in Rust, Python,
+//! JavaScript or Go, that builds, tests and replays out of the box.
 //!
 //! A project is a directory outside any workspace with the reconciler, a
 //! unit test run natively by the language's own runner under the host's
 //! rules (the SDK harnesses), an `example.yaml` of one primary object for
 //! `kubewasm replay`, a `Makefile` of four targets (`setup`, `test`,
 //! `build`, `replay`) and a README saying so. The SDK comes from a kubewasm
-//! checkout: the Rust crate by path, the Python wheel and the npm tarball
-//! that `make sdk` builds into `target/sdk/`.
+//! checkout: the Rust crate and the Go module by path, the Python wheel and
+//! the npm tarball that `make sdk` builds into `target/sdk/`.
 //!
 //! The primary is a built-in type (its plural and scope from the registry
 //! of the Kubernetes version kubewasm serves; Python and JavaScript name it
 //! by the SDK's generated constant, `core_v1.ConfigMap`) or a custom one:
 //! then the plural is the lowercase kind plus `s`, the type is namespaced
 //! (cluster-scoped when asked: `--cluster-scoped`), and the project gets a `crd.yaml` serving it, for replay and for a
-//! cluster, and for Python and JavaScript the constants generated from it
-//! (`resource_types.py`, `resource-types.js`: [`crate::typegen`]).
+//! cluster, and for Python, JavaScript and Go the constants generated from it
+//! (`resource_types.py`, `resource-types.js`, `resource_types.go`:
+//! [`crate::typegen`]). A Go project names a built-in primary by its
+//! k8s.io/api struct (`&corev1.ConfigMap{}`) and reads a custom one as
+//! `unstructured.Unstructured`.
 
 use std::path::{Path, PathBuf};
 
@@ -34,6 +37,9 @@ pub enum Language {
     Python,
     /// JavaScript, with the `@kubewasm/guest` package and componentize-js.
     Js,
+    /// Go, with the `kubewasm.dev/guest` module, built for wasip1 and made a
+    /// component by `kubewasm componentize`.
+    Go,
 }
 
 /// Why a project could not be created.
@@ -132,6 +138,14 @@ const JS: &[Template] = templates! {
     ".gitignore" => "js/gitignore.tmpl",
 };
 
+const GO: &[Template] = templates! {
+    "main.go" => "go/main.go.tmpl",
+    "main_test.go" => "go/main_test.go.tmpl",
+    "go.mod" => "go/go.mod.tmpl",
+    "Makefile" => "go/Makefile.tmpl",
+    ".gitignore" => "go/gitignore.tmpl",
+};
+
 const README: &str = include_str!("../templates/README.md.tmpl");
 
 /// Where `make sdk` puts the Python wheel and the npm tarball.
@@ -162,6 +176,7 @@ impl Project {
             Language::Rust => RUST,
             Language::Python => PYTHON,
             Language::Js => JS,
+            Language::Go => GO,
         }
         .iter()
         .map(|t| (render(t.path, &vars), render(t.text, &vars)))
@@ -181,6 +196,10 @@ impl Project {
                 Language::Js => files.push((
                     "resource-types.js".into(),
                     constants(typegen::Language::Js)?,
+                )),
+                Language::Go => files.push((
+                    "resource_types.go".into(),
+                    constants(typegen::Language::Go)?,
                 )),
             }
         }
@@ -253,6 +272,20 @@ impl Project {
                     )?,
                 ),
             ),
+            Language::Go => (
+                "Go",
+                "resolves and downloads the module's dependencies (the SDK from the checkout, k8s.io/api)",
+                "main.go".to_owned(),
+                (
+                    "go_sdk",
+                    sdk(
+                        "the Go SDK",
+                        "guest-sdk/go/go.mod",
+                        "pass --sdk the kubewasm checkout",
+                    )
+                    .map(|_| root.join("guest-sdk/go").display().to_string())?,
+                ),
+            ),
         };
         let key = match primary.namespaced {
             true => "default/example",
@@ -276,12 +309,38 @@ impl Project {
                 format!("import {{ {constants} }} from '@kubewasm/guest/types';"),
             )
         };
+        // Go: a built-in primary by its k8s.io/api struct, a custom one by
+        // its generated Type, read as unstructured.
+        let (go_import, go_primary, go_struct) = if custom {
+            (
+                "\"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured\"".to_owned(),
+                typegen::go_variable(&primary.kind, &primary.version),
+                "unstructured.Unstructured".to_owned(),
+            )
+        } else {
+            let package = typegen::go_package(&primary.group, &primary.version);
+            let alias: String = package
+                .rsplit('/')
+                .take(2)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            (
+                format!("{alias} \"{package}\""),
+                format!("&{alias}.{}{{}}", primary.kind),
+                format!("{alias}.{}", primary.kind),
+            )
+        };
         let types_note = match (custom, self.language) {
             (true, Language::Python) => "\n`crd.yaml` serves the primary type; after changing it, \
                 `kubewasm types --lang python --crd crd.yaml > resource_types.py` regenerates its constant."
                 .to_owned(),
             (true, Language::Js) => "\n`crd.yaml` serves the primary type; after changing it, \
                 `kubewasm types --lang js --crd crd.yaml > resource-types.js` regenerates its constant."
+                .to_owned(),
+            (true, Language::Go) => "\n`crd.yaml` serves the primary type; after changing it, \
+                `kubewasm types --lang go --crd crd.yaml > resource_types.go` regenerates its variable."
                 .to_owned(),
             (true, Language::Rust) => "\n`crd.yaml` serves the primary type: keep `primary()` in \
                 `src/lib.rs` in step with it."
@@ -325,6 +384,10 @@ impl Project {
             ("types_note", types_note),
             ("key", key.into()),
             ("objects", objects.into()),
+            ("go_namespace", namespace.unwrap_or_default().into()),
+            ("go_import", go_import),
+            ("go_primary", go_primary),
+            ("go_struct", go_struct),
         ])
     }
 }
@@ -444,11 +507,12 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let sdk = dir.path().join(SDK_DIR);
         std::fs::create_dir_all(&sdk).expect("sdk dir");
-        std::fs::create_dir_all(dir.path().join("guest-sdk")).expect("guest-sdk");
+        std::fs::create_dir_all(dir.path().join("guest-sdk/go")).expect("guest-sdk");
         for file in [
             sdk.join(PYTHON_WHEEL),
             sdk.join(NPM_TARBALL),
             dir.path().join("guest-sdk/Cargo.toml"),
+            dir.path().join("guest-sdk/go/go.mod"),
         ] {
             std::fs::write(file, "").expect("fake sdk file");
         }
@@ -458,7 +522,7 @@ mod tests {
     #[test]
     fn every_template_variable_should_be_filled_in_every_language() {
         let checkout = fake_checkout();
-        for language in [Language::Rust, Language::Python, Language::Js] {
+        for language in [Language::Rust, Language::Python, Language::Js, Language::Go] {
             for primary in [
                 "v1/ConfigMap",
                 "v1/Namespace",

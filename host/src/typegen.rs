@@ -241,13 +241,12 @@ fn go_file(
             out.push_str("package main\n\nimport \"kubewasm.dev/guest\"\n\n// The types, by kind and version.\nvar (\n");
             for ((_, version), kinds) in by_version {
                 for (kind, info) in kinds {
-                    let mut name = identifier(kind);
-                    let mut chars = version.chars();
-                    if let Some(first) = chars.next() {
-                        name.push(first.to_ascii_uppercase());
-                        name.push_str(&identifier(chars.as_str()));
-                    }
-                    let _ = writeln!(out, "\t{name} = kubewasm.Type{}", value(info));
+                    let _ = writeln!(
+                        out,
+                        "\t{} = kubewasm.Type{}",
+                        go_variable(kind, version),
+                        value(info)
+                    );
                 }
             }
             out.push_str(")\n");
@@ -256,10 +255,19 @@ fn go_file(
     out
 }
 
+/// The Go variable of a custom `kind`'s `version`: `WidgetV1`.
+pub fn go_variable(kind: &str, version: &str) -> String {
+    let mut name = identifier(kind);
+    let mut chars = version.chars();
+    name.extend(chars.next().map(|c| c.to_ascii_uppercase()));
+    name.push_str(&identifier(chars.as_str()));
+    name
+}
+
 /// The Go package of `group`'s `version` structs: k8s.io/api's directory
 /// named by the group's first label (`core` for the core group), but for
 /// the groups whose structs live elsewhere.
-fn go_package(group: &str, version: &str) -> String {
+pub fn go_package(group: &str, version: &str) -> String {
     match group {
         "" => format!("k8s.io/api/core/{version}"),
         "apiextensions.k8s.io" => {

@@ -68,7 +68,7 @@ enum Command {
     /// Print the CustomResourceDefinitions of `Plugin` and `ClusterPlugin`
     /// (`deploy/crds.yaml`).
     Crds,
-    /// Create a plugin project of its own (Rust, Python or JavaScript) that
+    /// Create a plugin project of its own (Rust, Python, JavaScript or Go) that
     /// builds, tests and replays: `make setup test build replay`.
     New(new::Args),
     /// Print resource-type constants for Python, JavaScript or Go plugins:

@@ -1,5 +1,5 @@
-//! `kubewasm new`: a plugin project of its own (Rust, Python or
-//! JavaScript) that builds, tests and replays.
+//! `kubewasm new`: a plugin project of its own (Rust, Python, JavaScript or
+//! Go) that builds, tests and replays.
 
 use std::path::{Path, PathBuf};
 
