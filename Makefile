@@ -12,9 +12,10 @@ PY_WHEEL := $(SDK_OUT)/kubewasm_guest-0.3.0-py3-none-any.whl
 NPM_TARBALL := $(SDK_OUT)/kubewasm-guest-0.3.0.tgz
 
 RUST_PLUGINS := myapp config-rollout
-# Go plugins: a core module built for wasip1, made a component by the
-# kubewasm binary (`kubewasm componentize`).
-GO_PLUGINS := myapp-go
+# Go plugins (their directory and component): a core module built for
+# wasip1, made a component by the kubewasm binary (`kubewasm componentize`).
+GO_COMPONENTS := plugins/myapp-go:$(OUT)/myapp-go.wasm tests/guests/misbehave-go:$(TEST_OUT)/misbehave-go.wasm
+GO_PLUGIN_DIRS := $(foreach c,$(GO_COMPONENTS),$(firstword $(subst :, ,$(c))))
 GO_BUILD := GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags='-checklinkname=0 -s -w' 
 RUST_TEST_PLUGINS := misbehave not-a-plugin evil-import liar selective snoop propagate composite reader reporter
 WIT := $(wildcard wit/*.wit)
@@ -59,11 +60,11 @@ rust-plugins:
 	@for p in $(RUST_PLUGINS); do cp $(WASM_OUT)/$$(echo $$p | tr - _).wasm $(OUT)/$$p.wasm; done  # libraries: dashes become underscores
 
 go-plugins: test-build
-	@mkdir -p $(OUT) $(TARGET_DIR)/go
-	@for p in $(GO_PLUGINS); do \
-	  echo "$(GO_BUILD) in plugins/$$p, then kubewasm componentize"; \
-	  (cd plugins/$$p && $(GO_BUILD) -o $(abspath $(TARGET_DIR))/go/$$p.core.wasm .) && \
-	  $(TARGET_DIR)/debug/kubewasm componentize $(TARGET_DIR)/go/$$p.core.wasm -o $(OUT)/$$p.wasm || exit 1; \
+	@mkdir -p $(OUT) $(TEST_OUT) $(TARGET_DIR)/go
+	@for c in $(GO_COMPONENTS); do \
+	  dir=$${c%%:*}; out=$${c#*:}; core=$(abspath $(TARGET_DIR))/go/$$(basename $$dir).core.wasm; \
+	  echo "$(GO_BUILD) in $$dir, then kubewasm componentize"; \
+	  (cd $$dir && $(GO_BUILD) -o $$core .) && $(TARGET_DIR)/debug/kubewasm componentize $$core -o $$out || exit 1; \
 	done
 
 rust-test-plugins:
@@ -143,7 +144,7 @@ fmt:
 
 # The project's Go programs (the real control plane's module, the client-go
 # program of the difference tool).
-GO_MODULES := tests/real-cluster tests/difference/client-go bench/peers/controller-runtime guest-sdk/go plugins/myapp-go
+GO_MODULES := tests/real-cluster tests/difference/client-go bench/peers/controller-runtime guest-sdk/go $(GO_PLUGIN_DIRS)
 
 # The checks that need no Rust build: rustfmt, gofmt, and the fuzz crate's
 # own lock file still matching the workspace it builds (fuzz/run builds
@@ -160,7 +161,7 @@ go-vet:
 	@for m in $(GO_MODULES); do echo "go vet ./... in $$m"; (cd $$m && go vet $$(go list ./... | grep -v /internal/wit)) || exit 1; done
 	@echo "go vet of the Go SDK and plugins for wasip1"
 	@cd guest-sdk/go && GOOS=wasip1 GOARCH=wasm go vet . && GOOS=wasip1 GOARCH=wasm go vet -unsafeptr=false ./internal/...
-	@for p in $(GO_PLUGINS); do (cd plugins/$$p && GOOS=wasip1 GOARCH=wasm go vet ./...) || exit 1; done
+	@for p in $(GO_PLUGIN_DIRS); do (cd $$p && GOOS=wasip1 GOARCH=wasm go vet ./...) || exit 1; done
 
 # clippy's driver, and `-D warnings` as `cargo clippy` hands it over.
 CLIPPY_DRIVER = $(shell rustc --print sysroot)/bin/clippy-driver
@@ -186,7 +187,7 @@ guest-tests: $(NPM_STAMP)
 	cd plugins/tenant-bootstrap && PYTHONPATH=../../guest-sdk/python $(PYTHON) -m unittest -v
 	node --test guest-sdk/js/test/ plugins/configmap-replicator/
 	cd guest-sdk/go && go test ./...
-	@for p in $(GO_PLUGINS); do (cd plugins/$$p && go test ./...) || exit 1; done
+	@for p in $(GO_PLUGIN_DIRS); do (cd $$p && go test ./...) || exit 1; done
 
 # `make test` lints as it builds: clippy's driver wraps rustc for the
 # workspace's crates (what `cargo clippy` does, in a check), so the

@@ -1,5 +1,6 @@
-//! Python and JavaScript plugins, built from source by `make plugins
-//! test-plugins`, run by the same runtime and sandbox as Rust ones.
+//! Python, JavaScript and Go plugins, built from source by `make plugins
+//! test-plugins go-plugins`, run by the same runtime and sandbox as Rust
+//! ones.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -47,6 +48,7 @@ plugin!(tenant_bootstrap, example_plugin("tenant-bootstrap"));
 plugin!(replicator, example_plugin("configmap-replicator"));
 plugin!(misbehave_py, test_plugin("misbehave-py"));
 plugin!(misbehave_js, test_plugin("misbehave-js"));
+plugin!(misbehave_go, test_plugin("misbehave-go"));
 
 fn cache(objects: Vec<Value>) -> Arc<dyn Cache> {
     Arc::new(MemoryCache::from_objects(objects).expect("valid fixture"))
@@ -383,6 +385,61 @@ fn interpreted_memory_exhaustion_should_trap() {
         );
         assert_still_works(plugin);
     }
+}
+
+// ---- a misbehaving Go plugin ----
+
+#[test]
+fn go_errors_and_panics_should_be_failures_with_their_text() {
+    let err = probe(misbehave_go(), "error").expect_err("fails");
+    assert!(matches!(err, ReconcileError::Failed { .. }), "{err}");
+    assert!(
+        err.to_string().contains("misbehave-go was asked to fail"),
+        "{err}"
+    );
+    // A panic is recovered by the SDK: a failure with its stack, the
+    // instance fit to serve again.
+    let err = probe(misbehave_go(), "panic").expect_err("panics");
+    assert!(matches!(err, ReconcileError::Failed { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("panic: misbehave-go was asked to panic"),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("main.misbehave.Reconcile"),
+        "{err}"
+    );
+    assert_still_works(misbehave_go());
+}
+
+#[test]
+fn go_loops_goroutines_and_sleeps_should_stop_at_the_deadline() {
+    // Loaded (compiled) before the clock starts.
+    let plugin = misbehave_go();
+    for mode in ["loop", "goroutine", "sleep"] {
+        kubewasm_tests::assert_stopped_at_deadline(DEADLINE, || probe(plugin, mode));
+        assert_still_works(plugin);
+    }
+}
+
+#[test]
+fn go_memory_exhaustion_and_floods_should_stop_at_their_limit() {
+    let err = probe(misbehave_go(), "oom").expect_err("exhausts memory");
+    assert!(
+        matches!(err, ReconcileError::Call(CallError::MemoryExhausted { .. })),
+        "{err}"
+    );
+    assert_still_works(misbehave_go());
+    let err = probe(misbehave_go(), "flood-actions").expect_err("floods");
+    assert!(
+        err.to_string()
+            .starts_with("limit actions-per-outcome exceeded"),
+        "{err}"
+    );
+    let err = probe(misbehave_go(), "bad-name").expect_err("bad name");
+    assert!(err.to_string().contains("invalid name `a/b`"), "{err}");
+    assert_still_works(misbehave_go());
 }
 
 #[test]
