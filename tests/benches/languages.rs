@@ -1,4 +1,4 @@
-//! The same small reconcile in Rust, Python and JavaScript: component size,
+//! The same small reconcile in Rust, Python, JavaScript and Go: component size,
 //! compile and cached-load times, instantiation, and the reconcile on a
 //! fresh and on a warm instance, measured in one run.
 //!
@@ -43,6 +43,7 @@ fn main() {
         ("Rust", "misbehave"),
         ("Python", "misbehave-py"),
         ("JavaScript", "misbehave-js"),
+        ("Go", "misbehave-go"),
     ]
     .into_iter()
     .map(|(name, guest)| {
@@ -89,13 +90,15 @@ fn main() {
         Some(outcome.stats)
     };
 
-    const NAMES: [&str; 6] = [
+    const NAMES: [&str; 8] = [
         "Rust fresh",
         "Rust warm",
         "Python fresh",
         "Python warm",
         "JavaScript fresh",
         "JavaScript warm",
+        "Go fresh",
+        "Go warm",
     ];
     let mut scenarios: Vec<Scenario<'_>> = languages
         .iter()
@@ -158,7 +161,7 @@ fn main() {
         write_section(
             &path,
             "languages",
-            "Per language: Rust, Python, JavaScript",
+            "Per language: Rust, Python, JavaScript, Go",
             "make bench",
             &report,
         )
