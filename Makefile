@@ -14,7 +14,10 @@ NPM_TARBALL := $(SDK_OUT)/kubewasm-guest-0.3.0.tgz
 RUST_PLUGINS := myapp config-rollout
 # Go plugins (their directory and component): a core module built for
 # wasip1, made a component by the kubewasm binary (`kubewasm componentize`).
-GO_COMPONENTS := plugins/myapp-go:$(OUT)/myapp-go.wasm tests/guests/misbehave-go:$(TEST_OUT)/misbehave-go.wasm
+# `myapp-go` runs the MyApps `myapp` runs: a test component, kept out of the
+# directory `make dev` runs.
+GO_COMPONENTS := plugins/cronjob-go:$(OUT)/cronjob.wasm plugins/myapp-go:$(TEST_OUT)/myapp-go.wasm \
+	tests/guests/misbehave-go:$(TEST_OUT)/misbehave-go.wasm
 GO_PLUGIN_DIRS := $(foreach c,$(GO_COMPONENTS),$(firstword $(subst :, ,$(c))))
 GO_BUILD := GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags='-checklinkname=0 -s -w' 
 RUST_TEST_PLUGINS := misbehave not-a-plugin evil-import liar selective snoop propagate composite reader reporter
@@ -59,8 +62,12 @@ rust-plugins:
 	@mkdir -p $(OUT)
 	@for p in $(RUST_PLUGINS); do cp $(WASM_OUT)/$$(echo $$p | tr - _).wasm $(OUT)/$$p.wasm; done  # libraries: dashes become underscores
 
-go-plugins: test-build
+# After `build` or `test-build` (their kubewasm binary componentizes).
+go-plugins:
+	@test -x $(TARGET_DIR)/debug/kubewasm || { echo "make go-plugins: no $(TARGET_DIR)/debug/kubewasm: make build first" >&2; exit 1; }
 	@mkdir -p $(OUT) $(TEST_OUT) $(TARGET_DIR)/go
+	@cp plugins/cronjob-go/crd.yaml $(OUT)/cronjob.crd.yaml  # kubewasm dev installs it
+	@cp plugins/cronjob-go/demo.yaml $(OUT)/cronjob.demo.yaml  # and prints what to try
 	@for c in $(GO_COMPONENTS); do \
 	  dir=$${c%%:*}; out=$${c#*:}; core=$(abspath $(TARGET_DIR))/go/$$(basename $$dir).core.wasm; \
 	  echo "$(GO_BUILD) in $$dir, then kubewasm componentize"; \
@@ -218,7 +225,7 @@ test-real: plugins test-plugins test-build
 	KUBEWASM_TEST_CLUSTER=real $(CARGO) test --workspace $(addprefix --test ,$(REAL_SUITES)) \
 		$(if $(filter true,$(CI)),-- $(REAL_REDUCED))
 
-dev: setup plugins build
+dev: setup plugins build go-plugins
 	$(TARGET_DIR)/debug/kubewasm dev --plugins $(OUT) --metrics-addr 127.0.0.1:0 --kubeconfig-out $(TARGET_DIR)/kubewasm-dev.kubeconfig
 
 # The soak's long form (make test runs its one-minute form).
@@ -240,7 +247,7 @@ difference: build
 kube-rs-tests: build
 	tests/kube-rs/run
 
-bench: plugins test-plugins go-plugins
+bench: plugins test-plugins build go-plugins
 	$(CARGO) build --release -p kubewasm -p kube-runtime-myapp  # the peers bench runs the release binaries
 	$(CARGO) bench -p kubewasm-tests --bench contract --bench languages --bench apiserver --bench hostile --bench engine --bench lifecycle --bench tenants --bench fleet --bench devcluster --bench peers -- --write BENCHMARKS.md
 

@@ -215,10 +215,10 @@ fn myapp_in_go_should_replay_the_fixtures_to_the_rust_ones_bytes() {
         pending.path().to_owned(),
     ] {
         for format in ["yaml", "json"] {
-            let replay = |plugin: &str| {
+            let replay = |plugin: &Path| {
                 let out = kubewasm(&[
                     "replay",
-                    path(&example_plugin(plugin)),
+                    path(plugin),
                     "--objects",
                     path(&example_file("myapp", "crd.yaml")),
                     "--objects",
@@ -232,12 +232,16 @@ fn myapp_in_go_should_replay_the_fixtures_to_the_rust_ones_bytes() {
                 ]);
                 assert!(
                     out.status.success(),
-                    "{plugin}: {}",
+                    "{}: {}",
+                    plugin.display(),
                     String::from_utf8_lossy(&out.stderr)
                 );
                 String::from_utf8(out.stdout).expect("utf-8")
             };
-            let (rust, go) = (replay("myapp"), replay("myapp-go"));
+            let (rust, go) = (
+                replay(&example_plugin("myapp")),
+                replay(&test_plugin("myapp-go")),
+            );
             assert!(rust.contains("Deployment") && rust.contains("Available"));
             assert_eq!(go, rust, "{} as {format}", objects.display());
         }

@@ -26,7 +26,7 @@ fn myapp_should_converge_rescale_heal_and_clean_up() {
 /// The same operator written in Go (plugins/myapp-go), under the same name.
 #[test]
 fn myapp_in_go_should_converge_rescale_heal_and_clean_up() {
-    converges_rescales_heals_and_cleans_up(example_plugin("myapp-go"));
+    converges_rescales_heals_and_cleans_up(test_plugin("myapp-go"));
 }
 
 /// `component`, a MyApp operator, run as `myapp` through `kubewasm run` with
@@ -1094,4 +1094,96 @@ fn a_plugin_named_by_an_oci_reference_should_run_retry_and_outlive_its_registry(
         1,
         "a restarted host loads the cached artifact",
     );
+}
+
+/// A CronJob of the kubebuilder book's tutorial, `schedule` its schedule,
+/// `policy` its concurrency policy, its Jobs' Pods simulated as `pods`
+/// (`succeed`, or `unready`: running, never done).
+fn book_cronjob(name: &str, schedule: &str, policy: &str, pods: &str) -> String {
+    format!(
+        "apiVersion: batch.tutorial.kubebuilder.io/v1\nkind: CronJob\nmetadata:\n  name: {name}\n  namespace: default\n\
+         spec:\n  schedule: '{schedule}'\n  concurrencyPolicy: {policy}\n  successfulJobsHistoryLimit: 1\n  jobTemplate:\n    spec:\n      template:\n\
+         \x20       metadata:\n          annotations: {{kubewasm.dev/simulate: {pods}}}\n        spec:\n          restartPolicy: Never\n\
+         \x20         containers: [{{name: hello, image: busybox}}]\n"
+    )
+}
+
+/// The names of the Jobs of CronJob `name` now.
+fn jobs_of(server: &Apiserver, name: &str) -> Vec<String> {
+    get_json(server, &["jobs"])
+        .and_then(|list| list["items"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter(|job| job["metadata"]["ownerReferences"][0]["name"] == name)
+        .filter_map(|job| job["metadata"]["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The kubebuilder book's CronJob controller, written in Go
+/// (plugins/cronjob-go), on the dev cluster (whose simulated kubelet runs
+/// Jobs' Pods): a Job for each run of the schedule, the history limit kept,
+/// and the concurrency policies honoured.
+#[test]
+fn cronjob_in_go_should_run_jobs_on_schedule_keep_history_and_honour_concurrency() {
+    let server = Apiserver::start_with(&["--simulate-workloads"]);
+    apply(&server, &example_file("cronjob-go", "crd.yaml"));
+    let host = Host::run(&server, &["cronjob"]);
+    host.wait_ready();
+    apply_text(
+        &server,
+        &book_cronjob("every", "@every 2s", "Allow", "succeed"),
+    );
+    apply_text(
+        &server,
+        &book_cronjob("forbid", "@every 2s", "Forbid", "unready"),
+    );
+    apply_text(
+        &server,
+        &book_cronjob("replace", "@every 2s", "Replace", "unready"),
+    );
+
+    // Allow: a Job per run, the finished ones beyond the limit deleted.
+    let mut seen = std::collections::BTreeSet::new();
+    eventually("four runs of `every`", &host, || {
+        seen.extend(jobs_of(&server, "every"));
+        seen.len() >= 4
+    });
+    eventually(
+        "one finished Job of `every` kept (and one at most running)",
+        &host,
+        || jobs_of(&server, "every").len() <= 2,
+    );
+    let cronjob = get_json(
+        &server,
+        &["cronjobs.batch.tutorial.kubebuilder.io", "every"],
+    )
+    .expect("the CronJob");
+    assert!(
+        cronjob["status"]["lastScheduleTime"].is_string(),
+        "{cronjob}"
+    );
+
+    // Forbid: its first Job never ends, so no other runs.
+    let forbidden = jobs_of(&server, "forbid");
+    assert_eq!(forbidden.len(), 1, "{forbidden:?}");
+    let status = get_json(
+        &server,
+        &["cronjobs.batch.tutorial.kubebuilder.io", "forbid"],
+    )
+    .expect("the CronJob")["status"]
+        .clone();
+    assert_eq!(
+        status["active"][0]["name"],
+        forbidden[0].as_str(),
+        "{status}"
+    );
+
+    // Replace: each run deletes the running Job and starts its own.
+    let mut replaced = std::collections::BTreeSet::new();
+    eventually("`replace` replaced its Job twice", &host, || {
+        let now = jobs_of(&server, "replace");
+        replaced.extend(now);
+        replaced.len() >= 3
+    });
+    assert!(jobs_of(&server, "forbid").len() == 1, "Forbid held");
 }
