@@ -152,3 +152,70 @@ func TestAReadOfAnUndeclaredTypeShouldBeDeniedAsTheHostDeniesIt(t *testing.T) {
 		t.Errorf("an unstructured read: %v %v", u, err)
 	}
 }
+
+// mirror copies each ConfigMap labelled `mirror` into a Secret; it maps a
+// Secret back to its ConfigMap by that label, cleans up on finalize and
+// reports on a schedule.
+type mirror struct{}
+
+func (mirror) Declare() *Declaration {
+	return NewDeclaration("mirror", "0.1.0", &corev1.ConfigMap{}).
+		Watches(&corev1.Secret{}, Custom).Finalizer().Cron("@hourly")
+}
+
+func (mirror) Reconcile(*Context) (*Outcome, error) { return NewOutcome(), nil }
+
+func (mirror) Finalize(ctx *Context) (*Outcome, error) {
+	return NewOutcome().Event(Event{Reason: "Finalized", Action: "Finalize", Note: ctx.Key.Name}), nil
+}
+
+func (mirror) MapKeys(ctx *Context) ([]Key, error) {
+	var secret, before corev1.Secret
+	if err := ctx.Changed(&secret); err != nil {
+		return nil, err
+	}
+	keys := []Key{{Namespace: secret.Namespace, Name: secret.Labels["mirror"]}}
+	if found, err := ctx.Previous(&before); err != nil {
+		return nil, err
+	} else if found && before.Labels["mirror"] != secret.Labels["mirror"] {
+		keys = append(keys, Key{Namespace: before.Namespace, Name: before.Labels["mirror"]})
+	}
+	if ctx.Deleted {
+		keys = keys[:1]
+	}
+	return keys, nil
+}
+
+func (mirror) Scheduled(ctx *Context) (*Outcome, error) {
+	return NewOutcome().Event(Event{Reason: "Report", Action: "Report", Note: ctx.ScheduledAt.Format(time.RFC3339),
+		Regarding: &Regarding{Type: Type{Version: "v1", Kind: "ConfigMap"}, Key: Key{Namespace: "ops", Name: "report"}}}), nil
+}
+
+func TestMapKeysFinalizeAndScheduledShouldRunThroughTheHarness(t *testing.T) {
+	h := NewHarness(mirror{})
+	secret := func(owner string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "team-a",
+			Labels: map[string]string{"mirror": owner}}}
+	}
+	secretType, _ := TypeOf(&corev1.Secret{})
+	keys, err := h.MapKeys(secretType, secret("b"), secret("a"), false)
+	if err != nil || len(keys) != 2 || keys[0].Name != "b" || keys[1].Name != "a" {
+		t.Errorf("a Secret moved from a to b: %v %v", keys, err)
+	}
+	if keys, err := h.MapKeys(secretType, secret("b"), nil, true); err != nil || len(keys) != 1 {
+		t.Errorf("deleted: %v %v", keys, err)
+	}
+	out, err := h.Finalize(Key{Namespace: "team-a", Name: "web"})
+	if err != nil || len(out.Events()) != 1 || out.Events()[0].Note != "web" {
+		t.Errorf("finalize: %v %v", out, err)
+	}
+	at := time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC)
+	out, err = h.Scheduled(at)
+	if err != nil || out.Events()[0].Note != "2026-12-05T03:00:00Z" {
+		t.Errorf("scheduled: %v %v", out, err)
+	}
+	d := h.declaration
+	if !d.ManagedFinalizer || d.Schedule != "@hourly" || d.Secondaries[0].Mapping != Custom {
+		t.Errorf("declaration %+v", d)
+	}
+}

@@ -8,7 +8,7 @@ use std::time::Duration;
 use kubewasm_runtime::action::ApiRequest;
 use kubewasm_runtime::cache::{Cache, MemoryCache};
 use kubewasm_runtime::replay;
-use kubewasm_runtime::resource::ObjectKey;
+use kubewasm_runtime::resource::{ObjectKey, ResourceType};
 use kubewasm_runtime::{
     CallError, LoadError, Plugin, ReconcileError, Request, Runtime, RuntimeConfig,
 };
@@ -20,22 +20,42 @@ const MEMORY_LIMIT: usize = 128 << 20;
 
 fn runtime() -> &'static Runtime {
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| {
-        let config = RuntimeConfig::default()
-            .deadline(DEADLINE)
-            .memory_limit(MEMORY_LIMIT)
-            .max_instances(32)
-            .cache_dir(compiled_cache_dir());
-        Runtime::new(config).expect("engine")
-    })
+    RUNTIME.get_or_init(|| config_runtime(DEADLINE))
 }
 
-/// Each component is compiled once per test binary (and cached on disk).
+/// A runtime whose deadline no allocation races: memory exhaustion is
+/// tested there, whatever the machine's load.
+fn unhurried() -> &'static Runtime {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| config_runtime(Duration::from_secs(30)))
+}
+
+fn config_runtime(deadline: Duration) -> Runtime {
+    let config = RuntimeConfig::default()
+        .deadline(deadline)
+        .memory_limit(MEMORY_LIMIT)
+        .max_instances(32)
+        .cache_dir(compiled_cache_dir());
+    Runtime::new(config).expect("engine")
+}
+
+/// `guest` (a test guest) on the [`unhurried`] runtime.
+fn unhurried_plugin(guest: &str) -> Plugin {
+    unhurried()
+        .load_file(test_plugin(guest), &kubewasm_tests::load_options())
+        .expect(guest)
+}
+
+/// Each component is compiled once per test binary (and cached on disk),
+/// never while a test is timed ([`timed`]).
 macro_rules! plugin {
     ($name:ident, $path:expr) => {
         fn $name() -> &'static Plugin {
             static PLUGIN: OnceLock<Plugin> = OnceLock::new();
             PLUGIN.get_or_init(|| {
+                let _untimed = TIMED
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 runtime()
                     .load_file($path, &kubewasm_tests::load_options())
                     .expect(stringify!($name))
@@ -49,6 +69,28 @@ plugin!(replicator, example_plugin("configmap-replicator"));
 plugin!(misbehave_py, test_plugin("misbehave-py"));
 plugin!(misbehave_js, test_plugin("misbehave-js"));
 plugin!(misbehave_go, test_plugin("misbehave-go"));
+
+/// Held by the tests timed against the deadline (loops to it, allocations
+/// racing it) and by compiles: one at a time, so that none burns a core
+/// another is timed on (the machine has two, and the test threads share
+/// them).
+static TIMED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Every component loaded, then [`TIMED`] held.
+fn timed() -> std::sync::MutexGuard<'static, ()> {
+    for load in [
+        tenant_bootstrap,
+        replicator,
+        misbehave_py,
+        misbehave_js,
+        misbehave_go,
+    ] {
+        load();
+    }
+    TIMED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 fn cache(objects: Vec<Value>) -> Arc<dyn Cache> {
     Arc::new(MemoryCache::from_objects(objects).expect("valid fixture"))
@@ -369,6 +411,7 @@ fn javascript_exception_should_be_a_failure_with_its_text() {
 
 #[test]
 fn interpreted_infinite_loops_should_stop_at_the_deadline() {
+    let _timed = timed();
     for plugin in [misbehave_py(), misbehave_js()] {
         kubewasm_tests::assert_stopped_at_deadline(DEADLINE, || probe(plugin, "loop"));
         assert_still_works(plugin);
@@ -377,7 +420,8 @@ fn interpreted_infinite_loops_should_stop_at_the_deadline() {
 
 #[test]
 fn interpreted_memory_exhaustion_should_trap() {
-    for plugin in [misbehave_py(), misbehave_js()] {
+    for guest in ["misbehave-py", "misbehave-js"] {
+        let plugin = &unhurried_plugin(guest);
         let err = probe(plugin, "oom").expect_err("exhausts memory");
         assert!(
             matches!(err, ReconcileError::Call(CallError::MemoryExhausted { .. })),
@@ -415,6 +459,7 @@ fn go_errors_and_panics_should_be_failures_with_their_text() {
 
 #[test]
 fn go_loops_goroutines_and_sleeps_should_stop_at_the_deadline() {
+    let _timed = timed();
     // Loaded (compiled) before the clock starts.
     let plugin = misbehave_go();
     for mode in ["loop", "goroutine", "sleep"] {
@@ -425,21 +470,90 @@ fn go_loops_goroutines_and_sleeps_should_stop_at_the_deadline() {
 
 #[test]
 fn go_memory_exhaustion_and_floods_should_stop_at_their_limit() {
-    let err = probe(misbehave_go(), "oom").expect_err("exhausts memory");
+    let plugin = &unhurried_plugin("misbehave-go");
+    let err = probe(plugin, "oom").expect_err("exhausts memory");
     assert!(
         matches!(err, ReconcileError::Call(CallError::MemoryExhausted { .. })),
         "{err}"
     );
-    assert_still_works(misbehave_go());
-    let err = probe(misbehave_go(), "flood-actions").expect_err("floods");
+    assert_still_works(plugin);
+    let err = probe(plugin, "flood-actions").expect_err("floods");
     assert!(
         err.to_string()
             .starts_with("limit actions-per-outcome exceeded"),
         "{err}"
     );
-    let err = probe(misbehave_go(), "bad-name").expect_err("bad name");
+    let err = probe(plugin, "bad-name").expect_err("bad name");
     assert!(err.to_string().contains("invalid name `a/b`"), "{err}");
-    assert_still_works(misbehave_go());
+    assert_still_works(plugin);
+}
+
+#[test]
+fn go_map_keys_finalize_and_scheduled_should_answer_through_the_component() {
+    use kubewasm_runtime::MapChange;
+    use kubewasm_runtime::action::Desired;
+    let plugin = misbehave_go();
+    let secret = |target: &str| {
+        json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "s", "namespace": "default", "labels": {"target": target}}})
+        .to_string()
+    };
+    let secrets = ResourceType {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "Secret".into(),
+        plural: "secrets".into(),
+        namespaced: true,
+    };
+    let (now, before) = (secret("b"), secret("a"));
+    let change = MapChange {
+        object: &now,
+        previous: Some(&before),
+        deleted: false,
+    };
+    let keys = plugin
+        .map(probe_cache(), &secrets, change, "{}")
+        .expect("maps");
+    assert_eq!(
+        keys,
+        [
+            ObjectKey::namespaced("default", "b"),
+            ObjectKey::namespaced("default", "a")
+        ]
+    );
+    let unlabelled = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "u", "namespace": "default"}})
+    .to_string();
+    let err = plugin
+        .map(probe_cache(), &secrets, MapChange::of(&unlabelled), "{}")
+        .expect_err("no label");
+    assert!(err.to_string().contains("has no label `target`"), "{err}");
+
+    let note = |reply: kubewasm_runtime::Reply| match reply.desired.as_slice() {
+        [Desired::Event(event)] => (event.reason.clone(), event.note.clone()),
+        other => panic!("one event: {other:?}"),
+    };
+    let request = Request {
+        config: json!({"mode": "ok"}).to_string(),
+        ..Request::new(ObjectKey::namespaced("default", "cm"))
+    };
+    let finalized = plugin.finalize(probe_cache(), &request).expect("finalizes");
+    assert_eq!(note(finalized), ("Finalized".into(), "cm".into()));
+    let at: jiff::Timestamp = "2026-12-05T03:00:00Z".parse().expect("a time");
+    let scheduled = plugin
+        .scheduled(
+            probe_cache(),
+            &kubewasm_runtime::ScheduledRequest {
+                at,
+                config: json!({"mode": "ok"}).to_string(),
+                now: at,
+            },
+        )
+        .expect("runs");
+    assert_eq!(
+        note(scheduled),
+        ("Scheduled".into(), "2026-12-05T03:00:00Z".into())
+    );
 }
 
 #[test]
