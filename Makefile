@@ -34,6 +34,7 @@ help:
 	@echo "make setup         install the wasm target, componentize-py and the npm toolchain (make dev and make test do it)"
 	@echo "make plugins       build every example plugin (Rust, Python, JavaScript) into $(OUT)/, with their CRDs"
 	@echo "make test-plugins  build the test guests into $(TEST_OUT)/"
+	@echo "make go-plugins    build the Go plugins and test guests (after make build: kubewasm componentize makes the components)"
 	@echo "make sdk           the Python wheel and the npm tarball of the guest SDK, into $(SDK_OUT)/ (kubewasm new uses them)"
 	@echo "make test          fmt checks, the build linted by clippy -D warnings, unit, integration, doc and guest-language tests, new projects, make test-real, go vet"
 	@echo "make lint          rustfmt and gofmt checks, cargo clippy -D warnings (host and wasm crates), go vet"
