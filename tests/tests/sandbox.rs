@@ -217,7 +217,9 @@ fn plugins_should_get_no_files_environment_arguments_or_network() {
         .as_str()
         .unwrap_or_default()
         .to_owned();
-    assert_eq!(note, "file=false dir=false env=0 args=0 net=false");
+    // One argument: the fixed program name every process has (Go's
+    // libraries read `os.Args[0]` at start), the same for every plugin.
+    assert_eq!(note, "file=false dir=false env=0 args=plugin net=false");
     assert!(
         matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
         "the plugin reached the listener"

@@ -158,7 +158,7 @@ impl Reconciler for Misbehave {
                 let file = std::fs::read_to_string("/etc/passwd").map(|s| s.len());
                 let dir = std::fs::read_dir("/").map(|d| d.count());
                 let env = std::env::vars().count();
-                let args = std::env::args().count();
+                let args = std::env::args().collect::<Vec<_>>().join(",");
                 let net = std::net::TcpStream::connect(("127.0.0.1", config.port)).map(|_| ());
                 let note = format!(
                     "file={} dir={} env={env} args={args} net={}",
