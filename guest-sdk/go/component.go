@@ -25,11 +25,23 @@ func init() { exports.Exported = component{} }
 // component answers the exports with the exported Reconciler.
 type component struct{}
 
+// declaration is the exported Reconciler's, built once per instance.
+var declaration *Declaration
+
+// declared is the declaration, built on first use (an instance is entered
+// by one call at a time).
+func declared() *Declaration {
+	if declaration == nil {
+		declaration = exported.Declare()
+	}
+	return declaration
+}
+
 func (component) Declare() plugin.Declaration {
 	if exported == nil {
 		panic("kubewasm: no Reconciler: call kubewasm.Export from the main package's init")
 	}
-	d := exported.Declare()
+	d := declared()
 	if err := d.Err(); err != nil {
 		panic(fmt.Sprintf("kubewasm: the declaration of %q: %v", d.Name, err))
 	}
@@ -67,7 +79,7 @@ func (component) Finalize(r plugin.Request) witTypes.Result[plugin.Outcome, plug
 }
 
 func (component) Scheduled(r plugin.ScheduledRequest) witTypes.Result[plugin.Outcome, plugin.Failure] {
-	ctx := &Context{Type: exported.Declare().Primary, config: r.Config, host: host{}}
+	ctx := &Context{Type: declared().Primary, config: r.Config, host: host{}}
 	at, err := time.Parse(time.RFC3339Nano, r.ScheduledAt)
 	if err != nil {
 		return failure[plugin.Outcome](fmt.Errorf("scheduled-at %q: %w", r.ScheduledAt, err))
