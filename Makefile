@@ -152,7 +152,7 @@ fmt:
 
 # The project's Go programs (the real control plane's module, the client-go
 # program of the difference tool).
-GO_MODULES := tests/real-cluster tests/difference/client-go bench/peers/controller-runtime guest-sdk/go $(GO_PLUGIN_DIRS)
+GO_MODULES := tests/real-cluster tests/difference/client-go bench/peers/controller-runtime deploy/grafana/check guest-sdk/go $(GO_PLUGIN_DIRS)
 
 # The checks that need no Rust build: rustfmt, gofmt, and the fuzz crate's
 # own lock file still matching the workspace it builds (fuzz/run builds

@@ -120,6 +120,16 @@ impl Engine {
         self
     }
 
+    /// An engine showing whether it leads by the Lease `name` (leader
+    /// election) in `leader_election_master_status`.
+    #[must_use]
+    pub fn with_lease_name(self, name: &str) -> Self {
+        self.shared
+            .metrics
+            .watch_leader(name, self.shared.leading.clone());
+        self
+    }
+
     /// An engine whose informers get their lists as `initial_list` says;
     /// set before the first plugin starts.
     #[must_use]
@@ -265,7 +275,7 @@ impl Engine {
 
     /// Counts a load of the plugin `name` by its result.
     pub fn record_load(&self, name: &str, result: LoadResult) {
-        self.shared.metrics.plugin_load(name, result.as_str());
+        self.shared.metrics.plugin_load(name, result);
     }
 
     /// Stops and removes the plugin called `name`, waiting for its

@@ -164,8 +164,10 @@ struct Inner {
     seq: u64,
     /// The overall retry rate's token bucket.
     retries: Bucket,
-    /// Keys handed out and not done yet.
-    processing: usize,
+    /// Keys handed out and not done yet, with when each was.
+    working: Vec<(Key, Instant)>,
+    /// Keys that entered the queue (see [`WorkQueue::adds`]).
+    adds: u64,
     paused: bool,
     shut_down: bool,
 }
@@ -194,6 +196,17 @@ pub struct WorkQueue {
     inner: Mutex<Inner>,
     notify: Notify,
     backoff: Backoff,
+}
+
+/// The keys processing now ([`WorkQueue::working`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Working {
+    /// How many.
+    pub keys: usize,
+    /// How long they have been processing, added up.
+    pub total: Duration,
+    /// How long the one processing longest has been.
+    pub longest: Duration,
 }
 
 /// What a finished reconcile asks of the queue.
@@ -243,7 +256,7 @@ impl WorkQueue {
         if inner.shut_down {
             return;
         }
-        inner.insert(key.into(), Slot { ready_at, priority });
+        inner.add(key.into(), Slot { ready_at, priority });
         drop(inner);
         self.notify.notify_waiters();
     }
@@ -275,6 +288,9 @@ impl WorkQueue {
             state.is_some(),
             matches!(state, Some(State::Processing { .. })),
         );
+        if !queued {
+            inner.adds += 1;
+        }
         match source {
             // A listing of a whole store: walked, passing over this key if
             // it is queued or processing.
@@ -290,7 +306,7 @@ impl WorkQueue {
         // Processing: once more after (after a swap the run in flight is
         // the old version's); queued: it runs as queued.
         if processing {
-            inner.insert(key, Slot::event(now));
+            inner.add(key, Slot::event(now));
         }
         if was_empty && !inner.listed.is_empty() {
             inner.seq += 1;
@@ -308,7 +324,7 @@ impl WorkQueue {
         let mut inner = self.lock();
         let (key, pending) = match inner.states.remove_entry(key) {
             Some((key, State::Processing { pending, .. })) => {
-                inner.processing = inner.processing.saturating_sub(1);
+                inner.working.retain(|(working, _)| *working != key);
                 (key, pending)
             }
             Some((key, queued @ State::Queued { .. })) => {
@@ -346,8 +362,12 @@ impl WorkQueue {
             .filter(|s| s.priority == Priority::Retry)
             .map(|s| s.ready_at.saturating_duration_since(now));
         if !inner.shut_down {
-            for slot in [pending, then].into_iter().flatten() {
-                inner.insert(Arc::clone(&key), slot);
+            if let Some(pending) = pending {
+                // Counted as an add when it came.
+                inner.insert(Arc::clone(&key), pending);
+            }
+            if let Some(then) = then {
+                inner.add(key, then);
             }
         }
         drop(inner);
@@ -445,7 +465,7 @@ impl WorkQueue {
     pub fn is_idle(&self) -> bool {
         let mut inner = self.lock();
         let now = Instant::now();
-        inner.processing == 0
+        inner.working.is_empty()
             && inner.ready.is_empty()
             && inner.waiting.keys().next().is_none_or(|(at, _)| *at > now)
             && inner.listed.is_empty()
@@ -459,6 +479,30 @@ impl WorkQueue {
         inner.waiting.len() + inner.ready.len() + inner.listed.remaining() + inner.deferred.len()
     }
 
+    /// Keys that entered the queue so far: an add, a listing, a requeue or
+    /// a retry of a key neither queued nor pending (one already queued is
+    /// merged, not added), as client-go's `workqueue_adds_total` counts.
+    pub fn adds(&self) -> u64 {
+        self.lock().adds
+    }
+
+    /// The keys handed out and not done yet: how many, how long they have
+    /// been processing together and the longest of them (client-go's
+    /// unfinished work and longest running processor).
+    pub fn working(&self) -> Working {
+        let now = Instant::now();
+        let inner = self.lock();
+        let times = inner
+            .working
+            .iter()
+            .map(|(_, since)| now.saturating_duration_since(*since));
+        Working {
+            keys: inner.working.len(),
+            total: times.clone().sum(),
+            longest: times.max().unwrap_or_default(),
+        }
+    }
+
     /// The consecutive failures of `key`, if its last reconcile failed.
     pub fn failure(&self, key: &ObjectKey) -> Option<Failure> {
         self.lock().failures.get(key).cloned()
@@ -466,11 +510,22 @@ impl WorkQueue {
 }
 
 impl Inner {
-    /// Queues `key` at `slot`, or marks it pending if it is processing.
-    fn insert(&mut self, key: Key, slot: Slot) {
+    /// Queues `key` at `slot` as [`Self::insert`] does, counting an add
+    /// when the key was neither queued nor pending.
+    fn add(&mut self, key: Key, slot: Slot) {
+        if self.insert(key, slot) {
+            self.adds += 1;
+        }
+    }
+
+    /// Queues `key` at `slot`, or marks it pending if it is processing;
+    /// whether it was neither queued nor pending before.
+    fn insert(&mut self, key: Key, slot: Slot) -> bool {
         match self.states.get_mut(&key) {
             Some(State::Processing { pending, .. }) => {
+                let new = pending.is_none();
                 *pending = Some(pending.map_or(slot, |p| merge(p, slot)));
+                new
             }
             Some(State::Queued { slot: old, seq }) => {
                 let merged = merge(*old, slot);
@@ -479,11 +534,13 @@ impl Inner {
                     self.unlink(old, seq);
                     self.link(key, merged);
                 }
+                false
             }
             None => {
                 self.listed.remove(&key);
                 self.deferred.remove(&key);
                 self.link(key, slot);
+                true
             }
         }
     }
@@ -545,7 +602,7 @@ impl Inner {
                 cause,
             },
         );
-        self.processing += 1;
+        self.working.push((Arc::clone(&key), now));
         Some((key, waited))
     }
 
@@ -575,7 +632,10 @@ impl Inner {
                 }
                 None => break key,
                 Some(State::Queued { .. }) => {}
-                Some(State::Processing { .. }) => self.insert(key, Slot::event(now)),
+                Some(State::Processing { .. }) => {
+                    // Counted as an add when it was listed.
+                    self.insert(key, Slot::event(now));
+                }
             }
         };
         if self.listed.is_empty() {
@@ -605,7 +665,7 @@ impl Inner {
                 cause: Priority::Event,
             },
         );
-        self.processing += 1;
+        self.working.push((Arc::clone(&key), Instant::now()));
         (key, waited)
     }
 
@@ -867,6 +927,36 @@ mod tests {
         assert!(q.is_idle(), "only waiting for later");
         tokio::time::advance(Duration::from_secs(5)).await;
         assert!(!q.is_idle(), "ready again");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn adds_should_count_keys_entering_the_queue_and_working_the_keys_handed_out() {
+        let q = WorkQueue::new(no_rate_limit());
+        q.add(key("a"), Priority::Event);
+        q.add(key("a"), Priority::Event);
+        q.add_listed(key("b"));
+        assert_eq!(q.adds(), 2, "a queued twice is one add; b listed is one");
+        let a = take(&q).await.expect("a");
+        tokio::time::advance(Duration::from_secs(3)).await;
+        let b = take(&q).await.expect("b");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let working = q.working();
+        assert_eq!(
+            working,
+            Working {
+                keys: 2,
+                total: Duration::from_secs(5),
+                longest: Duration::from_secs(4),
+            }
+        );
+        q.add(key("a"), Priority::Event);
+        q.add(key("a"), Priority::Event);
+        assert_eq!(q.adds(), 3, "pending while processing: one add");
+        q.done(&a, Done::Retry("failed".to_owned()));
+        assert_eq!(q.adds(), 3, "the retry merges with the pending add");
+        q.done(&b, Done::RequeueAfter(Duration::from_secs(1)));
+        assert_eq!(q.adds(), 4, "a requeue is an add");
+        assert_eq!(q.working(), Working::default(), "nothing processing");
     }
 
     #[tokio::test(start_paused = true)]

@@ -179,6 +179,9 @@ pub async fn run(
     if let Some(shard) = &shard {
         engine = engine.with_shard(Arc::clone(shard));
     }
+    if let Some(lease) = &options.leader_election {
+        engine = engine.with_lease_name(&lease.name);
+    }
     if let Some(record) = options.record.clone() {
         tracing::info!(dir = %record.dir.display(), "recording reconciles as fixtures");
         engine = engine.with_recorder(Arc::new(kubewasm_engine::recorder::Recorder::new(record)));

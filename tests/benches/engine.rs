@@ -170,7 +170,7 @@ async fn resync(n: usize, record: bool) -> anyhow::Result<Resync> {
             kubewasm_tests::host::metric_total(&metrics, metric, having)
         };
         (
-            total("kubewasm_reconcile_total", "result=\"success\""),
+            total("controller_runtime_reconcile_total", "result=\"success\""),
             total("kubewasm_reconcile_skipped_total", "myapp"),
             total("kubewasm_actions_total", "result=\"applied\""),
         )
@@ -273,7 +273,7 @@ async fn memory(readers: Readers, n: usize, runtime: &Runtime) -> anyhow::Result
                 let done: f64 = engine
                     .metrics()
                     .lines()
-                    .filter(|l| l.starts_with("kubewasm_reconcile_total{"))
+                    .filter(|l| l.starts_with("controller_runtime_reconcile_total{"))
                     .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
                     .sum();
                 if done >= wanted {

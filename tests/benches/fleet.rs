@@ -132,8 +132,8 @@ fn ring(replicas: usize, count: usize, kill: bool) -> anyhow::Result<Run> {
             && hosts.iter().all(|h| {
                 total(
                     &h.get("/metrics").1,
-                    "kubewasm_workqueue_depth",
-                    "plugin=\"myapp\"",
+                    "workqueue_depth",
+                    "name=\"myapp\"",
                 ) == 0.0
             })
     })?;
@@ -212,7 +212,7 @@ fn held(server: &Apiserver, plugins: usize, window: Duration, flags: &[&str]) ->
     let mut samples = Vec::new();
     while started.elapsed() < window {
         let metrics = host.get("/metrics").1;
-        if !names.is_empty() && total(&metrics, "kubewasm_workqueue_depth", "") == 0.0 {
+        if !names.is_empty() && total(&metrics, "workqueue_depth", "") == 0.0 {
             break;
         }
         let instances = total(&metrics, "kubewasm_instances", "state=\"busy\"")
@@ -221,7 +221,7 @@ fn held(server: &Apiserver, plugins: usize, window: Duration, flags: &[&str]) ->
             rss_kib(host.pid()) as f64,
             pss_kib(host.pid()) as f64,
             instances,
-            total(&metrics, "kubewasm_reconcile_total", ""),
+            total(&metrics, "controller_runtime_reconcile_total", ""),
             started.elapsed().as_secs_f64(),
         ));
         std::thread::sleep(Duration::from_millis(500));
@@ -268,8 +268,8 @@ fn idle(server: &Apiserver, plugins: usize, objects: usize) -> anyhow::Result<f6
         Duration::from_secs(1800),
         || {
             let metrics = host.get("/metrics").1;
-            total(&metrics, "kubewasm_reconcile_total", "") >= all
-                && total(&metrics, "kubewasm_workqueue_depth", "") == 0.0
+            total(&metrics, "controller_runtime_reconcile_total", "") >= all
+                && total(&metrics, "workqueue_depth", "") == 0.0
         },
     )?;
     std::thread::sleep(Duration::from_secs(3));

@@ -279,7 +279,7 @@ fn many(plugins: usize, objects: usize, profile: &str) -> anyhow::Result<Many> {
             let metrics = host.get("/metrics").1;
             kubewasm_tests::host::metric_total(
                 &metrics,
-                "kubewasm_reconcile_total",
+                "controller_runtime_reconcile_total",
                 "result=\"success\"",
             ) >= all
         },

@@ -204,7 +204,7 @@ async fn metric(metrics: std::net::SocketAddr, series: &str) -> anyhow::Result<f
 async fn reconciles(metrics: std::net::SocketAddr, plugin: &str) -> anyhow::Result<f64> {
     metric(
         metrics,
-        &format!(r#"kubewasm_reconcile_total{{plugin="{plugin}",result="success"}}"#),
+        &format!(r#"controller_runtime_reconcile_total{{controller="{plugin}",result="success"}}"#),
     )
     .await
 }

@@ -172,21 +172,7 @@ impl Host {
 
     /// GETs a path of the metrics server: status line and body.
     pub fn get(&self, path: &str) -> (String, String) {
-        use std::io::{Read, Write};
-        let mut stream =
-            std::net::TcpStream::connect(self.metrics_addr()).expect("metrics server answers");
-        write!(
-            stream,
-            "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-        )
-        .expect("request sent");
-        let mut text = String::new();
-        stream.read_to_string(&mut text).expect("response read");
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        (
-            head.lines().next().unwrap_or_default().to_owned(),
-            body.to_owned(),
-        )
+        http_get(&self.metrics_addr(), path)
     }
 }
 
@@ -195,6 +181,59 @@ impl Drop for Host {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// GETs `path` of the HTTP server at `addr` (`127.0.0.1:PORT`): status
+/// line and body.
+///
+/// # Panics
+/// If nothing answers at `addr`.
+pub fn http_get(addr: &str, path: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("the server answers");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .expect("request sent");
+    let mut bytes = Vec::new();
+    stream.read_to_end(&mut bytes).expect("response read");
+    let split = bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or(bytes.len());
+    let head = String::from_utf8_lossy(&bytes[..split]).into_owned();
+    let body = bytes.get(split + 4..).unwrap_or_default();
+    let chunked = head
+        .lines()
+        .any(|l| l.eq_ignore_ascii_case("transfer-encoding: chunked"));
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_vec()
+    };
+    (
+        head.lines().next().unwrap_or_default().to_owned(),
+        String::from_utf8_lossy(&body).into_owned(),
+    )
+}
+
+/// A chunked body's bytes: each chunk's size line (hex), its bytes and a
+/// CRLF, until a chunk of size 0.
+fn dechunk(mut body: &[u8]) -> Vec<u8> {
+    let mut whole = Vec::new();
+    while let Some(end) = body.windows(2).position(|w| w == b"\r\n") {
+        let line = String::from_utf8_lossy(&body[..end]);
+        let size = usize::from_str_radix(line.split(';').next().unwrap_or_default().trim(), 16)
+            .unwrap_or(0);
+        let rest = &body[end + 2..];
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        whole.extend_from_slice(&rest[..size]);
+        body = rest[size..].strip_prefix(b"\r\n").unwrap_or(&rest[size..]);
+    }
+    whole
 }
 
 /// `kubectl get ARGS -o json`, parsed; `None` if it failed.

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 pub mod bench;
 pub mod host;
 pub mod peers;
+pub mod prometheus;
 pub mod proxy;
 pub mod registry;
 pub mod resources;
@@ -226,6 +227,31 @@ impl TestCluster {
         }
         embedded
     }
+}
+
+/// The Go program in `dir` (of the workspace, with its own `go.mod`),
+/// built with `go build` into `target/go/NAME` once per test process.
+///
+/// # Errors
+/// If `go` cannot run or the build fails.
+pub fn go_built(dir: &str, name: &str) -> std::io::Result<PathBuf> {
+    static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, out)) = built.iter().find(|(d, _)| d == dir) {
+        return Ok(out.clone());
+    }
+    let out = target_dir().join("go").join(name);
+    let status = Command::new("go")
+        .args(["build", "-o"])
+        .arg(&out)
+        .arg(".")
+        .current_dir(workspace_root().join(dir))
+        .status()?;
+    if !status.success() {
+        return Err(std::io::Error::other(format!("go build of {dir} failed")));
+    }
+    built.push((dir.to_owned(), out.clone()));
+    Ok(out)
 }
 
 /// The real control plane's binaries, built once per test process (minutes

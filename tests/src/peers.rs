@@ -160,29 +160,10 @@ pub fn rust_binary(profile: &str, name: &str) -> PathBuf {
     path
 }
 
-/// The controller-runtime peer, built with `go build` into
-/// `target/peers/` once per process (seconds once Go's build cache holds
-/// its modules): call it before timing a start.
+/// The controller-runtime peer, built with `go build` (seconds once Go's
+/// build cache holds its modules): call it before timing a start.
 pub fn controller_runtime_built() -> std::io::Result<PathBuf> {
-    static BUILT: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let out = target_dir().join("peers").join("controller-runtime-myapp");
-            let status = Command::new("go")
-                .args(["build", "-o"])
-                .arg(&out)
-                .arg(".")
-                .current_dir(workspace_root().join("bench/peers/controller-runtime"))
-                .status()
-                .map_err(|e| format!("go build: {e}"))?;
-            if status.success() {
-                Ok(out)
-            } else {
-                Err("go build of bench/peers/controller-runtime failed".to_owned())
-            }
-        })
-        .clone()
-        .map_err(std::io::Error::other)
+    crate::go_built("bench/peers/controller-runtime", "controller-runtime-myapp")
 }
 
 /// A driver's process, stopped with SIGTERM when dropped.

@@ -22,7 +22,7 @@ fn myapp(name: &str, replicas: u32) -> String {
     )
 }
 
-const SUCCEEDED: &str = r#"kubewasm_reconcile_total{plugin="myapp",result="success"}"#;
+const SUCCEEDED: &str = r#"controller_runtime_reconcile_total{controller="myapp",result="success"}"#;
 const SKIPPED: &str = r#"kubewasm_reconcile_skipped_total{plugin="myapp"}"#;
 
 #[test]
@@ -472,7 +472,7 @@ fn reads_as_triggers_should_rerun_a_key_when_what_it_read_changes_or_enters_its_
     let runs = || {
         counted(
             &host,
-            r#"kubewasm_reconcile_total{plugin="reader",result="success"}"#,
+            r#"controller_runtime_reconcile_total{controller="reader",result="success"}"#,
         )
     };
     let before = runs();

@@ -67,7 +67,7 @@ fn converges_rescales_heals_and_cleans_up(component: std::path::PathBuf) {
     let (sent, held, reconciled) = (
         r#"kubewasm_actions_total{plugin="myapp",result="applied"}"#,
         r#"kubewasm_writes_unchanged_total{plugin="myapp"}"#,
-        r#"kubewasm_reconcile_total{plugin="myapp",result="success"}"#,
+        r#"controller_runtime_reconcile_total{controller="myapp",result="success"}"#,
     );
     let before = (count(sent), count(held), count(reconciled));
     server.ok(&["label", "myapp", "demo", "touched=yes"]);
@@ -115,10 +115,10 @@ fn converges_rescales_heals_and_cleans_up(component: std::path::PathBuf) {
     let (status, metrics) = host.get("/metrics");
     assert!(status.contains("200"), "{status}");
     assert!(
-        metrics.contains(r#"kubewasm_reconcile_total{plugin="myapp",result="success"}"#),
+        metrics.contains(r#"controller_runtime_reconcile_total{controller="myapp",result="success"}"#),
         "{metrics}"
     );
-    assert!(metrics.contains("kubewasm_workqueue_depth"), "{metrics}");
+    assert!(metrics.contains("workqueue_depth"), "{metrics}");
     // A guest's linear memory: more than its first 64 KiB page, far less
     // than the runtime's limit.
     let memory = host
@@ -330,7 +330,7 @@ fn with_leader_election_exactly_one_host_should_reconcile_and_a_standby_take_ove
     eventually("one's Deployment", &first, || {
         get_json(&server, &["deployment", "one"]).is_some()
     });
-    let success = r#"kubewasm_reconcile_total{plugin="myapp",result="success"}"#;
+    let success = r#"controller_runtime_reconcile_total{controller="myapp",result="success"}"#;
     assert!(first.metric(success).is_some_and(|n| n > 0.0));
     assert_eq!(
         second.metric(success),
@@ -440,7 +440,7 @@ fn changes_made_while_the_host_is_stopped_should_converge_once_it_starts() {
 
     // Settled: with nothing changing, nothing is reconciled again (no-op
     // applies do not bump resourceVersions, so no write causes another).
-    let success = r#"kubewasm_reconcile_total{plugin="myapp",result="success"}"#;
+    let success = r#"controller_runtime_reconcile_total{controller="myapp",result="success"}"#;
     let mut settled = host.metric(success);
     eventually("reconciles stop", &host, || {
         std::thread::sleep(Duration::from_millis(1500));
@@ -601,7 +601,7 @@ fn plugins_of_contracts_0_1_0_2_and_0_3_should_run_side_by_side_in_one_host() {
     for plugin in ["myapp", "config-rollout", "configmap-replicator"] {
         assert_eq!(
             host.metric(&format!(
-                r#"kubewasm_reconcile_total{{plugin="{plugin}",result="error"}}"#
+                r#"controller_runtime_reconcile_total{{controller="{plugin}",result="error"}}"#
             )),
             None,
             "{plugin} never failed: {}",
@@ -734,7 +734,7 @@ fn a_failing_plugin_should_back_off_and_never_slow_another() {
         host.get("/metrics").1
     );
     assert_eq!(
-        host.metric(r#"kubewasm_reconcile_total{plugin="myapp",result="error"}"#),
+        host.metric(r#"controller_runtime_reconcile_total{controller="myapp",result="error"}"#),
         None,
         "myapp never failed"
     );
@@ -853,7 +853,7 @@ fn a_plugin_replaced_on_disk_should_be_swapped_in_place_kept_when_broken_and_sto
         !host
             .get("/metrics")
             .1
-            .contains(r#"kubewasm_workqueue_depth{plugin="hot"}"#),
+            .contains(r#"workqueue_depth{name="hot",controller="hot"}"#),
         "its queue is gone"
     );
 }

@@ -80,21 +80,21 @@ fn two_hundred_busy_plugins_should_drain_on_sixteen_instance_slots_without_a_fai
         String::new,
         || {
             let text = metrics();
-            total(&text, "kubewasm_reconcile_total", "result=\"success\"") >= (PLUGINS * PER) as f64
-                && total(&text, "kubewasm_workqueue_depth", "plugin=") == 0.0
+            total(&text, "controller_runtime_reconcile_total", "result=\"success\"") >= (PLUGINS * PER) as f64
+                && total(&text, "workqueue_depth", "name=") == 0.0
         },
     );
     let text = metrics();
     for name in &names {
         let done = total(
             &text,
-            "kubewasm_reconcile_total",
-            &format!("plugin=\"{name}\",result=\"success\""),
+            "controller_runtime_reconcile_total",
+            &format!("controller=\"{name}\",result=\"success\""),
         );
         assert!(done >= PER as f64, "{name} reconciled {done} keys\n{text}");
     }
     assert_eq!(
-        total(&text, "kubewasm_reconcile_total", "result=\"error\""),
+        total(&text, "controller_runtime_reconcile_total", "result=\"error\""),
         0.0,
         "no reconcile failed\n{text}"
     );
@@ -141,20 +141,20 @@ fn fifty_configmap_replicators_over_ten_thousand_configmaps_should_drain_with_th
         String::new,
         || {
             let text = host.get("/metrics").1;
-            total(&text, "kubewasm_reconcile_total", "result=\"success\"")
+            total(&text, "controller_runtime_reconcile_total", "result=\"success\"")
                 >= (PLUGINS * 10_000) as f64
-                && total(&text, "kubewasm_workqueue_depth", "plugin=") == 0.0
+                && total(&text, "workqueue_depth", "name=") == 0.0
         },
     );
     let text = host.get("/metrics").1;
     eprintln!(
         "drained in {:?}; errors {}; waited {} s",
         started.elapsed(),
-        total(&text, "kubewasm_reconcile_total", "result=\"error\""),
+        total(&text, "controller_runtime_reconcile_total", "result=\"error\""),
         total(&text, "kubewasm_instance_wait_seconds_sum", "plugin=")
     );
     assert_eq!(
-        total(&text, "kubewasm_reconcile_total", "result=\"error\""),
+        total(&text, "controller_runtime_reconcile_total", "result=\"error\""),
         0.0
     );
 }

@@ -61,10 +61,10 @@ fn replicas(hosts: &[Host]) -> String {
                 "replica {i}: {} slots, {} MyApps cached, queue {}, {} reconciles",
                 series(host, "kubewasm_shard_slots_held"),
                 share_held(host),
-                series(host, r#"kubewasm_workqueue_depth{plugin="myapp"}"#),
+                series(host, r#"workqueue_depth{name="myapp",controller="myapp"}"#),
                 series(
                     host,
-                    r#"kubewasm_reconcile_total{plugin="myapp",result="success"}"#
+                    r#"controller_runtime_reconcile_total{controller="myapp",result="success"}"#
                 ),
             )
         })

@@ -586,8 +586,8 @@ fn ten_plugins_should_converge_under_faults_and_churn_without_overlap_leak_or_st
     let per_change = writes_in_churn / changes.max(1) as f64;
     let (_, metrics) = host.get("/metrics");
     let restarts = metric_total(&metrics, "kubewasm_informer_watch_restarts_total", "");
-    let retries = metric_total(&metrics, "kubewasm_workqueue_retries_total", "");
-    let errors = metric_total(&metrics, "kubewasm_reconcile_total", "result=\"error\"");
+    let retries = metric_total(&metrics, "workqueue_retries_total", "");
+    let errors = metric_total(&metrics, "controller_runtime_reconcile_total", "result=\"error\"");
     let report = format!(
         "| | |\n|---|---|\n\
          | plugins | 10 (7 Rust, 2 Python, 1 JavaScript) |\n\
@@ -656,10 +656,10 @@ fn settle(host: &Host, limit: Duration) -> Duration {
         assert!(
             started.elapsed() < limit,
             "queues not empty after {limit:?}: {}",
-            metric_lines(host, "kubewasm_workqueue_depth")
+            metric_lines(host, "workqueue_depth")
         );
         let (_, metrics) = host.get("/metrics");
-        quiet = if metric_total(&metrics, "kubewasm_workqueue_depth", "") == 0.0 {
+        quiet = if metric_total(&metrics, "workqueue_depth", "") == 0.0 {
             quiet + 1
         } else {
             0

@@ -305,7 +305,7 @@ impl Controller {
         background.spawn(map_custom(current.clone(), Arc::clone(&queue), custom_rx));
         let resync = resync_seconds.map_or(shared.resync, |s| Duration::from_secs(u64::from(s)));
         background.spawn(resync_loop(current.clone(), Arc::clone(&queue), resync));
-        shared.metrics.register_queue(&name, Arc::clone(&queue));
+        shared.metrics.register_queue(&name, &queue, concurrency);
         background.spawn({
             let (queue, mut leading) = (Arc::clone(&queue), shared.leading.clone());
             async move {

@@ -16,6 +16,7 @@ use super::version::{Current, Version};
 use crate::applier::ApplyError;
 use crate::fair::Permit;
 use crate::listing::Key;
+use crate::metrics::Reconciled;
 use crate::queue::{Done, WorkQueue};
 use crate::recorder::Recorder;
 use crate::ring::InFlight;
@@ -60,6 +61,7 @@ impl Worker {
     pub(super) async fn run(self) {
         let mut turn: Option<Permit> = None;
         while let Some((key, waited)) = self.next_key(&mut turn).await {
+            let taken = std::time::Instant::now();
             // The step runs on the version current when it starts.
             let version = self.current.get();
             let name = &version.plugin.declaration().name;
@@ -69,7 +71,7 @@ impl Worker {
             if self.memo.unchanged(&key, self.queue.cause(&key), &version) {
                 tracing::debug!(plugin = %name, key = %key, "reconcile skipped");
                 self.shared.metrics.skipped(name);
-                self.queue.done(&key, Done::Forget);
+                self.finish(name, &key, Done::Forget, taken);
                 continue;
             }
             // With sharding, only a slot this replica holds starts a step,
@@ -83,7 +85,7 @@ impl Worker {
                         .and_then(|hash| shard.begin(hash))
                     else {
                         // Its slot's holder has it, or lists it on acquiring.
-                        self.queue.done(&key, Done::Forget);
+                        self.finish(name, &key, Done::Forget, taken);
                         turn = None;
                         continue;
                     };
@@ -110,9 +112,7 @@ impl Worker {
             let fenced = in_flight.as_ref().is_some_and(|f| !f.valid());
             tracing::debug!(replica, plugin = %name, key = %key, fenced, "reconcile ended");
             drop(in_flight);
-            if let Some(backoff) = self.queue.done(&key, done) {
-                self.shared.metrics.backed_off(name, backoff);
-            }
+            self.finish(name, &key, done, taken);
             // More ready: the next turn is asked for now, competing by the
             // plugin's share; else the permit goes.
             if let Some(permit) = permit
@@ -124,6 +124,15 @@ impl Worker {
             if self.queue.is_idle() {
                 version.plugin.release_idle();
             }
+        }
+    }
+
+    /// Tells the queue `key`, handed out at `taken`, is `done`; the work's
+    /// duration and a retry's backoff go to the metrics.
+    fn finish(&self, plugin: &str, key: &Key, done: Done, taken: std::time::Instant) {
+        self.shared.metrics.worked(plugin, taken.elapsed());
+        if let Some(backoff) = self.queue.done(key, done) {
+            self.shared.metrics.backed_off(plugin, backoff);
         }
     }
 
@@ -239,7 +248,12 @@ impl Worker {
                             left_out, requeue_after = ?step.requeue_after, "reconciled");
                         metrics.applied(&name, step.actions.len() - left_out, 0);
                         metrics.unchanged(&name, left_out);
-                        metrics.reconciled(&name, "success", started.elapsed());
+                        let result = if step.requeue_after.is_some() {
+                            Reconciled::RequeueAfter
+                        } else {
+                            Reconciled::Success
+                        };
+                        metrics.reconciled(&name, result, started.elapsed());
                         return step.requeue_after.map_or(Done::Forget, Done::RequeueAfter);
                     }
                     Err((applied, error @ ApplyError::Fenced { .. })) => {
@@ -257,7 +271,7 @@ impl Worker {
         };
         self.memo.forget(key);
         self.unchanged.forget(key);
-        metrics.reconciled(&name, "error", started.elapsed());
+        metrics.reconciled(&name, Reconciled::Error, started.elapsed());
         tracing::warn!(error = %message, ?retry_after, "reconcile failed; retrying with backoff");
         match retry_after {
             Some(at_least) => Done::Throttled(message, at_least),

@@ -1,0 +1,981 @@
+//! The engine's Prometheus metrics: controller-runtime's standard series
+//! under its own names and labels (so its dashboards and alerts show each
+//! plugin as a controller), the process's, and kubewasm's own.
+//!
+//! # controller-runtime's series
+//! Each plugin is a controller: `controller` (and a work queue's `name`)
+//! is the plugin's name.
+//!
+//! | metric | labels | what |
+//! |---|---|---|
+//! | `controller_runtime_reconcile_total` | controller, result | reconciles by result: `success`, `error`, `requeue_after` (succeeded, asked to be called again), `requeue` (not run: no instance slot came free in time; queued again at once) |
+//! | `controller_runtime_reconcile_errors_total` | controller | failed reconciles (their kinds: `kubewasm_reconcile_errors_total`) |
+//! | `controller_runtime_reconcile_panics_total` | controller | reconciles whose guest trapped or panicked |
+//! | `controller_runtime_reconcile_time_seconds` | controller | a reconcile's duration, call and writes (histogram) |
+//! | `controller_runtime_active_workers` | controller | keys being reconciled now |
+//! | `controller_runtime_max_concurrent_reconciles` | controller | the most keys reconciled at once (the plugin's concurrency) |
+//! | `workqueue_depth` | name, controller | keys queued, not counting those processing |
+//! | `workqueue_adds_total` | name, controller | keys that entered the queue (one already queued is merged, not added) |
+//! | `workqueue_queue_duration_seconds` | name, controller | how long a ready key waited for a worker (histogram) |
+//! | `workqueue_work_duration_seconds` | name, controller | from a key handed out to its end, skipped keys too (histogram) |
+//! | `workqueue_unfinished_work_seconds` | name, controller | how long the keys processing now have been, added up (stuck workers show as a steady rise) |
+//! | `workqueue_longest_running_processor_seconds` | name, controller | how long the key processing longest has been |
+//! | `workqueue_retries_total` | name, controller | keys retried after a failure |
+//! | `leader_election_master_status` | name | with `--leader-elect`: 1 while this process leads (`name`: the Lease's) |
+//! | `process_cpu_seconds_total`, `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_start_time_seconds`, `process_open_fds`, `process_max_fds` | | the process's ([`process`]) |
+//!
+//! # kubewasm's own
+//! | metric | labels | what |
+//! |---|---|---|
+//! | `kubewasm_reconcile_errors_total` | plugin, kind | failures by kind: `plugin` (its own failure), `denied`, `config`, `deadline` (overruns), `memory`, `limit`, `trap`, `call`, `api` |
+//! | `kubewasm_reconcile_skipped_total` | plugin | keys not called: the inputs of their last successful reconcile unchanged (primary, what it read, version, configuration) |
+//! | `kubewasm_writes_unchanged_total` | plugin | applies not sent: the cached object already held them, as the plugin's last apply left it (the server would change nothing) |
+//! | `kubewasm_scheduled_total` | plugin, result | scheduled calls (`success`, `error`: the call failed, an action was refused or a write failed) |
+//! | `kubewasm_read_triggers_overflowed_total` | plugin | reconciles that read more than the host keeps as triggers (`reads` mapping): their key is queued by every change of a `reads` type |
+//! | `kubewasm_reads_denied_total` | plugin | cache reads its grants refused (another namespace, an undeclared type or verb) |
+//! | `kubewasm_instantiate_time_seconds` | plugin | instance creation (histogram; warm calls count zero) |
+//! | `kubewasm_instance_wait_seconds` | plugin | how long a step waited for a slot of the host's instance budget, every one being in a call (histogram; zero when one was free or idle) |
+//! | `kubewasm_instance_wait_timeouts_total` | plugin | steps not run because no slot came free in time (queued again without backoff; not a reconcile error) |
+//! | `kubewasm_instances` | state | the instance budget now: `busy` (in a call), `idle` (warm), `capacity` (the slots), `max_warm` (the most kept warm) |
+//! | `kubewasm_instance_warm_bytes` | state | linear memory of the warm instances: `idle` (what they hold now), `budget` (the most they may hold) |
+//! | `kubewasm_shard_slots_held` | | with `--sharding`: slots of the hash space this replica holds now |
+//! | `kubewasm_shard_members` | | with `--sharding`: live members of the ring this replica sees |
+//! | `kubewasm_shard_handovers_total` | | with `--sharding`: slots this replica acquired |
+//! | `kubewasm_shard_handover_seconds` | | with `--sharding`: per slot acquired, from the first round this replica saw it should be its own (the previous holder released it, or its Lease expired, meanwhile) to its acquisition (histogram) |
+//! | `kubewasm_guest_memory_bytes` | plugin | linear memory of the instance that ran the plugin's last call (a high-water mark: Wasm memory never shrinks) |
+//! | `kubewasm_plugin_info` | plugin, digest | 1 for the component each plugin runs now (`sha256:` of its bytes) |
+//! | `kubewasm_plugin_refused` | plugin | 1 while the plugin's last load was refused or unserved (a running version, if any, keeps serving); gone once a version loads or the plugin is removed |
+//! | `kubewasm_plugin_loads_total` | plugin, result | loads of the plugin directory's plugins and of plugin resources: `loaded`, `swapped` (a new version in place), `optimized` (its optimized code in place of its baseline code), `refused` (the running version, if any, keeps serving), `removed`, `unserved` (refused or stopped because a type it declares is not served; it loads again once the type is) |
+//! | `kubewasm_actions_total` | plugin, result | actions sent (`applied`, `failed`) |
+//! | `kubewasm_workqueue_retry_backoff_seconds` | plugin | the backoff each retry waits (histogram: per-key doubling shows as higher buckets filling) |
+//! | `kubewasm_informer_objects` | resource, namespace, selector, shard | objects per informer store (`shard`: with `--sharding`, `uid` or `namespace` for a store holding this replica's share, else empty) |
+//! | `kubewasm_informer_watch_restarts_total` | resource, namespace, selector, shard | watch errors an informer survived (a counter; it starts again with a new informer) |
+//!
+//! Series that mirror state (a queue's depth, adds and work in progress,
+//! informer objects, the process) are read when the metrics are scraped,
+//! one scrape at a time, never pushed, and only what runs then has them;
+//! a stopped plugin's queue and guest memory go with it.
+
+mod process;
+
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use kubewasm_core::shard::ShardField;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use tokio::sync::watch;
+
+use super::informer::Informers;
+use super::lifecycle::owner::LoadResult;
+use super::queue::WorkQueue;
+use super::ring::Shard;
+use kubewasm_runtime::step::{Call, Step, StepError};
+use kubewasm_runtime::{CallError, ReconcileError, Runtime};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginLabel {
+    plugin: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    plugin: String,
+    result: String,
+}
+
+/// controller-runtime's label of a controller's series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ControllerLabel {
+    controller: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ControllerResultLabel {
+    controller: String,
+    result: &'static str,
+}
+
+/// client-go's work queue labels, as controller-runtime sets them.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabel {
+    name: String,
+    controller: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LeaseLabel {
+    name: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DigestLabel {
+    plugin: String,
+    digest: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    plugin: String,
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct InformerLabel {
+    resource: String,
+    /// The one namespace watched; empty: every namespace.
+    namespace: String,
+    selector: String,
+    /// In a ring, what a store of this replica's share is placed by
+    /// (`uid`, `namespace`); empty: every object.
+    shard: String,
+}
+
+/// How a reconcile ended: controller-runtime's `result` label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Reconciled {
+    /// It succeeded.
+    Success,
+    /// It succeeded and asked to be called again after a while.
+    RequeueAfter,
+    /// It failed: retried with backoff.
+    Error,
+}
+
+impl Reconciled {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::RequeueAfter => "requeue_after",
+            Self::Error => "error",
+        }
+    }
+}
+
+fn seconds() -> Histogram {
+    Histogram::new(exponential_buckets(0.0001, 2.0, 20))
+}
+
+/// Buckets from client-go's first backoff (5 ms) doubling to past its last
+/// (1000 s).
+fn backoffs() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.0, 19))
+}
+
+type Seconds = Family<PluginLabel, Histogram, fn() -> Histogram>;
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// A plugin's work queue, shown while it lives.
+struct Queue {
+    plugin: String,
+    queue: Weak<WorkQueue>,
+    /// Its workers: the most keys reconciled at once.
+    concurrency: usize,
+}
+
+/// controller-runtime's series of its controllers and their queues.
+#[derive(Default)]
+struct Controllers {
+    reconciles: Family<ControllerResultLabel, Counter>,
+    errors: Family<ControllerLabel, Counter>,
+    panics: Family<ControllerLabel, Counter>,
+    time: Family<ControllerLabel, Histogram, fn() -> Histogram>,
+    active_workers: Family<ControllerLabel, Gauge>,
+    max_concurrent: Family<ControllerLabel, Gauge>,
+    depth: Family<QueueLabel, Gauge>,
+    adds: Family<QueueLabel, Counter>,
+    queue_wait: Family<QueueLabel, Histogram, fn() -> Histogram>,
+    work: Family<QueueLabel, Histogram, fn() -> Histogram>,
+    unfinished: Family<QueueLabel, FloatGauge>,
+    longest: Family<QueueLabel, FloatGauge>,
+    retries: Family<QueueLabel, Counter>,
+    leading: Family<LeaseLabel, Gauge>,
+}
+
+impl Controllers {
+    fn new() -> Self {
+        Self {
+            time: Family::new_with_constructor(seconds as fn() -> Histogram),
+            queue_wait: Family::new_with_constructor(seconds as fn() -> Histogram),
+            work: Family::new_with_constructor(seconds as fn() -> Histogram),
+            ..Self::default()
+        }
+    }
+
+    fn register(&self, registry: &mut Registry) {
+        let runtime = registry.sub_registry_with_prefix("controller_runtime");
+        runtime.register(
+            "reconcile",
+            "Total number of reconciliations per controller",
+            self.reconciles.clone(),
+        );
+        runtime.register(
+            "reconcile_errors",
+            "Total number of reconciliation errors per controller",
+            self.errors.clone(),
+        );
+        runtime.register(
+            "reconcile_panics",
+            "Total number of reconciliation panics per controller (guest traps and panics)",
+            self.panics.clone(),
+        );
+        runtime.register(
+            "reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            self.time.clone(),
+        );
+        runtime.register(
+            "active_workers",
+            "Number of currently used workers per controller",
+            self.active_workers.clone(),
+        );
+        runtime.register(
+            "max_concurrent_reconciles",
+            "Maximum number of concurrent reconciles per controller",
+            self.max_concurrent.clone(),
+        );
+        let queue = registry.sub_registry_with_prefix("workqueue");
+        queue.register(
+            "depth",
+            "Current depth of workqueue",
+            self.depth.clone(),
+        );
+        queue.register(
+            "adds",
+            "Total number of adds handled by workqueue",
+            self.adds.clone(),
+        );
+        queue.register(
+            "queue_duration_seconds",
+            "How long in seconds an item stays in workqueue before being requested",
+            self.queue_wait.clone(),
+        );
+        queue.register(
+            "work_duration_seconds",
+            "How long in seconds processing an item from workqueue takes",
+            self.work.clone(),
+        );
+        queue.register(
+            "unfinished_work_seconds",
+            "How many seconds of work has been done that is in progress and hasn't been observed by work_duration",
+            self.unfinished.clone(),
+        );
+        queue.register(
+            "longest_running_processor_seconds",
+            "How many seconds has the longest running processor for workqueue been running",
+            self.longest.clone(),
+        );
+        queue.register(
+            "retries",
+            "Total number of retries handled by workqueue",
+            self.retries.clone(),
+        );
+        registry.sub_registry_with_prefix("leader_election").register(
+            "master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master",
+            self.leading.clone(),
+        );
+    }
+
+    /// Mirrors the queues' state into their series.
+    fn sample(&self, queues: &[Queue]) {
+        for family in [&self.active_workers, &self.max_concurrent] {
+            family.clear();
+        }
+        self.depth.clear();
+        self.adds.clear();
+        self.unfinished.clear();
+        self.longest.clear();
+        for registered in queues {
+            let Some(queue) = registered.queue.upgrade() else {
+                continue;
+            };
+            let plugin = &registered.plugin;
+            let working = queue.working();
+            self.active_workers
+                .get_or_create(&controller(plugin))
+                .set(count(working.keys));
+            self.max_concurrent
+                .get_or_create(&controller(plugin))
+                .set(count(registered.concurrency));
+            let label = queue_label(plugin);
+            self.depth.get_or_create(&label).set(count(queue.depth()));
+            self.adds.get_or_create(&label).inc_by(queue.adds());
+            self.unfinished
+                .get_or_create(&label)
+                .set(working.total.as_secs_f64());
+            self.longest
+                .get_or_create(&label)
+                .set(working.longest.as_secs_f64());
+        }
+    }
+}
+
+fn count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The engine's metrics (see the module documentation).
+pub struct Metrics {
+    registry: Registry,
+    controllers: Controllers,
+    process: process::Process,
+    /// One scrape at a time: mirrored counters are cleared and set again.
+    scraping: Mutex<()>,
+    skipped: Family<PluginLabel, Counter>,
+    unchanged: Family<PluginLabel, Counter>,
+    read_triggers_overflowed: Family<PluginLabel, Counter>,
+    scheduled: Family<ResultLabel, Counter>,
+    errors: Family<KindLabel, Counter>,
+    reads_denied: Family<PluginLabel, Counter>,
+    instantiate_time: Seconds,
+    instance_wait: Seconds,
+    instance_wait_timeouts: Family<PluginLabel, Counter>,
+    instances: Family<StateLabel, Gauge>,
+    warm_bytes: Family<StateLabel, Gauge>,
+    /// The runtime whose instance budget `instances` shows.
+    runtime: Mutex<Option<Runtime>>,
+    shard_held: Gauge,
+    shard_members: Gauge,
+    shard_handovers: Counter,
+    shard_handover_time: Histogram,
+    shard: Mutex<Option<Arc<Shard>>>,
+    /// The Lease's name and whether this process leads, with leader
+    /// election.
+    leader: Mutex<Option<(String, watch::Receiver<bool>)>>,
+    guest_memory: Family<PluginLabel, Gauge>,
+    plugin_loads: Family<ResultLabel, Counter>,
+    plugin_info: Family<DigestLabel, Gauge>,
+    /// 1 for each plugin whose last load was refused.
+    refused: Family<PluginLabel, Gauge>,
+    /// The digest each plugin runs, so a swap drops the old series.
+    running: Mutex<std::collections::HashMap<String, String>>,
+    actions: Family<ResultLabel, Counter>,
+    backoff: Family<PluginLabel, Histogram, fn() -> Histogram>,
+    informer_objects: Family<InformerLabel, Gauge>,
+    watch_restarts: Family<InformerLabel, Counter>,
+    queues: Mutex<Vec<Queue>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        let controllers = Controllers::new();
+        controllers.register(&mut registry);
+        let process = process::Process::default();
+        process.register(&mut registry);
+        let own = registry.sub_registry_with_prefix("kubewasm");
+        let skipped = Family::default();
+        let unchanged = Family::default();
+        let read_triggers_overflowed = Family::default();
+        let scheduled = Family::default();
+        let errors = Family::default();
+        let reads_denied = Family::default();
+        let instantiate_time: Seconds = Family::new_with_constructor(seconds as fn() -> Histogram);
+        let instance_wait: Seconds = Family::new_with_constructor(seconds as fn() -> Histogram);
+        let instance_wait_timeouts = Family::default();
+        let instances = Family::default();
+        let warm_bytes = Family::default();
+        let guest_memory = Family::default();
+        let plugin_loads = Family::default();
+        let plugin_info = Family::default();
+        let refused = Family::default();
+        let actions = Family::default();
+        let backoff = Family::new_with_constructor(backoffs as fn() -> Histogram);
+        let informer_objects = Family::default();
+        let watch_restarts = Family::default();
+        own.register("reconcile_errors", "Failed steps by kind", errors.clone());
+        own.register(
+            "reconcile_skipped",
+            "Keys not called: their inputs unchanged since their last successful reconcile",
+            skipped.clone(),
+        );
+        own.register(
+            "writes_unchanged",
+            "Applies not sent: the cached object already held them",
+            unchanged.clone(),
+        );
+        own.register(
+            "read_triggers_overflowed",
+            "Reconciles whose reads were too many to keep as triggers: their key is queued by every change of a `reads` type",
+            read_triggers_overflowed.clone(),
+        );
+        own.register("scheduled", "Scheduled calls by result", scheduled.clone());
+        own.register(
+            "reads_denied",
+            "Cache reads the grants refused",
+            reads_denied.clone(),
+        );
+        own.register(
+            "instantiate_time_seconds",
+            "Time creating an instance for a call",
+            instantiate_time.clone(),
+        );
+        own.register(
+            "instance_wait_seconds",
+            "Time a step waited for an instance slot, every one being in a call",
+            instance_wait.clone(),
+        );
+        own.register(
+            "instance_wait_timeouts",
+            "Steps not run because no instance slot came free in time",
+            instance_wait_timeouts.clone(),
+        );
+        own.register(
+            "instances",
+            "Instance slots of the host's budget by state",
+            instances.clone(),
+        );
+        own.register(
+            "instance_warm_bytes",
+            "Linear memory of the warm instances: held now, and the most they may hold",
+            warm_bytes.clone(),
+        );
+        let (shard_held, shard_members, shard_handovers) =
+            (Gauge::default(), Gauge::default(), Counter::default());
+        let shard_handover_time = seconds();
+        own.register(
+            "shard_slots_held",
+            "Slots of the hash space this replica holds",
+            shard_held.clone(),
+        );
+        own.register(
+            "shard_members",
+            "Live members of the ring this replica sees",
+            shard_members.clone(),
+        );
+        own.register(
+            "shard_handovers",
+            "Slots this replica acquired",
+            shard_handovers.clone(),
+        );
+        own.register(
+            "shard_handover_seconds",
+            "From when this replica saw a slot should be its own to its acquisition",
+            shard_handover_time.clone(),
+        );
+        own.register(
+            "guest_memory_bytes",
+            "Linear memory of the instance of the plugin's last call",
+            guest_memory.clone(),
+        );
+        own.register(
+            "plugin_loads",
+            "Loads of plugins by result",
+            plugin_loads.clone(),
+        );
+        own.register(
+            "plugin_info",
+            "The component each plugin runs, by digest",
+            plugin_info.clone(),
+        );
+        own.register(
+            "plugin_refused",
+            "1 for each plugin whose last load was refused (a running version keeps serving)",
+            refused.clone(),
+        );
+        own.register("actions", "Actions sent by result", actions.clone());
+        own.register(
+            "workqueue_retry_backoff_seconds",
+            "Backoff a retry waits",
+            backoff.clone(),
+        );
+        own.register(
+            "informer_objects",
+            "Objects per informer store",
+            informer_objects.clone(),
+        );
+        own.register(
+            "informer_watch_restarts",
+            "Watch errors an informer survived",
+            watch_restarts.clone(),
+        );
+        Self {
+            registry,
+            controllers,
+            process,
+            scraping: Mutex::default(),
+            skipped,
+            unchanged,
+            read_triggers_overflowed,
+            scheduled,
+            errors,
+            reads_denied,
+            instantiate_time,
+            instance_wait,
+            instance_wait_timeouts,
+            instances,
+            warm_bytes,
+            runtime: Mutex::default(),
+            shard_held,
+            shard_members,
+            shard_handovers,
+            shard_handover_time,
+            shard: Mutex::default(),
+            leader: Mutex::default(),
+            guest_memory,
+            plugin_loads,
+            plugin_info,
+            refused,
+            running: Mutex::default(),
+            actions,
+            backoff,
+            informer_objects,
+            watch_restarts,
+            queues: Mutex::default(),
+        }
+    }
+}
+
+impl Metrics {
+    /// Shows `queue` as `plugin`'s, worked by `concurrency` workers, as
+    /// long as the queue lives.
+    pub fn register_queue(&self, plugin: &str, queue: &Arc<WorkQueue>, concurrency: usize) {
+        let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
+        queues.retain(|q| q.queue.strong_count() > 0);
+        queues.push(Queue {
+            plugin: plugin.to_owned(),
+            queue: Arc::downgrade(queue),
+            concurrency,
+        });
+    }
+
+    /// Shows whether this process leads, by the Lease `name`, in
+    /// `leader_election_master_status`.
+    pub(super) fn watch_leader(&self, name: &str, leading: watch::Receiver<bool>) {
+        *self.leader.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((name.to_owned(), leading));
+    }
+
+    /// Shows `runtime`'s instance budget in `kubewasm_instances`.
+    pub(super) fn watch_runtime(&self, runtime: &Runtime) {
+        let mut watched = self.runtime.lock().unwrap_or_else(PoisonError::into_inner);
+        if watched.is_none() {
+            *watched = Some(runtime.clone());
+        }
+    }
+
+    /// Shows `shard`'s slots, members and handovers.
+    pub(super) fn watch_shard(&self, shard: &Arc<Shard>) {
+        shard.record_handovers(self.shard_handover_time.clone());
+        *self.shard.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(shard));
+    }
+
+    /// Counts a key of `plugin` not called: its inputs were unchanged.
+    pub(super) fn skipped(&self, plugin: &str) {
+        self.skipped.get_or_create(&label(plugin)).inc();
+    }
+
+    /// Counts `count` applies of `plugin` not sent: the object held them.
+    pub(super) fn unchanged(&self, plugin: &str, count: usize) {
+        if count > 0 {
+            self.unchanged
+                .get_or_create(&label(plugin))
+                .inc_by(count as u64);
+        }
+    }
+
+    /// Counts a scheduled call of `plugin` by its result (`success`,
+    /// `error`).
+    pub(super) fn scheduled(&self, plugin: &str, result: &str) {
+        self.scheduled
+            .get_or_create(&result_label(plugin, result))
+            .inc();
+    }
+
+    /// Counts a reconcile of `plugin` whose reads were too many to keep as
+    /// triggers.
+    pub(super) fn read_triggers_overflowed(&self, plugin: &str) {
+        self.read_triggers_overflowed
+            .get_or_create(&label(plugin))
+            .inc();
+    }
+
+    pub(super) fn stepped(&self, plugin: &str, step: &Step) {
+        if step.call != Call::None {
+            self.instance_wait
+                .get_or_create(&label(plugin))
+                .observe(step.stats.wait.as_secs_f64());
+        }
+        self.instantiate_time
+            .get_or_create(&label(plugin))
+            .observe(step.stats.instantiate.as_secs_f64());
+        if step.call != Call::None {
+            self.guest_memory
+                .get_or_create(&label(plugin))
+                .set(i64::try_from(step.stats.memory).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// Records that `plugin` runs the component of `digest` (hex sha256).
+    pub(super) fn runs(&self, plugin: &str, digest: &str) {
+        let digest = format!("sha256:{digest}");
+        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(old) = running.insert(plugin.to_owned(), digest.clone()) {
+            self.plugin_info.remove(&DigestLabel {
+                plugin: plugin.to_owned(),
+                digest: old,
+            });
+        }
+        self.plugin_info
+            .get_or_create(&DigestLabel {
+                plugin: plugin.to_owned(),
+                digest,
+            })
+            .set(1);
+    }
+
+    /// Drops the gauges of a stopped plugin (its counters stay, as
+    /// counters do).
+    pub(super) fn forget(&self, plugin: &str) {
+        self.guest_memory.remove(&label(plugin));
+        let old = self
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(plugin);
+        if let Some(digest) = old {
+            self.plugin_info.remove(&DigestLabel {
+                plugin: plugin.to_owned(),
+                digest,
+            });
+        }
+    }
+
+    /// Counts a load of `plugin` by its result, and keeps whether its
+    /// last one was refused.
+    pub(super) fn plugin_load(&self, plugin: &str, result: LoadResult) {
+        self.plugin_loads
+            .get_or_create(&result_label(plugin, result.as_str()))
+            .inc();
+        match result {
+            LoadResult::Refused | LoadResult::Unserved => {
+                self.refused.get_or_create(&label(plugin)).set(1);
+            }
+            LoadResult::Loaded | LoadResult::Swapped | LoadResult::Removed => {
+                self.refused.remove(&label(plugin));
+            }
+            // Its running code, made faster: the last load stands.
+            LoadResult::Optimized => {}
+        }
+    }
+
+    pub(super) fn step_failed(&self, plugin: &str, error: &StepError) {
+        let kind = match &*error.source {
+            ReconcileError::Failed { .. } => "plugin",
+            ReconcileError::Action(_) => "denied",
+            ReconcileError::Config(_) => "config",
+            ReconcileError::Call(CallError::LimitExceeded(_)) => "limit",
+            ReconcileError::Call(CallError::DeadlineExceeded { .. }) => "deadline",
+            ReconcileError::Call(CallError::MemoryExhausted { .. }) => "memory",
+            ReconcileError::Call(CallError::Panicked { .. } | CallError::Trapped { .. }) => "trap",
+            ReconcileError::Call(_) => "call",
+        };
+        self.errors
+            .get_or_create(&KindLabel {
+                plugin: plugin.to_owned(),
+                kind: kind.to_owned(),
+            })
+            .inc();
+        if kind == "trap" {
+            self.controllers.panics.get_or_create(&controller(plugin)).inc();
+        }
+    }
+
+    pub(super) fn reads_denied(&self, plugin: &str, denied: u64) {
+        if denied > 0 {
+            self.reads_denied
+                .get_or_create(&label(plugin))
+                .inc_by(denied);
+        }
+    }
+
+    pub(super) fn applied(&self, plugin: &str, applied: usize, failed: usize) {
+        for (result, count) in [("applied", applied), ("failed", failed)] {
+            if count > 0 {
+                self.actions
+                    .get_or_create(&result_label(plugin, result))
+                    .inc_by(count as u64);
+            }
+        }
+        if failed > 0 {
+            self.errors
+                .get_or_create(&KindLabel {
+                    plugin: plugin.to_owned(),
+                    kind: "api".to_owned(),
+                })
+                .inc();
+        }
+    }
+
+    pub(super) fn waited(&self, plugin: &str, waited: Duration) {
+        self.controllers
+            .queue_wait
+            .get_or_create(&queue_label(plugin))
+            .observe(waited.as_secs_f64());
+    }
+
+    /// A key of `plugin`, handed out `worked` ago, is done.
+    pub(super) fn worked(&self, plugin: &str, worked: Duration) {
+        self.controllers
+            .work
+            .get_or_create(&queue_label(plugin))
+            .observe(worked.as_secs_f64());
+    }
+
+    pub(super) fn backed_off(&self, plugin: &str, backoff: Duration) {
+        self.backoff
+            .get_or_create(&label(plugin))
+            .observe(backoff.as_secs_f64());
+    }
+
+    /// A reconcile of `plugin` ended as `result` after `took`.
+    pub(super) fn reconciled(&self, plugin: &str, result: Reconciled, took: Duration) {
+        let controllers = &self.controllers;
+        controllers
+            .reconciles
+            .get_or_create(&controller_result(plugin, result.label()))
+            .inc();
+        controllers
+            .time
+            .get_or_create(&controller(plugin))
+            .observe(took.as_secs_f64());
+        if result == Reconciled::Error {
+            controllers.errors.get_or_create(&controller(plugin)).inc();
+            controllers.retries.get_or_create(&queue_label(plugin)).inc();
+        }
+    }
+
+    /// A step of `plugin` did not run (no instance slot came free in
+    /// time) and its key is queued again at once: a `requeue`.
+    pub(super) fn not_run(&self, plugin: &str) {
+        self.instance_wait_timeouts
+            .get_or_create(&label(plugin))
+            .inc();
+        self.controllers
+            .reconciles
+            .get_or_create(&controller_result(plugin, "requeue"))
+            .inc();
+    }
+
+    /// Reconciles of `plugin` that succeeded and that failed.
+    pub(super) fn reconcile_counts(&self, plugin: &str) -> (u64, u64) {
+        let count = |result| {
+            self.controllers
+                .reconciles
+                .get_or_create(&controller_result(plugin, result))
+                .get()
+        };
+        (
+            count(Reconciled::Success.label()) + count(Reconciled::RequeueAfter.label()),
+            count(Reconciled::Error.label()),
+        )
+    }
+
+    /// The metrics in Prometheus text format, the series that mirror state
+    /// read from `informers`, the registered queues and `/proc` now.
+    pub fn encode(&self, informers: &Informers) -> String {
+        let _one_at_a_time = self.scraping.lock().unwrap_or_else(PoisonError::into_inner);
+        // Mirrors of what runs now: a stopped plugin's queue or a freed
+        // informer leaves no series behind.
+        self.informer_objects.clear();
+        self.watch_restarts.clear();
+        self.controllers
+            .sample(&self.queues.lock().unwrap_or_else(PoisonError::into_inner));
+        self.process.sample();
+        if let Some((name, leading)) = &*self.leader.lock().unwrap_or_else(PoisonError::into_inner)
+        {
+            self.controllers
+                .leading
+                .get_or_create(&LeaseLabel { name: name.clone() })
+                .set(i64::from(*leading.borrow()));
+        }
+        for (key, store) in informers.running() {
+            let label = InformerLabel {
+                resource: key.resource.to_string(),
+                namespace: key.namespace.clone().unwrap_or_default(),
+                selector: key.selector.clone(),
+                shard: match key.shard {
+                    None => String::new(),
+                    Some(ShardField::Uid) => "uid".to_owned(),
+                    Some(ShardField::Namespace) => "namespace".to_owned(),
+                },
+            };
+            self.informer_objects
+                .get_or_create(&label)
+                .set(i64::try_from(store.len()).unwrap_or(i64::MAX));
+            self.watch_restarts
+                .get_or_create(&label)
+                .inc_by(store.restarts());
+        }
+        let runtime = self.runtime.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(counts) = runtime.as_ref().map(Runtime::instances) {
+            for (state, count) in [
+                ("busy", counts.busy),
+                ("idle", counts.idle),
+                ("capacity", counts.capacity),
+                ("max_warm", counts.max_warm),
+            ] {
+                self.instances
+                    .get_or_create(&StateLabel { state })
+                    .set(i64::try_from(count).unwrap_or(i64::MAX));
+            }
+            for (state, bytes) in [("idle", counts.idle_bytes), ("budget", counts.warm_bytes)] {
+                self.warm_bytes
+                    .get_or_create(&StateLabel { state })
+                    .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+            }
+        }
+        drop(runtime);
+        if let Some(shard) = self
+            .shard
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+            self.shard_held
+                .set(gauge(u64::from(shard.held().count_ones())));
+            self.shard_members.set(gauge(shard.members() as u64));
+            // A mirror of the ring's count, which only grows.
+            self.shard_handovers
+                .inc_by(shard.handovers().saturating_sub(self.shard_handovers.get()));
+        }
+        let mut text = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}
+
+fn label(plugin: &str) -> PluginLabel {
+    PluginLabel {
+        plugin: plugin.to_owned(),
+    }
+}
+
+fn controller(plugin: &str) -> ControllerLabel {
+    ControllerLabel {
+        controller: plugin.to_owned(),
+    }
+}
+
+fn controller_result(plugin: &str, result: &'static str) -> ControllerResultLabel {
+    ControllerResultLabel {
+        controller: plugin.to_owned(),
+        result,
+    }
+}
+
+fn queue_label(plugin: &str) -> QueueLabel {
+    QueueLabel {
+        name: plugin.to_owned(),
+        controller: plugin.to_owned(),
+    }
+}
+
+fn result_label(plugin: &str, result: &str) -> ResultLabel {
+    ResultLabel {
+        plugin: plugin.to_owned(),
+        result: result.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::{Backoff, Done, Priority};
+    use kubewasm_runtime::resource::ObjectKey;
+
+    fn informers() -> Informers {
+        let config = kube::Config::new("http://127.0.0.1:1".parse().expect("url"));
+        Informers::new(kube::Client::try_from(config).expect("client"))
+    }
+
+    /// The value of the series `name{labels}` in `text`.
+    fn value(text: &str, series: &str) -> Option<f64> {
+        text.lines()
+            .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+            .and_then(|v| v.parse().ok())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_plugin_should_show_as_a_controller_runtime_controller_and_work_queue() {
+        let metrics = Metrics::default();
+        let queue = Arc::new(WorkQueue::new(Backoff::default()));
+        metrics.register_queue("myapp", &queue, 3);
+        let (_leads, leading) = watch::channel(true);
+        metrics.watch_leader("kubewasm", leading);
+        for name in ["a", "b", "c"] {
+            queue.add(ObjectKey::namespaced("default", name), Priority::Event);
+        }
+        let (a, _) = queue.next().await.expect("a");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let (b, _) = queue.next().await.expect("b");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        metrics.reconciled("myapp", Reconciled::Success, Duration::from_millis(3));
+        metrics.reconciled("myapp", Reconciled::RequeueAfter, Duration::from_millis(3));
+        metrics.reconciled("myapp", Reconciled::Error, Duration::from_millis(3));
+        metrics.not_run("myapp");
+        metrics.worked("myapp", Duration::from_millis(5));
+        let text = metrics.encode(&informers());
+        let at = |series: &str| value(&text, series).unwrap_or_else(|| panic!("{series}\n{text}"));
+        for (series, expected) in [
+            (r#"controller_runtime_reconcile_total{controller="myapp",result="success"}"#, 1.0),
+            (r#"controller_runtime_reconcile_total{controller="myapp",result="requeue_after"}"#, 1.0),
+            (r#"controller_runtime_reconcile_total{controller="myapp",result="error"}"#, 1.0),
+            (r#"controller_runtime_reconcile_total{controller="myapp",result="requeue"}"#, 1.0),
+            (r#"controller_runtime_reconcile_errors_total{controller="myapp"}"#, 1.0),
+            (r#"controller_runtime_reconcile_time_seconds_count{controller="myapp"}"#, 3.0),
+            (r#"controller_runtime_active_workers{controller="myapp"}"#, 2.0),
+            (r#"controller_runtime_max_concurrent_reconciles{controller="myapp"}"#, 3.0),
+            (r#"workqueue_depth{name="myapp",controller="myapp"}"#, 1.0),
+            (r#"workqueue_adds_total{name="myapp",controller="myapp"}"#, 3.0),
+            (r#"workqueue_unfinished_work_seconds{name="myapp",controller="myapp"}"#, 4.0),
+            (r#"workqueue_longest_running_processor_seconds{name="myapp",controller="myapp"}"#, 3.0),
+            (r#"workqueue_retries_total{name="myapp",controller="myapp"}"#, 1.0),
+            (r#"workqueue_work_duration_seconds_count{name="myapp",controller="myapp"}"#, 1.0),
+            (r#"leader_election_master_status{name="kubewasm"}"#, 1.0),
+        ] {
+            assert_eq!(at(series), expected, "{series}\n{text}");
+        }
+        assert!(at("process_resident_memory_bytes") > 0.0, "{text}");
+        assert!(at("process_cpu_seconds_total") >= 0.0, "{text}");
+        // A second scrape mirrors the same counts, not twice them.
+        queue.done(&a, Done::Forget);
+        queue.done(&b, Done::Forget);
+        let text = metrics.encode(&informers());
+        assert_eq!(
+            value(&text, r#"workqueue_adds_total{name="myapp",controller="myapp"}"#),
+            Some(3.0),
+            "{text}"
+        );
+        assert_eq!(
+            value(&text, r#"controller_runtime_active_workers{controller="myapp"}"#),
+            Some(0.0),
+            "{text}"
+        );
+        // A refused load shows until a version loads.
+        metrics.plugin_load("broken", LoadResult::Refused);
+        metrics.plugin_load("broken", LoadResult::Optimized);
+        let text = metrics.encode(&informers());
+        assert_eq!(value(&text, r#"kubewasm_plugin_refused{plugin="broken"}"#), Some(1.0));
+        metrics.plugin_load("broken", LoadResult::Loaded);
+        let text = metrics.encode(&informers());
+        assert_eq!(value(&text, r#"kubewasm_plugin_refused{plugin="broken"}"#), None);
+        // A queue that is gone leaves no series.
+        drop(queue);
+        let text = metrics.encode(&informers());
+        assert!(!text.contains(r#"workqueue_depth{"#), "{text}");
+    }
+}
