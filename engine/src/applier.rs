@@ -35,6 +35,10 @@ use kube::Client;
 
 use kubewasm_runtime::action::{Action, ApiRequest, Method};
 
+/// How often a request under way asks whether it may still write
+/// ([`Applier::apply_while`]).
+pub const FENCE_CHECK: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Why an action was not applied.
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -54,10 +58,11 @@ pub enum ApplyError {
         /// How long the server asked the client to wait before retrying.
         retry_after: Option<std::time::Duration>,
     },
-    /// Not sent: the step's replica stopped holding the primary's slot (a
-    /// ring's fence or handover) before it; the slot's next holder
+    /// Not sent, or abandoned under way: the step's process stopped
+    /// leading, or its replica stopped holding the primary's slot (a ring's
+    /// fence or handover); the next leader or the slot's next holder
     /// reconciles the primary.
-    #[error("{action} {path} not sent: this replica no longer holds the primary's slot")]
+    #[error("{action} {path} not sent: this replica no longer leads or holds the primary's slot")]
     Fenced {
         /// The action.
         action: &'static str,
@@ -145,6 +150,10 @@ impl Applier {
 
     /// Sends `actions` in order, asking `may_write` before each: the first
     /// it refuses, and every one after, is not sent ([`ApplyError::Fenced`]).
+    /// While a request is under way `may_write` is asked again every
+    /// [`FENCE_CHECK`]: once it refuses, the request is abandoned (its
+    /// connection dropped, so a request held up by a partition is never
+    /// delivered by it) and the step is fenced.
     /// An action with an entry in `unchanged` is not sent either: the
     /// object already holds it, and the entry stands for the answer.
     /// Each action's [`Written`], in order.
@@ -168,7 +177,19 @@ impl Applier {
                 let ApiRequest { action, path, .. } = action.request();
                 return Err((done, ApplyError::Fenced { action, path }));
             }
-            written.push(self.send(action).await.map_err(|error| (done, error))?);
+            let send = self.send(action);
+            tokio::pin!(send);
+            let sent = loop {
+                tokio::select! {
+                    sent = &mut send => break sent,
+                    () = tokio::time::sleep(FENCE_CHECK) => if !may_write() {
+                        let ApiRequest { action, path, .. } = action.request();
+                        tracing::debug!(action, %path, "write abandoned: fenced while under way");
+                        return Err((done, ApplyError::Fenced { action, path }));
+                    },
+                }
+            };
+            written.push(sent.map_err(|error| (done, error))?);
         }
         Ok(written)
     }

@@ -5,6 +5,12 @@
 //! (watches included). What passes is counted by verb, as the server would
 //! count it, so the API requests of a process are measured outside it and
 //! the same way whatever its client library.
+//!
+//! It can stand for a network partition ([`Proxy::hold`]): requests that
+//! come while it holds are neither forwarded nor answered, as packets lost
+//! on the way; [`Proxy::release`] ends the partition, and what was held is
+//! lost (answered 502, as a connection reset would be), never delivered
+//! late.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -87,6 +93,8 @@ type Observer = dyn Fn(&Seen) + Send + Sync;
 pub struct Proxy {
     address: std::net::SocketAddr,
     counts: Arc<Mutex<BTreeMap<&'static str, u64>>>,
+    /// Whether requests are held, and how many partitions began.
+    partition: tokio::sync::watch::Sender<(bool, u64)>,
     serving: tokio::task::JoinHandle<()>,
 }
 
@@ -105,10 +113,12 @@ impl Proxy {
         let address = listener.local_addr()?;
         let counts = Arc::new(Mutex::new(BTreeMap::new()));
         let observe: Arc<Observer> = Arc::new(observe);
+        let (partition, partitioned) = tokio::sync::watch::channel((false, 0));
         let shared = Arc::new(Forward {
             upstream,
             counts: counts.clone(),
             observe,
+            partitioned,
         });
         let serving = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
@@ -132,8 +142,25 @@ impl Proxy {
         Ok(Self {
             address,
             counts,
+            partition,
             serving,
         })
+    }
+
+    /// Starts a partition: requests from now on are held, unanswered.
+    pub fn hold(&self) {
+        self.partition.send_modify(|(held, count)| {
+            if !*held {
+                *held = true;
+                *count += 1;
+            }
+        });
+    }
+
+    /// Ends the partition: the requests held are lost (answered 502), and
+    /// new ones go through.
+    pub fn release(&self) {
+        self.partition.send_modify(|(held, _)| *held = false);
     }
 
     /// A kubeconfig whose server is this proxy (plain HTTP, no
@@ -164,6 +191,7 @@ struct Forward {
     upstream: kube::Client,
     counts: Arc<Mutex<BTreeMap<&'static str, u64>>>,
     observe: Arc<Observer>,
+    partitioned: tokio::sync::watch::Receiver<(bool, u64)>,
 }
 
 /// What the proxy answers with: the upstream's streamed body, or its own
@@ -211,6 +239,15 @@ impl Forward {
             *counts.entry(seen.verb()).or_default() += 1;
         }
         (self.observe)(&seen);
+        let mut partitioned = self.partitioned.clone();
+        let (held, partition) = *partitioned.borrow_and_update();
+        if held {
+            // Lost: its partition's end answers it with an error.
+            let _ = partitioned
+                .wait_for(|(held, count)| !*held || *count != partition)
+                .await;
+            return Err(ProxyError::Partitioned);
+        }
         let mut forwarded = http::Request::builder()
             .method(parts.method.clone())
             .uri(&seen.target);
@@ -250,6 +287,8 @@ enum ProxyError {
     Build(#[from] http::Error),
     #[error("forwarding: {0}")]
     Forward(#[from] kube::Error),
+    #[error("lost in a partition")]
+    Partitioned,
 }
 
 #[cfg(test)]
