@@ -589,15 +589,16 @@ fn a_hostile_tenant_should_be_stopped_at_every_turn_while_another_converges() {
     assert_eq!(status(&server, "tenant-a", "myapp")["failures"], 0);
 }
 
-/// The Deployment's container arguments in `deploy/host.yaml`.
-fn deployment_args() -> Vec<String> {
-    let text = std::fs::read_to_string(workspace_root().join("deploy/host.yaml")).expect("deploy");
+/// The Deployment's container arguments in `deploy/FILE`, which runs
+/// `replicas`.
+fn deployment_args(file: &str, replicas: u64) -> Vec<String> {
+    let text = std::fs::read_to_string(workspace_root().join("deploy").join(file)).expect("deploy");
     let deployment = kubewasm_runtime::replay::parse_objects(&text)
         .expect("YAML")
         .into_iter()
         .find(|o| o["kind"] == "Deployment")
         .expect("a Deployment");
-    assert_eq!(deployment["spec"]["replicas"], 2);
+    assert_eq!(deployment["spec"]["replicas"], replicas);
     deployment["spec"]["template"]["spec"]["containers"][0]["args"]
         .as_array()
         .expect("args")
@@ -608,8 +609,27 @@ fn deployment_args() -> Vec<String> {
 
 #[test]
 fn the_deploy_manifests_should_run_the_host_with_no_right_beyond_its_needs() {
+    runs_the_host_with_no_right_beyond_its_needs("host.yaml", 2, &[]);
+}
+
+#[test]
+fn the_sharded_manifests_should_run_a_ring_with_no_right_beyond_its_needs() {
+    runs_the_host_with_no_right_beyond_its_needs(
+        "sharded.yaml",
+        3,
+        &[
+            &["list", "leases", "-n", "kubewasm-system"],
+            &["watch", "leases", "-n", "kubewasm-system"],
+            &["delete", "leases", "-n", "kubewasm-system"],
+        ],
+    );
+}
+
+/// `deploy/FILE` applied, the host's account may do what it needs (and
+/// `more`) and nothing beyond, and the host runs as the Deployment runs it.
+fn runs_the_host_with_no_right_beyond_its_needs(file: &str, replicas: u64, more: &[&[&str]]) {
     let server = server_with_crds(&[]);
-    apply(&server, &workspace_root().join("deploy/host.yaml"));
+    apply(&server, &workspace_root().join("deploy").join(file));
     // The operator extends kubewasm-plugins to what its plugins read.
     server.ok(&[
         "create",
@@ -670,7 +690,10 @@ fn the_deploy_manifests_should_run_the_host_with_no_right_beyond_its_needs() {
         // plugin below runs only once its SubjectAccessReviews answered).
         &["watch", "rolebindings.rbac.authorization.k8s.io", "-A"],
         &["list", "clusterroles.rbac.authorization.k8s.io"],
-    ] {
+    ]
+    .into_iter()
+    .chain(more.iter().copied())
+    {
         assert!(can(allowed), "{account} needs to {allowed:?}");
     }
     for denied in [
@@ -693,7 +716,7 @@ fn the_deploy_manifests_should_run_the_host_with_no_right_beyond_its_needs() {
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig =
         server.kubeconfig_with_token(token.trim(), &dir.path().join("host.kubeconfig"));
-    let mut flags: Vec<String> = deployment_args()
+    let mut flags: Vec<String> = deployment_args(file, replicas)
         .into_iter()
         .skip(1) // `run`
         .filter(|a| {
@@ -728,6 +751,8 @@ fn the_deploy_manifests_should_run_the_host_with_no_right_beyond_its_needs() {
         },
     );
     let log = host.log();
-    assert!(log.contains("became the leader"), "{log}");
+    if more.is_empty() {
+        assert!(log.contains("became the leader"), "{log}");
+    }
     assert!(!log.contains("forbidden"), "{log}");
 }
