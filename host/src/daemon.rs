@@ -81,6 +81,9 @@ pub struct HostOptions {
     pub plugins: PathBuf,
     /// Where `/metrics`, `/healthz` and `/readyz` listen.
     pub metrics_addr: SocketAddr,
+    /// Serve them over TLS, `/metrics` to authorized clients only
+    /// (`--metrics-secure`).
+    pub metrics_tls: Option<MetricsTls>,
     /// Grant every plugin what it declares when it has no grants file.
     pub trust_declarations: bool,
     /// Steps running at once, host-wide.
@@ -116,6 +119,13 @@ pub struct HostOptions {
     pub record: Option<kubewasm_engine::recorder::RecordOptions>,
 }
 
+/// The endpoints served securely ([`kubewasm_engine::serve::Secure`]).
+#[derive(Clone, Debug)]
+pub struct MetricsTls {
+    /// The directory of `tls.crt` and `tls.key`; `None`: self-signed.
+    pub cert_dir: Option<PathBuf>,
+}
+
 /// Why the host could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -125,6 +135,9 @@ pub enum DaemonError {
     /// The plugin directory could not be read.
     #[error(transparent)]
     PluginDir(#[from] ScanError),
+    /// The endpoints' TLS could not be set up.
+    #[error(transparent)]
+    MetricsTls(#[from] kubewasm_engine::serve::tls::TlsError),
     /// The metrics address could not be bound.
     #[error("failed to listen on {addr}: {source}")]
     Listen {
@@ -152,6 +165,7 @@ pub async fn run(
         discovery::keep_up(client.clone(), discovery::mapper(&client).await?);
     let discovery_task = tokio::spawn(keeping_up);
     let client_for_resources = client.clone();
+    let client_for_access = client.clone();
     let (leading, leading_rx) = tokio::sync::watch::channel(options.leader_election.is_none());
     let (stop_electing, stopped) = tokio::sync::watch::channel(false);
     let elector = options.leader_election.clone().map(|config| {
@@ -194,14 +208,26 @@ pub async fn run(
     // Probes first: `/healthz` answers while plugins compile, `/readyz`
     // once they run and their caches are synced.
     let ready = Arc::new(AtomicBool::new(false));
-    let (addr, server) = serve::serve(options.metrics_addr, engine.probe(Arc::clone(&ready)))
-        .await
-        .map_err(|source| DaemonError::Listen {
-            addr: options.metrics_addr,
-            source,
-        })?;
-    tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
-    eprintln!("kubewasm: metrics on http://{addr}/metrics");
+    let secure = match &options.metrics_tls {
+        Some(tls) => Some(serve::Secure {
+            tls: serve::tls::server_config(tls.cert_dir.as_deref())?,
+            access: Arc::new(serve::access::Access::new(client_for_access)),
+        }),
+        None => None,
+    };
+    let scheme = if secure.is_some() { "https" } else { "http" };
+    let (addr, server) = serve::serve(
+        options.metrics_addr,
+        engine.probe(Arc::clone(&ready)),
+        secure,
+    )
+    .await
+    .map_err(|source| DaemonError::Listen {
+        addr: options.metrics_addr,
+        source,
+    })?;
+    tracing::info!(%addr, scheme, "serving /metrics, /healthz and /readyz");
+    eprintln!("kubewasm: metrics on {scheme}://{addr}/metrics");
     // Every plugin loads at once, each on a blocking thread (a first load
     // compiles: seconds for an interpreted plugin; later ones read the
     // precompiled cache). Then the directory and the plugin resources are

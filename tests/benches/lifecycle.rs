@@ -120,6 +120,7 @@ async fn main() -> anyhow::Result<()> {
     let options = HostOptions {
         plugins: plugins.clone(),
         metrics_addr: "127.0.0.1:0".parse()?,
+        metrics_tls: None,
         trust_declarations: true,
         workers: 8,
         shutdown_grace: Duration::from_secs(5),

@@ -164,6 +164,7 @@ fn host_options(
     let options = HostOptions {
         plugins: work.join("plugins"),
         metrics_addr: metrics,
+        metrics_tls: None,
         trust_declarations: false,
         workers,
         shutdown_grace: Duration::from_secs(5),

@@ -112,8 +112,12 @@ impl Host {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(addr) = self.log().lines().find_map(|l| {
-                l.split("metrics on http://")
+                l.split("metrics on ")
                     .nth(1)
+                    .and_then(|rest| {
+                        rest.strip_prefix("http://")
+                            .or_else(|| rest.strip_prefix("https://"))
+                    })
                     .and_then(|rest| rest.strip_suffix("/metrics"))
                     .map(str::to_owned)
             }) {

@@ -1,6 +1,7 @@
 //! A real Prometheus for the tests: Debian's `prometheus` (2.42), on a free
 //! loopback port with a configuration of its own (never Debian's service),
-//! scraping the targets it is given every second and evaluating rule
+//! scraping the targets it is given every second (each as a job of its
+//! own, its `job` label its own), and evaluating rule
 //! files every second, its storage in a temporary directory, stopped when
 //! dropped.
 
@@ -24,6 +25,9 @@ pub struct Target<'a> {
     pub addr: &'a str,
     /// The target's labels.
     pub labels: &'a [(&'a str, &'a str)],
+    /// Scraped over HTTPS (its certificate not verified: a self-signed
+    /// one) with this bearer token.
+    pub token: Option<&'a str>,
 }
 
 /// A running Prometheus, killed on drop.
@@ -50,20 +54,29 @@ impl Prometheus {
         let addr = format!("127.0.0.1:{port}");
         let scrape: Vec<Value> = targets
             .iter()
-            .map(|t| {
+            .enumerate()
+            .map(|(i, t)| {
                 let labels: serde_json::Map<String, Value> = t
                     .labels
                     .iter()
                     .map(|(k, v)| ((*k).to_owned(), Value::from(*v)))
                     .collect();
-                serde_json::json!({"targets": [t.addr], "labels": labels})
+                let mut config = serde_json::json!({"job_name": format!("target-{i}"),
+                    "static_configs": [{"targets": [t.addr], "labels": labels}]});
+                if let Some(token) = t.token {
+                    config["scheme"] = Value::from("https");
+                    config["tls_config"] = serde_json::json!({"insecure_skip_verify": true});
+                    config["authorization"] =
+                        serde_json::json!({"type": "Bearer", "credentials": token});
+                }
+                config
             })
             .collect();
         // JSON is YAML: the configuration is written as JSON.
         let config = serde_json::json!({
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
             "rule_files": rules.iter().map(|r| r.display().to_string()).collect::<Vec<_>>(),
-            "scrape_configs": [{"job_name": "targets", "honor_labels": true, "static_configs": scrape}],
+            "scrape_configs": scrape,
         });
         let file = dir.path().join("prometheus.yml");
         std::fs::write(&file, config.to_string()).expect("config written");

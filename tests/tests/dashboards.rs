@@ -186,10 +186,12 @@ fn every_panel_and_alert_should_show_data_from_hosts_running_the_examples() {
             Target {
                 addr: &ring_addr,
                 labels: &[("job", JOB), ("namespace", NAMESPACE), ("pod", "ring-0")],
+                token: None,
             },
             Target {
                 addr: &standby_addr,
                 labels: &[("job", JOB), ("namespace", NAMESPACE), ("pod", "standby-0")],
+                token: None,
             },
         ],
         &[&rules_file()],
@@ -305,4 +307,105 @@ fn the_dashboard_should_import_into_grafanas_schema() {
     let (valid, said) = run(&broken_path);
     assert!(!valid, "a panel field the schema lacks: {said}");
     assert!(said.contains("legendFormat"), "{said}");
+}
+
+/// `curl`'s status code for `GET url` (HTTPS, the certificate not
+/// verified) with `token`, if any.
+fn curl(url: &str, token: Option<&str>) -> String {
+    let mut command = std::process::Command::new("curl");
+    command.args(["-sk", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10"]);
+    if let Some(token) = token {
+        command.arg("-H").arg(format!("Authorization: Bearer {token}"));
+    }
+    let out = command.arg(url).output().expect("curl runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `--metrics-secure`: the endpoints over TLS, `/metrics` only for a
+/// client whose token the cluster authenticates and whose user may `get
+/// /metrics` (by the cluster's RBAC), the probes open; a real Prometheus
+/// scrapes it with an allowed account's token, and not with another's.
+#[test]
+fn secure_metrics_should_answer_only_the_clients_the_cluster_allows() {
+    let server = Apiserver::start();
+    apply(&server, &example_file("myapp", "crd.yaml"));
+    server.ok(&[
+        "create",
+        "clusterrole",
+        "metrics-reader",
+        "--verb=get",
+        "--non-resource-url=/metrics",
+    ]);
+    for account in ["prometheus", "nobody"] {
+        server.ok(&["create", "serviceaccount", account]);
+    }
+    server.ok(&[
+        "create",
+        "clusterrolebinding",
+        "metrics-reader",
+        "--clusterrole=metrics-reader",
+        "--serviceaccount=default:prometheus",
+    ]);
+    let token = |account: &str| server.ok(&["create", "token", account]).trim().to_owned();
+    let (allowed, refused) = (token("prometheus"), token("nobody"));
+    let host = Host::start(
+        &server,
+        &[("myapp", example_plugin("myapp"))],
+        &[],
+        &["--metrics-secure"],
+    );
+    let addr = host.metrics_addr();
+    let url = |path: &str| format!("https://{addr}{path}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while curl(&url("/readyz"), None) != "200" {
+        assert!(Instant::now() < deadline, "not ready: {}", host.log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(curl(&url("/healthz"), None), "200", "the probes stay open");
+    assert_eq!(curl(&url("/metrics"), None), "401", "no token");
+    assert_eq!(curl(&url("/metrics"), Some("not-a-token")), "401", "a token the cluster does not know");
+    assert_eq!(curl(&url("/metrics"), Some(&refused)), "403", "a user RBAC does not allow");
+    assert_eq!(curl(&url("/metrics"), Some(&allowed)), "200");
+    assert_ne!(
+        curl(&format!("http://{addr}/metrics"), Some(&allowed)),
+        "200",
+        "plain HTTP is not served"
+    );
+
+    let prometheus = Prometheus::start(
+        &[
+            Target {
+                addr: &addr,
+                labels: &[("job", "allowed")],
+                token: Some(&allowed),
+            },
+            Target {
+                addr: &addr,
+                labels: &[("job", "refused")],
+                token: Some(&refused),
+            },
+        ],
+        &[],
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let up = |job: &str| {
+            prometheus
+                .query(&format!("up{{job=\"{job}\"}}"))
+                .first()
+                .map(|(_, value)| *value)
+        };
+        let reconciles = prometheus.query(r#"controller_runtime_reconcile_total{job="allowed"}"#);
+        if up("allowed") == Some(1.0) && up("refused") == Some(0.0) && !reconciles.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "allowed up {:?}, refused up {:?}, series {reconciles:?}\n{}",
+            up("allowed"),
+            up("refused"),
+            prometheus.log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }

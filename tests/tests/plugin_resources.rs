@@ -690,6 +690,8 @@ fn runs_the_host_with_no_right_beyond_its_needs(file: &str, replicas: u64, more:
         // plugin below runs only once its SubjectAccessReviews answered).
         &["watch", "rolebindings.rbac.authorization.k8s.io", "-A"],
         &["list", "clusterroles.rbac.authorization.k8s.io"],
+        // Secure metrics: the scrapers' tokens reviewed.
+        &["create", "tokenreviews.authentication.k8s.io"],
     ]
     .into_iter()
     .chain(more.iter().copied())
@@ -720,7 +722,9 @@ fn runs_the_host_with_no_right_beyond_its_needs(file: &str, replicas: u64, more:
         .into_iter()
         .skip(1) // `run`
         .filter(|a| {
-            !["--plugins=", "--metrics-addr=", "--cache-dir="]
+            // The endpoints served plainly, as the tests read them
+            // (--metrics-secure has a test of its own, dashboards.rs).
+            !["--plugins=", "--metrics-addr=", "--cache-dir=", "--metrics-secure"]
                 .iter()
                 .any(|f| a.starts_with(f))
         })

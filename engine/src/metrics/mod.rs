@@ -540,7 +540,27 @@ impl Default for Metrics {
 impl Metrics {
     /// Shows `queue` as `plugin`'s, worked by `concurrency` workers, as
     /// long as the queue lives.
+    /// Its counters start at zero, as controller-runtime starts a
+    /// controller's (a rate or an increase then counts the first event).
     pub fn register_queue(&self, plugin: &str, queue: &Arc<WorkQueue>, concurrency: usize) {
+        let controllers = &self.controllers;
+        for result in ["success", "error", "requeue", "requeue_after"] {
+            controllers
+                .reconciles
+                .get_or_create(&controller_result(plugin, result));
+        }
+        for family in [&controllers.errors, &controllers.panics] {
+            family.get_or_create(&controller(plugin));
+        }
+        controllers.retries.get_or_create(&queue_label(plugin));
+        for family in [
+            &self.skipped,
+            &self.unchanged,
+            &self.instance_wait_timeouts,
+            &self.reads_denied,
+        ] {
+            family.get_or_create(&label(plugin));
+        }
         let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
         queues.retain(|q| q.queue.strong_count() > 0);
         queues.push(Queue {

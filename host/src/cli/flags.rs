@@ -16,7 +16,7 @@ use kubewasm_runtime::{InstanceReuse, Limits, Runtime, RuntimeConfig};
 
 use super::error::CliError;
 use super::process::read_bytes;
-use crate::daemon::HostOptions;
+use crate::daemon::{HostOptions, MetricsTls};
 
 /// How every plugin call is run: its deadline, memory and output limits,
 /// and where compiled plugins are kept.
@@ -159,6 +159,16 @@ pub(super) struct HostFlags {
     /// Where `/metrics`, `/healthz` and `/readyz` listen; port 0 picks a free one.
     #[arg(long, default_value = "127.0.0.1:8080")]
     metrics_addr: std::net::SocketAddr,
+    /// Serve the endpoints over TLS, and `/metrics` only to a client whose
+    /// bearer token the cluster authenticates (TokenReview) and whose user
+    /// it allows to `get` the URL `/metrics` (SubjectAccessReview), as
+    /// controller-runtime's secure metrics server; the probes stay open.
+    #[arg(long)]
+    metrics_secure: bool,
+    /// With --metrics-secure: a directory holding `tls.crt` and `tls.key`
+    /// (PEM) [default: a self-signed certificate made at start].
+    #[arg(long, value_name = "DIR", requires = "metrics_secure")]
+    metrics_cert_dir: Option<PathBuf>,
     /// Reconciles running at once, across all plugins.
     #[arg(long, default_value_t = 8)]
     workers: usize,
@@ -278,6 +288,9 @@ impl HostFlags {
             artifacts: oci::Artifacts::new(artifacts, self.registry.access()?),
             plugins: self.plugins.clone(),
             metrics_addr: self.metrics_addr,
+            metrics_tls: self.metrics_secure.then(|| MetricsTls {
+                cert_dir: self.metrics_cert_dir.clone(),
+            }),
             trust_declarations,
             workers: self.workers,
             shutdown_grace: Duration::from_secs(30),
