@@ -194,7 +194,14 @@ async fn try_acquire_or_renew(
         observed.at = Instant::now();
     }
     let mine = holder == config.identity;
-    let held = !holder.is_empty() && observed.at.elapsed() < config.lease_duration;
+    // Held for as long as its holder said (client-go reads the record's
+    // duration too): a holder with a longer Lease is not cut short.
+    let duration = spec
+        .lease_duration_seconds
+        .and_then(|s| u64::try_from(s).ok())
+        .filter(|s| *s > 0)
+        .map_or(config.lease_duration, Duration::from_secs);
+    let held = !holder.is_empty() && observed.at.elapsed() < duration;
     if held && !mine {
         return Ok(false);
     }
@@ -239,6 +246,36 @@ mod tests {
 
     fn config(identity: &str) -> LeaseConfig {
         LeaseConfig::new("default", "leader", identity).with_lease_duration(Duration::from_secs(3))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lease_should_be_held_for_the_duration_its_holder_wrote() {
+        let (_server, client) = cluster().await;
+        let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+        let held = Lease {
+            metadata: ObjectMeta {
+                name: Some("leader".to_owned()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(k8s_openapi::api::coordination::v1::LeaseSpec {
+                holder_identity: Some("another".to_owned()),
+                lease_duration_seconds: Some(3600),
+                renew_time: Some(now()),
+                ..Default::default()
+            }),
+        };
+        leases
+            .create(&PostParams::default(), &held)
+            .await
+            .expect("created");
+        let (a, a_leading) = watch::channel(false);
+        tokio::spawn(run(client, config("a"), a, std::future::pending()));
+        // Twice a's own Lease duration, with no renewal from the holder.
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        assert!(!*a_leading.borrow(), "took a Lease its holder holds for an hour");
+        let lease = leases.get("leader").await.expect("the Lease");
+        let holder = lease.spec.and_then(|s| s.holder_identity);
+        assert_eq!(holder.as_deref(), Some("another"));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,7 +13,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 
-use crate::{compiled_cache_dir, example_plugin, target_dir, workspace_root};
+use crate::{compiled_cache_dir, example_plugin, target_dir};
 
 /// Who reconciles the MyApps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -76,7 +76,7 @@ const EVERYTHING: &[&str] = &[
 /// (probes, a PodDisruptionBudget and topology spread for replicas).
 fn policy(objects: &[Value]) -> Vec<String> {
     let mut found = Vec::new();
-    let by_kind = |kind: &str| objects.iter().filter(move |o| o["kind"] == kind);
+    let by_kind = |kind: &'static str| objects.iter().filter(move |o| o["kind"] == kind);
     let name = |o: &Value| format!("{} {}", o["kind"].as_str().unwrap_or("?"), o["metadata"]["name"]);
     let matches = |selector: &Value, labels: &Value| {
         selector.as_object().is_some_and(|s| {

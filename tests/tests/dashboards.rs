@@ -116,6 +116,13 @@ fn held_lease(name: &str) -> String {
     )
 }
 
+/// A MyApp of no replicas, `prefix-i`.
+fn myapps(prefix: &str, i: usize) -> Vec<Value> {
+    vec![serde_json::json!({"apiVersion": "example.com/v1", "kind": "MyApp",
+        "metadata": {"name": format!("{prefix}-{i}"), "namespace": "default"},
+        "spec": {"replicas": 0, "image": "nginx:1.27", "port": 8080}})]
+}
+
 /// ConfigMaps the misbehaving plugin sees (`misbehave=visible`), each
 /// asking it for `attack`.
 fn attacks(prefix: &str, attack: &str, from: usize, count: usize) -> Vec<Value> {
@@ -152,20 +159,21 @@ fn every_panel_and_alert_should_show_data_from_hosts_running_the_examples() {
         ("broken", test_plugin("not-a-plugin")),
     ];
     let files = [("misbehave.config.yaml", "mode: hostile\n")];
-    let ring = Host::start(
-        &server,
-        &plugins,
-        &files,
-        &[
-            "--sharding",
-            "--leader-election-namespace",
-            "default",
-            "--leader-election-id",
-            "dashboards",
-            "--deadline-ms",
-            "1000",
-        ],
-    );
+    // A ring of two; the second is killed while Prometheus scrapes, so the
+    // first takes its slots (handovers) in sight.
+    let ring_flags = [
+        "--sharding",
+        "--leader-election-namespace",
+        "default",
+        "--leader-election-id",
+        "dashboards",
+        "--lease-duration-seconds",
+        "4",
+        "--deadline-ms",
+        "1000",
+    ];
+    let ring = Host::start(&server, &plugins, &files, &ring_flags);
+    let mut leaving = Host::start(&server, &plugins, &files, &ring_flags);
     let standby = Host::start(
         &server,
         &plugins[..1],
@@ -178,19 +186,28 @@ fn every_panel_and_alert_should_show_data_from_hosts_running_the_examples() {
             "held-elsewhere",
         ],
     );
-    ring.wait_ready();
-    standby.wait_ready();
-    let (ring_addr, standby_addr) = (ring.metrics_addr(), standby.metrics_addr());
+    for host in [&ring, &leaving, &standby] {
+        host.wait_ready();
+    }
+    let addrs = [&ring, &leaving, &standby].map(Host::metrics_addr);
+    let labels = |pod| [("job", JOB), ("namespace", NAMESPACE), ("pod", pod)];
+    let (ring_labels, leaving_labels, standby_labels) =
+        (labels("ring-0"), labels("ring-1"), labels("standby-0"));
     let prometheus = Prometheus::start(
         &[
             Target {
-                addr: &ring_addr,
-                labels: &[("job", JOB), ("namespace", NAMESPACE), ("pod", "ring-0")],
+                addr: &addrs[0],
+                labels: &ring_labels,
                 token: None,
             },
             Target {
-                addr: &standby_addr,
-                labels: &[("job", JOB), ("namespace", NAMESPACE), ("pod", "standby-0")],
+                addr: &addrs[1],
+                labels: &leaving_labels,
+                token: None,
+            },
+            Target {
+                addr: &addrs[2],
+                labels: &standby_labels,
                 token: None,
             },
         ],
@@ -219,10 +236,17 @@ fn every_panel_and_alert_should_show_data_from_hosts_running_the_examples() {
     ];
     let deadline = Instant::now() + Duration::from_secs(180);
     let mut loops = 0;
+    let mut rounds = 0;
     let missing = loop {
         if loops < 60 {
             create_all(&server, attacks("loop", "loop", loops, 5));
             loops += 5;
+        }
+        // Work throughout, for the rates and the waits.
+        create_all(&server, myapps("busy", rounds));
+        rounds += 1;
+        if rounds == 5 {
+            leaving.kill();
         }
         let rules_bad: Vec<String> = prometheus
             .rules()
@@ -267,8 +291,10 @@ fn every_panel_and_alert_should_show_data_from_hosts_running_the_examples() {
     };
     assert!(
         missing.is_empty(),
-        "after 180 s:\n{}\n\nPrometheus' log:\n{}\nthe ring's metrics:\n{}",
+        "after 180 s:\n{}\n\nleaders: {:?}\nalerts: {:?}\nPrometheus' log:\n{}\nthe ring's metrics:\n{}",
         missing.join("\n"),
+        prometheus.query("leader_election_master_status"),
+        prometheus.alerts(),
         prometheus.log(),
         ring.get("/metrics").1
     );

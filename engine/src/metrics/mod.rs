@@ -184,7 +184,6 @@ struct Queue {
 }
 
 /// controller-runtime's series of its controllers and their queues.
-#[derive(Default)]
 struct Controllers {
     reconciles: Family<ControllerResultLabel, Counter>,
     errors: Family<ControllerLabel, Counter>,
@@ -205,10 +204,20 @@ struct Controllers {
 impl Controllers {
     fn new() -> Self {
         Self {
+            reconciles: Family::default(),
+            errors: Family::default(),
+            panics: Family::default(),
             time: Family::new_with_constructor(seconds as fn() -> Histogram),
+            active_workers: Family::default(),
+            max_concurrent: Family::default(),
+            depth: Family::default(),
+            adds: Family::default(),
             queue_wait: Family::new_with_constructor(seconds as fn() -> Histogram),
             work: Family::new_with_constructor(seconds as fn() -> Histogram),
-            ..Self::default()
+            unfinished: Family::default(),
+            longest: Family::default(),
+            retries: Family::default(),
+            leading: Family::default(),
         }
     }
 
@@ -539,27 +548,27 @@ impl Default for Metrics {
 
 impl Metrics {
     /// Shows `queue` as `plugin`'s, worked by `concurrency` workers, as
-    /// long as the queue lives.
-    /// Its counters start at zero, as controller-runtime starts a
+    /// long as the queue lives. Its counters start at zero, as controller-runtime starts a
     /// controller's (a rate or an increase then counts the first event).
     pub fn register_queue(&self, plugin: &str, queue: &Arc<WorkQueue>, concurrency: usize) {
         let controllers = &self.controllers;
         for result in ["success", "error", "requeue", "requeue_after"] {
             controllers
                 .reconciles
-                .get_or_create(&controller_result(plugin, result));
+                .get_or_create(&controller_result(plugin, result))
+                .inc_by(0);
         }
         for family in [&controllers.errors, &controllers.panics] {
-            family.get_or_create(&controller(plugin));
+            family.get_or_create(&controller(plugin)).inc_by(0);
         }
-        controllers.retries.get_or_create(&queue_label(plugin));
+        controllers.retries.get_or_create(&queue_label(plugin)).inc_by(0);
         for family in [
             &self.skipped,
             &self.unchanged,
             &self.instance_wait_timeouts,
             &self.reads_denied,
         ] {
-            family.get_or_create(&label(plugin));
+            family.get_or_create(&label(plugin)).inc_by(0);
         }
         let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
         queues.retain(|q| q.queue.strong_count() > 0);
