@@ -18,8 +18,9 @@ fn chart() -> PathBuf {
     workspace_root().join("deploy/chart/kubewasm")
 }
 
-/// `helm`: `$HELM`, else the one `.ci/setup` builds into `target/tools`.
-fn helm(args: &[&str]) -> (bool, String) {
+/// `helm ARGS`: whether it succeeded, its output and its messages (`$HELM`,
+/// else the one `.ci/setup` builds into `target/tools`).
+fn helm(args: &[&str]) -> (bool, String, String) {
     let binary = std::env::var_os("HELM").map_or_else(|| target_dir().join("tools/helm"), PathBuf::from);
     let out = Command::new(&binary)
         .args(args)
@@ -27,11 +28,8 @@ fn helm(args: &[&str]) -> (bool, String) {
         .unwrap_or_else(|e| panic!("{} runs ({e}): .ci/setup builds it", binary.display()));
     (
         out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
 
@@ -49,8 +47,8 @@ fn render(values: &[&str]) -> Vec<Value> {
     for value in values {
         args.extend(["--set", value]);
     }
-    let (ok, text) = helm(&args);
-    assert!(ok, "helm template {values:?}: {text}");
+    let (ok, text, said) = helm(&args);
+    assert!(ok, "helm template {values:?}: {said}");
     kubewasm_runtime::replay::parse_objects(&text).expect("helm renders YAML")
 }
 
@@ -229,13 +227,13 @@ fn the_chart_should_lint_and_render_only_what_the_policy_allows() {
         for value in values {
             args.extend(["--set", value]);
         }
-        let (ok, said) = helm(&args);
-        assert!(ok, "helm lint {values:?}: {said}");
+        let (ok, out, said) = helm(&args);
+        assert!(ok, "helm lint {values:?}: {out}{said}");
         let objects = render(values);
         let found = policy(&objects);
         assert!(found.is_empty(), "{values:?}: {found:#?}");
     }
-    let (ok, said) = helm(&["template", "kubewasm", chart, "--set", "mode=active-active"]);
+    let (ok, _, said) = helm(&["template", "kubewasm", chart, "--set", "mode=active-active"]);
     assert!(!ok && said.contains("mode must be leader or sharded"), "{said}");
     // The policy is no formality: what it is there for, it finds.
     let careless = render(&[
@@ -274,9 +272,8 @@ fn the_plain_manifests_should_be_the_chart_rendered_and_apply() {
         let path = workspace_root().join("deploy").join(file);
         let committed = std::fs::read_to_string(&path).expect("the manifest");
         let rendered = kubewasm_runtime::replay::parse_objects(&committed).expect("YAML");
-        assert_eq!(
-            rendered,
-            render(values),
+        assert!(
+            rendered == render(values),
             "deploy/{file} is not the chart rendered: make manifests"
         );
         kubewasm_tests::host::apply(&server, &path);
