@@ -152,8 +152,9 @@ impl Applier {
     /// it refuses, and every one after, is not sent ([`ApplyError::Fenced`]).
     /// While a request is under way `may_write` is asked again every
     /// [`FENCE_CHECK`]: once it refuses, the request is abandoned (its
-    /// connection dropped, so a request held up by a partition is never
-    /// delivered by it) and the step is fenced.
+    /// connection dropped: a server that sees the connection end before it
+    /// acts drops the request) and the step is fenced, rather than left
+    /// waiting for a partition to heal.
     /// An action with an entry in `unchanged` is not sent either: the
     /// object already holds it, and the entry stands for the answer.
     /// Each action's [`Written`], in order.
@@ -280,6 +281,65 @@ impl Written {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{Partition, cluster};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kubewasm_runtime::resource::{ObjectKey, ResourceType};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_held_up_when_its_step_is_fenced_should_be_abandoned_and_never_delivered() {
+        let (server, client) = cluster().await;
+        let config_maps: kube::Api<ConfigMap> = kube::Api::namespaced(client, "default");
+        let created = config_maps
+            .create(
+                &kube::api::PostParams::default(),
+                &serde_json::from_value(serde_json::json!({"metadata": {"name": "a"}}))
+                    .expect("a ConfigMap"),
+            )
+            .await
+            .expect("created");
+        let primary = serde_json::to_value(&created).expect("JSON");
+        let key = ObjectKey::namespaced("default", "a");
+        let config_map = ResourceType {
+            group: String::new(),
+            version: "v1".to_owned(),
+            kind: "ConfigMap".to_owned(),
+            plural: "configmaps".to_owned(),
+            namespaced: true,
+        };
+        let action = Action::add_finalizer(&config_map, &key, &primary, "x/y")
+            .expect("a finalizer to add");
+        let partition = Partition::start(server.addr()).await;
+        let applier = Applier::new(partition.client());
+        // Its requests hang from now; the step is fenced 200 ms later.
+        partition.hold();
+        let leading = Arc::new(AtomicBool::new(true));
+        let fence = Arc::clone(&leading);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            fence.store(false, Ordering::SeqCst);
+        });
+        let applied = tokio::time::timeout(
+            Duration::from_secs(2),
+            applier.apply_while(std::slice::from_ref(&action), &[], || {
+                leading.load(Ordering::SeqCst)
+            }),
+        )
+        .await
+        .expect("abandoned, not left hanging");
+        assert!(
+            matches!(applied, Err((0, ApplyError::Fenced { .. }))),
+            "{applied:?}"
+        );
+        // Healed: the connection ended before the server read the request,
+        // so the server dropped it.
+        partition.release();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let after = config_maps.get("a").await.expect("the ConfigMap");
+        assert_eq!(after.metadata.finalizers, None, "the abandoned write landed");
+    }
 
     #[test]
     fn a_response_should_give_its_resource_version_and_uid() {
