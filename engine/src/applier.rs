@@ -309,8 +309,8 @@ mod tests {
             plural: "configmaps".to_owned(),
             namespaced: true,
         };
-        let action = Action::add_finalizer(&config_map, &key, &primary, "x/y")
-            .expect("a finalizer to add");
+        let action =
+            Action::add_finalizer(&config_map, &key, &primary, "x/y").expect("a finalizer to add");
         let partition = Partition::start(server.addr()).await;
         let applier = Applier::new(partition.client());
         // Its requests hang from now; the step is fenced 200 ms later.
@@ -338,7 +338,10 @@ mod tests {
         partition.release();
         tokio::time::sleep(Duration::from_millis(500)).await;
         let after = config_maps.get("a").await.expect("the ConfigMap");
-        assert_eq!(after.metadata.finalizers, None, "the abandoned write landed");
+        assert_eq!(
+            after.metadata.finalizers, None,
+            "the abandoned write landed"
+        );
     }
 
     #[test]

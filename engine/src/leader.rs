@@ -272,7 +272,10 @@ mod tests {
         tokio::spawn(run(client, config("a"), a, std::future::pending()));
         // Twice a's own Lease duration, with no renewal from the holder.
         tokio::time::sleep(Duration::from_secs(6)).await;
-        assert!(!*a_leading.borrow(), "took a Lease its holder holds for an hour");
+        assert!(
+            !*a_leading.borrow(),
+            "took a Lease its holder holds for an hour"
+        );
         let lease = leases.get("leader").await.expect("the Lease");
         let holder = lease.spec.and_then(|s| s.holder_identity);
         assert_eq!(holder.as_deref(), Some("another"));

@@ -129,13 +129,9 @@ fn ring(replicas: usize, count: usize, kill: bool) -> anyhow::Result<Run> {
     create_side_by_side(&server, myapps("app", count));
     until("the MyApps converge", Duration::from_secs(1800), || {
         deployments(&server) == count
-            && hosts.iter().all(|h| {
-                total(
-                    &h.get("/metrics").1,
-                    "workqueue_depth",
-                    "name=\"myapp\"",
-                ) == 0.0
-            })
+            && hosts
+                .iter()
+                .all(|h| total(&h.get("/metrics").1, "workqueue_depth", "name=\"myapp\"") == 0.0)
     })?;
     let converged = started.elapsed();
     let shares = hosts

@@ -236,7 +236,9 @@ impl TestCluster {
 /// If `go` cannot run or the build fails.
 pub fn go_built(dir: &str, name: &str) -> std::io::Result<PathBuf> {
     static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
-    let mut built = BUILT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut built = BUILT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some((_, out)) = built.iter().find(|(d, _)| d == dir) {
         return Ok(out.clone());
     }

@@ -157,7 +157,10 @@ impl Prometheus {
             .flatten()
             .map(|alert| {
                 (
-                    alert["labels"]["alertname"].as_str().unwrap_or_default().to_owned(),
+                    alert["labels"]["alertname"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
                     alert["state"].as_str().unwrap_or_default().to_owned(),
                 )
             })

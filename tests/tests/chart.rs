@@ -21,7 +21,8 @@ fn chart() -> PathBuf {
 /// `helm ARGS`: whether it succeeded, its output and its messages (`$HELM`,
 /// else the one `.ci/setup` builds into `target/tools`).
 fn helm(args: &[&str]) -> (bool, String, String) {
-    let binary = std::env::var_os("HELM").map_or_else(|| target_dir().join("tools/helm"), PathBuf::from);
+    let binary =
+        std::env::var_os("HELM").map_or_else(|| target_dir().join("tools/helm"), PathBuf::from);
     let out = Command::new(&binary)
         .args(args)
         .output()
@@ -75,11 +76,17 @@ const EVERYTHING: &[&str] = &[
 fn policy(objects: &[Value]) -> Vec<String> {
     let mut found = Vec::new();
     let by_kind = |kind: &'static str| objects.iter().filter(move |o| o["kind"] == kind);
-    let name = |o: &Value| format!("{} {}", o["kind"].as_str().unwrap_or("?"), o["metadata"]["name"]);
+    let name = |o: &Value| {
+        format!(
+            "{} {}",
+            o["kind"].as_str().unwrap_or("?"),
+            o["metadata"]["name"]
+        )
+    };
     let matches = |selector: &Value, labels: &Value| {
-        selector.as_object().is_some_and(|s| {
-            !s.is_empty() && s.iter().all(|(k, v)| labels.get(k) == Some(v))
-        })
+        selector
+            .as_object()
+            .is_some_and(|s| !s.is_empty() && s.iter().all(|(k, v)| labels.get(k) == Some(v)))
     };
     let accounts: Vec<Value> = by_kind("ServiceAccount")
         .map(|a| a["metadata"]["name"].clone())
@@ -104,15 +111,24 @@ fn policy(objects: &[Value]) -> Vec<String> {
                 found.push(format!("{at}: {field}"));
             }
         }
-        if pod["volumes"].as_array().into_iter().flatten().any(|v| !v["hostPath"].is_null()) {
+        if pod["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|v| !v["hostPath"].is_null())
+        {
             found.push(format!("{at}: sensitive-host-mounts"));
         }
         let replicas = spec["replicas"].as_u64().unwrap_or(1);
-        if replicas > 1 && pod["topologySpreadConstraints"].is_null() && pod["affinity"]["podAntiAffinity"].is_null() {
+        if replicas > 1
+            && pod["topologySpreadConstraints"].is_null()
+            && pod["affinity"]["podAntiAffinity"].is_null()
+        {
             found.push(format!("{at}: no-anti-affinity"));
         }
         if replicas > 1
-            && !by_kind("PodDisruptionBudget").any(|b| matches(&b["spec"]["selector"]["matchLabels"], labels))
+            && !by_kind("PodDisruptionBudget")
+                .any(|b| matches(&b["spec"]["selector"]["matchLabels"], labels))
         {
             found.push(format!("{at}: no PodDisruptionBudget"));
         }
@@ -133,7 +149,10 @@ fn policy(objects: &[Value]) -> Vec<String> {
             if context["readOnlyRootFilesystem"] != true {
                 found.push(format!("{at}: no-read-only-root-fs"));
             }
-            let drops = context["capabilities"]["drop"].as_array().cloned().unwrap_or_default();
+            let drops = context["capabilities"]["drop"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
             if !drops.iter().any(|c| c == "ALL" || c == "NET_RAW") {
                 found.push(format!("{at}: drop-net-raw-capability"));
             }
@@ -144,10 +163,16 @@ fn policy(objects: &[Value]) -> Vec<String> {
             if resources["requests"]["cpu"].is_null() {
                 found.push(format!("{at}: unset-cpu-requirements"));
             }
-            if resources["requests"]["memory"].is_null() || resources["limits"]["memory"].is_null() {
+            if resources["requests"]["memory"].is_null() || resources["limits"]["memory"].is_null()
+            {
                 found.push(format!("{at}: unset-memory-requirements"));
             }
-            let ports: Vec<&Value> = container["ports"].as_array().into_iter().flatten().map(|p| &p["name"]).collect();
+            let ports: Vec<&Value> = container["ports"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| &p["name"])
+                .collect();
             for probe in ["startupProbe", "livenessProbe", "readinessProbe"] {
                 let port = &container[probe]["httpGet"]["port"];
                 if container[probe].is_null() {
@@ -160,19 +185,27 @@ fn policy(objects: &[Value]) -> Vec<String> {
     }
     for service in by_kind("Service") {
         let selector = &service["spec"]["selector"];
-        if !deployments.iter().any(|d| matches(selector, &d["spec"]["template"]["metadata"]["labels"])) {
+        if !deployments
+            .iter()
+            .any(|d| matches(selector, &d["spec"]["template"]["metadata"]["labels"]))
+        {
             found.push(format!("{}: dangling-service", name(service)));
         }
     }
     for policy in by_kind("NetworkPolicy") {
         let selector = &policy["spec"]["podSelector"]["matchLabels"];
-        if !deployments.iter().any(|d| matches(selector, &d["spec"]["template"]["metadata"]["labels"])) {
+        if !deployments
+            .iter()
+            .any(|d| matches(selector, &d["spec"]["template"]["metadata"]["labels"]))
+        {
             found.push(format!("{}: dangling-networkpolicy", name(policy)));
         }
     }
     for monitor in by_kind("ServiceMonitor") {
         let selector = &monitor["spec"]["selector"]["matchLabels"];
-        let services: Vec<&Value> = by_kind("Service").filter(|s| matches(selector, &s["metadata"]["labels"])).collect();
+        let services: Vec<&Value> = by_kind("Service")
+            .filter(|s| matches(selector, &s["metadata"]["labels"]))
+            .collect();
         let ports: Vec<Value> = services
             .iter()
             .flat_map(|s| s["spec"]["ports"].as_array().cloned().unwrap_or_default())
@@ -181,38 +214,78 @@ fn policy(objects: &[Value]) -> Vec<String> {
         if services.is_empty() {
             found.push(format!("{}: dangling-servicemonitor", name(monitor)));
         }
-        for endpoint in monitor["spec"]["endpoints"].as_array().into_iter().flatten() {
+        for endpoint in monitor["spec"]["endpoints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
             if !ports.contains(&endpoint["port"]) {
-                found.push(format!("{}: an endpoint on a port no Service names", name(monitor)));
+                found.push(format!(
+                    "{}: an endpoint on a port no Service names",
+                    name(monitor)
+                ));
             }
         }
     }
     let roles: BTreeMap<(String, String), &Value> = objects
         .iter()
         .filter(|o| o["kind"] == "Role" || o["kind"] == "ClusterRole")
-        .map(|o| ((o["kind"].as_str().unwrap_or_default().to_owned(), o["metadata"]["name"].as_str().unwrap_or_default().to_owned()), o))
+        .map(|o| {
+            (
+                (
+                    o["kind"].as_str().unwrap_or_default().to_owned(),
+                    o["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                ),
+                o,
+            )
+        })
         .collect();
     for role in roles.values() {
         for rule in role["rules"].as_array().into_iter().flatten() {
             for field in ["verbs", "resources", "apiGroups"] {
-                if rule[field].as_array().into_iter().flatten().any(|v| v == "*") {
+                if rule[field]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|v| v == "*")
+                {
                     found.push(format!("{}: wildcard-in-rules ({field})", name(role)));
                 }
             }
-            let secrets = rule["resources"].as_array().into_iter().flatten().any(|r| r == "secrets");
-            let lists = rule["verbs"].as_array().into_iter().flatten().any(|v| v == "list" || v == "watch");
+            let secrets = rule["resources"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|r| r == "secrets");
+            let lists = rule["verbs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|v| v == "list" || v == "watch");
             if secrets && lists {
                 found.push(format!("{}: access-to-secrets (list or watch)", name(role)));
             }
         }
     }
-    for binding in objects.iter().filter(|o| o["kind"] == "RoleBinding" || o["kind"] == "ClusterRoleBinding") {
+    for binding in objects
+        .iter()
+        .filter(|o| o["kind"] == "RoleBinding" || o["kind"] == "ClusterRoleBinding")
+    {
         let reference = &binding["roleRef"];
-        let key = (reference["kind"].as_str().unwrap_or_default().to_owned(), reference["name"].as_str().unwrap_or_default().to_owned());
+        let key = (
+            reference["kind"].as_str().unwrap_or_default().to_owned(),
+            reference["name"].as_str().unwrap_or_default().to_owned(),
+        );
         if reference["name"] == "cluster-admin" {
             found.push(format!("{}: cluster-admin-role-binding", name(binding)));
         } else if !roles.contains_key(&key) {
-            found.push(format!("{}: binds a role the chart does not make", name(binding)));
+            found.push(format!(
+                "{}: binds a role the chart does not make",
+                name(binding)
+            ));
         }
     }
     found
@@ -234,7 +307,10 @@ fn the_chart_should_lint_and_render_only_what_the_policy_allows() {
         assert!(found.is_empty(), "{values:?}: {found:#?}");
     }
     let (ok, _, said) = helm(&["template", "kubewasm", chart, "--set", "mode=active-active"]);
-    assert!(!ok && said.contains("mode must be leader or sharded"), "{said}");
+    assert!(
+        !ok && said.contains("mode must be leader or sharded"),
+        "{said}"
+    );
     // The policy is no formality: what it is there for, it finds.
     let careless = render(&[
         "image.tag=latest",
@@ -267,7 +343,10 @@ fn the_plain_manifests_should_be_the_chart_rendered_and_apply() {
     kubewasm_tests::host::apply(&server, &workspace_root().join("deploy/crds.yaml"));
     for (file, values) in [
         ("host.yaml", &["namespace.create=true"][..]),
-        ("sharded.yaml", &["namespace.create=true", "mode=sharded", "replicas=3"]),
+        (
+            "sharded.yaml",
+            &["namespace.create=true", "mode=sharded", "replicas=3"],
+        ),
     ] {
         let path = workspace_root().join("deploy").join(file);
         let committed = std::fs::read_to_string(&path).expect("the manifest");

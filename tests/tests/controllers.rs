@@ -22,7 +22,8 @@ fn myapp(name: &str, replicas: u32) -> String {
     )
 }
 
-const SUCCEEDED: &str = r#"controller_runtime_reconcile_total{controller="myapp",result="success"}"#;
+const SUCCEEDED: &str =
+    r#"controller_runtime_reconcile_total{controller="myapp",result="success"}"#;
 const SKIPPED: &str = r#"kubewasm_reconcile_skipped_total{plugin="myapp"}"#;
 
 #[test]

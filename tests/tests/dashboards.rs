@@ -69,13 +69,13 @@ fn queries(dashboard: &Value) -> Vec<(String, String)> {
     for panel in panels.filter(|p| p["type"] != "row") {
         for target in panel["targets"].as_array().into_iter().flatten() {
             let expr = target["expr"].as_str().unwrap_or_default();
-            found.push((
-                format!("panel {}", panel["title"]),
-                expr.to_owned(),
-            ));
+            found.push((format!("panel {}", panel["title"]), expr.to_owned()));
         }
     }
-    let variables = dashboard["templating"]["list"].as_array().into_iter().flatten();
+    let variables = dashboard["templating"]["list"]
+        .as_array()
+        .into_iter()
+        .flatten();
     for variable in variables.filter(|v| v["type"] == "query") {
         let query = variable["query"]["query"].as_str().unwrap_or_default();
         found.push((format!("variable {}", variable["name"]), query.to_owned()));
@@ -118,9 +118,11 @@ fn held_lease(name: &str) -> String {
 
 /// A MyApp of no replicas, `prefix-i`.
 fn myapps(prefix: &str, i: usize) -> Vec<Value> {
-    vec![serde_json::json!({"apiVersion": "example.com/v1", "kind": "MyApp",
+    vec![
+        serde_json::json!({"apiVersion": "example.com/v1", "kind": "MyApp",
         "metadata": {"name": format!("{prefix}-{i}"), "namespace": "default"},
-        "spec": {"replicas": 0, "image": "nginx:1.27", "port": 8080}})]
+        "spec": {"replicas": 0, "image": "nginx:1.27", "port": 8080}}),
+    ]
 }
 
 /// ConfigMaps the misbehaving plugin sees (`misbehave=visible`), each
@@ -220,11 +222,12 @@ fn every_panel_and_alert_should_show_data_from_hosts_running_the_examples() {
     create_all(&server, attacks("panic", "panic", 0, 3));
     let mut unanswered: Vec<(String, String)> = queries(&dashboard())
         .into_iter()
-        .chain(
-            CONTROLLER_RUNTIME_DASHBOARDS
-                .iter()
-                .map(|q| ("controller-runtime's dashboards".to_owned(), (*q).to_owned())),
-        )
+        .chain(CONTROLLER_RUNTIME_DASHBOARDS.iter().map(|q| {
+            (
+                "controller-runtime's dashboards".to_owned(),
+                (*q).to_owned(),
+            )
+        }))
         .map(|(whose, query)| (whose, promql(&query)))
         .collect();
     // What must be more than there: reconciles of both kinds, the refusal.
@@ -339,9 +342,19 @@ fn the_dashboard_should_import_into_grafanas_schema() {
 /// verified) with `token`, if any.
 fn curl(url: &str, token: Option<&str>) -> String {
     let mut command = std::process::Command::new("curl");
-    command.args(["-sk", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10"]);
+    command.args([
+        "-sk",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "--max-time",
+        "10",
+    ]);
     if let Some(token) = token {
-        command.arg("-H").arg(format!("Authorization: Bearer {token}"));
+        command
+            .arg("-H")
+            .arg(format!("Authorization: Bearer {token}"));
     }
     let out = command.arg(url).output().expect("curl runs");
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -389,8 +402,16 @@ fn secure_metrics_should_answer_only_the_clients_the_cluster_allows() {
     }
     assert_eq!(curl(&url("/healthz"), None), "200", "the probes stay open");
     assert_eq!(curl(&url("/metrics"), None), "401", "no token");
-    assert_eq!(curl(&url("/metrics"), Some("not-a-token")), "401", "a token the cluster does not know");
-    assert_eq!(curl(&url("/metrics"), Some(&refused)), "403", "a user RBAC does not allow");
+    assert_eq!(
+        curl(&url("/metrics"), Some("not-a-token")),
+        "401",
+        "a token the cluster does not know"
+    );
+    assert_eq!(
+        curl(&url("/metrics"), Some(&refused)),
+        "403",
+        "a user RBAC does not allow"
+    );
     assert_eq!(curl(&url("/metrics"), Some(&allowed)), "200");
     assert_ne!(
         curl(&format!("http://{addr}/metrics"), Some(&allowed)),

@@ -115,7 +115,8 @@ fn converges_rescales_heals_and_cleans_up(component: std::path::PathBuf) {
     let (status, metrics) = host.get("/metrics");
     assert!(status.contains("200"), "{status}");
     assert!(
-        metrics.contains(r#"controller_runtime_reconcile_total{controller="myapp",result="success"}"#),
+        metrics
+            .contains(r#"controller_runtime_reconcile_total{controller="myapp",result="success"}"#),
         "{metrics}"
     );
     assert!(metrics.contains("workqueue_depth"), "{metrics}");

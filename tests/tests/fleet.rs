@@ -80,7 +80,11 @@ fn two_hundred_busy_plugins_should_drain_on_sixteen_instance_slots_without_a_fai
         String::new,
         || {
             let text = metrics();
-            total(&text, "controller_runtime_reconcile_total", "result=\"success\"") >= (PLUGINS * PER) as f64
+            total(
+                &text,
+                "controller_runtime_reconcile_total",
+                "result=\"success\"",
+            ) >= (PLUGINS * PER) as f64
                 && total(&text, "workqueue_depth", "name=") == 0.0
         },
     );
@@ -94,7 +98,11 @@ fn two_hundred_busy_plugins_should_drain_on_sixteen_instance_slots_without_a_fai
         assert!(done >= PER as f64, "{name} reconciled {done} keys\n{text}");
     }
     assert_eq!(
-        total(&text, "controller_runtime_reconcile_total", "result=\"error\""),
+        total(
+            &text,
+            "controller_runtime_reconcile_total",
+            "result=\"error\""
+        ),
         0.0,
         "no reconcile failed\n{text}"
     );
@@ -141,8 +149,11 @@ fn fifty_configmap_replicators_over_ten_thousand_configmaps_should_drain_with_th
         String::new,
         || {
             let text = host.get("/metrics").1;
-            total(&text, "controller_runtime_reconcile_total", "result=\"success\"")
-                >= (PLUGINS * 10_000) as f64
+            total(
+                &text,
+                "controller_runtime_reconcile_total",
+                "result=\"success\"",
+            ) >= (PLUGINS * 10_000) as f64
                 && total(&text, "workqueue_depth", "name=") == 0.0
         },
     );
@@ -150,11 +161,19 @@ fn fifty_configmap_replicators_over_ten_thousand_configmaps_should_drain_with_th
     eprintln!(
         "drained in {:?}; errors {}; waited {} s",
         started.elapsed(),
-        total(&text, "controller_runtime_reconcile_total", "result=\"error\""),
+        total(
+            &text,
+            "controller_runtime_reconcile_total",
+            "result=\"error\""
+        ),
         total(&text, "kubewasm_instance_wait_seconds_sum", "plugin=")
     );
     assert_eq!(
-        total(&text, "controller_runtime_reconcile_total", "result=\"error\""),
+        total(
+            &text,
+            "controller_runtime_reconcile_total",
+            "result=\"error\""
+        ),
         0.0
     );
 }

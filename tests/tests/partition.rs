@@ -118,7 +118,10 @@ fn start(kubeconfig: &std::path::Path, mode: &[&str]) -> Host {
 fn until(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + within;
     while !done() {
-        assert!(Instant::now() < deadline, "timed out after {within:?}: {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {within:?}: {what}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -143,13 +146,17 @@ fn a_partitioned_leader_should_step_down_in_time_and_write_nothing_after() {
     apply(&server, &example_file("myapp", "crd.yaml"));
     let partitioned = Partitioned::start(&server);
     let old = start(partitioned.kubeconfig.path(), &["--leader-elect"]);
-    until("the first replica leads", Duration::from_secs(60), || leads(&old));
+    until("the first replica leads", Duration::from_secs(60), || {
+        leads(&old)
+    });
     let new = start(&server.kubeconfig, &["--leader-elect"]);
     new.wait_ready();
     create_all(&server, myapps("before", 0, 20));
-    until("the leader converges the MyApps", Duration::from_secs(60), || {
-        deployments(&server) == 20
-    });
+    until(
+        "the leader converges the MyApps",
+        Duration::from_secs(60),
+        || deployments(&server) == 20,
+    );
 
     // The partition, with work coming in throughout.
     partitioned.proxy.hold();
@@ -182,11 +189,16 @@ fn a_partitioned_leader_should_step_down_in_time_and_write_nothing_after() {
     partitioned.proxy.release();
     create_all(&server, myapps("after", 0, 10));
     let all = 20 + created + 10;
-    until("the new leader converges every MyApp", Duration::from_secs(90), || {
-        deployments(&server) == all
-    });
+    until(
+        "the new leader converges every MyApp",
+        Duration::from_secs(90),
+        || deployments(&server) == all,
+    );
     std::thread::sleep(Duration::from_secs(LEASE_SECONDS));
-    assert!(!leads(&old) && leads(&new), "leadership stayed with the new leader");
+    assert!(
+        !leads(&old) && leads(&new),
+        "leadership stayed with the new leader"
+    );
     let sent = partitioned.sent_after(cut + stepped_down, true);
     assert!(
         sent.is_empty(),
@@ -206,9 +218,11 @@ fn a_partitioned_ring_member_should_fence_itself_in_time_and_write_only_what_it_
         slots(&old) > 0.0 && slots(&new) > 0.0 && slots(&old) + slots(&new) == all_slots
     });
     create_all(&server, myapps("before", 0, 20));
-    until("the ring converges the MyApps", Duration::from_secs(60), || {
-        deployments(&server) == 20
-    });
+    until(
+        "the ring converges the MyApps",
+        Duration::from_secs(60),
+        || deployments(&server) == 20,
+    );
 
     partitioned.proxy.hold();
     let cut = Instant::now();
@@ -227,7 +241,8 @@ fn a_partitioned_ring_member_should_fence_itself_in_time_and_write_only_what_it_
         assert!(Instant::now() < deadline, "the other never took every slot");
         std::thread::sleep(Duration::from_millis(100));
     }
-    let fenced = fenced.expect("the partitioned replica fenced itself before the other took its slots");
+    let fenced =
+        fenced.expect("the partitioned replica fenced itself before the other took its slots");
     assert!(
         fenced < Duration::from_secs(LEASE_SECONDS),
         "fenced {fenced:?} after the cut: its Lease could be taken by then"
@@ -241,9 +256,11 @@ fn a_partitioned_ring_member_should_fence_itself_in_time_and_write_only_what_it_
     partitioned.proxy.release();
     create_all(&server, myapps("after", 0, 10));
     let all = 20 + created + 10;
-    until("the ring converges every MyApp", Duration::from_secs(90), || {
-        deployments(&server) == all && slots(&old) > 0.0
-    });
+    until(
+        "the ring converges every MyApp",
+        Duration::from_secs(90),
+        || deployments(&server) == all && slots(&old) > 0.0,
+    );
     let logs = [Log::of(&old), Log::of(&new)];
     assert_no_overlap(&logs);
 }

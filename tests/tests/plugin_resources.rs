@@ -710,15 +710,14 @@ fn runs_the_host_with_no_right_beyond_its_needs(file: &str, replicas: u64, more:
         let file = tempfile::NamedTempFile::new().expect("tempfile");
         std::fs::write(file.path(), review.to_string()).expect("written");
         let path = file.path().to_str().expect("a UTF-8 path");
-        let answer: serde_json::Value =
-            serde_json::from_str(&server.ok(&[
-                "create",
-                "--raw",
-                "/apis/authorization.k8s.io/v1/subjectaccessreviews",
-                "-f",
-                path,
-            ]))
-            .expect("a review");
+        let answer: serde_json::Value = serde_json::from_str(&server.ok(&[
+            "create",
+            "--raw",
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            "-f",
+            path,
+        ]))
+        .expect("a review");
         assert_eq!(
             answer["status"]["allowed"], true,
             "{account} needs to create {resource}: {answer}"
@@ -750,9 +749,14 @@ fn runs_the_host_with_no_right_beyond_its_needs(file: &str, replicas: u64, more:
         .filter(|a| {
             // The endpoints served plainly, as the tests read them
             // (--metrics-secure has a test of its own, dashboards.rs).
-            !["--plugins=", "--metrics-addr=", "--cache-dir=", "--metrics-secure"]
-                .iter()
-                .any(|f| a.starts_with(f))
+            ![
+                "--plugins=",
+                "--metrics-addr=",
+                "--cache-dir=",
+                "--metrics-secure",
+            ]
+            .iter()
+            .any(|f| a.starts_with(f))
         })
         .collect();
     flags.push("--plain-http".to_owned());

@@ -587,7 +587,11 @@ fn ten_plugins_should_converge_under_faults_and_churn_without_overlap_leak_or_st
     let (_, metrics) = host.get("/metrics");
     let restarts = metric_total(&metrics, "kubewasm_informer_watch_restarts_total", "");
     let retries = metric_total(&metrics, "workqueue_retries_total", "");
-    let errors = metric_total(&metrics, "controller_runtime_reconcile_total", "result=\"error\"");
+    let errors = metric_total(
+        &metrics,
+        "controller_runtime_reconcile_total",
+        "result=\"error\"",
+    );
     let report = format!(
         "| | |\n|---|---|\n\
          | plugins | 10 (7 Rust, 2 Python, 1 JavaScript) |\n\

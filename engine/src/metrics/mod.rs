@@ -254,11 +254,7 @@ impl Controllers {
             self.max_concurrent.clone(),
         );
         let queue = registry.sub_registry_with_prefix("workqueue");
-        queue.register(
-            "depth",
-            "Current depth of workqueue",
-            self.depth.clone(),
-        );
+        queue.register("depth", "Current depth of workqueue", self.depth.clone());
         queue.register(
             "adds",
             "Total number of adds handled by workqueue",
@@ -561,7 +557,10 @@ impl Metrics {
         for family in [&controllers.errors, &controllers.panics] {
             family.get_or_create(&controller(plugin)).inc_by(0);
         }
-        controllers.retries.get_or_create(&queue_label(plugin)).inc_by(0);
+        controllers
+            .retries
+            .get_or_create(&queue_label(plugin))
+            .inc_by(0);
         for family in [
             &self.skipped,
             &self.unchanged,
@@ -717,7 +716,10 @@ impl Metrics {
             })
             .inc();
         if kind == "trap" {
-            self.controllers.panics.get_or_create(&controller(plugin)).inc();
+            self.controllers
+                .panics
+                .get_or_create(&controller(plugin))
+                .inc();
         }
     }
 
@@ -781,7 +783,10 @@ impl Metrics {
             .observe(took.as_secs_f64());
         if result == Reconciled::Error {
             controllers.errors.get_or_create(&controller(plugin)).inc();
-            controllers.retries.get_or_create(&queue_label(plugin)).inc();
+            controllers
+                .retries
+                .get_or_create(&queue_label(plugin))
+                .inc();
         }
     }
 
@@ -960,20 +965,59 @@ mod tests {
         let text = metrics.encode(&informers());
         let at = |series: &str| value(&text, series).unwrap_or_else(|| panic!("{series}\n{text}"));
         for (series, expected) in [
-            (r#"controller_runtime_reconcile_total{controller="myapp",result="success"}"#, 1.0),
-            (r#"controller_runtime_reconcile_total{controller="myapp",result="requeue_after"}"#, 1.0),
-            (r#"controller_runtime_reconcile_total{controller="myapp",result="error"}"#, 1.0),
-            (r#"controller_runtime_reconcile_total{controller="myapp",result="requeue"}"#, 1.0),
-            (r#"controller_runtime_reconcile_errors_total{controller="myapp"}"#, 1.0),
-            (r#"controller_runtime_reconcile_time_seconds_count{controller="myapp"}"#, 3.0),
-            (r#"controller_runtime_active_workers{controller="myapp"}"#, 2.0),
-            (r#"controller_runtime_max_concurrent_reconciles{controller="myapp"}"#, 3.0),
+            (
+                r#"controller_runtime_reconcile_total{controller="myapp",result="success"}"#,
+                1.0,
+            ),
+            (
+                r#"controller_runtime_reconcile_total{controller="myapp",result="requeue_after"}"#,
+                1.0,
+            ),
+            (
+                r#"controller_runtime_reconcile_total{controller="myapp",result="error"}"#,
+                1.0,
+            ),
+            (
+                r#"controller_runtime_reconcile_total{controller="myapp",result="requeue"}"#,
+                1.0,
+            ),
+            (
+                r#"controller_runtime_reconcile_errors_total{controller="myapp"}"#,
+                1.0,
+            ),
+            (
+                r#"controller_runtime_reconcile_time_seconds_count{controller="myapp"}"#,
+                3.0,
+            ),
+            (
+                r#"controller_runtime_active_workers{controller="myapp"}"#,
+                2.0,
+            ),
+            (
+                r#"controller_runtime_max_concurrent_reconciles{controller="myapp"}"#,
+                3.0,
+            ),
             (r#"workqueue_depth{name="myapp",controller="myapp"}"#, 1.0),
-            (r#"workqueue_adds_total{name="myapp",controller="myapp"}"#, 3.0),
-            (r#"workqueue_unfinished_work_seconds{name="myapp",controller="myapp"}"#, 4.0),
-            (r#"workqueue_longest_running_processor_seconds{name="myapp",controller="myapp"}"#, 3.0),
-            (r#"workqueue_retries_total{name="myapp",controller="myapp"}"#, 1.0),
-            (r#"workqueue_work_duration_seconds_count{name="myapp",controller="myapp"}"#, 1.0),
+            (
+                r#"workqueue_adds_total{name="myapp",controller="myapp"}"#,
+                3.0,
+            ),
+            (
+                r#"workqueue_unfinished_work_seconds{name="myapp",controller="myapp"}"#,
+                4.0,
+            ),
+            (
+                r#"workqueue_longest_running_processor_seconds{name="myapp",controller="myapp"}"#,
+                3.0,
+            ),
+            (
+                r#"workqueue_retries_total{name="myapp",controller="myapp"}"#,
+                1.0,
+            ),
+            (
+                r#"workqueue_work_duration_seconds_count{name="myapp",controller="myapp"}"#,
+                1.0,
+            ),
             (r#"leader_election_master_status{name="kubewasm"}"#, 1.0),
         ] {
             assert_eq!(at(series), expected, "{series}\n{text}");
@@ -985,12 +1029,18 @@ mod tests {
         queue.done(&b, Done::Forget);
         let text = metrics.encode(&informers());
         assert_eq!(
-            value(&text, r#"workqueue_adds_total{name="myapp",controller="myapp"}"#),
+            value(
+                &text,
+                r#"workqueue_adds_total{name="myapp",controller="myapp"}"#
+            ),
             Some(3.0),
             "{text}"
         );
         assert_eq!(
-            value(&text, r#"controller_runtime_active_workers{controller="myapp"}"#),
+            value(
+                &text,
+                r#"controller_runtime_active_workers{controller="myapp"}"#
+            ),
             Some(0.0),
             "{text}"
         );
@@ -998,10 +1048,16 @@ mod tests {
         metrics.plugin_load("broken", LoadResult::Refused);
         metrics.plugin_load("broken", LoadResult::Optimized);
         let text = metrics.encode(&informers());
-        assert_eq!(value(&text, r#"kubewasm_plugin_refused{plugin="broken"}"#), Some(1.0));
+        assert_eq!(
+            value(&text, r#"kubewasm_plugin_refused{plugin="broken"}"#),
+            Some(1.0)
+        );
         metrics.plugin_load("broken", LoadResult::Loaded);
         let text = metrics.encode(&informers());
-        assert_eq!(value(&text, r#"kubewasm_plugin_refused{plugin="broken"}"#), None);
+        assert_eq!(
+            value(&text, r#"kubewasm_plugin_refused{plugin="broken"}"#),
+            None
+        );
         // A queue that is gone leaves no series.
         drop(queue);
         let text = metrics.encode(&informers());

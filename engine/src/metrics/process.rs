@@ -171,7 +171,9 @@ mod tests {
                       Max open files            1024                 524288               files     \n";
         assert_eq!(max_open_files(limits), Some(1024));
         assert_eq!(
-            max_open_files("Max open files            unlimited            unlimited            files\n"),
+            max_open_files(
+                "Max open files            unlimited            unlimited            files\n"
+            ),
             None
         );
     }

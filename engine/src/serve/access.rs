@@ -179,7 +179,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_request_without_a_bearer_token_should_be_unauthenticated_unasked() {
         let access = access();
-        for header in [None, Some("Basic dXNlcjpwYXNz"), Some("Bearer "), Some("Bearer   ")] {
+        for header in [
+            None,
+            Some("Basic dXNlcjpwYXNz"),
+            Some("Bearer "),
+            Some("Bearer   "),
+        ] {
             assert_eq!(
                 access.check(header).await.expect("no review needed"),
                 Decision::Unauthenticated,

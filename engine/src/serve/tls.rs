@@ -49,9 +49,7 @@ pub fn server_config(dir: Option<&Path>) -> Result<Arc<rustls::ServerConfig>, Tl
     Ok(Arc::new(config))
 }
 
-fn read(
-    dir: &Path,
-) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
+fn read(dir: &Path) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
     let (cert_path, key_path) = (dir.join("tls.crt"), dir.join("tls.key"));
     let pem = |path: &Path, message: String| TlsError::Pem {
         path: path.to_owned(),
@@ -88,7 +86,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_directory_with_a_certificate_and_key_should_configure_tls_and_one_without_should_say_which_file() {
+    fn a_directory_with_a_certificate_and_key_should_configure_tls_and_one_without_should_say_which_file()
+     {
         let dir = tempfile::tempdir().expect("tempdir");
         let certified =
             rcgen::generate_simple_self_signed(vec!["metrics.example".to_owned()]).expect("cert");
