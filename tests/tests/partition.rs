@@ -140,127 +140,144 @@ fn slots(host: &Host) -> f64 {
     host.metric("kubewasm_shard_slots_held").unwrap_or(0.0)
 }
 
+/// A partition of `partitioned`, MyApps created throughout, until `taken`
+/// (the other replica took over).
+struct Cut {
+    /// When it began.
+    at: Instant,
+    /// When `gone` first held (the partitioned replica stopped), from `at`.
+    gone: Duration,
+    /// When `taken` held, from `at`.
+    taken: Duration,
+    /// MyApps created meanwhile.
+    created: usize,
+}
+
+impl Cut {
+    fn make(
+        server: &Apiserver,
+        partitioned: &Partitioned,
+        gone: impl Fn() -> bool,
+        taken: impl Fn() -> bool,
+    ) -> Self {
+        partitioned.proxy.hold();
+        let at = Instant::now();
+        let (mut created, mut stopped) = (0, None);
+        let deadline = at + Duration::from_secs(60);
+        let taken = loop {
+            create_all(server, myapps("during", created, 2));
+            created += 2;
+            if stopped.is_none() && gone() {
+                stopped = Some(at.elapsed());
+            }
+            if taken() {
+                break at.elapsed();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the other replica never took over"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let gone = stopped.expect("the partitioned replica stopped before the other took over");
+        assert!(
+            gone < Duration::from_secs(LEASE_SECONDS),
+            "stopped {gone:?} after the cut: its Lease could be taken by then"
+        );
+        Self {
+            at,
+            gone,
+            taken,
+            created,
+        }
+    }
+
+    /// Ends the partition, creates more MyApps and waits until every one
+    /// converged and `also` holds.
+    fn heal(&self, server: &Apiserver, partitioned: &Partitioned, also: impl Fn() -> bool) {
+        partitioned.proxy.release();
+        create_all(server, myapps("after", 0, 10));
+        let all = 20 + self.created + 10;
+        until("every MyApp converges", Duration::from_secs(90), || {
+            deployments(server) == all && also()
+        });
+    }
+}
+
+/// Two replicas in `mode`, the first behind the partition, and 20 MyApps
+/// converged.
+fn replicas(
+    server: &Apiserver,
+    partitioned: &Partitioned,
+    mode: &str,
+    ready: impl Fn(&Host, &Host) -> bool,
+) -> (Host, Host) {
+    apply(server, &example_file("myapp", "crd.yaml"));
+    let old = start(partitioned.kubeconfig.path(), &[mode]);
+    // Started first, it leads (or holds the whole ring) before the other
+    // comes.
+    until("the first replica runs", Duration::from_secs(60), || {
+        old.get("/readyz").0.contains("200") && (mode != "--leader-elect" || leads(&old))
+    });
+    let new = start(&server.kubeconfig, &[mode]);
+    until("the replicas run", Duration::from_secs(60), || {
+        ready(&old, &new)
+    });
+    create_all(server, myapps("before", 0, 20));
+    until("the MyApps converge", Duration::from_secs(60), || {
+        deployments(server) == 20
+    });
+    (old, new)
+}
+
 #[test]
 fn a_partitioned_leader_should_step_down_in_time_and_write_nothing_after() {
     let server = Apiserver::start_with(&["--simulate-workloads"]);
-    apply(&server, &example_file("myapp", "crd.yaml"));
     let partitioned = Partitioned::start(&server);
-    let old = start(partitioned.kubeconfig.path(), &["--leader-elect"]);
-    until("the first replica leads", Duration::from_secs(60), || {
-        leads(&old)
+    let (old, new) = replicas(&server, &partitioned, "--leader-elect", |old, new| {
+        leads(old) && new.get("/readyz").0.contains("200")
     });
-    let new = start(&server.kubeconfig, &["--leader-elect"]);
-    new.wait_ready();
-    create_all(&server, myapps("before", 0, 20));
-    until(
-        "the leader converges the MyApps",
-        Duration::from_secs(60),
-        || deployments(&server) == 20,
-    );
-
-    // The partition, with work coming in throughout.
-    partitioned.proxy.hold();
-    let cut = Instant::now();
-    let mut created = 0;
-    let mut stepped_down = None;
-    let deadline = cut + Duration::from_secs(60);
-    let taken_over = loop {
-        create_all(&server, myapps("during", created, 2));
-        created += 2;
-        if stepped_down.is_none() && !leads(&old) {
-            stepped_down = Some(cut.elapsed());
-        }
-        if leads(&new) {
-            break cut.elapsed();
-        }
-        assert!(Instant::now() < deadline, "no replica took over");
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let stepped_down = stepped_down.expect("the old leader stepped down before the new one led");
-    assert!(
-        stepped_down < Duration::from_secs(LEASE_SECONDS),
-        "stepped down {stepped_down:?} after the cut: its Lease could be taken by then"
-    );
-    let sent = partitioned.sent_after(cut + stepped_down, true);
+    let cut = Cut::make(&server, &partitioned, || !leads(&old), || leads(&new));
+    let sent = partitioned.sent_after(cut.at + cut.gone, true);
     assert!(sent.is_empty(), "written after stepping down: {sent:?}");
 
     // Healed: the new leader converges everything, the old one writes
     // nothing.
-    partitioned.proxy.release();
-    create_all(&server, myapps("after", 0, 10));
-    let all = 20 + created + 10;
-    until(
-        "the new leader converges every MyApp",
-        Duration::from_secs(90),
-        || deployments(&server) == all,
-    );
+    cut.heal(&server, &partitioned, || true);
     std::thread::sleep(Duration::from_secs(LEASE_SECONDS));
     assert!(
         !leads(&old) && leads(&new),
         "leadership stayed with the new leader"
     );
-    let sent = partitioned.sent_after(cut + stepped_down, true);
+    let sent = partitioned.sent_after(cut.at + cut.gone, true);
     assert!(
         sent.is_empty(),
-        "the old leader wrote after stepping down (new leader from +{taken_over:?}): {sent:?}"
+        "the old leader wrote after stepping down (new leader from +{:?}): {sent:?}",
+        cut.taken
     );
 }
 
 #[test]
 fn a_partitioned_ring_member_should_fence_itself_in_time_and_write_only_what_it_holds_again() {
     let server = Apiserver::start_with(&["--simulate-workloads"]);
-    apply(&server, &example_file("myapp", "crd.yaml"));
     let partitioned = Partitioned::start(&server);
-    let old = start(partitioned.kubeconfig.path(), &["--sharding"]);
-    let new = start(&server.kubeconfig, &["--sharding"]);
     let all_slots = kubewasm_engine::ring::SLOTS as f64;
-    until("the two share the ring", Duration::from_secs(60), || {
-        slots(&old) > 0.0 && slots(&new) > 0.0 && slots(&old) + slots(&new) == all_slots
+    let (old, new) = replicas(&server, &partitioned, "--sharding", |old, new| {
+        slots(old) > 0.0 && slots(new) > 0.0 && slots(old) + slots(new) == all_slots
     });
-    create_all(&server, myapps("before", 0, 20));
-    until(
-        "the ring converges the MyApps",
-        Duration::from_secs(60),
-        || deployments(&server) == 20,
-    );
-
-    partitioned.proxy.hold();
-    let cut = Instant::now();
-    let mut created = 0;
-    let mut fenced = None;
-    let deadline = cut + Duration::from_secs(60);
-    loop {
-        create_all(&server, myapps("during", created, 2));
-        created += 2;
-        if fenced.is_none() && slots(&old) == 0.0 {
-            fenced = Some(cut.elapsed());
-        }
-        if slots(&new) == all_slots {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the other never took every slot");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let fenced =
-        fenced.expect("the partitioned replica fenced itself before the other took its slots");
-    assert!(
-        fenced < Duration::from_secs(LEASE_SECONDS),
-        "fenced {fenced:?} after the cut: its Lease could be taken by then"
+    let cut = Cut::make(
+        &server,
+        &partitioned,
+        || slots(&old) == 0.0,
+        || slots(&new) == all_slots,
     );
     // Its member Lease it keeps trying to renew; nothing else.
-    let sent = partitioned.sent_after(cut + fenced, false);
+    let sent = partitioned.sent_after(cut.at + cut.gone, false);
     assert!(sent.is_empty(), "written after fencing itself: {sent:?}");
 
     // Healed: it joins again and takes its share back; no key is ever in
     // two steps at once, and every MyApp converges.
-    partitioned.proxy.release();
-    create_all(&server, myapps("after", 0, 10));
-    let all = 20 + created + 10;
-    until(
-        "the ring converges every MyApp",
-        Duration::from_secs(90),
-        || deployments(&server) == all && slots(&old) > 0.0,
-    );
+    cut.heal(&server, &partitioned, || slots(&old) > 0.0);
     let logs = [Log::of(&old), Log::of(&new)];
     assert_no_overlap(&logs);
 }
