@@ -31,7 +31,11 @@
 //! rights.
 
 use http::Request;
+use http_body_util::BodyExt;
 use kube::Client;
+use kube::client::Body;
+use kube::core::Status;
+use tracing::Instrument;
 
 use kubewasm_runtime::action::{Action, ApiRequest, Method};
 
@@ -195,7 +199,9 @@ impl Applier {
         Ok(written)
     }
 
-    /// Sends one action: the object its response carries, if any.
+    /// Sends one action: the object its response carries, if any. In its
+    /// own span, `kubewasm.write` ([`crate::controller`]'s reconcile span
+    /// tells the tree), with the answer's status code.
     async fn send(&self, to_apply: &Action) -> Result<Written, ApplyError> {
         let ApiRequest {
             action,
@@ -209,6 +215,17 @@ impl Applier {
             Method::Patch => http::Method::PATCH,
             Method::Delete => http::Method::DELETE,
         };
+        let span = tracing::info_span!(
+            "kubewasm.write",
+            otel.name = action,
+            otel.kind = "client",
+            kubewasm.action = action,
+            http.request.method = %method,
+            url.path = path.split_once('?').map_or(path.as_str(), |(path, _)| path),
+            http.response.status_code = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+            otel.status_description = tracing::field::Empty,
+        );
         let mut builder = Request::builder();
         if let Some(user) = &self.impersonate {
             builder = builder.header("Impersonate-User", user);
@@ -218,14 +235,26 @@ impl Applier {
             .uri(&path)
             .header(http::header::CONTENT_TYPE, content_type)
             .header(http::header::ACCEPT, "application/json")
-            .body(body.to_string().into_bytes())
+            .body(Body::from(body.to_string().into_bytes()))
             .map_err(|source| ApplyError::Build {
                 action,
                 path: path.clone(),
                 source,
             })?;
-        match self.client.request_text(http_request).await {
-            Ok(text) => Ok(Written::read(&text)),
+        let answer = self.answer(http_request).instrument(span.clone()).await;
+        if let Some(code) = answer
+            .as_ref()
+            .ok()
+            .map(|(code, _)| *code)
+            .or(match &answer {
+                Err(kube::Error::Api(status)) => Some(status.code),
+                _ => None,
+            })
+        {
+            span.record("http.response.status_code", code);
+        }
+        let written = match answer {
+            Ok((_, text)) => Ok(Written::read(&text)),
             Err(kube::Error::Api(status)) if status.code == 404 && to_apply.removes() => {
                 Ok(Written::default())
             }
@@ -247,7 +276,29 @@ impl Applier {
                 path,
                 source,
             }),
+        };
+        if let Err(error) = &written {
+            span.record("otel.status_code", "error");
+            span.record("otel.status_description", tracing::field::display(error));
         }
+        written
+    }
+
+    /// The status code and body of a successful answer to `request`; a
+    /// refusal as the [`kube::Error::Api`] its `Status` says (as
+    /// [`Client::request_text`] reads one).
+    async fn answer(&self, request: Request<Body>) -> Result<(u16, String), kube::Error> {
+        let response = self.client.send(request).await?;
+        let code = response.status();
+        let bytes = response.into_body().collect().await?.to_bytes();
+        let text = String::from_utf8(bytes.to_vec()).map_err(kube::Error::FromUtf8)?;
+        if code.is_client_error() || code.is_server_error() {
+            let status = serde_json::from_str::<Status>(&text).unwrap_or_else(|_| {
+                Status::failure(text.trim(), "Failed to parse error data").with_code(code.as_u16())
+            });
+            return Err(kube::Error::Api(status.boxed()));
+        }
+        Ok((code.as_u16(), text))
     }
 }
 

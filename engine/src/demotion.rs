@@ -153,6 +153,10 @@ impl Demotion {
         } else {
             self.normal()
         };
+        // The call runs in its caller's span (a reconcile's guest call is
+        // its child in a trace).
+        let span = tracing::Span::current();
+        let call = move || span.in_scope(call);
         match runtime {
             Some(runtime) => runtime.spawn_blocking(call),
             None => tokio::task::spawn_blocking(call),

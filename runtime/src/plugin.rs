@@ -178,7 +178,7 @@ impl Plugin {
     /// # Errors
     /// [`ReconcileError`]: the configuration was refused, the call failed,
     /// or the plugin reported a failure.
-    #[tracing::instrument(name = "kubewasm.plugin.reconcile", skip_all, fields(plugin = %self.name, key = %request.key))]
+    #[tracing::instrument(name = "kubewasm.plugin.reconcile", skip_all, fields(kubewasm.plugin = %self.name, kubewasm.key = %request.key))]
     pub fn reconcile(
         &self,
         cache: Arc<dyn Cache>,
@@ -191,7 +191,7 @@ impl Plugin {
     ///
     /// # Errors
     /// As [`Plugin::reconcile`].
-    #[tracing::instrument(name = "kubewasm.plugin.finalize", skip_all, fields(plugin = %self.name, key = %request.key))]
+    #[tracing::instrument(name = "kubewasm.plugin.finalize", skip_all, fields(kubewasm.plugin = %self.name, kubewasm.key = %request.key))]
     pub fn finalize(
         &self,
         cache: Arc<dyn Cache>,

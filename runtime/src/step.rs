@@ -133,6 +133,7 @@ pub struct Outcome {
 /// # Errors
 /// [`ReconcileError::Action`]: an action was denied or malformed; nothing
 /// of the reply is to be sent.
+#[tracing::instrument(name = "kubewasm.plan", level = "debug", skip_all)]
 pub fn plan(
     plugin: &Plugin,
     cache: &dyn Cache,

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 pub mod bench;
 pub mod host;
+pub mod otlp;
 pub mod peers;
 pub mod prometheus;
 pub mod proxy;

@@ -80,6 +80,7 @@ mod mapping;
 mod memo;
 mod schedule;
 mod shared;
+mod span;
 mod triggers;
 mod unchanged;
 mod version;

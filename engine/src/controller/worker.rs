@@ -7,9 +7,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tracing::Instrument;
+
 use super::departed::{Departed, WithPrimary};
 use super::memo::{Memo, primary_version};
 use super::shared::Shared;
+use super::span;
 use super::triggers::Triggers;
 use super::unchanged::Unchanged;
 use super::version::{Current, Version};
@@ -103,13 +106,28 @@ impl Worker {
                 Some(permit) => Ok(permit),
                 None => self.shared.workers.acquire(&version.flow).await,
             };
+            let declaration = version.plugin.declaration();
+            let span = span::reconcile(
+                name,
+                &declaration.primary,
+                &version.plugin.digest(),
+                &key,
+                waited,
+            );
             let (done, permit) = match permit {
-                Ok(permit) => (self.reconcile(&version, &key, gate).await, Some(permit)),
+                Ok(permit) => {
+                    let done = self
+                        .reconcile(&version, &key, gate)
+                        .instrument(span.clone())
+                        .await;
+                    (done, Some(permit))
+                }
                 Err(closed) => (Done::Retry(closed.to_string()), None),
             };
             // Fenced: what it had not written when the slot went was never
             // sent.
             let fenced = in_flight.as_ref().is_some_and(|f| !f.valid());
+            span::ended(&span, &done, fenced);
             tracing::debug!(replica, plugin = %name, key = %key, fenced, "reconcile ended");
             drop(in_flight);
             self.finish(name, &key, done, taken);
@@ -136,12 +154,7 @@ impl Worker {
         }
     }
 
-    #[tracing::instrument(name = "reconcile", skip_all, fields(
-        plugin = %version.plugin.declaration().name,
-        resource = %version.plugin.declaration().primary,
-        digest = %version.plugin.digest(),
-        key = %key,
-    ))]
+    /// One step of `key`, in its span ([`span`]).
     async fn reconcile(
         &self,
         version: &Version,
@@ -151,6 +164,7 @@ impl Worker {
         let name = version.plugin.declaration().name.clone();
         let metrics = &self.shared.metrics;
         let failure = self.queue.failure(key);
+        span::retries(failure.as_ref().map_or(0, |f| f.count));
         let primary = primary_version(version, key);
         // Not cached, but it left the selector holding the finalizer: its
         // last state stands in for it, and it is finalized.

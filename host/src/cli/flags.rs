@@ -194,6 +194,13 @@ pub(super) struct HostFlags {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub(super) log_format: LogFormat,
+    /// Export traces (a span per reconcile, its guest call, cache reads and
+    /// writes as children) over OTLP in protobuf over HTTP to this
+    /// collector's base URL (`URL/v1/traces`), as
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` would name it: `http://collector:4318`
+    /// [default: no traces].
+    #[arg(long, value_name = "URL")]
+    pub(super) otlp_endpoint: Option<String>,
     /// How plugins named by OCI references (`NAME.oci`) are fetched.
     #[command(flatten)]
     registry: RegistryFlags,

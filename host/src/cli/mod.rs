@@ -20,6 +20,7 @@ mod pull;
 mod push;
 mod replay;
 mod run;
+mod telemetry;
 mod types;
 mod verify;
 
@@ -28,6 +29,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use flags::LogFormat;
+use telemetry::Telemetry;
 
 #[cfg(feature = "apiserver")]
 pub use dev::{install_crds, install_plugin_crds};
@@ -88,39 +90,33 @@ enum Command {
 /// Parses the command line, runs it, and reports errors on stderr.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let json = match &cli.command {
-        Command::Run(args) => args.host.log_format == LogFormat::Json,
+    let (json, otlp) = match &cli.command {
+        Command::Run(args) => (
+            args.host.log_format == LogFormat::Json,
+            args.host.otlp_endpoint.clone(),
+        ),
         #[cfg(feature = "apiserver")]
-        Command::Dev(args) => args.host.log_format == LogFormat::Json,
-        _ => false,
+        Command::Dev(args) => (
+            args.host.log_format == LogFormat::Json,
+            args.host.otlp_endpoint.clone(),
+        ),
+        _ => (false, None),
     };
-    init_tracing(json);
-    match run(cli) {
+    let telemetry = match Telemetry::start(json, otlp.as_deref()) {
+        Ok(telemetry) => telemetry,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let ran = run(cli);
+    telemetry.shutdown();
+    match ran {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// Logs to stderr, filtered by `KUBEWASM_LOG` (by default the host's own
-/// records from `info`, and plugins' logs).
-fn init_tracing(json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("KUBEWASM_LOG").unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(
-            "warn,kubewasm=info,kubewasm_engine=info,kubewasm_runtime=info,kubewasm::plugin=info",
-        )
-    });
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if json {
-        builder.json().init();
-    } else {
-        builder
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init();
     }
 }
 

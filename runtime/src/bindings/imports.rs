@@ -58,7 +58,7 @@ impl PluginState {
 }
 
 impl cache::Host for PluginState {
-    #[tracing::instrument(name = "kubewasm.cache.get", level = "trace", skip_all, fields(plugin = %self.plugin))]
+    #[tracing::instrument(name = "kubewasm.cache.get", level = "debug", skip_all, fields(kubewasm.plugin = %self.plugin))]
     fn get(
         &mut self,
         resource: types::ResourceType,
@@ -79,7 +79,7 @@ impl cache::Host for PluginState {
         Ok(answer.map_err(Into::into))
     }
 
-    #[tracing::instrument(name = "kubewasm.cache.list", level = "trace", skip_all, fields(plugin = %self.plugin))]
+    #[tracing::instrument(name = "kubewasm.cache.list", level = "debug", skip_all, fields(kubewasm.plugin = %self.plugin))]
     fn list(
         &mut self,
         resource: types::ResourceType,
