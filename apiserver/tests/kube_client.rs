@@ -698,6 +698,15 @@ async fn aggregated_discovery_should_describe_every_group() -> anyhow::Result<()
             .any(|(r, _)| r.plural == "deployments/scale" || r.plural == "scale")
     );
     assert!(discovery.get("").is_some(), "the core group");
+    let reviews = discovery
+        .get("authorization.k8s.io")
+        .expect("the reviews' group")
+        .recommended_resources();
+    let (_, caps) = reviews
+        .iter()
+        .find(|(r, _)| r.plural == "subjectaccessreviews")
+        .expect("subjectaccessreviews listed");
+    assert_eq!(caps.operations, vec!["create".to_owned()], "create-only");
     assert_eq!(
         discovery
             .get("autoscaling")

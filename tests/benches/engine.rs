@@ -22,6 +22,7 @@ use kubewasm_engine::Engine;
 use kubewasm_engine::controller::Settings;
 use kubewasm_runtime::{LoadOptions, Runtime, RuntimeConfig};
 use kubewasm_tests::bench::{is_real_run, median, ms, out_path, write_section};
+use kubewasm_tests::chart::{Axis, Line, Panel};
 use kubewasm_tests::peers::{Usage, converged, create_myapps};
 use kubewasm_tests::{
     compiled_cache_dir, example_plugin, in_process_cluster, test_plugin, workspace_root,
@@ -365,27 +366,66 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let real = is_real_run();
-    if real || std::env::var("KUBEWASM_BENCH_SECTION").as_deref() == Ok("skips") {
+    let only = std::env::var("KUBEWASM_BENCH_SECTION").ok();
+    if (real && only.is_none()) || only.as_deref() == Some("skips") {
         skips(if real { 10_000 } else { 50 }).await?;
-        if std::env::var("KUBEWASM_BENCH_SECTION").is_ok() {
-            return Ok(());
-        }
     }
-    let backlog = if real { 10_000 } else { 200 };
-    let (readers, objects) = if real { (50, 10_000) } else { (3, 200) };
+    if only.is_none() {
+        fairness_section(real, &runtime).await?;
+    }
+    if only.is_none() || only.as_deref() == Some("memory") {
+        memory_section(real)?;
+    }
+    Ok(())
+}
 
-    let (alone, _) = fairness(0, &runtime).await?;
-    let (behind, waiting) = fairness(backlog, &runtime).await?;
+/// The fairness section: a key of one plugin behind another's backlog.
+async fn fairness_section(real: bool, runtime: &Runtime) -> anyhow::Result<()> {
+    let backlog = if real { 10_000 } else { 200 };
+    let (alone, _) = fairness(0, runtime).await?;
+    let (behind, waiting) = fairness(backlog, runtime).await?;
     let slowdown = behind.as_secs_f64() / alone.as_secs_f64();
     eprintln!(
         "fairness: one key {} alone, {} behind a {backlog}-key backlog ({waiting} still queued): {slowdown:.2}x",
         ms(alone),
         ms(behind)
     );
+    if let Some(path) = out_path().filter(|_| real) {
+        let body = format!(
+            "The convergence of MyApps against kube-runtime and controller-runtime is the peers \
+             section's; the memory of many plugins, the next section's.\n\n\
+             Fairness: a new MyApp's Deployment appears {} after its creation (median of five, \
+             after a warm-up) with no other work, {} while another plugin of the same host works \
+             through a backlog of {backlog} keys ({waiting} of them still queued when the last was \
+             timed): **{slowdown:.2}x**. The backlog waits behind its own plugin's two workers; \
+             the other plugin's key takes a free permit at once.\n",
+            ms(alone),
+            ms(behind),
+        );
+        write_section(
+            &path,
+            "engine",
+            "Controller engine: fairness",
+            "make bench",
+            &body,
+        )?;
+    }
+    Ok(())
+}
 
+/// The memory section: what plugins in one host add over 10,000
+/// ConfigMaps, against as many native caches, at growing counts (a table
+/// and a chart).
+fn memory_section(real: bool) -> anyhow::Result<()> {
+    let (counts, objects): (&[usize], usize) = if real {
+        (&[1, 10, 25, 50], 10_000)
+    } else {
+        (&[1, 3], 200)
+    };
+    let (first, most) = (counts[0], counts[counts.len() - 1]);
     // Resident memory moves by a few MiB from run to run with glibc's
-    // default arenas: the plugins' figures are medians of three, with the
-    // default and with one arena.
+    // default arenas: the plugins' figures are medians of three, with one
+    // arena at every count and with the default arenas at the ends.
     let median_of_three = |readers, arenas| -> anyhow::Result<f64> {
         let mut runs = (0..3)
             .map(|_| memory_in_child(readers, objects, arenas))
@@ -393,66 +433,110 @@ async fn main() -> anyhow::Result<()> {
         runs.sort_by(f64::total_cmp);
         Ok(runs[1])
     };
-    let mut plugins = Vec::new();
-    for arenas in [Arenas::Default, Arenas::One] {
-        let one = median_of_three(Readers::Wasm(1), arenas)?;
-        let many = median_of_three(Readers::Wasm(readers), arenas)?;
+    let mut one_arena = Vec::new();
+    let mut native = Vec::new();
+    for &count in counts {
+        let plugins = median_of_three(Readers::Wasm(count), Arenas::One)?;
+        let caches = memory_in_child(Readers::Native(count), objects, Arenas::Default)?;
         eprintln!(
-            "memory over {objects} ConfigMaps ({arenas:?} arenas): 1 plugin {one:.1} MiB, \
-             {readers} plugins {many:.1} MiB ({:.2}x)",
-            many / one
+            "memory over {objects} ConfigMaps: {count} plugins {plugins:.1} MiB (one arena), \
+             {count} native caches {caches:.1} MiB"
         );
-        plugins.push((one, many));
+        one_arena.push((count as f64, plugins));
+        native.push((count as f64, caches));
     }
-    let [(one_mib, many_mib), (one_stable, many_stable)] = plugins[..] else {
-        anyhow::bail!("two allocator settings measured");
+    let mut default_arenas = Vec::new();
+    for count in [first, most] {
+        default_arenas.push((
+            count as f64,
+            median_of_three(Readers::Wasm(count), Arenas::Default)?,
+        ));
+    }
+    let at = |line: &[(f64, f64)], count: usize| {
+        line.iter()
+            .find(|(c, _)| *c == count as f64)
+            .map_or(0.0, |(_, mib)| *mib)
     };
-    let native_mib = memory_in_child(Readers::Native(readers), objects, Arenas::Default)?;
-    eprintln!(
-        "{readers} native caches {native_mib:.1} MiB ({:.3} of it)",
-        many_mib / native_mib
+    let Some(path) = out_path().filter(|_| real) else {
+        return Ok(());
+    };
+    let chart = "docs/bench/memory.svg";
+    kubewasm_tests::chart::write(
+        chart,
+        &[Panel {
+            title: format!("Memory added over {objects} ConfigMaps"),
+            x: Axis::log("readers (plugins or native controllers)"),
+            y: Axis::log("MiB"),
+            lines: vec![
+                Line {
+                    name: "kubewasm plugins, one arena".into(),
+                    points: one_arena.clone(),
+                    dashed: false,
+                    colour: 0,
+                },
+                Line {
+                    name: "kubewasm plugins, default arenas".into(),
+                    points: default_arenas.clone(),
+                    dashed: true,
+                    colour: 0,
+                },
+                Line {
+                    name: "kube-runtime reflectors".into(),
+                    points: native.clone(),
+                    dashed: false,
+                    colour: 1,
+                },
+            ],
+        }],
+        (720, 420),
+    )?;
+    let mut table = String::from(
+        "| readers | kubewasm plugins (one arena) | (default arenas) | kube-runtime reflectors | plugins / reflectors |\n|---|---|---|---|---|\n",
     );
-
-    if let Some(path) = out_path().filter(|_| real) {
-        let body = format!(
-            "The convergence of MyApps against kube-runtime and controller-runtime is the peers \
-             section's.\n\n\
-             Fairness: a new MyApp's Deployment appears {} after its creation (median of five, \
-             after a warm-up) with no other work, {} while another plugin of the same host works \
-             through a backlog of {backlog} keys ({waiting} of them still queued when the last was \
-             timed): **{slowdown:.2}x**. The backlog waits behind its own plugin's two workers; \
-             the other plugin's key takes a free permit at once.\n\n\
-             Memory over {objects} ConfigMaps (each 200 bytes of data), what the readers add to \
-             the process once listed (and, for plugins, every key reconciled once), each scenario \
-             in a process of its own (plugins: median of three runs), with glibc's default malloc \
-             arenas (as the host runs unless told otherwise) and with one \
-             (`MALLOC_ARENA_MAX=1`, where the figures are stable to a tenth of a MiB):\n\n\
-             | readers | memory added (default arenas) | (one arena) |\n|---|---|---|\n\
-             | 1 plugin (misbehave, `noop`) in kubewasm | {one_mib:.1} MiB | {one_stable:.1} MiB |\n\
-             | {readers} plugins (the same component under {readers} names) in kubewasm | {many_mib:.1} MiB: **{:.2}x** one | {many_stable:.1} MiB: **{:.2}x** one |\n\
-             | {readers} kube-runtime reflectors, a watch and a store each (as {readers} native controllers hold) | {native_mib:.1} MiB: kubewasm's {readers} plugins take **{:.3}** of it | |\n\n\
-             Goals: {readers} plugins at most 1.3x one (the caches are shared), and at most 1/20 of \
-             the native controllers. The {readers} plugins share one informer and one compiled copy \
-             of the component (by digest); a queue holds the listing of its primary as a walk \
-             over the shared store, not a key each, and a plugin with no work left lets its warm \
-             instance go. What each adds, {:.2} MiB with one arena, is its queue, its metrics and \
-             the heap its instance used while all {readers} worked at once (the fair scheduler \
-             runs them side by side), freed but not given back to the system.\n",
-            ms(alone),
-            ms(behind),
-            many_mib / one_mib,
-            many_stable / one_stable,
-            many_mib / native_mib,
-            (many_stable - one_stable) / (readers - 1) as f64,
+    for &count in counts {
+        let (plugins, caches) = (at(&one_arena, count), at(&native, count));
+        let default = if count == first || count == most {
+            format!("{:.1} MiB", at(&default_arenas, count))
+        } else {
+            String::new()
+        };
+        table += &format!(
+            "| {count} | {plugins:.1} MiB ({:.2}x one) | {default} | {caches:.1} MiB | {:.3} |\n",
+            plugins / at(&one_arena, first),
+            plugins / caches,
         );
-        write_section(
-            &path,
-            "engine",
-            "Controller engine: fairness and memory",
-            "make bench",
-            &body,
-        )?;
     }
+    let body = format!(
+        "What the readers add to the process over {objects} ConfigMaps (each 200 bytes of data) \
+         once listed (and, for plugins, every key reconciled once), each scenario in a process \
+         of its own: kubewasm plugins (the `misbehave` test plugin, `noop`, under as many \
+         names, each its own queue and workers, in one engine; medians of three), with one \
+         malloc arena (`MALLOC_ARENA_MAX=1`, where the figures are stable to a tenth of a MiB) \
+         and, at {first} and {most}, glibc's default arenas (as the host runs unless told \
+         otherwise); against as many kube-runtime reflectors, a watch and a store each, as \
+         that many native controllers hold (in one process: the runtime and binary each \
+         would add are left out, which only flatters them).\n\n{table}\n\
+         ![memory against readers]({chart})\n\n\
+         Goals: {most} plugins at most 1.3x one (the caches are shared: **{:.2}x** with one \
+         arena, **{:.2}x** with the default ones), and at most 1/20 of the native \
+         controllers (**{:.3}**). The plugins share one informer and one compiled copy of the \
+         component (by digest); a queue holds the listing of its primary as a walk over the \
+         shared store, not a key each, and a plugin with no work left lets its warm instance \
+         go. What each plugin past the first adds, {:.2} MiB with one arena, is its queue, its \
+         metrics, its share of the remembered keys and the heap its instance used while all \
+         worked at once, freed but not given back to the system.\n",
+        at(&one_arena, most) / at(&one_arena, first),
+        at(&default_arenas, most) / at(&default_arenas, first),
+        at(&default_arenas, most) / at(&native, most),
+        (at(&one_arena, most) - at(&one_arena, first)) / (most - first) as f64,
+    );
+    write_section(
+        &path,
+        "memory",
+        "Controller engine: the memory of many plugins",
+        "make bench (this section alone: KUBEWASM_BENCH_SECTION=memory cargo bench -p kubewasm-tests --bench engine -- --write BENCHMARKS.md)",
+        &body,
+    )?;
     Ok(())
 }
 

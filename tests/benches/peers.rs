@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use kube::Client;
 use kube::api::Api;
 use kubewasm_tests::bench::{is_real_run, ms, out_path, until, write_section};
+use kubewasm_tests::chart::{Axis, Line, Panel};
 use kubewasm_tests::peers::{Driver, Usage, converged, create_myapps, rust_binary};
 use kubewasm_tests::proxy::Proxy;
 use kubewasm_tests::{Apiserver, workspace_root};
@@ -376,8 +377,7 @@ async fn main() -> anyhow::Result<()> {
     let all = drivers.len() == Driver::ALL.len();
     if let Some(path) = out_path().filter(|_| real && all) {
         let chart = "docs/bench/peers.svg";
-        std::fs::create_dir_all(workspace_root().join("docs/bench"))?;
-        std::fs::write(workspace_root().join(chart), svg(&runs))?;
+        kubewasm_tests::chart::write(chart, &panels(&runs), (520, 380))?;
         write_section(
             &path,
             "peers",
@@ -492,138 +492,34 @@ fn report(runs: &[Run], spec: &str, chart: &str, many: Option<Many>) -> String {
 }
 
 /// Time to converge and peak memory against the number of MyApps, one
-/// line per driver and server, both axes logarithmic.
-fn svg(runs: &[Run]) -> String {
-    let (w, h, pad) = (360.0, 260.0, 48.0);
-    let xs: Vec<f64> = runs.iter().map(|r| (r.n as f64).log10()).collect();
-    let (x0, x1) = bounds(&xs);
-    let panel = |left: f64, title: &str, unit: &str, value: &dyn Fn(&Run) -> f64| {
-        let ys: Vec<f64> = runs.iter().map(|r| value(r).max(1e-3).log10()).collect();
-        let (y0, y1) = bounds(&ys);
-        let px = |x: f64| left + pad + (x - x0) / (x1 - x0).max(1e-9) * (w - pad - 12.0);
-        let py = |y: f64| 30.0 + (h - 30.0 - pad) * (1.0 - (y - y0) / (y1 - y0).max(1e-9));
-        let mut g = format!(
-            "<text x=\"{}\" y=\"18\" font-size=\"13\" text-anchor=\"middle\">{title}</text>\n\
-             <line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#444\"/>\n\
-             <line x1=\"{}\" y1=\"30\" x2=\"{}\" y2=\"{}\" stroke=\"#444\"/>\n",
-            left + w / 2.0,
-            left + pad,
-            h - pad,
-            left + w - 12.0,
-            h - pad,
-            left + pad,
-            left + pad,
-            h - pad
-        );
-        for (x, label) in ticks(x0, x1) {
-            g += &format!(
-                "<text x=\"{:.1}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\">{label}</text>\n",
-                px(x),
-                h - pad + 14.0
-            );
-        }
-        for (y, label) in ticks(y0, y1) {
-            g += &format!(
-                "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"end\">{label}</text>\n",
-                left + pad - 4.0,
-                py(y) + 3.0
-            );
-        }
-        g += &format!(
-            "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">MyApps ({unit})</text>\n",
-            left + w / 2.0,
-            h - 14.0
-        );
-        for (server, dash) in [(Server::Embedded, ""), (Server::Real, "6 3")] {
-            for (driver, colour) in Driver::ALL.iter().zip(COLOURS) {
-                let points: Vec<String> = runs
-                    .iter()
-                    .filter(|r| r.server == server && r.driver == *driver)
-                    .map(|r| {
-                        format!(
-                            "{:.1},{:.1}",
-                            px((r.n as f64).log10()),
-                            py(value(r).max(1e-3).log10())
-                        )
-                    })
-                    .collect();
-                if !points.is_empty() {
-                    g += &format!(
-                        "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" \
-                         stroke-dasharray=\"{dash}\" points=\"{}\"/>\n",
-                        points.join(" ")
-                    );
-                    for p in &points {
-                        let (x, y) = p.split_once(',').unwrap_or_default();
-                        g +=
-                            &format!("<circle cx=\"{x}\" cy=\"{y}\" r=\"3\" fill=\"{colour}\"/>\n");
-                    }
-                }
+/// line per driver and server (the real control plane's dashed), both axes
+/// logarithmic.
+fn panels(runs: &[Run]) -> Vec<Panel> {
+    let panel = |title: &str, unit: &str, value: &dyn Fn(&Run) -> f64| {
+        let mut lines = Vec::new();
+        for server in [Server::Embedded, Server::Real] {
+            for (colour, driver) in Driver::ALL.into_iter().enumerate() {
+                lines.push(Line {
+                    name: format!("{} ({} server)", driver.name(), server.name()),
+                    points: runs
+                        .iter()
+                        .filter(|r| r.server == server && r.driver == driver)
+                        .map(|r| (r.n as f64, value(r)))
+                        .collect(),
+                    dashed: server == Server::Real,
+                    colour,
+                });
             }
         }
-        g
+        Panel {
+            title: title.to_owned(),
+            x: Axis::log("MyApps"),
+            y: Axis::log(unit),
+            lines,
+        }
     };
-    let mut legend = String::new();
-    for (i, (driver, colour)) in Driver::ALL.iter().zip(COLOURS).enumerate() {
-        legend += &format!(
-            "<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"4\" fill=\"{colour}\"/>\
-             <text x=\"{}\" y=\"{}\" font-size=\"11\">{}</text>\n",
-            20.0 + 190.0 * i as f64,
-            h + 8.0,
-            38.0 + 190.0 * i as f64,
-            h + 13.0,
-            driver.name()
-        );
-    }
-    legend += &format!(
-        "<text x=\"20\" y=\"{}\" font-size=\"11\">solid: embedded server; dashed: real control plane</text>\n",
-        h + 32.0
-    );
-    format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\">\n\
-         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n{}{}{}</svg>\n",
-        2.0 * w,
-        h + 44.0,
-        panel(0.0, "Time to converge", "seconds, log", &|r: &Run| r
-            .took
-            .as_secs_f64()),
-        panel(w, "Peak memory", "MiB, log", &|r: &Run| r.mib()),
-        legend
-    )
-}
-
-const COLOURS: [&str; 3] = ["#d9480f", "#1864ab", "#2b8a3e"];
-
-/// The whole decades around `values` (logarithms), one at least.
-fn bounds(values: &[f64]) -> (f64, f64) {
-    let lo = values.iter().copied().fold(f64::INFINITY, f64::min).floor();
-    let hi = values
-        .iter()
-        .copied()
-        .fold(f64::NEG_INFINITY, f64::max)
-        .ceil();
-    if lo.is_finite() && hi.is_finite() {
-        (lo, hi.max(lo + 1.0))
-    } else {
-        (0.0, 1.0)
-    }
-}
-
-/// A tick at each decade from `lo` to `hi` (logarithms), labelled.
-fn ticks(lo: f64, hi: f64) -> Vec<(f64, String)> {
-    let mut out = Vec::new();
-    let mut d = lo;
-    while d <= hi + 1e-9 {
-        let v = 10f64.powf(d);
-        let label = if v >= 1000.0 {
-            format!("{}k", v / 1000.0)
-        } else if v >= 1.0 {
-            format!("{v}")
-        } else {
-            format!("{v:.1}")
-        };
-        out.push((d, label));
-        d += 1.0;
-    }
-    out
+    vec![
+        panel("Time to converge", "seconds", &|r| r.took.as_secs_f64()),
+        panel("Peak memory", "MiB", &|r| r.mib()),
+    ]
 }

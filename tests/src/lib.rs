@@ -11,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod bench;
+pub mod chart;
 pub mod host;
 pub mod otlp;
 pub mod peers;

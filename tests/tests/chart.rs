@@ -62,6 +62,7 @@ const EVERYTHING: &[&str] = &[
     "metrics.serviceMonitor.enabled=true",
     "metrics.prometheusRule.enabled=true",
     "metrics.dashboard.enabled=true",
+    "tracing.otlpEndpoint=http://otel-collector.observability:4318",
     "image.digest=sha256:0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0",
     "tenants[0].namespace=team-a",
     "tenants[0].create=true",

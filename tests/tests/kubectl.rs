@@ -49,6 +49,24 @@ fn kubectl_should_treat_the_embedded_server_as_a_cluster() {
             .lines()
             .any(|l| l.starts_with("deployments") && l.contains("deploy"))
     );
+    // The reviews, create-only, as a real server lists them.
+    for (group, review) in [
+        ("authorization.k8s.io", "subjectaccessreviews"),
+        ("authentication.k8s.io", "tokenreviews"),
+    ] {
+        let listed = server.ok(&["api-resources", "-o", "wide", "--api-group", group]);
+        assert!(
+            listed.lines().any(|l| {
+                let words: Vec<_> = l.split_whitespace().collect();
+                words.first() == Some(&review)
+                    && words.contains(&"false")
+                    && words.contains(&"create")
+            }),
+            "{listed}"
+        );
+        let can = server.ok(&["auth", "can-i", "create", &format!("{review}.{group}")]);
+        assert_eq!(can.trim(), "yes", "{review}");
+    }
 
     let dir = tempfile::tempdir().expect("tempdir");
     let cm = write(

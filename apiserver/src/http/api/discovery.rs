@@ -1,9 +1,55 @@
 //! Discovery: `/version`, the group and resource lists, aggregated
 //! discovery (`apidiscovery.k8s.io/v2`).
+//!
+//! Besides the registry's resources, the review resources are listed as a
+//! real server lists them: create-only and cluster-scoped, in their groups
+//! (`authentication.k8s.io/v1`, `authorization.k8s.io/v1`), though nothing
+//! of them is stored ([`REVIEWS`]); `kubectl auth can-i create
+//! subjectaccessreviews` and clients that check discovery first find them.
 
 use serde_json::{Value, json};
 
 use super::Api;
+
+/// The review resources served (`Route::Review`): group, plural, kind. All
+/// in version `v1`.
+pub(super) const REVIEWS: [(&str, &str, &str); 5] = [
+    (
+        "authentication.k8s.io",
+        "selfsubjectreviews",
+        "SelfSubjectReview",
+    ),
+    ("authentication.k8s.io", "tokenreviews", "TokenReview"),
+    (
+        "authorization.k8s.io",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+    ),
+    (
+        "authorization.k8s.io",
+        "selfsubjectrulesreviews",
+        "SelfSubjectRulesReview",
+    ),
+    (
+        "authorization.k8s.io",
+        "subjectaccessreviews",
+        "SubjectAccessReview",
+    ),
+];
+
+/// The review groups, in order.
+const REVIEW_GROUPS: [&str; 2] = ["authentication.k8s.io", "authorization.k8s.io"];
+
+/// The reviews of `group` at `version`: plural and kind.
+pub(super) fn reviews<'a>(
+    group: &'a str,
+    version: &'a str,
+) -> impl Iterator<Item = (&'static str, &'static str)> + 'a {
+    REVIEWS
+        .iter()
+        .filter(move |(g, ..)| *g == group && version == "v1")
+        .map(|(_, plural, kind)| (*plural, *kind))
+}
 
 impl Api {
     /// What `/version` says: the Kubernetes release whose API this serves.
@@ -29,6 +75,10 @@ impl Api {
                     .collect();
                 json!({"name": g.name, "versions": versions, "preferredVersion": versions[0]})
             })
+            .chain(REVIEW_GROUPS.iter().map(|name| {
+                let version = json!({"groupVersion": format!("{name}/v1"), "version": "v1"});
+                json!({"name": name, "versions": [version], "preferredVersion": version})
+            }))
             .collect();
         json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
     }
@@ -76,6 +126,19 @@ impl Api {
                     .collect();
                 json!({"metadata": {"name": g.name}, "versions": versions})
             })
+            .chain(REVIEW_GROUPS.iter().filter(|_| !core).map(|group| {
+                let resources: Vec<Value> = reviews(group, "v1")
+                    .map(|(plural, kind)| json!({
+                        "resource": plural,
+                        "responseKind": {"group": group, "version": "v1", "kind": kind},
+                        "scope": "Cluster",
+                        "singularResource": kind.to_lowercase(),
+                        "verbs": ["create"],
+                    }))
+                    .collect();
+                json!({"metadata": {"name": group}, "versions": [
+                    {"version": "v1", "resources": resources, "freshness": "Current"}]})
+            }))
             .collect();
         json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})
     }
@@ -108,6 +171,15 @@ impl Api {
                     }));
                 }
             }
+        }
+        for (plural, kind) in reviews(group, version) {
+            resources.push(json!({
+                "name": plural,
+                "singularName": kind.to_lowercase(),
+                "namespaced": false,
+                "kind": kind,
+                "verbs": ["create"],
+            }));
         }
         json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources})
     }

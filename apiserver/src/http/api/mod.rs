@@ -276,7 +276,9 @@ impl Api {
             _ => return Err(ApiError::no_route()),
         };
         if rest.is_empty() {
-            if self.registry().in_version(group, version).next().is_none() {
+            if self.registry().in_version(group, version).next().is_none()
+                && discovery::reviews(group, version).next().is_none()
+            {
                 return Err(ApiError::no_route());
             }
             return Ok(Route::ResourceList(group.to_owned(), version.to_owned()));
