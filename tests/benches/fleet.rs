@@ -24,6 +24,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use kubewasm_tests::bench::{is_real_run, out_path, until, write_section};
+use kubewasm_tests::chart::{Axis, Line, Panel};
 use kubewasm_tests::host::{Host, apply, create_all, get_json, metric_total as total};
 use kubewasm_tests::peers::rust_binary;
 use kubewasm_tests::{Apiserver, example_file, example_plugin, kubewasm_bin, pss_kib, rss_kib};
@@ -280,7 +281,9 @@ fn idle(server: &Apiserver, plugins: usize, objects: usize) -> anyhow::Result<f6
 }
 
 /// The scaling runs over `count` MyApps: their table, and the failover.
-fn scaling(count: usize) -> anyhow::Result<(String, Failover)> {
+/// The scaling part: its table, the failover, and the chart of time and
+/// speed-up against replicas.
+fn scaling(count: usize) -> anyhow::Result<(String, Failover, Vec<Panel>)> {
     let runs = [
         ring(1, count, false)?,
         ring(2, count, false)?,
@@ -312,7 +315,43 @@ fn scaling(count: usize) -> anyhow::Result<(String, Failover)> {
         failover.taken.as_secs_f64(),
         failover.late.as_secs_f64()
     );
-    Ok((table, failover))
+    let line = |name: &str, points: Vec<(f64, f64)>, dashed: bool, colour: usize| Line {
+        name: name.to_owned(),
+        points,
+        dashed,
+        colour,
+    };
+    let replicas = |value: &dyn Fn(&Run) -> f64| -> Vec<(f64, f64)> {
+        runs.iter().map(|r| (r.replicas as f64, value(r))).collect()
+    };
+    let panels = vec![
+        Panel {
+            title: format!("Time to converge {count} MyApps"),
+            x: Axis::linear("replicas"),
+            y: Axis::linear("seconds"),
+            lines: vec![line(
+                "kubewasm run --sharding",
+                replicas(&|r| r.converged.as_secs_f64()),
+                false,
+                0,
+            )],
+        },
+        Panel {
+            title: "Speed-up over one replica".to_owned(),
+            x: Axis::linear("replicas"),
+            y: Axis::linear("x one replica"),
+            lines: vec![
+                line(
+                    "kubewasm run --sharding",
+                    replicas(&|r| one / r.converged.as_secs_f64().max(1e-9)),
+                    false,
+                    0,
+                ),
+                line("ideal", replicas(&|r| r.replicas as f64), true, 4),
+            ],
+        },
+    ];
+    Ok((table, failover, panels))
 }
 
 /// The memory 1 and 50 busy replicators add over `configmaps` ConfigMaps:
@@ -420,9 +459,11 @@ fn main() -> anyhow::Result<()> {
         .then(|| memory(configmaps, window))
         .transpose()?;
     let idle = part("idle").then(|| idle_plugins(configmaps)).transpose()?;
-    if let (Some(path), Some((table, failover)), Some(memory), Some(idle)) =
+    if let (Some(path), Some((table, failover, panels)), Some(memory), Some(idle)) =
         (out_path().filter(|_| real), scaled, memory, idle)
     {
+        let chart = "docs/bench/fleet.svg";
+        kubewasm_tests::chart::write(chart, &panels, (480, 340))?;
         let body = format!(
             "Real processes on this machine (2 cores), release builds: `kubewasm apiserver --request-latency-ms 20` and \
              replicas of `kubewasm run --sharding --workers 4` running `myapp` (a Deployment and a Service \
@@ -430,6 +471,7 @@ fn main() -> anyhow::Result<()> {
              (ten `kubectl create`s side by side) once the ring has settled; converged is when every \
              MyApp has its Deployment and every replica's queue is empty. Goal: at least 2.7x at 3 replicas; \
              the published figure to beat is about 2.25x (timebertt's controller sharding).\n\n{table}\n\
+             ![time and speed-up against replicas]({chart})\n\n\
              Each replica's primary store holds its share only (`kubewasm_informer_objects{{shard=\"uid\"}}`). \
              Failover: one of the three SIGKILLed and {LATE} MyApps created at that moment (a third of \
              them in its slots): the survivors held every slot {:.1} s later, and the {LATE} MyApps all \

@@ -56,10 +56,14 @@
 //! one scrape at a time, never pushed, and only what runs then has them;
 //! a stopped plugin's queue and guest memory go with it.
 
+mod controllers;
 mod process;
 
+pub(crate) use controllers::Reconciled;
+use controllers::{Controllers, LeaseLabel, Queue, controller, controller_result, queue_label};
+
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use kubewasm_core::shard::ShardField;
@@ -87,30 +91,6 @@ struct PluginLabel {
 struct ResultLabel {
     plugin: String,
     result: String,
-}
-
-/// controller-runtime's label of a controller's series.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ControllerLabel {
-    controller: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ControllerResultLabel {
-    controller: String,
-    result: &'static str,
-}
-
-/// client-go's work queue labels, as controller-runtime sets them.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct QueueLabel {
-    name: String,
-    controller: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct LeaseLabel {
-    name: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -141,27 +121,6 @@ struct InformerLabel {
     shard: String,
 }
 
-/// How a reconcile ended: controller-runtime's `result` label.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Reconciled {
-    /// It succeeded.
-    Success,
-    /// It succeeded and asked to be called again after a while.
-    RequeueAfter,
-    /// It failed: retried with backoff.
-    Error,
-}
-
-impl Reconciled {
-    fn label(self) -> &'static str {
-        match self {
-            Self::Success => "success",
-            Self::RequeueAfter => "requeue_after",
-            Self::Error => "error",
-        }
-    }
-}
-
 fn seconds() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.0, 20))
 }
@@ -174,157 +133,6 @@ fn backoffs() -> Histogram {
 
 type Seconds = Family<PluginLabel, Histogram, fn() -> Histogram>;
 type FloatGauge = Gauge<f64, AtomicU64>;
-
-/// A plugin's work queue, shown while it lives.
-struct Queue {
-    plugin: String,
-    queue: Weak<WorkQueue>,
-    /// Its workers: the most keys reconciled at once.
-    concurrency: usize,
-}
-
-/// controller-runtime's series of its controllers and their queues.
-struct Controllers {
-    reconciles: Family<ControllerResultLabel, Counter>,
-    errors: Family<ControllerLabel, Counter>,
-    panics: Family<ControllerLabel, Counter>,
-    time: Family<ControllerLabel, Histogram, fn() -> Histogram>,
-    active_workers: Family<ControllerLabel, Gauge>,
-    max_concurrent: Family<ControllerLabel, Gauge>,
-    depth: Family<QueueLabel, Gauge>,
-    adds: Family<QueueLabel, Counter>,
-    queue_wait: Family<QueueLabel, Histogram, fn() -> Histogram>,
-    work: Family<QueueLabel, Histogram, fn() -> Histogram>,
-    unfinished: Family<QueueLabel, FloatGauge>,
-    longest: Family<QueueLabel, FloatGauge>,
-    retries: Family<QueueLabel, Counter>,
-    leading: Family<LeaseLabel, Gauge>,
-}
-
-impl Controllers {
-    fn new() -> Self {
-        Self {
-            reconciles: Family::default(),
-            errors: Family::default(),
-            panics: Family::default(),
-            time: Family::new_with_constructor(seconds as fn() -> Histogram),
-            active_workers: Family::default(),
-            max_concurrent: Family::default(),
-            depth: Family::default(),
-            adds: Family::default(),
-            queue_wait: Family::new_with_constructor(seconds as fn() -> Histogram),
-            work: Family::new_with_constructor(seconds as fn() -> Histogram),
-            unfinished: Family::default(),
-            longest: Family::default(),
-            retries: Family::default(),
-            leading: Family::default(),
-        }
-    }
-
-    fn register(&self, registry: &mut Registry) {
-        let runtime = registry.sub_registry_with_prefix("controller_runtime");
-        runtime.register(
-            "reconcile",
-            "Total number of reconciliations per controller",
-            self.reconciles.clone(),
-        );
-        runtime.register(
-            "reconcile_errors",
-            "Total number of reconciliation errors per controller",
-            self.errors.clone(),
-        );
-        runtime.register(
-            "reconcile_panics",
-            "Total number of reconciliation panics per controller (guest traps and panics)",
-            self.panics.clone(),
-        );
-        runtime.register(
-            "reconcile_time_seconds",
-            "Length of time per reconciliation per controller",
-            self.time.clone(),
-        );
-        runtime.register(
-            "active_workers",
-            "Number of currently used workers per controller",
-            self.active_workers.clone(),
-        );
-        runtime.register(
-            "max_concurrent_reconciles",
-            "Maximum number of concurrent reconciles per controller",
-            self.max_concurrent.clone(),
-        );
-        let queue = registry.sub_registry_with_prefix("workqueue");
-        queue.register("depth", "Current depth of workqueue", self.depth.clone());
-        queue.register(
-            "adds",
-            "Total number of adds handled by workqueue",
-            self.adds.clone(),
-        );
-        queue.register(
-            "queue_duration_seconds",
-            "How long in seconds an item stays in workqueue before being requested",
-            self.queue_wait.clone(),
-        );
-        queue.register(
-            "work_duration_seconds",
-            "How long in seconds processing an item from workqueue takes",
-            self.work.clone(),
-        );
-        queue.register(
-            "unfinished_work_seconds",
-            "How many seconds of work has been done that is in progress and hasn't been observed by work_duration",
-            self.unfinished.clone(),
-        );
-        queue.register(
-            "longest_running_processor_seconds",
-            "How many seconds has the longest running processor for workqueue been running",
-            self.longest.clone(),
-        );
-        queue.register(
-            "retries",
-            "Total number of retries handled by workqueue",
-            self.retries.clone(),
-        );
-        registry.sub_registry_with_prefix("leader_election").register(
-            "master_status",
-            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master",
-            self.leading.clone(),
-        );
-    }
-
-    /// Mirrors the queues' state into their series.
-    fn sample(&self, queues: &[Queue]) {
-        for family in [&self.active_workers, &self.max_concurrent] {
-            family.clear();
-        }
-        self.depth.clear();
-        self.adds.clear();
-        self.unfinished.clear();
-        self.longest.clear();
-        for registered in queues {
-            let Some(queue) = registered.queue.upgrade() else {
-                continue;
-            };
-            let plugin = &registered.plugin;
-            let working = queue.working();
-            self.active_workers
-                .get_or_create(&controller(plugin))
-                .set(count(working.keys));
-            self.max_concurrent
-                .get_or_create(&controller(plugin))
-                .set(count(registered.concurrency));
-            let label = queue_label(plugin);
-            self.depth.get_or_create(&label).set(count(queue.depth()));
-            self.adds.get_or_create(&label).inc_by(queue.adds());
-            self.unfinished
-                .get_or_create(&label)
-                .set(working.total.as_secs_f64());
-            self.longest
-                .get_or_create(&label)
-                .set(working.longest.as_secs_f64());
-        }
-    }
-}
 
 fn count(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
@@ -895,26 +703,6 @@ impl Metrics {
 fn label(plugin: &str) -> PluginLabel {
     PluginLabel {
         plugin: plugin.to_owned(),
-    }
-}
-
-fn controller(plugin: &str) -> ControllerLabel {
-    ControllerLabel {
-        controller: plugin.to_owned(),
-    }
-}
-
-fn controller_result(plugin: &str, result: &'static str) -> ControllerResultLabel {
-    ControllerResultLabel {
-        controller: plugin.to_owned(),
-        result,
-    }
-}
-
-fn queue_label(plugin: &str) -> QueueLabel {
-    QueueLabel {
-        name: plugin.to_owned(),
-        controller: plugin.to_owned(),
     }
 }
 
