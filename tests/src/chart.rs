@@ -167,6 +167,8 @@ where
         .configure_mesh()
         .x_desc(&panel.x.label)
         .y_desc(&panel.y.label)
+        .x_label_formatter(&tick)
+        .y_label_formatter(&tick)
         .light_line_style(WHITE)
         .draw()
         .map_err(drawing)?;
@@ -202,6 +204,19 @@ where
         .draw()
         .map_err(drawing)?;
     Ok(())
+}
+
+/// A tick's label: whole numbers as they are (thousands as `k`), others
+/// to two places at most.
+fn tick(value: &f64) -> String {
+    let v = *value;
+    if v >= 1000.0 && (v / 1000.0).fract() == 0.0 {
+        format!("{}k", v / 1000.0)
+    } else if v.fract() == 0.0 {
+        format!("{v}")
+    } else {
+        format!("{v:.2}").trim_end_matches('0').to_owned()
+    }
 }
 
 #[cfg(test)]
@@ -250,6 +265,18 @@ mod tests {
         );
         assert_eq!(svg.matches("<circle").count(), 4, "a point each");
         Ok(())
+    }
+
+    #[test]
+    fn ticks_should_read_as_numbers_people_write() {
+        let labels: Vec<_> = [1.0, 10.0, 1000.0, 10000.0, 2500.0, 0.5, 0.25, 1.5]
+            .iter()
+            .map(tick)
+            .collect();
+        assert_eq!(
+            labels,
+            ["1", "10", "1k", "10k", "2500", "0.5", "0.25", "1.5"]
+        );
     }
 
     #[test]
