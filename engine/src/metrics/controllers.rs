@@ -12,7 +12,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use super::{FloatGauge, count, seconds};
+use super::series::{FloatGauge, count, seconds};
 use crate::queue::WorkQueue;
 
 /// controller-runtime's label of a controller's series.

@@ -58,11 +58,12 @@
 
 mod controllers;
 mod process;
+mod series;
 
 pub(crate) use controllers::Reconciled;
 use controllers::{Controllers, LeaseLabel, Queue, controller, controller_result, queue_label};
+use series::seconds;
 
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -121,10 +122,6 @@ struct InformerLabel {
     shard: String,
 }
 
-fn seconds() -> Histogram {
-    Histogram::new(exponential_buckets(0.0001, 2.0, 20))
-}
-
 /// Buckets from client-go's first backoff (5 ms) doubling to past its last
 /// (1000 s).
 fn backoffs() -> Histogram {
@@ -132,11 +129,6 @@ fn backoffs() -> Histogram {
 }
 
 type Seconds = Family<PluginLabel, Histogram, fn() -> Histogram>;
-type FloatGauge = Gauge<f64, AtomicU64>;
-
-fn count(n: usize) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
 
 /// The engine's metrics (see the module documentation).
 pub struct Metrics {

@@ -4,52 +4,13 @@
 //! Besides the registry's resources, the review resources are listed as a
 //! real server lists them: create-only and cluster-scoped, in their groups
 //! (`authentication.k8s.io/v1`, `authorization.k8s.io/v1`), though nothing
-//! of them is stored ([`REVIEWS`]); `kubectl auth can-i create
+//! of them is stored ([`super::route::REVIEWS`]); `kubectl auth can-i create
 //! subjectaccessreviews` and clients that check discovery first find them.
 
 use serde_json::{Value, json};
 
 use super::Api;
-
-/// The review resources served (`Route::Review`): group, plural, kind. All
-/// in version `v1`.
-pub(super) const REVIEWS: [(&str, &str, &str); 5] = [
-    (
-        "authentication.k8s.io",
-        "selfsubjectreviews",
-        "SelfSubjectReview",
-    ),
-    ("authentication.k8s.io", "tokenreviews", "TokenReview"),
-    (
-        "authorization.k8s.io",
-        "selfsubjectaccessreviews",
-        "SelfSubjectAccessReview",
-    ),
-    (
-        "authorization.k8s.io",
-        "selfsubjectrulesreviews",
-        "SelfSubjectRulesReview",
-    ),
-    (
-        "authorization.k8s.io",
-        "subjectaccessreviews",
-        "SubjectAccessReview",
-    ),
-];
-
-/// The review groups, in order.
-const REVIEW_GROUPS: [&str; 2] = ["authentication.k8s.io", "authorization.k8s.io"];
-
-/// The reviews of `group` at `version`: plural and kind.
-pub(super) fn reviews<'a>(
-    group: &'a str,
-    version: &'a str,
-) -> impl Iterator<Item = (&'static str, &'static str)> + 'a {
-    REVIEWS
-        .iter()
-        .filter(move |(g, ..)| *g == group && version == "v1")
-        .map(|(_, plural, kind)| (*plural, *kind))
-}
+use super::route::{REVIEW_GROUPS, reviews};
 
 impl Api {
     /// What `/version` says: the Kubernetes release whose API this serves.

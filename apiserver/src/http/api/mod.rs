@@ -277,7 +277,7 @@ impl Api {
         };
         if rest.is_empty() {
             if self.registry().in_version(group, version).next().is_none()
-                && discovery::reviews(group, version).next().is_none()
+                && route::reviews(group, version).next().is_none()
             {
                 return Err(ApiError::no_route());
             }

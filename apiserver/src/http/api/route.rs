@@ -42,3 +42,43 @@ pub(super) enum Review {
     /// real server does: a ServiceAccount's groups are not implied.
     Subject,
 }
+
+/// The review resources served (`Route::Review`): group, plural, kind. All
+/// in version `v1`.
+pub(super) const REVIEWS: [(&str, &str, &str); 5] = [
+    (
+        "authentication.k8s.io",
+        "selfsubjectreviews",
+        "SelfSubjectReview",
+    ),
+    ("authentication.k8s.io", "tokenreviews", "TokenReview"),
+    (
+        "authorization.k8s.io",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+    ),
+    (
+        "authorization.k8s.io",
+        "selfsubjectrulesreviews",
+        "SelfSubjectRulesReview",
+    ),
+    (
+        "authorization.k8s.io",
+        "subjectaccessreviews",
+        "SubjectAccessReview",
+    ),
+];
+
+/// The review groups, in order.
+pub(super) const REVIEW_GROUPS: [&str; 2] = ["authentication.k8s.io", "authorization.k8s.io"];
+
+/// The reviews of `group` at `version`: plural and kind.
+pub(super) fn reviews<'a>(
+    group: &'a str,
+    version: &'a str,
+) -> impl Iterator<Item = (&'static str, &'static str)> + 'a {
+    REVIEWS
+        .iter()
+        .filter(move |(g, ..)| *g == group && version == "v1")
+        .map(|(_, plural, kind)| (*plural, *kind))
+}
