@@ -17,6 +17,12 @@
 //! with a storm of retries. A delete or a
 //! finalizer removal of an object that is already gone (404) is success.
 //!
+//! An answer is read whole only up to [`ANSWER_LIMIT`] (an object is at
+//! most a few MiB: etcd's request limit): a server that sends more fails
+//! the write as a transport failure, its excess never held. A body that is
+//! not UTF-8 or not JSON is no object (an answer to a write the server
+//! made) or a refusal whose message is the body's text.
+//!
 //! # Unchanged writes
 //! The caller may name actions the server would not change (a controller's
 //! apply that already holds on the cached object): those are not sent, and
@@ -42,6 +48,10 @@ use kubewasm_runtime::action::{Action, ApiRequest, Method};
 /// How often a request under way asks whether it may still write
 /// ([`Applier::apply_while`]).
 pub const FENCE_CHECK: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// The most of an answer's body the applier reads (see the module
+/// documentation).
+pub const ANSWER_LIMIT: usize = 16 << 20;
 
 /// Why an action was not applied.
 #[derive(Debug, thiserror::Error)]
@@ -286,12 +296,17 @@ impl Applier {
 
     /// The status code and body of a successful answer to `request`; a
     /// refusal as the [`kube::Error::Api`] its `Status` says (as
-    /// [`Client::request_text`] reads one).
+    /// [`Client::request_text`] reads one). A body past [`ANSWER_LIMIT`] is
+    /// a [`kube::Error::Service`] holding its `LengthLimitError`.
     async fn answer(&self, request: Request<Body>) -> Result<(u16, String), kube::Error> {
         let response = self.client.send(request).await?;
         let code = response.status();
-        let bytes = response.into_body().collect().await?.to_bytes();
-        let text = String::from_utf8(bytes.to_vec()).map_err(kube::Error::FromUtf8)?;
+        let bytes = http_body_util::Limited::new(response.into_body(), ANSWER_LIMIT)
+            .collect()
+            .await
+            .map_err(kube::Error::Service)?
+            .to_bytes();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
         if code.is_client_error() || code.is_server_error() {
             let status = serde_json::from_str::<Status>(&text).unwrap_or_else(|_| {
                 Status::failure(text.trim(), "Failed to parse error data").with_code(code.as_u16())
@@ -332,7 +347,7 @@ impl Written {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{Partition, cluster};
+    use crate::testing::{Answering, Partition, Reply, cluster};
     use k8s_openapi::api::core::v1::ConfigMap;
     use kubewasm_runtime::resource::{ObjectKey, ResourceType};
     use std::sync::Arc;
@@ -393,6 +408,86 @@ mod tests {
             after.metadata.finalizers, None,
             "the abandoned write landed"
         );
+    }
+
+    /// A finalizer to add to a ConfigMap `a` (what the server is never
+    /// asked: its answers are the test's).
+    fn a_write() -> Action {
+        let config_map = ResourceType {
+            group: String::new(),
+            version: "v1".to_owned(),
+            kind: "ConfigMap".to_owned(),
+            plural: "configmaps".to_owned(),
+            namespaced: true,
+        };
+        let primary = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "namespace": "default", "uid": "u", "resourceVersion": "1"}});
+        Action::add_finalizer(
+            &config_map,
+            &ObjectKey::namespaced("default", "a"),
+            &primary,
+            "x/y",
+        )
+        .expect("a finalizer to add")
+    }
+
+    #[tokio::test]
+    async fn an_answer_past_the_limit_should_fail_the_write_unread() {
+        // 1 GiB announced and sent as fast as it is read.
+        let server = Answering::start("200 OK", Reply::Endless).await;
+        let applied = Applier::new(server.client())
+            .apply_while(&[a_write()], &[], || true)
+            .await;
+        let Err((0, error @ ApplyError::Transport { .. })) = &applied else {
+            panic!("{applied:?}");
+        };
+        assert!(error.is_transient());
+        let ApplyError::Transport {
+            source: kube::Error::Service(source),
+            ..
+        } = error
+        else {
+            panic!("{error:?}");
+        };
+        assert!(
+            source.is::<http_body_util::LengthLimitError>(),
+            "{source:?}"
+        );
+        assert!(
+            server.sent() < 2 * ANSWER_LIMIT as u64,
+            "{} bytes sent before the applier gave up",
+            server.sent()
+        );
+    }
+
+    #[tokio::test]
+    async fn answers_that_are_not_json_should_be_no_object_or_a_plain_refusal() {
+        for (line, body) in [
+            ("200 OK", &b"<html>made</html>"[..]),
+            ("201 Created", b"\xff\xfe{"),
+        ] {
+            let server = Answering::start(line, Reply::Fixed(body)).await;
+            let applied = Applier::new(server.client())
+                .apply_while(&[a_write()], &[], || true)
+                .await;
+            assert_eq!(applied.ok(), Some(vec![Written::default()]), "{line}");
+        }
+        let server =
+            Answering::start("502 Bad Gateway", Reply::Fixed(b"<h1>\xffdown</h1>\n")).await;
+        let applied = Applier::new(server.client())
+            .apply_while(&[a_write()], &[], || true)
+            .await;
+        let Err((
+            0,
+            error @ ApplyError::Refused {
+                code: 502, message, ..
+            },
+        )) = &applied
+        else {
+            panic!("{applied:?}");
+        };
+        assert!(error.is_transient());
+        assert_eq!(message, "<h1>\u{fffd}down</h1>");
     }
 
     #[test]

@@ -1,9 +1,10 @@
-//! What the engine's tests share: the embedded API server in process, and
-//! a partition to put between it and a client.
+//! What the engine's tests share: the embedded API server in process, a
+//! partition to put between it and a client, and a server that answers
+//! whatever it is asked with what a test chooses.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -115,5 +116,105 @@ async fn pipe(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, held: Arc<AtomicB
         if to.write_all(&buffer[..read]).await.is_err() {
             return;
         }
+    }
+}
+
+/// What an [`Answering`] server's answers carry.
+#[derive(Clone, Copy)]
+pub(crate) enum Reply {
+    /// These bytes, with their length.
+    Fixed(&'static [u8]),
+    /// 1 GiB announced, sent as fast as the client reads it.
+    Endless,
+}
+
+/// A loopback HTTP server answering every request with one status line
+/// and [`Reply`], whatever was asked: a hostile or broken server.
+pub(crate) struct Answering {
+    addr: SocketAddr,
+    sent: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Answering {
+    /// A server answering `HTTP/1.1 {line}` (`200 OK`) and `reply`.
+    pub(crate) async fn start(line: &'static str, reply: Reply) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bound");
+        let addr = listener.local_addr().expect("address");
+        let sent = Arc::new(AtomicU64::new(0));
+        let task = tokio::spawn({
+            let sent = Arc::clone(&sent);
+            async move {
+                while let Ok((stream, _)) = listener.accept().await {
+                    tokio::spawn(answer(stream, line, reply, Arc::clone(&sent)));
+                }
+            }
+        });
+        Self { addr, sent, task }
+    }
+
+    /// A client of this server.
+    pub(crate) fn client(&self) -> kube::Client {
+        client_of(self.addr)
+    }
+
+    /// The bytes of answers' bodies written so far.
+    pub(crate) fn sent(&self) -> u64 {
+        self.sent.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Reads one request from `stream` (its head and `Content-Length` bytes),
+/// then writes the answer, counting the body's bytes in `sent`.
+async fn answer(mut stream: TcpStream, line: &str, reply: Reply, sent: Arc<AtomicU64>) {
+    let mut request = Vec::new();
+    let mut buffer = vec![0; 16 * 1024];
+    loop {
+        match stream.read(&mut buffer).await {
+            Ok(0) | Err(_) => return,
+            Ok(read) => request.extend_from_slice(&buffer[..read]),
+        }
+        let Some(end) = request.windows(4).position(|w| w == b"\r\n\r\n") else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&request[..end]).to_ascii_lowercase();
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0);
+        if request.len() >= end + 4 + length {
+            break;
+        }
+    }
+    let length = match reply {
+        Reply::Fixed(body) => body.len(),
+        Reply::Endless => 1 << 30,
+    };
+    let head = format!(
+        "HTTP/1.1 {line}\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\
+         Connection: close\r\n\r\n"
+    );
+    if stream.write_all(head.as_bytes()).await.is_err() {
+        return;
+    }
+    let chunk = vec![b' '; 64 * 1024];
+    let mut left = length;
+    while left > 0 {
+        let part = match reply {
+            Reply::Fixed(body) => &body[length - left..],
+            Reply::Endless => &chunk[..left.min(chunk.len())],
+        };
+        if stream.write_all(part).await.is_err() {
+            return;
+        }
+        sent.fetch_add(part.len() as u64, Ordering::SeqCst);
+        left -= part.len();
     }
 }

@@ -768,6 +768,54 @@ fn sigterm_should_stop_cleanly_and_release_the_lease() {
     assert!(host.log().contains("released the lease"), "{}", host.log());
 }
 
+#[test]
+fn sigterm_should_not_wait_for_a_plugin_still_compiling() {
+    let server = Apiserver::start();
+    // The JavaScript example made a component no cache has seen (a custom
+    // section of its own): it starts on baseline code while the optimizing
+    // compiler works on it for tens of seconds in a debug build.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let unseen = dir.path().join("unseen.wasm");
+    let mut bytes = std::fs::read(example_plugin("configmap-replicator")).expect("built");
+    let nonce = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos()
+    );
+    let name = b"kubewasm-test";
+    let payload = [&[name.len() as u8][..], name, nonce.as_bytes()].concat();
+    bytes.push(0);
+    // A one-byte LEB128 length.
+    let length = u8::try_from(payload.len()).ok().filter(|n| *n < 0x80);
+    bytes.push(length.expect("a short section"));
+    bytes.extend(payload);
+    std::fs::write(&unseen, bytes).expect("written");
+    let mut host = Host::start(&server, &[("replicator", unseen)], &[], &[]);
+    host.wait_ready();
+    assert!(
+        !host.log().contains("optimized code compiled"),
+        "compiled before SIGTERM, so this run shows nothing: {}",
+        host.log()
+    );
+    let asked = Instant::now();
+    let status = host.terminate();
+    let took = asked.elapsed();
+    assert!(status.success(), "{status}: {}", host.log());
+    assert!(
+        !host.log().contains("optimized code compiled"),
+        "the exit waited for the compile: {}",
+        host.log()
+    );
+    assert!(
+        took < Duration::from_secs(10),
+        "{took:?} from SIGTERM to exit: {}",
+        host.log()
+    );
+}
+
 /// The notes of the `Language` events about each ConfigMap, by its name.
 fn languages(server: &Apiserver) -> std::collections::BTreeMap<String, Vec<String>> {
     event_notes(server, "default", "Language")

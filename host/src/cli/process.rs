@@ -2,6 +2,7 @@
 //! runtime, reach a cluster, wait for a signal.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::error::{BoxError, CliError};
 
@@ -23,13 +24,24 @@ pub(super) fn block_on(future: impl Future<Output = Result<(), CliError>>) -> Re
     block_on_value(future)?
 }
 
-/// Runs `future` on a new multi-threaded tokio runtime; its output.
+/// How long a command's end waits for blocking work nothing awaits any
+/// more: a plugin's optimizing compile still running (a tier-up, tens of
+/// seconds for a large component; its result would be dropped, and the
+/// compiled cache is written whole or not at all). Without a bound the
+/// process outlives SIGTERM by that long, past a Pod's grace period.
+const LEFT_BEHIND: Duration = Duration::from_secs(1);
+
+/// Runs `future` on a new multi-threaded tokio runtime; its output. The
+/// runtime's blocking work left when `future` ends is given
+/// [`LEFT_BEHIND`], then abandoned.
 pub(super) fn block_on_value<T>(future: impl Future<Output = T>) -> Result<T, CliError> {
-    Ok(tokio::runtime::Builder::new_multi_thread()
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(CliError::AsyncRuntime)?
-        .block_on(future))
+        .map_err(CliError::AsyncRuntime)?;
+    let value = runtime.block_on(future);
+    runtime.shutdown_timeout(LEFT_BEHIND);
+    Ok(value)
 }
 
 /// A client from `kubeconfig`, or the default configuration.

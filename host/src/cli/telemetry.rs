@@ -23,6 +23,8 @@
 //! [`Telemetry::start`] and [`Telemetry::shutdown`] are called outside any
 //! async runtime (before the command's runtime starts, after it ends).
 
+use std::time::Duration;
+
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{SpanExporter, WithExportConfig};
 use opentelemetry_sdk::Resource;
@@ -36,6 +38,13 @@ use tracing_subscriber::{Layer, Registry};
 /// The default log filter, when `KUBEWASM_LOG` is unset or invalid.
 const DEFAULT_LOG: &str =
     "warn,kubewasm=info,kubewasm_engine=info,kubewasm_runtime=info,kubewasm::plugin=info";
+
+/// How long the last spans may take to leave at exit. Each export is
+/// bounded by the exporter's own timeout (`OTEL_EXPORTER_OTLP_TIMEOUT`, 10 s
+/// by default) and dropped spans are only lost, never waited for: a
+/// collector that hangs, refuses or drips costs a reconcile nothing and the
+/// host's exit at most this.
+const FLUSH: Duration = Duration::from_secs(5);
 
 /// Why telemetry could not start.
 #[derive(Debug, thiserror::Error)]
@@ -94,10 +103,11 @@ impl Telemetry {
         Ok(Self { provider })
     }
 
-    /// Sends the spans not yet sent and stops the exporter.
+    /// Sends the spans not yet sent and stops the exporter, waiting at
+    /// most [`FLUSH`] for a collector that does not answer.
     pub(super) fn shutdown(self) {
         if let Some(provider) = self.provider
-            && let Err(error) = provider.shutdown()
+            && let Err(error) = provider.shutdown_with_timeout(FLUSH)
         {
             eprintln!("warning: traces: {error}");
         }
