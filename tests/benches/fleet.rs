@@ -195,6 +195,8 @@ struct Held {
     instances: f64,
     /// Reconciles a second over that half, every plugin's together.
     rate: f64,
+    /// Reconciles counted by the last sample.
+    reconciles: f64,
 }
 
 fn held(server: &Apiserver, plugins: usize, window: Duration, flags: &[&str]) -> Held {
@@ -238,6 +240,7 @@ fn held(server: &Apiserver, plugins: usize, window: Duration, flags: &[&str]) ->
         pss: median(|s| s.1),
         instances: late.iter().map(|s| s.2).fold(0.0, f64::max),
         rate,
+        reconciles: late.last().map_or(0.0, |s| s.3),
     }
 }
 
@@ -370,6 +373,18 @@ fn memory(configmaps: usize, window: Duration) -> anyhow::Result<String> {
     // As before warm instances were sized by memory: eight kept, one for
     // each reconcile run at once.
     let counted = held(&server, 50, window, &["--max-warm-instances", "8"]);
+    // The fifty again, each step's spans exported to a collector on
+    // loopback.
+    let collector = kubewasm_tests::otlp::Receiver::start()?;
+    let traced = held(
+        &server,
+        50,
+        window,
+        &["--otlp-endpoint", &collector.endpoint()],
+    );
+    let spans = collector.spans();
+    let traced_steps = spans.iter().filter(|s| s.name == "reconcile").count();
+    let traced_ratio = traced.rate / fifty.rate.max(1e-9);
     let added = |h: &Held, f: fn(&Held) -> f64| (f(h) - f(&base)) / 1024.0;
     let (rss1, rss50) = (added(&single, |h| h.rss), added(&fifty, |h| h.rss));
     let (pss1, pss50) = (added(&single, |h| h.pss), added(&fifty, |h| h.pss));
@@ -384,12 +399,21 @@ fn memory(configmaps: usize, window: Duration) -> anyhow::Result<String> {
     };
     let (rate_ratio, counted_ratio) = (of_single(fifty.rate), of_single(counted.rate));
     let rss_counted = added(&counted, |h| h.rss);
+    let rss_traced = added(&traced, |h| h.rss);
     eprintln!(
         "memory added: 1 plugin {rss1:.0} MiB resident, {pss1:.0} MiB proportional ({} \
          instances, {:.0} reconciles/s); 50 plugins {rss50:.0} MiB, {pss50:.0} MiB ({} instances, \
          {:.0} reconciles/s): {per_plugin:.2} MiB a plugin past the first, {rate_ratio:.2}x the rate; \
          eight kept warm: {rss_counted:.0} MiB, {} instances, {:.0} reconciles/s ({counted_ratio:.2}x)",
         single.instances, single.rate, fifty.instances, fifty.rate, counted.instances, counted.rate
+    );
+    eprintln!(
+        "traced: {rss_traced:.0} MiB, {} instances, {:.0} reconciles/s ({traced_ratio:.2}x \
+         untraced); {} spans received, {traced_steps} of them reconciles, of {:.0} reconciles",
+        traced.instances,
+        traced.rate,
+        spans.len(),
+        traced.reconciles
     );
     Ok(format!(
         "Busy plugins: `kubewasm run` with the CLI's defaults over {configmaps} ConfigMaps, one \
@@ -406,13 +430,28 @@ fn memory(configmaps: usize, window: Duration) -> anyhow::Result<String> {
          | 50 | {} | {:.0}: **{rate_ratio:.2}x** one (goal: at least 0.8x) | {rss50:.0} MiB: \
          **{per_plugin:.1} MiB** a plugin past the first (goal: at most 4) | {pss50:.0} MiB |\n\
          | 50, eight instances kept warm (`--max-warm-instances 8`, the default before) | {} | {:.0}: \
-         {counted_ratio:.2}x one | {rss_counted:.0} MiB | |\n\n\
+         {counted_ratio:.2}x one | {rss_counted:.0} MiB | |\n\
+         | 50, traced (`--otlp-endpoint`: a collector on loopback) | {} | {:.0}: **{traced_ratio:.2}x** \
+         the untraced fifty | {rss_traced:.0} MiB | |\n\n\
+         Traced, the collector received {} spans, {traced_steps} of them `reconcile` spans, while the \
+         host counted {:.0} reconciles: the exporter's queue (2,048 spans, the SDK's default) drops \
+         what it cannot send in time rather than hold a reconcile up (`OTEL_BSP_*` size it; \
+         `OTEL_TRACES_SAMPLER` thins the traces).\n\n\
          Warm instances are bounded by the memory they hold (`--warm-memory-mib`, a sixteenth of \
          the machine's by default), not by the reconciles run at once: each busy plugin keeps its \
          instance between calls, and one with no work left lets it go. A component loaded again \
          under another name is recognised by its digest, hashed from the file in pieces, and \
          shares the compiled code without its bytes being read again.\n\n",
-        single.instances, single.rate, fifty.instances, fifty.rate, counted.instances, counted.rate
+        single.instances,
+        single.rate,
+        fifty.instances,
+        fifty.rate,
+        counted.instances,
+        counted.rate,
+        traced.instances,
+        traced.rate,
+        spans.len(),
+        traced.reconciles,
     ))
 }
 
