@@ -366,17 +366,7 @@ mod tests {
             )
             .await
             .expect("created");
-        let primary = serde_json::to_value(&created).expect("JSON");
-        let key = ObjectKey::namespaced("default", "a");
-        let config_map = ResourceType {
-            group: String::new(),
-            version: "v1".to_owned(),
-            kind: "ConfigMap".to_owned(),
-            plural: "configmaps".to_owned(),
-            namespaced: true,
-        };
-        let action =
-            Action::add_finalizer(&config_map, &key, &primary, "x/y").expect("a finalizer to add");
+        let action = adding_a_finalizer(&serde_json::to_value(&created).expect("JSON"));
         let partition = Partition::start(server.addr()).await;
         let applier = Applier::new(partition.client());
         // Its requests hang from now; the step is fenced 200 ms later.
@@ -410,9 +400,9 @@ mod tests {
         );
     }
 
-    /// A finalizer to add to a ConfigMap `a` (what the server is never
-    /// asked: its answers are the test's).
-    fn a_write() -> Action {
+    /// A finalizer `x/y` to add to `primary`, the ConfigMap `a` of
+    /// `default`.
+    fn adding_a_finalizer(primary: &serde_json::Value) -> Action {
         let config_map = ResourceType {
             group: String::new(),
             version: "v1".to_owned(),
@@ -420,15 +410,15 @@ mod tests {
             plural: "configmaps".to_owned(),
             namespaced: true,
         };
-        let primary = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "a", "namespace": "default", "uid": "u", "resourceVersion": "1"}});
-        Action::add_finalizer(
-            &config_map,
-            &ObjectKey::namespaced("default", "a"),
-            &primary,
-            "x/y",
-        )
-        .expect("a finalizer to add")
+        let key = ObjectKey::namespaced("default", "a");
+        Action::add_finalizer(&config_map, &key, primary, "x/y").expect("a finalizer to add")
+    }
+
+    /// The same write, to a server that is never asked: its answers are
+    /// the test's.
+    fn a_write() -> Action {
+        adding_a_finalizer(&serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "namespace": "default", "uid": "u", "resourceVersion": "1"}}))
     }
 
     #[tokio::test]
