@@ -306,7 +306,9 @@ impl Applier {
             .await
             .map_err(kube::Error::Service)?
             .to_bytes();
-        let text = String::from_utf8_lossy(&bytes).into_owned();
+        // Valid UTF-8 (nearly every answer) is taken as it is, not copied.
+        let text = String::from_utf8(Vec::from(bytes))
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
         if code.is_client_error() || code.is_server_error() {
             let status = serde_json::from_str::<Status>(&text).unwrap_or_else(|_| {
                 Status::failure(text.trim(), "Failed to parse error data").with_code(code.as_u16())
