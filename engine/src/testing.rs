@@ -43,46 +43,78 @@ fn client_of(addr: SocketAddr) -> kube::Client {
     kube::Client::try_from(kube::Config::new(url.parse().expect("url"))).expect("client")
 }
 
+/// A loopback server handing each connection to its own task: what
+/// [`Partition`] and [`Answering`] are built on. Dropped, it stops
+/// accepting.
+struct Loopback {
+    addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Loopback {
+    /// Accepts on a free loopback port, each connection served by `serve`.
+    async fn start<F>(serve: impl Fn(TcpStream) -> F + Send + 'static) -> Self
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bound");
+        let addr = listener.local_addr().expect("address");
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(serve(stream));
+            }
+        });
+        Self { addr, task }
+    }
+
+    /// A client of this server.
+    fn client(&self) -> kube::Client {
+        client_of(self.addr)
+    }
+}
+
+impl Drop for Loopback {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// A loopback proxy to a server that can stop forwarding: what is sent
 /// through it while held waits, neither answered nor refused, as across a
 /// network partition; released, it goes on.
 pub(crate) struct Partition {
-    addr: SocketAddr,
+    server: Loopback,
     held: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<()>,
 }
 
 impl Partition {
     /// A proxy to `upstream`, forwarding.
     pub(crate) async fn start(upstream: SocketAddr) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bound");
-        let addr = listener.local_addr().expect("address");
         let held = Arc::new(AtomicBool::new(false));
-        let task = tokio::spawn({
+        let server = Loopback::start({
             let held = Arc::clone(&held);
-            async move {
-                while let Ok((inbound, _)) = listener.accept().await {
-                    let held = Arc::clone(&held);
-                    tokio::spawn(async move {
-                        let Ok(outbound) = TcpStream::connect(upstream).await else {
-                            return;
-                        };
-                        let (from_client, to_client) = inbound.into_split();
-                        let (from_server, to_server) = outbound.into_split();
-                        tokio::join!(
-                            pipe(from_client, to_server, Arc::clone(&held)),
-                            pipe(from_server, to_client, held),
-                        );
-                    });
+            move |inbound| {
+                let held = Arc::clone(&held);
+                async move {
+                    let Ok(outbound) = TcpStream::connect(upstream).await else {
+                        return;
+                    };
+                    let (from_client, to_client) = inbound.into_split();
+                    let (from_server, to_server) = outbound.into_split();
+                    tokio::join!(
+                        pipe(from_client, to_server, Arc::clone(&held)),
+                        pipe(from_server, to_client, held),
+                    );
                 }
             }
-        });
-        Self { addr, held, task }
+        })
+        .await;
+        Self { server, held }
     }
 
     /// A client of the server through this proxy.
     pub(crate) fn client(&self) -> kube::Client {
-        client_of(self.addr)
+        self.server.client()
     }
 
     /// Stops forwarding.
@@ -93,12 +125,6 @@ impl Partition {
     /// Forwards again, what was held first.
     pub(crate) fn release(&self) {
         self.held.store(false, Ordering::SeqCst);
-    }
-}
-
-impl Drop for Partition {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 
@@ -131,42 +157,30 @@ pub(crate) enum Reply {
 /// A loopback HTTP server answering every request with one status line
 /// and [`Reply`], whatever was asked: a hostile or broken server.
 pub(crate) struct Answering {
-    addr: SocketAddr,
+    server: Loopback,
     sent: Arc<AtomicU64>,
-    task: tokio::task::JoinHandle<()>,
 }
 
 impl Answering {
     /// A server answering `HTTP/1.1 {line}` (`200 OK`) and `reply`.
     pub(crate) async fn start(line: &'static str, reply: Reply) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bound");
-        let addr = listener.local_addr().expect("address");
         let sent = Arc::new(AtomicU64::new(0));
-        let task = tokio::spawn({
+        let server = Loopback::start({
             let sent = Arc::clone(&sent);
-            async move {
-                while let Ok((stream, _)) = listener.accept().await {
-                    tokio::spawn(answer(stream, line, reply, Arc::clone(&sent)));
-                }
-            }
-        });
-        Self { addr, sent, task }
+            move |stream| answer(stream, line, reply, Arc::clone(&sent))
+        })
+        .await;
+        Self { server, sent }
     }
 
     /// A client of this server.
     pub(crate) fn client(&self) -> kube::Client {
-        client_of(self.addr)
+        self.server.client()
     }
 
     /// The bytes of answers' bodies written so far.
     pub(crate) fn sent(&self) -> u64 {
         self.sent.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for Answering {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 
