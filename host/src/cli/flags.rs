@@ -166,7 +166,9 @@ pub(super) struct HostFlags {
     #[arg(long)]
     metrics_secure: bool,
     /// With --metrics-secure: a directory holding `tls.crt` and `tls.key`
-    /// (PEM) [default: a self-signed certificate made at start].
+    /// (PEM), read again when they change (a renewed Secret is served from
+    /// the next handshake; a pair that does not load keeps the one served)
+    /// [default: a self-signed certificate made at start].
     #[arg(long, value_name = "DIR", requires = "metrics_secure")]
     metrics_cert_dir: Option<PathBuf>,
     /// Reconciles running at once, across all plugins.
