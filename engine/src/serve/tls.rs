@@ -73,7 +73,7 @@ fn configured(
             builder.with_single_cert(certs, key)?
         }
     };
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
 
