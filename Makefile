@@ -217,8 +217,8 @@ test: setup format-check plugins test-plugins test-build go-plugins guest-tests 
 # own CI form): the examples through `kubewasm run`, a late CRD, a tenant
 # under the real RBAC and SubjectAccessReview, a Plugin resource, a ring
 # on the real server's shard selectors, the soak, a reconcile's trace, the
-# chart's manifests applied.
-REAL_SUITES := engine controllers discovery tenancy plugin_resources ring shard_selectors soak traces chart
+# chart's manifests applied; in full only, a partitioned leader's fencing.
+REAL_SUITES := engine controllers discovery tenancy plugin_resources ring shard_selectors soak traces chart partition
 REAL_REDUCED := myapp_should_converge tenant_bootstrap_in_python configmap_replicator_in_javascript \
 	a_directory_plugin_should_wait_for_its_crd a_tenant_plugin_should_run_only_while \
 	a_plugin_resource_should_load_swap a_ring_should_grow shard_selectors_should_split \
