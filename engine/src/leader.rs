@@ -14,7 +14,10 @@
 //!   process's own clock from when it last *saw the record change* (so
 //!   clocks of the two processes need not agree).
 //! - Every write is an update with the Lease's resourceVersion: of two
-//!   candidates racing, one gets a conflict and stays a candidate.
+//!   candidates racing, one gets a conflict and stays a candidate. A
+//!   leader's conflict (someone changed the Lease since it was read: a
+//!   label, an annotation) is a failed renewal like any other, not a
+//!   takeover: only a Lease another holds says that.
 //! - A leader renews every `retry_period`; if it cannot renew for
 //!   `renew_deadline` it steps down before another can take the Lease
 //!   (`renew_deadline` < `lease_duration`), counted from when its last
@@ -73,6 +76,17 @@ impl LeaseConfig {
     }
 }
 
+/// What one round found.
+#[derive(Debug, PartialEq, Eq)]
+enum Round {
+    /// This process holds the Lease: acquired or renewed.
+    Held,
+    /// Another holds it, renewed within its duration.
+    Other,
+    /// The write lost a race (409): the Lease changed since it was read.
+    Conflict,
+}
+
 /// What the elector last saw of the Lease.
 struct Observed {
     record: Option<(String, Option<MicroTime>)>,
@@ -108,34 +122,38 @@ pub async fn run(
             sent + config.renew_deadline
         };
         let attempt = try_acquire_or_renew(&api, &config, &mut observed);
-        match tokio::time::timeout_at(bound, attempt).await {
-            Ok(Ok(true)) => {
+        let failed = match tokio::time::timeout_at(bound, attempt).await {
+            Ok(Ok(Round::Held)) => {
                 last_renewal = sent;
                 if !is_leader {
                     tracing::info!(lease = %config.name, identity = %config.identity, "became the leader");
                     leading.send_replace(true);
                 }
+                false
             }
-            Ok(Ok(false)) => {
+            Ok(Ok(Round::Other)) => {
                 if is_leader {
                     tracing::warn!(lease = %config.name, "the lease was taken over; standing by");
                     leading.send_replace(false);
                 }
+                false
+            }
+            Ok(Ok(Round::Conflict)) => {
+                tracing::debug!(lease = %config.name, "the lease changed since it was read");
+                true
             }
             Ok(Err(error)) => {
                 tracing::warn!(lease = %config.name, %error, "lease update failed");
-                if is_leader && last_renewal.elapsed() >= config.renew_deadline {
-                    tracing::warn!(lease = %config.name, "could not renew within the deadline; standing by");
-                    leading.send_replace(false);
-                }
+                true
             }
             Err(_) => {
                 tracing::warn!(lease = %config.name, "lease update timed out");
-                if is_leader {
-                    tracing::warn!(lease = %config.name, "could not renew within the deadline; standing by");
-                    leading.send_replace(false);
-                }
+                true
             }
+        };
+        if failed && is_leader && last_renewal.elapsed() >= config.renew_deadline {
+            tracing::warn!(lease = %config.name, "could not renew within the deadline; standing by");
+            leading.send_replace(false);
         }
         tokio::select! {
             () = tokio::time::sleep(config.retry_period) => {}
@@ -157,12 +175,12 @@ pub(crate) fn now() -> MicroTime {
     MicroTime(jiff::Timestamp::now())
 }
 
-/// One round: whether this process holds the Lease after it.
+/// One round: what it found of the Lease, taken or renewed if it could be.
 async fn try_acquire_or_renew(
     api: &Api<Lease>,
     config: &LeaseConfig,
     observed: &mut Observed,
-) -> Result<bool, kube::Error> {
+) -> Result<Round, kube::Error> {
     let seconds = i32::try_from(config.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX);
     let Some(mut lease) = api.get_opt(&config.name).await? else {
         let lease = Lease {
@@ -181,8 +199,8 @@ async fn try_acquire_or_renew(
             }),
         };
         return match api.create(&PostParams::default(), &lease).await {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Ok(_) => Ok(Round::Held),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Round::Conflict),
             Err(e) => Err(e),
         };
     };
@@ -203,7 +221,7 @@ async fn try_acquire_or_renew(
         .map_or(config.lease_duration, Duration::from_secs);
     let held = !holder.is_empty() && observed.at.elapsed() < duration;
     if held && !mine {
-        return Ok(false);
+        return Ok(Round::Other);
     }
     if !mine {
         spec.holder_identity = Some(config.identity.clone());
@@ -216,8 +234,8 @@ async fn try_acquire_or_renew(
         .replace(&config.name, &PostParams::default(), &lease)
         .await
     {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+        Ok(_) => Ok(Round::Held),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(Round::Conflict),
         Err(e) => Err(e),
     }
 }
@@ -241,11 +259,101 @@ async fn release(api: &Api<Lease>, config: &LeaseConfig) -> Result<(), kube::Err
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use super::*;
     use crate::testing::{Partition, cluster, until};
 
     fn config(identity: &str) -> LeaseConfig {
         LeaseConfig::new("default", "leader", identity).with_lease_duration(Duration::from_secs(3))
+    }
+
+    /// A client whose next `conflicts` updates of the Lease lose a race:
+    /// before each is sent, someone annotates the Lease (a real 409 from
+    /// the server follows).
+    #[derive(Clone)]
+    struct Annotating {
+        client: kube::Client,
+        conflicts: Arc<AtomicUsize>,
+    }
+
+    impl tower_service::Service<http::Request<kube::client::Body>> for Annotating {
+        type Response = http::Response<kube::client::Body>;
+        type Error = kube::Error;
+        type Future =
+            std::pin::Pin<Box<dyn Future<Output = Result<Self::Response, kube::Error>> + Send>>;
+
+        fn poll_ready(
+            &mut self,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), kube::Error>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
+            let (client, conflicts) = (self.client.clone(), Arc::clone(&self.conflicts));
+            Box::pin(async move {
+                let update = request.method() == http::Method::PUT;
+                if update
+                    && conflicts
+                        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                        .is_ok()
+                {
+                    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+                    let patch = serde_json::json!({"metadata": {"annotations": {"touched": now().0.to_string()}}});
+                    leases
+                        .patch(
+                            "leader",
+                            &kube::api::PatchParams::default(),
+                            &kube::api::Patch::Merge(patch),
+                        )
+                        .await?;
+                }
+                client.send(request).await
+            })
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_leader_whose_renewal_meets_a_conflict_should_keep_leading_and_renew() {
+        let (_server, client) = cluster().await;
+        let conflicts = Arc::new(AtomicUsize::new(0));
+        let annotating = kube::Client::new(
+            Annotating {
+                client: client.clone(),
+                conflicts: Arc::clone(&conflicts),
+            },
+            "default",
+        );
+        let (a, mut a_leading) = watch::channel(false);
+        tokio::spawn(run(annotating, config("a"), a, std::future::pending()));
+        until("a leads", || *a_leading.borrow()).await;
+        a_leading.mark_unchanged();
+        let leases: Api<Lease> = Api::namespaced(client, "default");
+        let renewed = |lease: &Lease| lease.spec.as_ref().and_then(|s| s.renew_time.clone());
+        let before = renewed(&leases.get("leader").await.expect("the Lease"));
+        // Two renewals in a row meet a conflict (0.8 s of a 2 s deadline).
+        conflicts.store(2, Ordering::SeqCst);
+        until("two conflicts met", || {
+            conflicts.load(Ordering::SeqCst) == 0
+        })
+        .await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let lease = leases.get("leader").await.expect("the Lease");
+        assert!(
+            !a_leading.has_changed().expect("the elector runs"),
+            "a stepped down (and back) on a conflict"
+        );
+        assert!(*a_leading.borrow());
+        assert_eq!(
+            lease
+                .spec
+                .as_ref()
+                .and_then(|s| s.holder_identity.as_deref()),
+            Some("a")
+        );
+        assert_ne!(renewed(&lease), before, "renewed after the conflicts");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
