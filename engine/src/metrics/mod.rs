@@ -57,12 +57,16 @@
 //! a stopped plugin's queue and guest memory go with it.
 
 mod controllers;
+mod instances;
 mod process;
 mod series;
+mod shard;
 
 pub(crate) use controllers::Reconciled;
 use controllers::{Controllers, LeaseLabel, Queue, controller, controller_result, queue_label};
-use series::seconds;
+use instances::Instances;
+use series::{PluginLabel, label};
+use shard::ShardSeries;
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -80,13 +84,8 @@ use super::informer::Informers;
 use super::lifecycle::owner::LoadResult;
 use super::queue::WorkQueue;
 use super::ring::Shard;
-use kubewasm_runtime::step::{Call, Step, StepError};
+use kubewasm_runtime::step::{Step, StepError};
 use kubewasm_runtime::{CallError, ReconcileError, Runtime};
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct PluginLabel {
-    plugin: String,
-}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabel {
@@ -107,11 +106,6 @@ struct KindLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct StateLabel {
-    state: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct InformerLabel {
     resource: String,
     /// The one namespace watched; empty: every namespace.
@@ -128,8 +122,6 @@ fn backoffs() -> Histogram {
     Histogram::new(exponential_buckets(0.005, 2.0, 19))
 }
 
-type Seconds = Family<PluginLabel, Histogram, fn() -> Histogram>;
-
 /// The engine's metrics (see the module documentation).
 pub struct Metrics {
     registry: Registry,
@@ -143,22 +135,11 @@ pub struct Metrics {
     scheduled: Family<ResultLabel, Counter>,
     errors: Family<KindLabel, Counter>,
     reads_denied: Family<PluginLabel, Counter>,
-    instantiate_time: Seconds,
-    instance_wait: Seconds,
-    instance_wait_timeouts: Family<PluginLabel, Counter>,
-    instances: Family<StateLabel, Gauge>,
-    warm_bytes: Family<StateLabel, Gauge>,
-    /// The runtime whose instance budget `instances` shows.
-    runtime: Mutex<Option<Runtime>>,
-    shard_held: Gauge,
-    shard_members: Gauge,
-    shard_handovers: Counter,
-    shard_handover_time: Histogram,
-    shard: Mutex<Option<Arc<Shard>>>,
+    instances: Instances,
+    shard: ShardSeries,
     /// The Lease's name and whether this process leads, with leader
     /// election.
     leader: Mutex<Option<(String, watch::Receiver<bool>)>>,
-    guest_memory: Family<PluginLabel, Gauge>,
     plugin_loads: Family<ResultLabel, Counter>,
     plugin_info: Family<DigestLabel, Gauge>,
     /// 1 for each plugin whose last load was refused.
@@ -180,18 +161,14 @@ impl Default for Metrics {
         let process = process::Process::default();
         process.register(&mut registry);
         let own = registry.sub_registry_with_prefix("kubewasm");
+        let instances = Instances::new(own);
+        let shard = ShardSeries::new(own);
         let skipped = Family::default();
         let unchanged = Family::default();
         let read_triggers_overflowed = Family::default();
         let scheduled = Family::default();
         let errors = Family::default();
         let reads_denied = Family::default();
-        let instantiate_time: Seconds = Family::new_with_constructor(seconds as fn() -> Histogram);
-        let instance_wait: Seconds = Family::new_with_constructor(seconds as fn() -> Histogram);
-        let instance_wait_timeouts = Family::default();
-        let instances = Family::default();
-        let warm_bytes = Family::default();
-        let guest_memory = Family::default();
         let plugin_loads = Family::default();
         let plugin_info = Family::default();
         let refused = Family::default();
@@ -220,59 +197,6 @@ impl Default for Metrics {
             "reads_denied",
             "Cache reads the grants refused",
             reads_denied.clone(),
-        );
-        own.register(
-            "instantiate_time_seconds",
-            "Time creating an instance for a call",
-            instantiate_time.clone(),
-        );
-        own.register(
-            "instance_wait_seconds",
-            "Time a step waited for an instance slot, every one being in a call",
-            instance_wait.clone(),
-        );
-        own.register(
-            "instance_wait_timeouts",
-            "Steps not run because no instance slot came free in time",
-            instance_wait_timeouts.clone(),
-        );
-        own.register(
-            "instances",
-            "Instance slots of the host's budget by state",
-            instances.clone(),
-        );
-        own.register(
-            "instance_warm_bytes",
-            "Linear memory of the warm instances: held now, and the most they may hold",
-            warm_bytes.clone(),
-        );
-        let (shard_held, shard_members, shard_handovers) =
-            (Gauge::default(), Gauge::default(), Counter::default());
-        let shard_handover_time = seconds();
-        own.register(
-            "shard_slots_held",
-            "Slots of the hash space this replica holds",
-            shard_held.clone(),
-        );
-        own.register(
-            "shard_members",
-            "Live members of the ring this replica sees",
-            shard_members.clone(),
-        );
-        own.register(
-            "shard_handovers",
-            "Slots this replica acquired",
-            shard_handovers.clone(),
-        );
-        own.register(
-            "shard_handover_seconds",
-            "From when this replica saw a slot should be its own to its acquisition",
-            shard_handover_time.clone(),
-        );
-        own.register(
-            "guest_memory_bytes",
-            "Linear memory of the instance of the plugin's last call",
-            guest_memory.clone(),
         );
         own.register(
             "plugin_loads",
@@ -316,19 +240,9 @@ impl Default for Metrics {
             scheduled,
             errors,
             reads_denied,
-            instantiate_time,
-            instance_wait,
-            instance_wait_timeouts,
             instances,
-            warm_bytes,
-            runtime: Mutex::default(),
-            shard_held,
-            shard_members,
-            shard_handovers,
-            shard_handover_time,
-            shard: Mutex::default(),
+            shard,
             leader: Mutex::default(),
-            guest_memory,
             plugin_loads,
             plugin_info,
             refused,
@@ -361,14 +275,10 @@ impl Metrics {
             .retries
             .get_or_create(&queue_label(plugin))
             .inc_by(0);
-        for family in [
-            &self.skipped,
-            &self.unchanged,
-            &self.instance_wait_timeouts,
-            &self.reads_denied,
-        ] {
+        for family in [&self.skipped, &self.unchanged, &self.reads_denied] {
             family.get_or_create(&label(plugin)).inc_by(0);
         }
+        self.instances.started(plugin);
         let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
         queues.retain(|q| q.queue.strong_count() > 0);
         queues.push(Queue {
@@ -387,16 +297,12 @@ impl Metrics {
 
     /// Shows `runtime`'s instance budget in `kubewasm_instances`.
     pub(super) fn watch_runtime(&self, runtime: &Runtime) {
-        let mut watched = self.runtime.lock().unwrap_or_else(PoisonError::into_inner);
-        if watched.is_none() {
-            *watched = Some(runtime.clone());
-        }
+        self.instances.watch(runtime);
     }
 
     /// Shows `shard`'s slots, members and handovers.
     pub(super) fn watch_shard(&self, shard: &Arc<Shard>) {
-        shard.record_handovers(self.shard_handover_time.clone());
-        *self.shard.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(shard));
+        self.shard.watch(shard);
     }
 
     /// Counts a key of `plugin` not called: its inputs were unchanged.
@@ -430,19 +336,7 @@ impl Metrics {
     }
 
     pub(super) fn stepped(&self, plugin: &str, step: &Step) {
-        if step.call != Call::None {
-            self.instance_wait
-                .get_or_create(&label(plugin))
-                .observe(step.stats.wait.as_secs_f64());
-        }
-        self.instantiate_time
-            .get_or_create(&label(plugin))
-            .observe(step.stats.instantiate.as_secs_f64());
-        if step.call != Call::None {
-            self.guest_memory
-                .get_or_create(&label(plugin))
-                .set(i64::try_from(step.stats.memory).unwrap_or(i64::MAX));
-        }
+        self.instances.stepped(plugin, step);
     }
 
     /// Records that `plugin` runs the component of `digest` (hex sha256).
@@ -466,7 +360,7 @@ impl Metrics {
     /// Drops the gauges of a stopped plugin (its counters stay, as
     /// counters do).
     pub(super) fn forget(&self, plugin: &str) {
-        self.guest_memory.remove(&label(plugin));
+        self.instances.forget(plugin);
         let old = self
             .running
             .lock()
@@ -593,9 +487,7 @@ impl Metrics {
     /// A step of `plugin` did not run (no instance slot came free in
     /// time) and its key is queued again at once: a `requeue`.
     pub(super) fn not_run(&self, plugin: &str) {
-        self.instance_wait_timeouts
-            .get_or_create(&label(plugin))
-            .inc();
+        self.instances.not_run(plugin);
         self.controllers
             .reconciles
             .get_or_create(&controller_result(plugin, "requeue"))
@@ -652,49 +544,12 @@ impl Metrics {
                 .get_or_create(&label)
                 .inc_by(store.restarts());
         }
-        let runtime = self.runtime.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(counts) = runtime.as_ref().map(Runtime::instances) {
-            for (state, count) in [
-                ("busy", counts.busy),
-                ("idle", counts.idle),
-                ("capacity", counts.capacity),
-                ("max_warm", counts.max_warm),
-            ] {
-                self.instances
-                    .get_or_create(&StateLabel { state })
-                    .set(i64::try_from(count).unwrap_or(i64::MAX));
-            }
-            for (state, bytes) in [("idle", counts.idle_bytes), ("budget", counts.warm_bytes)] {
-                self.warm_bytes
-                    .get_or_create(&StateLabel { state })
-                    .set(i64::try_from(bytes).unwrap_or(i64::MAX));
-            }
-        }
-        drop(runtime);
-        if let Some(shard) = self
-            .shard
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-        {
-            let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-            self.shard_held
-                .set(gauge(u64::from(shard.held().count_ones())));
-            self.shard_members.set(gauge(shard.members() as u64));
-            // A mirror of the ring's count, which only grows.
-            self.shard_handovers
-                .inc_by(shard.handovers().saturating_sub(self.shard_handovers.get()));
-        }
+        self.instances.sample();
+        self.shard.sample();
         let mut text = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
         text
-    }
-}
-
-fn label(plugin: &str) -> PluginLabel {
-    PluginLabel {
-        plugin: plugin.to_owned(),
     }
 }
 
