@@ -89,12 +89,24 @@ impl Engine {
         workers: usize,
         leading: tokio::sync::watch::Receiver<bool>,
     ) -> Self {
+        Self::measured(client, workers, leading, Arc::default())
+    }
+
+    /// The same, its series in `metrics` (whose
+    /// [`counting`](metrics::Metrics::counting) client the host may have
+    /// made first, so that every request it sends is counted).
+    pub fn measured(
+        client: kube::Client,
+        workers: usize,
+        leading: tokio::sync::watch::Receiver<bool>,
+        metrics: Arc<metrics::Metrics>,
+    ) -> Self {
         Self {
             shared: Shared {
                 informers: informer::Informers::new(client.clone()),
                 applier: applier::Applier::new(client),
                 workers: fair::Workers::new(workers),
-                metrics: Arc::default(),
+                metrics,
                 leading,
                 shard: None,
                 resync: controller::DEFAULT_RESYNC,

@@ -149,18 +149,29 @@ pub enum DaemonError {
     },
 }
 
-/// Runs the host against the cluster `client` reaches until `shutdown`
-/// resolves.
+/// The cluster the host talks to.
+pub struct Cluster {
+    /// A client of its API server.
+    pub client: kube::Client,
+    /// The API server's `host:port`: the `host` label of
+    /// `rest_client_requests_total`, as client-go gives it.
+    pub host: String,
+}
+
+/// Runs the host against `cluster` until `shutdown` resolves.
 ///
 /// # Errors
 /// [`DaemonError`] if discovery, the plugin directory or the metrics
 /// address fail; a plugin that fails to load is logged, not fatal.
 pub async fn run(
-    client: kube::Client,
+    cluster: Cluster,
     runtime: Runtime,
     options: HostOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), DaemonError> {
+    // Every request the host sends is counted, whoever sends it.
+    let metrics = Arc::new(kubewasm_engine::metrics::Metrics::default());
+    let client = metrics.counting(cluster.client, &cluster.host);
     let (discovered, keeping_up) =
         discovery::keep_up(client.clone(), discovery::mapper(&client).await?);
     let discovery_task = tokio::spawn(keeping_up);
@@ -185,7 +196,7 @@ pub async fn run(
         })
     });
     let (shard, ring_task) = ring.unzip();
-    let mut engine = Engine::new(client, options.workers, leading_rx.clone())
+    let mut engine = Engine::measured(client, options.workers, leading_rx.clone(), metrics)
         .with_initial_list(options.initial_list)
         .with_resync(options.resync)
         .with_remembered(options.remembered)

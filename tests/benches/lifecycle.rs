@@ -162,8 +162,12 @@ async fn main() -> anyhow::Result<()> {
 
     let misbehave = std::fs::read(test_plugin("misbehave"))?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let cluster = kubewasm::daemon::Cluster {
+        client: client.clone(),
+        host: "127.0.0.1".to_owned(),
+    };
     let host = tokio::spawn(kubewasm::daemon::run(
-        client.clone(),
+        cluster,
         runtime.clone(),
         options,
         async {

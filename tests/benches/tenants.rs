@@ -220,8 +220,12 @@ fn start_host(
     tokio::task::JoinHandle<Result<(), kubewasm::daemon::DaemonError>>,
 ) {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let cluster = kubewasm::daemon::Cluster {
+        client: client.clone(),
+        host: "127.0.0.1".to_owned(),
+    };
     let host = tokio::spawn(kubewasm::daemon::run(
-        client.clone(),
+        cluster,
         runtime.clone(),
         options,
         async {

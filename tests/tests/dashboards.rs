@@ -4,8 +4,9 @@
 //! Lease another holds), with a plugin misbehaving on purpose and one that
 //! is refused. Every query of `deploy/grafana/kubewasm.json`, every query
 //! of controller-runtime's stock dashboards (kubebuilder's Grafana plugin),
-//! and every alert of `deploy/prometheus/alerts.yaml` must come back with
-//! data; `promtool` checks the rules, and the dashboard is checked against
+//! what kubernetes-mixin's `KubeClientErrors` alert divides by (client-go's
+//! `rest_client_requests_total`), and every alert of
+//! `deploy/prometheus/alerts.yaml` must come back with data; `promtool` checks the rules, and the dashboard is checked against
 //! Grafana's schema.
 
 use std::path::Path;
@@ -46,6 +47,12 @@ const CONTROLLER_RUNTIME_DASHBOARDS: &[&str] = &[
     r#"label_values(controller_runtime_reconcile_total{namespace=~"$namespace"}, job)"#,
     r#"label_values(controller_runtime_reconcile_total{namespace=~"$namespace", job=~"$job"}, pod)"#,
 ];
+
+/// What kubernetes-mixin's `KubeClientErrors` alert (kube-prometheus'
+/// stock rules) divides by: every client's request rate, by instance and
+/// job. Its numerator (5xx answers) has series only while a server fails.
+const KUBE_CLIENT_ERRORS_DENOMINATOR: &str =
+    "sum(rate(rest_client_requests_total[5m])) by (instance, job)";
 
 /// The alerts `deploy/prometheus/alerts.yaml` defines, each provoked here.
 const ALERTS: [&str; 4] = [
@@ -228,6 +235,10 @@ fn every_panel_and_alert_should_show_data_from_hosts_running_the_examples() {
                 (*q).to_owned(),
             )
         }))
+        .chain([(
+            "kubernetes-mixin's KubeClientErrors".to_owned(),
+            KUBE_CLIENT_ERRORS_DENOMINATOR.to_owned(),
+        )])
         .map(|(whose, query)| (whose, promql(&query)))
         .collect();
     // What must be more than there: reconciles of both kinds, the refusal.
@@ -236,6 +247,7 @@ fn every_panel_and_alert_should_show_data_from_hosts_running_the_examples() {
         r#"sum(controller_runtime_reconcile_errors_total{controller="misbehave"})"#,
         r#"sum(controller_runtime_reconcile_panics_total{controller="misbehave"})"#,
         r#"kubewasm_plugin_refused{plugin="broken"}"#,
+        r#"sum(rest_client_requests_total{code="200", method="GET"})"#,
     ];
     let deadline = Instant::now() + Duration::from_secs(180);
     let mut loops = 0;

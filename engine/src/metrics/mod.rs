@@ -21,6 +21,7 @@
 //! | `workqueue_unfinished_work_seconds` | name, controller | how long the keys processing now have been, added up (stuck workers show as a steady rise) |
 //! | `workqueue_longest_running_processor_seconds` | name, controller | how long the key processing longest has been |
 //! | `workqueue_retries_total` | name, controller | keys retried after a failure |
+//! | `rest_client_requests_total` | code, host, method | the host's requests to the API server by answer ([`requests`]: `<error>` when none came) |
 //! | `leader_election_master_status` | name | with `--leader-elect`: 1 while this process leads (`name`: the Lease's) |
 //! | `process_cpu_seconds_total`, `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_start_time_seconds`, `process_open_fds`, `process_max_fds` | | the process's ([`process`]) |
 //!
@@ -59,12 +60,14 @@
 mod controllers;
 mod instances;
 mod process;
+mod requests;
 mod series;
 mod shard;
 
 pub(crate) use controllers::Reconciled;
 use controllers::{Controllers, LeaseLabel, Queue, controller, controller_result, queue_label};
 use instances::Instances;
+use requests::Requests;
 use series::{PluginLabel, label};
 use shard::ShardSeries;
 
@@ -127,6 +130,7 @@ pub struct Metrics {
     registry: Registry,
     controllers: Controllers,
     process: process::Process,
+    requests: Requests,
     /// One scrape at a time: mirrored counters are cleared and set again.
     scraping: Mutex<()>,
     skipped: Family<PluginLabel, Counter>,
@@ -160,6 +164,7 @@ impl Default for Metrics {
         controllers.register(&mut registry);
         let process = process::Process::default();
         process.register(&mut registry);
+        let requests = Requests::new(&mut registry);
         let own = registry.sub_registry_with_prefix("kubewasm");
         let instances = Instances::new(own);
         let shard = ShardSeries::new(own);
@@ -233,6 +238,7 @@ impl Default for Metrics {
             registry,
             controllers,
             process,
+            requests,
             scraping: Mutex::default(),
             skipped,
             unchanged,
@@ -257,6 +263,12 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// `client`, each of its requests counted in `rest_client_requests_total`
+    /// with `host` (the API server's `host:port`, as client-go labels it).
+    pub fn counting(&self, client: kube::Client, host: &str) -> kube::Client {
+        self.requests.counting(client, host)
+    }
+
     /// Shows `queue` as `plugin`'s, worked by `concurrency` workers, as
     /// long as the queue lives. Its counters start at zero, as controller-runtime starts a
     /// controller's (a rate or an increase then counts the first event).

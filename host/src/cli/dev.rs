@@ -17,7 +17,7 @@ use kubewasm_runtime::InstanceReuse;
 use super::apiserver::Embedded;
 use super::error::CliError;
 use super::flags::{HostFlags, RuntimeFlags};
-use super::process::{block_on, client, wait_for_shutdown};
+use super::process::{block_on, cluster, wait_for_shutdown};
 
 /// `kubewasm dev`'s flags.
 #[derive(Debug, clap::Args)]
@@ -74,7 +74,8 @@ pub(super) fn run(args: Args) -> Result<(), CliError> {
             usize::from(args.nodes),
         )
         .await?;
-        let client = client(Some(&kubeconfig_out)).await?;
+        let cluster = cluster(Some(&kubeconfig_out)).await?;
+        let client = cluster.client.clone();
         let mut crds = install_plugin_crds(&client).await?;
         crds.extend(install_crds(&client, &options.plugins).await?);
         let plugins: Vec<String> = kubewasm_engine::plugin_dir::scan(&options.plugins)
@@ -96,7 +97,7 @@ pub(super) fn run(args: Args) -> Result<(), CliError> {
                 .map(|line| format!("  {line}\n"))
                 .collect::<String>(),
         );
-        let result = crate::daemon::run(client, runtime, options, wait_for_shutdown()).await;
+        let result = crate::daemon::run(cluster, runtime, options, wait_for_shutdown()).await;
         embedded.stop().await?;
         result.map_err(CliError::from)
     })

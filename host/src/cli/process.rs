@@ -44,8 +44,22 @@ pub(super) fn block_on_value<T>(future: impl Future<Output = T>) -> Result<T, Cl
     Ok(value)
 }
 
-/// A client from `kubeconfig`, or the default configuration.
-pub(super) async fn client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client, CliError> {
+/// The cluster of `kubeconfig`, or of the default configuration.
+pub(super) async fn cluster(
+    kubeconfig: Option<&std::path::Path>,
+) -> Result<crate::daemon::Cluster, CliError> {
+    let config = config(kubeconfig).await?;
+    let host = config
+        .cluster_url
+        .authority()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    let client = kube::Client::try_from(config).map_err(|e| CliError::Client(e.into()))?;
+    Ok(crate::daemon::Cluster { client, host })
+}
+
+/// The configuration of `kubeconfig`, or the default one.
+async fn config(kubeconfig: Option<&std::path::Path>) -> Result<kube::Config, CliError> {
     let failed = |e: BoxError| CliError::Client(e);
     let config = match kubeconfig {
         Some(path) => {
@@ -56,7 +70,7 @@ pub(super) async fn client(kubeconfig: Option<&std::path::Path>) -> Result<kube:
         }
         None => kube::Config::infer().await.map_err(|e| failed(e.into()))?,
     };
-    kube::Client::try_from(config).map_err(|e| failed(e.into()))
+    Ok(config)
 }
 
 /// Resolves on SIGTERM or Ctrl-C.

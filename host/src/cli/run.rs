@@ -13,7 +13,7 @@ use kubewasm_runtime::InstanceReuse;
 
 use super::error::CliError;
 use super::flags::{HostFlags, RuntimeFlags, pod_namespace};
-use super::process::{block_on, client, wait_for_shutdown};
+use super::process::{block_on, cluster, wait_for_shutdown};
 
 /// `kubewasm run`'s flags.
 #[derive(Debug, clap::Args)]
@@ -112,8 +112,8 @@ pub(super) fn run(args: Args) -> Result<(), CliError> {
         options.sharding = Some(ring);
     }
     block_on(async move {
-        let client = client(args.kubeconfig.as_deref()).await?;
-        crate::daemon::run(client, runtime, options, wait_for_shutdown()).await?;
+        let cluster = cluster(args.kubeconfig.as_deref()).await?;
+        crate::daemon::run(cluster, runtime, options, wait_for_shutdown()).await?;
         Ok(())
     })
 }
