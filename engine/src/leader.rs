@@ -269,33 +269,14 @@ mod tests {
         LeaseConfig::new("default", "leader", identity).with_lease_duration(Duration::from_secs(3))
     }
 
-    /// A client whose next `conflicts` updates of the Lease lose a race:
+    /// `client`, its next `conflicts` updates of the Lease losing a race:
     /// before each is sent, someone annotates the Lease (a real 409 from
     /// the server follows).
-    #[derive(Clone)]
-    struct Annotating {
-        client: kube::Client,
-        conflicts: Arc<AtomicUsize>,
-    }
-
-    impl tower_service::Service<http::Request<kube::client::Body>> for Annotating {
-        type Response = http::Response<kube::client::Body>;
-        type Error = kube::Error;
-        type Future =
-            std::pin::Pin<Box<dyn Future<Output = Result<Self::Response, kube::Error>> + Send>>;
-
-        fn poll_ready(
-            &mut self,
-            _: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<Result<(), kube::Error>> {
-            std::task::Poll::Ready(Ok(()))
-        }
-
-        fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
-            let (client, conflicts) = (self.client.clone(), Arc::clone(&self.conflicts));
-            Box::pin(async move {
-                let update = request.method() == http::Method::PUT;
-                if update
+    fn annotating(client: kube::Client, conflicts: Arc<AtomicUsize>) -> kube::Client {
+        crate::around::around(client, move |client, request| {
+            let conflicts = Arc::clone(&conflicts);
+            async move {
+                if request.method() == http::Method::PUT
                     && conflicts
                         .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
                         .is_ok()
@@ -311,21 +292,15 @@ mod tests {
                         .await?;
                 }
                 client.send(request).await
-            })
-        }
+            }
+        })
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_leader_whose_renewal_meets_a_conflict_should_keep_leading_and_renew() {
         let (_server, client) = cluster().await;
         let conflicts = Arc::new(AtomicUsize::new(0));
-        let annotating = kube::Client::new(
-            Annotating {
-                client: client.clone(),
-                conflicts: Arc::clone(&conflicts),
-            },
-            "default",
-        );
+        let annotating = annotating(client.clone(), Arc::clone(&conflicts));
         let (a, mut a_leading) = watch::channel(false);
         tokio::spawn(run(annotating, config("a"), a, std::future::pending()));
         until("a leads", || *a_leading.borrow()).await;

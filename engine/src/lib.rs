@@ -35,6 +35,7 @@
 //! the one that holds a Kubernetes client.
 
 pub mod applier;
+mod around;
 pub mod backoff;
 pub mod controller;
 pub mod demotion;

@@ -10,13 +10,9 @@
 //! ([`ShardSelector::matches`], the server's own), so a store holds the
 //! share only, whatever the server does with the parameter.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
-use http::{Request, Response, Uri};
-use kube::client::Body;
+use http::{Request, Uri};
 use kube::core::DynamicObject;
 use kubewasm_core::shard::{ShardField, ShardRange, ShardSelector};
 use kubewasm_runtime::cache::CachedObject;
@@ -78,14 +74,28 @@ impl Share {
 /// `client`, with `selector` added to the query of every request it sends
 /// (an informer's lists and watches).
 pub fn client_with(client: &kube::Client, selector: &ShardSelector) -> kube::Client {
-    let service = WithSelector {
-        client: client.clone(),
-        query: Arc::from(format!(
-            "shardSelector={}",
-            form_urlencoded::byte_serialize(selector.to_string().as_bytes()).collect::<String>()
-        )),
-    };
-    kube::Client::new(service, client.default_namespace())
+    let added: Arc<str> = Arc::from(format!(
+        "shardSelector={}",
+        form_urlencoded::byte_serialize(selector.to_string().as_bytes()).collect::<String>()
+    ));
+    crate::around::around(client.clone(), move |client, request| {
+        let added = Arc::clone(&added);
+        async move {
+            let (mut parts, body) = request.into_parts();
+            let query = match parts.uri.query() {
+                Some(q) if !q.is_empty() => format!("{q}&{added}"),
+                _ => added.to_string(),
+            };
+            let mut uri = parts.uri.clone().into_parts();
+            uri.path_and_query = Some(
+                format!("{}?{query}", parts.uri.path())
+                    .parse()
+                    .map_err(|e: http::uri::InvalidUri| kube::Error::Service(Box::new(e)))?,
+            );
+            parts.uri = Uri::from_parts(uri).map_err(|e| kube::Error::Service(Box::new(e)))?;
+            client.send(Request::from_parts(parts, body)).await
+        }
+    })
 }
 
 /// A shard selector no server that reads the parameter accepts.
@@ -136,43 +146,6 @@ fn list_one(url: &str, selector: &str) -> Result<http::Request<Vec<u8>>, kube::E
             .map_err(|e: http::uri::InvalidUri| kube::Error::Service(Box::new(e)))?;
     }
     Ok(request)
-}
-
-/// The service of [`client_with`].
-#[derive(Clone)]
-struct WithSelector {
-    client: kube::Client,
-    query: Arc<str>,
-}
-
-impl tower_service::Service<Request<Body>> for WithSelector {
-    type Response = Response<Body>;
-    type Error = kube::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, kube::Error>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), kube::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: Request<Body>) -> Self::Future {
-        let (mut parts, body) = request.into_parts();
-        let query = match parts.uri.query() {
-            Some(q) if !q.is_empty() => format!("{q}&{}", self.query),
-            _ => self.query.to_string(),
-        };
-        let path_and_query = format!("{}?{query}", parts.uri.path());
-        let mut uri = parts.uri.clone().into_parts();
-        let client = self.client.clone();
-        Box::pin(async move {
-            uri.path_and_query = Some(
-                path_and_query
-                    .parse()
-                    .map_err(|e: http::uri::InvalidUri| kube::Error::Service(Box::new(e)))?,
-            );
-            parts.uri = Uri::from_parts(uri).map_err(|e| kube::Error::Service(Box::new(e)))?;
-            client.send(Request::from_parts(parts, body)).await
-        })
-    }
 }
 
 #[cfg(test)]

@@ -5,13 +5,8 @@
 //! timeout, as client-go labels it), its HTTP method and the API server's
 //! `host:port`. kubernetes-mixin's `KubeClientErrors` alert reads it.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
-use http::{Request, Response};
-use kube::client::Body;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -43,46 +38,21 @@ impl Requests {
     /// `client`, each of its requests counted with `host` (the API
     /// server's `host:port`).
     pub(super) fn counting(&self, client: kube::Client, host: &str) -> kube::Client {
-        let namespace = client.default_namespace().to_owned();
-        let service = Counting {
-            client,
-            host: Arc::from(host),
-            requests: self.0.clone(),
-        };
-        kube::Client::new(service, namespace)
-    }
-}
-
-/// The service of [`Requests::counting`].
-#[derive(Clone)]
-struct Counting {
-    client: kube::Client,
-    host: Arc<str>,
-    requests: Family<RequestLabel, Counter>,
-}
-
-impl tower_service::Service<Request<Body>> for Counting {
-    type Response = Response<Body>;
-    type Error = kube::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, kube::Error>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), kube::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: Request<Body>) -> Self::Future {
-        let (client, requests) = (self.client.clone(), self.requests.clone());
-        let (host, method) = (self.host.to_string(), request.method().to_string());
-        Box::pin(async move {
-            let answer = client.send(request).await;
-            let code = match &answer {
-                Ok(response) => response.status().as_u16().to_string(),
-                Err(_) => "<error>".to_owned(),
-            };
-            requests
-                .get_or_create(&RequestLabel { code, host, method })
-                .inc();
-            answer
+        let (requests, host) = (self.0.clone(), Arc::<str>::from(host));
+        crate::around::around(client, move |client, request| {
+            let (requests, host) = (requests.clone(), host.to_string());
+            let method = request.method().to_string();
+            async move {
+                let answer = client.send(request).await;
+                let code = match &answer {
+                    Ok(response) => response.status().as_u16().to_string(),
+                    Err(_) => "<error>".to_owned(),
+                };
+                requests
+                    .get_or_create(&RequestLabel { code, host, method })
+                    .inc();
+                answer
+            }
         })
     }
 }
