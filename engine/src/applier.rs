@@ -391,8 +391,8 @@ mod tests {
             matches!(applied, Err((0, ApplyError::Fenced { .. }))),
             "{applied:?}"
         );
-        // Healed: the connection ended before the server read the request,
-        // so the server dropped it.
+        // Healed: the held connection is reset, what it carried lost; a
+        // write the host sent again, or had not given up, would land now.
         partition.release();
         tokio::time::sleep(Duration::from_millis(500)).await;
         let after = config_maps.get("a").await.expect("the ConfigMap");

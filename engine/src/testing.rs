@@ -80,8 +80,10 @@ impl Drop for Loopback {
 }
 
 /// A loopback proxy to a server that can stop forwarding: what is sent
-/// through it while held waits, neither answered nor refused, as across a
-/// network partition; released, it goes on.
+/// through it while held is neither answered nor refused, as across a
+/// network partition. Released, the connections that carried anything
+/// while held are reset and what they carried is lost, never delivered
+/// late (as `tests/src/proxy.rs`'s partition); the others go on.
 pub(crate) struct Partition {
     server: Loopback,
     held: Arc<AtomicBool>,
@@ -101,10 +103,11 @@ impl Partition {
                     };
                     let (from_client, to_client) = inbound.into_split();
                     let (from_server, to_server) = outbound.into_split();
-                    tokio::join!(
-                        pipe(from_client, to_server, Arc::clone(&held)),
-                        pipe(from_server, to_client, held),
-                    );
+                    // Either way reset, both are: the connection is dropped.
+                    tokio::select! {
+                        () = pipe(from_client, to_server, Arc::clone(&held)) => {}
+                        () = pipe(from_server, to_client, held) => {}
+                    }
                 }
             }
         })
@@ -122,22 +125,26 @@ impl Partition {
         self.held.store(true, Ordering::SeqCst);
     }
 
-    /// Forwards again, what was held first.
+    /// Forwards again; what was held is lost with its connection.
     pub(crate) fn release(&self) {
         self.held.store(false, Ordering::SeqCst);
     }
 }
 
-/// Copies `from` to `to`, each read waiting while `held`.
+/// Copies `from` to `to` until either ends, or until a hold is released
+/// after bytes were read during it (the connection reset, those bytes
+/// lost).
 async fn pipe(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, held: Arc<AtomicBool>) {
     let mut buffer = vec![0; 16 * 1024];
     while let Ok(read) = from.read(&mut buffer).await {
         if read == 0 {
-            let _ = to.shutdown().await;
             return;
         }
-        while held.load(Ordering::SeqCst) {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        if held.load(Ordering::SeqCst) {
+            while held.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            return;
         }
         if to.write_all(&buffer[..read]).await.is_err() {
             return;

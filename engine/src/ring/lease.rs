@@ -233,8 +233,28 @@ async fn renew(api: &Api<Lease>, config: &RingConfig) -> Result<(), kube::Error>
 }
 
 /// Sets the holder of `slot`'s Lease to `holder` ("" to release), guarded
-/// by the resourceVersion it was read at; whether the write won.
+/// by the resourceVersion it was read at; whether the write won. A write
+/// unanswered within the renew deadline is given up as lost (it may have
+/// landed: the next round sees the Lease as the watch shows it, and moves
+/// the slot again if need be); a round never waits on a hung request.
 async fn write_slot(
+    api: &Api<Lease>,
+    config: &RingConfig,
+    slot: u32,
+    current: Option<Lease>,
+    holder: &str,
+) -> Result<bool, kube::Error> {
+    let write = write_slot_unbounded(api, config, slot, current, holder);
+    match tokio::time::timeout(config.renew_deadline, write).await {
+        Ok(result) => result,
+        Err(_) => {
+            tracing::warn!(ring = %config.ring, slot, "slot write timed out");
+            Ok(false)
+        }
+    }
+}
+
+async fn write_slot_unbounded(
     api: &Api<Lease>,
     config: &RingConfig,
     slot: u32,
@@ -360,8 +380,9 @@ async fn round(
     });
     let releases = releases.map(|(slot, current)| async move {
         shard.drain(slot).await;
-        write_slot(api, config, slot, current, "").await?;
-        tracing::info!(ring = %config.ring, slot, "slot released");
+        if write_slot(api, config, slot, current, "").await? {
+            tracing::info!(ring = %config.ring, slot, "slot released");
+        }
         Ok::<(), kube::Error>(())
     });
     futures_util::future::try_join_all(releases).await?;
@@ -450,7 +471,12 @@ pub async fn run(
         .filter(|s| held & (1 << s) != 0)
         .map(|slot| async move {
             shard.drain(slot).await;
-            let current = api.get_opt(&config.slot_lease(slot)).await.ok().flatten();
+            let name = config.slot_lease(slot);
+            let current = tokio::time::timeout(config.renew_deadline, api.get_opt(&name))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .flatten();
             if let Err(error) = write_slot(api, config, slot, current, "").await {
                 tracing::warn!(ring = %config.ring, slot, %error, "failed to release a slot");
             }
@@ -459,10 +485,13 @@ pub async fn run(
     shard.publish();
     renewing.abort();
     let name = config.member_lease(&config.identity);
-    if let Err(error) = api.delete(&name, &kube::api::DeleteParams::default()).await {
-        tracing::warn!(ring = %config.ring, %error, "failed to delete the member lease");
-    } else {
-        tracing::info!(ring = %config.ring, "left the ring");
+    let params = kube::api::DeleteParams::default();
+    match tokio::time::timeout(config.renew_deadline, api.delete(&name, &params)).await {
+        Ok(Ok(_)) => tracing::info!(ring = %config.ring, "left the ring"),
+        Ok(Err(error)) => {
+            tracing::warn!(ring = %config.ring, %error, "failed to delete the member lease");
+        }
+        Err(_) => tracing::warn!(ring = %config.ring, "deleting the member lease timed out"),
     }
 }
 
