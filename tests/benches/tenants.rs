@@ -201,13 +201,17 @@ async fn metric(metrics: std::net::SocketAddr, series: &str) -> anyhow::Result<f
         .unwrap_or(0.0))
 }
 
-/// The successful reconciles of `plugin`.
+/// The successful reconciles of `plugin`: those that asked to be called
+/// again (`requeue_after`, as controller-runtime counts them) with the rest.
 async fn reconciles(metrics: std::net::SocketAddr, plugin: &str) -> anyhow::Result<f64> {
-    metric(
-        metrics,
-        &format!(r#"controller_runtime_reconcile_total{{controller="{plugin}",result="success"}}"#),
-    )
-    .await
+    let mut total = 0.0;
+    for result in ["success", "requeue_after"] {
+        let series = format!(
+            r#"controller_runtime_reconcile_total{{controller="{plugin}",result="{result}"}}"#
+        );
+        total += metric(metrics, &series).await?;
+    }
+    Ok(total)
 }
 
 /// The host's own loop on this runtime: the sender stops it.
@@ -278,7 +282,17 @@ async fn shares(
             config_map(client, namespace, &format!("k-{key}"), json!({"a": "b"})).await?;
         }
     }
-    // Both saturate before the window opens.
+    // Both saturate before the window opens: each has run, then a moment.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while reconciles(metrics, "share-a.busy").await? == 0.0
+        || reconciles(metrics, "share-b.busy").await? == 0.0
+    {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the saturating tenants had not both run 60 s after their Plugins were applied"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     tokio::time::sleep(Duration::from_secs(if real { 2 } else { 1 })).await;
     let started = Instant::now();
     let before = (
@@ -298,6 +312,11 @@ async fn shares(
     host.await??;
 
     let (a, b) = (after.0 - before.0, after.1 - before.1);
+    anyhow::ensure!(
+        a > 0.0 && b > 0.0,
+        "the saturating tenants ran {a} and {b} reconciles in {:.1} s: each should have run",
+        started.elapsed().as_secs_f64()
+    );
     let ratio = b / a.max(1.0);
     let (alone_median, beside_median) = (median(alone), median(beside));
     let wait = beside_median.as_secs_f64() / alone_median.as_secs_f64().max(1e-9);
