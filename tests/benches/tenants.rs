@@ -35,6 +35,7 @@ use kubewasm_engine::oci::{Access, Artifacts};
 use kubewasm_engine::plugin_resource::{PluginResource, ResourceOptions};
 use kubewasm_runtime::{Runtime, RuntimeConfig};
 use kubewasm_tests::bench::{is_real_run, median, ms, out_path, write_section};
+use kubewasm_tests::host::metric_total;
 use kubewasm_tests::registry::Registry;
 use kubewasm_tests::{compiled_cache_dir, in_process_cluster, test_plugin};
 use serde_json::json;
@@ -183,9 +184,8 @@ fn host_options(
     Ok(options)
 }
 
-/// The value of a series of the host's metrics at `metrics` (0 when
-/// absent).
-async fn metric(metrics: std::net::SocketAddr, series: &str) -> anyhow::Result<f64> {
+/// The host's metrics at `metrics`, as Prometheus text.
+async fn scrape(metrics: std::net::SocketAddr) -> anyhow::Result<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(metrics).await?;
     stream
@@ -193,25 +193,24 @@ async fn metric(metrics: std::net::SocketAddr, series: &str) -> anyhow::Result<f
         .await?;
     let mut text = String::new();
     stream.read_to_string(&mut text).await?;
-    let prefix = format!("{series} ");
-    Ok(text
-        .lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0.0))
+    Ok(text)
 }
 
-/// The successful reconciles of `plugin`: those that asked to be called
-/// again (`requeue_after`, as controller-runtime counts them) with the rest.
-async fn reconciles(metrics: std::net::SocketAddr, plugin: &str) -> anyhow::Result<f64> {
-    let mut total = 0.0;
-    for result in ["success", "requeue_after"] {
-        let series = format!(
-            r#"controller_runtime_reconcile_total{{controller="{plugin}",result="{result}"}}"#
-        );
-        total += metric(metrics, &series).await?;
-    }
-    Ok(total)
+/// The successful reconciles of share-a's and share-b's `busy` plugins,
+/// from one scrape: those that asked to be called again (`requeue_after`,
+/// as controller-runtime counts them) with the rest.
+async fn reconciles(metrics: std::net::SocketAddr) -> anyhow::Result<(f64, f64)> {
+    let text = scrape(metrics).await?;
+    let of = |plugin: &str| -> f64 {
+        ["success", "requeue_after"]
+            .iter()
+            .map(|result| {
+                let having = format!(r#"controller="{plugin}",result="{result}""#);
+                metric_total(&text, "controller_runtime_reconcile_total", &having)
+            })
+            .sum()
+    };
+    Ok((of("share-a.busy"), of("share-b.busy")))
 }
 
 /// The host's own loop on this runtime: the sender stops it.
@@ -284,9 +283,11 @@ async fn shares(
     }
     // Both saturate before the window opens: each has run, then a moment.
     let deadline = Instant::now() + Duration::from_secs(60);
-    while reconciles(metrics, "share-a.busy").await? == 0.0
-        || reconciles(metrics, "share-b.busy").await? == 0.0
-    {
+    loop {
+        let (a, b) = reconciles(metrics).await?;
+        if a > 0.0 && b > 0.0 {
+            break;
+        }
         anyhow::ensure!(
             Instant::now() < deadline,
             "the saturating tenants had not both run 60 s after their Plugins were applied"
@@ -295,18 +296,12 @@ async fn shares(
     }
     tokio::time::sleep(Duration::from_secs(if real { 2 } else { 1 })).await;
     let started = Instant::now();
-    let before = (
-        reconciles(metrics, "share-a.busy").await?,
-        reconciles(metrics, "share-b.busy").await?,
-    );
+    let before = reconciles(metrics).await?;
     let beside = measure(client, probe, &mut events, &mut seen, "beside", rounds).await?;
     if let Some(rest) = window.checked_sub(started.elapsed()) {
         tokio::time::sleep(rest).await;
     }
-    let after = (
-        reconciles(metrics, "share-a.busy").await?,
-        reconciles(metrics, "share-b.busy").await?,
-    );
+    let after = reconciles(metrics).await?;
     let seconds = started.elapsed().as_secs_f64();
     let _ = stop.send(());
     host.await??;
