@@ -341,6 +341,14 @@ fn respond(reply: Reply, busy: Busy) -> Response<Body> {
             *response.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
             response
         }
+        Reply::Encoded(content_type, bytes) => {
+            let mut response = Response::new(Full::new(Bytes::from(bytes)).boxed());
+            response.headers_mut().insert(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static(content_type),
+            );
+            response
+        }
         Reply::Watch(events) => {
             let stream =
                 futures_util::stream::unfold((events, busy), |(mut events, busy)| async move {

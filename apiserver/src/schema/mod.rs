@@ -1,7 +1,8 @@
 //! What objects must look like: [`conversion`] between a stored form and
 //! the view a request names, [`structural`] schemas of custom resources
-//! (pruning, defaults, validation), [`openapi`] (`/openapi/v3`, with
-//! k8s-openapi's field-level schemas for built-in kinds), [`protobuf`]
+//! (pruning, defaults, validation), [`openapi`] (`/openapi/v3` and
+//! `/openapi/v2`, with k8s-openapi's field-level schemas for built-in
+//! kinds), [`protobuf`]
 //! (bodies of every stable built-in kind, by Kubernetes' own
 //! `generated.proto` schemas) and the [`validation`] of built-in kinds
 //! beyond their names.

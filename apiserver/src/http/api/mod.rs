@@ -58,6 +58,12 @@ pub use query::parse_query;
 pub use request::{Reply, Request};
 use route::{Review, Route, Target};
 
+/// What client-go's `OpenAPISchema()` accepts: gnostic's protobuf of
+/// `/openapi/v2` (its Accept header spells the version `@v1.0`).
+const OPENAPI_V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2";
+/// The content type a real server answers it with.
+const OPENAPI_V2_PROTOBUF_TYPE: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
 /// Settings of the API.
 #[derive(Clone, Debug)]
 pub struct ApiConfig {
@@ -189,12 +195,24 @@ impl Api {
             Route::Health => Ok(Reply::Text(200, "ok".into())),
             Route::OpenApiIndex => Ok(Reply::Json(
                 200,
-                crate::schema::openapi::index(&self.registry()),
+                crate::schema::openapi::v3::index(&self.registry()),
             )),
             Route::OpenApi(group, version) => {
-                crate::schema::openapi::document(&self.registry(), &group, &version)
+                crate::schema::openapi::v3::document(&self.registry(), &group, &version)
                     .map(|doc| Reply::Json(200, doc))
                     .ok_or_else(ApiError::no_route)
+            }
+            Route::OpenApiV2 => {
+                let document = crate::schema::openapi::v2::document(&self.registry());
+                // client-go's `OpenAPISchema()` asks for gnostic's protobuf.
+                Ok(if request.accept.contains(OPENAPI_V2_PROTOBUF) {
+                    Reply::Encoded(
+                        OPENAPI_V2_PROTOBUF_TYPE,
+                        crate::schema::openapi::gnostic::document(&document),
+                    )
+                } else {
+                    Reply::Json(200, document)
+                })
             }
             Route::CoreVersions | Route::Groups
                 if request.accept.contains("as=APIGroupDiscoveryList") =>
@@ -236,6 +254,7 @@ impl Api {
         let (group, version, rest) = match segments.as_slice() {
             ["version"] => return Ok(Route::Version),
             ["healthz" | "readyz" | "livez", ..] => return Ok(Route::Health),
+            ["openapi", "v2"] => return Ok(Route::OpenApiV2),
             ["openapi", "v3"] => return Ok(Route::OpenApiIndex),
             ["openapi", "v3", "api", version] => {
                 return Ok(Route::OpenApi(String::new(), (*version).to_owned()));

@@ -17,6 +17,8 @@ pub enum Reply {
     Json(u16, Value),
     /// Plain text (health checks).
     Text(u16, String),
+    /// A 200 of another encoding: its content type and its bytes.
+    Encoded(&'static str, Vec<u8>),
     /// An aggregated discovery document (`apidiscovery.k8s.io/v2`).
     Discovery(Value),
     /// A watch: newline-delimited JSON events, until the channel closes.
@@ -32,7 +34,7 @@ impl Reply {
         match self {
             Self::Json(code, _) => Some(*code),
             Self::Warned(_, reply) => reply.json_code(),
-            Self::Text(..) | Self::Discovery(_) | Self::Watch(_) => None,
+            Self::Text(..) | Self::Encoded(..) | Self::Discovery(_) | Self::Watch(_) => None,
         }
     }
 

@@ -8,6 +8,7 @@ pub(super) enum Route {
     Health,
     OpenApiIndex,
     OpenApi(String, String),
+    OpenApiV2,
     CoreVersions,
     Groups,
     Group(String),

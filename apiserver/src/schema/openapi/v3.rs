@@ -16,6 +16,9 @@ use serde_json::{Map, Value, json};
 use kubewasm_types::info::ResourceInfo;
 use kubewasm_types::registry::Registry;
 
+/// Where a v3 document's references point.
+const PREFIX: &str = "#/components/schemas/";
+
 fn gv_path(group: &str, version: &str) -> String {
     if group.is_empty() {
         format!("api/{version}")
@@ -57,32 +60,13 @@ pub fn index(registry: &Registry) -> Value {
     json!({"paths": paths})
 }
 
-fn schema_name(info: &ResourceInfo) -> String {
-    let group = if info.group.is_empty() {
-        "core".to_owned()
-    } else {
-        info.group.clone()
-    };
-    let reversed: Vec<&str> = group.split('.').rev().collect();
-    format!(
-        "io.k8s.api.{}.{}.{}",
-        reversed.join("."),
-        info.version,
-        info.kind
-    )
-}
-
-fn gvk(info: &ResourceInfo) -> Value {
-    json!([{"group": info.group, "version": info.version, "kind": info.kind}])
-}
-
-fn operation(info: &ResourceInfo, verb: &str, write: bool) -> Value {
+fn operation(info: &ResourceInfo, schema: &str, verb: &str, write: bool) -> Value {
     let mut op = json!({
         "operationId": format!("{verb}{}", info.kind),
         "x-kubernetes-action": verb,
-        "x-kubernetes-group-version-kind": gvk(info).get(0).cloned().unwrap_or(Value::Null),
+        "x-kubernetes-group-version-kind": super::gvk(info),
         "responses": {"200": {"description": "OK", "content": {"application/json": {
-            "schema": {"$ref": format!("#/components/schemas/{}", schema_name(info))}}}}},
+            "schema": {"$ref": format!("{PREFIX}{schema}")}}}}},
     });
     if write {
         op["parameters"] = json!([
@@ -99,65 +83,49 @@ pub fn document(registry: &Registry, group: &str, version: &str) -> Option<Value
     let mut paths = Map::new();
     let mut schemas = Map::new();
     for info in registry.in_version(group, version) {
-        let base = if info.group.is_empty() {
-            format!("/api/{version}")
-        } else {
-            format!("/apis/{}/{version}", info.group)
+        let name = match super::add_builtin(&mut schemas, info, PREFIX) {
+            Some(name) => name,
+            None => {
+                let name = super::reversed_name(info, &info.kind);
+                schemas.insert(
+                    name.clone(),
+                    json!({
+                        "type": "object",
+                        "description": format!("{} is a {} resource.", info.kind, info.api_version()),
+                        "properties": {
+                            "apiVersion": {"type": "string"},
+                            "kind": {"type": "string"},
+                            "metadata": {"type": "object"},
+                        },
+                        "x-kubernetes-preserve-unknown-fields": true,
+                        "x-kubernetes-group-version-kind": [super::gvk(info)],
+                    }),
+                );
+                name
+            }
         };
-        let scope = if info.namespaced {
-            "/namespaces/{namespace}"
-        } else {
-            ""
-        };
-        let collection = format!("{base}{scope}/{}", info.plural);
+        let collection = super::collection_path(info);
         paths.insert(
             collection.clone(),
-            json!({"get": operation(info, "list", false), "post": operation(info, "post", true)}),
+            json!({"get": operation(info, &name, "list", false), "post": operation(info, &name, "post", true)}),
         );
         let item = json!({
-            "get": operation(info, "get", false),
-            "put": operation(info, "put", true),
-            "patch": operation(info, "patch", true),
-            "delete": operation(info, "delete", false),
+            "get": operation(info, &name, "get", false),
+            "put": operation(info, &name, "put", true),
+            "patch": operation(info, &name, "patch", true),
+            "delete": operation(info, &name, "delete", false),
         });
         paths.insert(format!("{collection}/{{name}}"), item.clone());
         if info.status {
             paths.insert(format!("{collection}/{{name}}/status"), item);
         }
-        if let Some(field_schema) = info.field_schema {
-            let (reference, definitions) = field_schema();
-            let name = reference
-                .get("$ref")
-                .and_then(Value::as_str)
-                .and_then(|r| r.rsplit('/').next())
-                .map_or_else(|| schema_name(info), str::to_owned);
-            schemas.extend(definitions);
-            if let Some(Value::Object(schema)) = schemas.get_mut(&name) {
-                schema.insert("x-kubernetes-group-version-kind".into(), gvk(info));
-            }
-            continue;
-        }
-        schemas.insert(
-            schema_name(info),
-            json!({
-                "type": "object",
-                "description": format!("{} is a {} resource.", info.kind, info.api_version()),
-                "properties": {
-                    "apiVersion": {"type": "string"},
-                    "kind": {"type": "string"},
-                    "metadata": {"type": "object"},
-                },
-                "x-kubernetes-preserve-unknown-fields": true,
-                "x-kubernetes-group-version-kind": gvk(info),
-            }),
-        );
     }
     if paths.is_empty() {
         return None;
     }
     Some(json!({
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": "v1.33.0-kubewasm"},
+        "info": {"title": "Kubernetes", "version": super::INFO_VERSION},
         "paths": paths,
         "components": {"schemas": schemas},
     }))

@@ -1,0 +1,189 @@
+//! The OpenAPI documents clients download.
+//!
+//! - [`v3`]: `/openapi/v3` and one document per group-version, what kubectl
+//!   reads before `create -f`, `apply` and `explain` (it sends
+//!   `fieldValidation=Strict` to the kinds these documents vouch for).
+//! - [`v2`]: `/openapi/v2`, one document of every served kind, in JSON or in
+//!   [`gnostic`]'s protobuf (the only form client-go's `OpenAPISchema()`
+//!   reads). kubectl validates against it on the client whatever the v3
+//!   documents cannot vouch for: the items of a `v1 List`.
+//!
+//! Both name a kind's schema as the real server does: built-in kinds by
+//! k8s-openapi's names (`io.k8s.api.apps.v1.Deployment`), custom resources
+//! by their group reversed (`com.example.v1.MyApp`), and both mark it with
+//! `x-kubernetes-group-version-kind`, by which clients find it.
+
+pub mod gnostic;
+pub mod v2;
+pub mod v3;
+
+use serde_json::{Map, Value, json};
+
+use kubewasm_types::info::ResourceInfo;
+
+/// The version the documents' `info` carries.
+const INFO_VERSION: &str = "v1.33.0-kubewasm";
+
+/// `info`'s kind as `x-kubernetes-group-version-kind` lists it.
+fn gvk(info: &ResourceInfo) -> Value {
+    json!({"group": info.group, "version": info.version, "kind": info.kind})
+}
+
+/// The name of `kind`'s schema when k8s-openapi has none for it: the group
+/// reversed, then the version and the kind, as the real server names a
+/// custom resource's (`example.com` `v1` `MyApp`: `com.example.v1.MyApp`).
+/// The core group, which has no name, is `io.k8s.api.core`.
+fn reversed_name(info: &ResourceInfo, kind: &str) -> String {
+    if info.group.is_empty() {
+        return format!("io.k8s.api.core.{}.{kind}", info.version);
+    }
+    let reversed: Vec<&str> = info.group.split('.').rev().collect();
+    format!("{}.{}.{kind}", reversed.join("."), info.version)
+}
+
+/// `info`'s collection (`/apis/apps/v1/namespaces/{namespace}/deployments`).
+fn collection_path(info: &ResourceInfo) -> String {
+    let base = if info.group.is_empty() {
+        format!("/api/{}", info.version)
+    } else {
+        format!("/apis/{}/{}", info.group, info.version)
+    };
+    let scope = if info.namespaced {
+        "/namespaces/{namespace}"
+    } else {
+        ""
+    };
+    format!("{base}{scope}/{}", info.plural)
+}
+
+/// Adds a built-in kind's schema and those it uses (k8s-openapi's) to
+/// `definitions`, every reference under `prefix` (`#/components/schemas/`
+/// in v3, `#/definitions/` in v2); returns its name. A schema already there
+/// is kept, so that a kind's marks survive another kind that uses it (a
+/// StatefulSet's claim templates are PersistentVolumeClaims). The kind's
+/// own schema is marked with its kind. No schema requires `metadata`
+/// (k8s-openapi's Rust field is not optional; the API's is, as the real
+/// server's documents say).
+fn add_builtin(
+    definitions: &mut Map<String, Value>,
+    info: &ResourceInfo,
+    prefix: &str,
+) -> Option<String> {
+    let field_schema = info.field_schema?;
+    let (reference, used) = field_schema();
+    let name = reference
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| r.rsplit('/').next())?
+        .to_owned();
+    add_definitions(definitions, used, prefix);
+    if let Some(Value::Object(schema)) = definitions.get_mut(&name) {
+        let kinds = schema
+            .entry("x-kubernetes-group-version-kind")
+            .or_insert_with(|| json!([]));
+        if let Value::Array(kinds) = kinds
+            && !kinds.contains(&gvk(info))
+        {
+            kinds.push(gvk(info));
+        }
+    }
+    Some(name)
+}
+
+/// Adds k8s-openapi's schemas `used` to `definitions` (see
+/// [`add_builtin`]).
+fn add_definitions(definitions: &mut Map<String, Value>, used: Map<String, Value>, prefix: &str) {
+    for (name, mut schema) in used {
+        if definitions.contains_key(&name) {
+            continue;
+        }
+        rebase_references(&mut schema, prefix);
+        if let Value::Object(map) = &mut schema
+            && let Some(Value::Array(required)) = map.get_mut("required")
+        {
+            required.retain(|field| field != "metadata");
+            if required.is_empty() {
+                map.remove("required");
+            }
+        }
+        definitions.insert(name, schema);
+    }
+}
+
+/// Rewrites every `$ref` in `schema` to point under `prefix`.
+fn rebase_references(schema: &mut Value, prefix: &str) {
+    match schema {
+        Value::Object(map) => {
+            for (key, value) in map.iter_mut() {
+                match value {
+                    Value::String(reference) if key == "$ref" => {
+                        let name = reference.rsplit('/').next().unwrap_or_default();
+                        *reference = format!("{prefix}{name}");
+                    }
+                    _ => rebase_references(value, prefix),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| rebase_references(v, prefix)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubewasm_types::registry::Registry;
+
+    #[test]
+    fn a_builtin_kind_should_be_named_by_k8s_openapi_and_marked_with_its_kind() {
+        let registry = Registry::builtin();
+        let deployments = registry.get("apps", "v1", "deployments").expect("served");
+        let mut definitions = Map::new();
+        let name =
+            add_builtin(&mut definitions, deployments, "#/definitions/").expect("a field schema");
+        assert_eq!(name, "io.k8s.api.apps.v1.Deployment");
+        let deployment = &definitions[&name];
+        assert!(deployment.get("required").is_none(), "{deployment}");
+        assert_eq!(
+            deployment["x-kubernetes-group-version-kind"],
+            json!([{"group": "apps", "version": "v1", "kind": "Deployment"}])
+        );
+        assert_eq!(
+            deployment["properties"]["spec"]["allOf"][0]["$ref"],
+            "#/definitions/io.k8s.api.apps.v1.DeploymentSpec"
+        );
+        assert!(definitions.contains_key("io.k8s.api.apps.v1.DeploymentSpec"));
+    }
+
+    #[test]
+    fn a_kind_another_uses_should_keep_its_mark() {
+        let registry = Registry::builtin();
+        let mut definitions = Map::new();
+        for plural in ["persistentvolumeclaims", "statefulsets"] {
+            let group = if plural == "statefulsets" { "apps" } else { "" };
+            let info = registry.get(group, "v1", plural).expect("served");
+            add_builtin(&mut definitions, info, "#/definitions/");
+        }
+        assert_eq!(
+            definitions["io.k8s.api.core.v1.PersistentVolumeClaim"]["x-kubernetes-group-version-kind"],
+            json!([{"group": "", "version": "v1", "kind": "PersistentVolumeClaim"}])
+        );
+    }
+
+    #[test]
+    fn a_kind_without_a_field_schema_should_be_named_by_its_group_reversed() {
+        let registry = Registry::builtin();
+        let mut info = registry
+            .get("apps", "v1", "deployments")
+            .cloned()
+            .expect("served");
+        info.group = "apps.example.com".into();
+        assert_eq!(reversed_name(&info, "Widget"), "com.example.apps.v1.Widget");
+        info.group = String::new();
+        assert_eq!(reversed_name(&info, "Widget"), "io.k8s.api.core.v1.Widget");
+        assert_eq!(
+            collection_path(&info),
+            "/api/v1/namespaces/{namespace}/deployments"
+        );
+    }
+}
