@@ -29,16 +29,17 @@ fn gvk(info: &ResourceInfo) -> Value {
     json!({"group": info.group, "version": info.version, "kind": info.kind})
 }
 
-/// The name of `kind`'s schema when k8s-openapi has none for it: the group
+/// The name of a kind's schema when k8s-openapi has none for it: the group
 /// reversed, then the version and the kind, as the real server names a
 /// custom resource's (`example.com` `v1` `MyApp`: `com.example.v1.MyApp`).
 /// The core group, which has no name, is `io.k8s.api.core`.
-fn reversed_name(info: &ResourceInfo, kind: &str) -> String {
+fn reversed_name(info: &ResourceInfo) -> String {
+    let (version, kind) = (&info.version, &info.kind);
     if info.group.is_empty() {
-        return format!("io.k8s.api.core.{}.{kind}", info.version);
+        return format!("io.k8s.api.core.{version}.{kind}");
     }
     let reversed: Vec<&str> = info.group.split('.').rev().collect();
-    format!("{}.{}.{kind}", reversed.join("."), info.version)
+    format!("{}.{version}.{kind}", reversed.join("."))
 }
 
 /// `info`'s collection (`/apis/apps/v1/namespaces/{namespace}/deployments`).
@@ -178,9 +179,9 @@ mod tests {
             .cloned()
             .expect("served");
         info.group = "apps.example.com".into();
-        assert_eq!(reversed_name(&info, "Widget"), "com.example.apps.v1.Widget");
+        assert_eq!(reversed_name(&info), "com.example.apps.v1.Deployment");
         info.group = String::new();
-        assert_eq!(reversed_name(&info, "Widget"), "io.k8s.api.core.v1.Widget");
+        assert_eq!(reversed_name(&info), "io.k8s.api.core.v1.Deployment");
         assert_eq!(
             collection_path(&info),
             "/api/v1/namespaces/{namespace}/deployments"

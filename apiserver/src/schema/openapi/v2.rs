@@ -67,7 +67,7 @@ pub fn document(registry: &Registry) -> Value {
         let name = match super::add_builtin(&mut definitions, info, PREFIX) {
             Some(name) => name,
             None => {
-                let name = super::reversed_name(info, &info.kind);
+                let name = super::reversed_name(info);
                 definitions.insert(name.clone(), custom_kind(info));
                 name
             }

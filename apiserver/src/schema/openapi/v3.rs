@@ -86,7 +86,7 @@ pub fn document(registry: &Registry, group: &str, version: &str) -> Option<Value
         let name = match super::add_builtin(&mut schemas, info, PREFIX) {
             Some(name) => name,
             None => {
-                let name = super::reversed_name(info, &info.kind);
+                let name = super::reversed_name(info);
                 schemas.insert(
                     name.clone(),
                     json!({
