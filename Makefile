@@ -28,7 +28,7 @@ NPM_STAMP := node_modules/.package-lock.json
 COMPONENTIZE_PY := componentize-py -d wit -w controller componentize
 COMPONENTIZE_JS := node_modules/.bin/kubewasm-componentize
 
-.PHONY: help setup plugins test-plugins rust-plugins rust-test-plugins build test-build go-plugins sdk publish-sdk test lint format-check go-vet guest-tests new-project-tests fmt dev bench soak fuzz real-cluster test-real difference kube-rs-tests manifests clean
+.PHONY: help setup plugins test-plugins rust-plugins rust-test-plugins build test-build go-plugins sdk publish-sdk test lint format-check go-vet guest-tests new-project-tests fmt dev bench soak fuzz real-cluster test-real openapi-extensions difference kube-rs-tests manifests clean
 
 help:
 	@echo "make setup         install the wasm target, componentize-py and the npm toolchain (make dev and make test do it)"
@@ -46,6 +46,7 @@ help:
 	@echo "make soak          ten plugins, 10,000 primaries, 10 minutes against the faulty server; figures into BENCHMARKS.md"
 	@echo "make test-real     the host's suites against a real control plane (CI=true: their reduced form)"
 	@echo "make real-cluster  a real control plane on loopback (Kubernetes, etcd, kwok Nodes; built from Go modules), until Ctrl-C"
+	@echo "make openapi-extensions  the built-in kinds' list and patch extensions from the pinned Kubernetes' swagger.json"
 	@echo "make difference    the same request sequences to the embedded server and a real one; the table and the figure"
 	@echo "make fuzz          every fuzz target for FUZZ_SECONDS (60) each (fuzz/run; coverage-guided, libFuzzer)"
 
@@ -217,12 +218,15 @@ test: setup format-check plugins test-plugins test-build go-plugins guest-tests 
 # own CI form): the examples through `kubewasm run`, a late CRD, a tenant
 # under the real RBAC and SubjectAccessReview, a Plugin resource, a ring
 # on the real server's shard selectors, the soak, a reconcile's trace, the
-# chart's manifests applied; in full only, a partitioned leader's fencing.
-REAL_SUITES := engine controllers discovery tenancy plugin_resources ring shard_selectors soak traces chart partition
+# chart's manifests applied, kubectl's client-side apply and a List's
+# validation; in full only, a partitioned leader's fencing and the rest of
+# kubectl's suite.
+REAL_SUITES := engine controllers discovery tenancy plugin_resources ring shard_selectors soak traces chart partition kubectl
 REAL_REDUCED := myapp_should_converge tenant_bootstrap_in_python configmap_replicator_in_javascript \
 	a_directory_plugin_should_wait_for_its_crd a_tenant_plugin_should_run_only_while \
 	a_plugin_resource_should_load_swap a_ring_should_grow shard_selectors_should_split \
-	ten_plugins_should_converge a_span_per_reconcile_should_reach the_plain_manifests_should_be_the_chart
+	ten_plugins_should_converge a_span_per_reconcile_should_reach the_plain_manifests_should_be_the_chart \
+	kubectl_should_treat kubectl_create_should_validate
 test-real: plugins test-plugins test-build
 	tests/real-cluster/build
 	KUBEWASM_TEST_CLUSTER=real $(CARGO) test --workspace $(addprefix --test ,$(REAL_SUITES)) \
@@ -256,6 +260,13 @@ real-cluster:
 
 # Starts both servers itself; ONLY=PREFIX runs some sequences, SHOW=1 prints each difference,
 # FUZZ=N sends N mutants of them instead (SEED=S).
+# apiserver/src/schema/openapi/extensions.txt from the swagger.json of the
+# Kubernetes release tests/real-cluster pins.
+openapi-extensions:
+	$(PYTHON) apiserver/src/schema/openapi/extensions.py \
+		"$$(cd tests/real-cluster && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/api/openapi-spec/swagger.json" \
+		> apiserver/src/schema/openapi/extensions.txt
+
 difference: build
 	$(CARGO) run -p kubewasm-tests --bin difference -- $(if $(ONLY),--only $(ONLY)) $(if $(SHOW),--show) \
 		$(if $(FUZZ),--fuzz $(FUZZ) $(if $(SEED),--seed $(SEED)))

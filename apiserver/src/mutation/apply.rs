@@ -516,12 +516,12 @@ pub fn apply(
             .and_then(|m| m.shift_remove("metadata"));
         crate::mutation::patch::merge_patch(&mut next, &body);
         if let Some(metadata) = metadata {
-            crate::mutation::strategic::apply(&mut next, &json!({"metadata": metadata}))
+            crate::mutation::strategic::merge_applied(&mut next, &json!({"metadata": metadata}))
                 .map_err(ApplyError::Invalid)?;
         }
     } else {
         // Apply bodies hold no directives: a strategic merge merges by key.
-        crate::mutation::strategic::apply(&mut next, &body).map_err(ApplyError::Invalid)?;
+        crate::mutation::strategic::merge_applied(&mut next, &body).map_err(ApplyError::Invalid)?;
     }
     // An unchanged apply keeps its entry's time, so it is a no-op write.
     let time = managers

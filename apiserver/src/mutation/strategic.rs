@@ -3,6 +3,17 @@
 //! and the `$patch`, `$retainKeys`, `$deleteFromPrimitiveList` and
 //! `$setElementOrder` directives are honoured.
 //!
+//! # Order
+//! A merged list is ordered as the real server orders it (apimachinery's
+//! `strategicpatch`, `normalizeElementOrder`): the elements the patch names,
+//! in the patch's order (or in its `$setElementOrder` list's, if it has
+//! one), and the others in the live order, interleaved so that two elements
+//! the live list both holds keep their live order, and an element it lacks
+//! goes before the live one it is compared with. So a new `env` entry
+//! patched in goes first, and `kubectl apply` (which sends
+//! `$setElementOrder`) gets its file's order. [`merge_applied`], server-side
+//! apply's merge, keeps the live order and appends.
+//!
 //! # Caveat
 //! The merge keys come from a table of the built-in API's list fields (the
 //! `patchMergeKey` of their Go definitions) keyed by field name, not from the
@@ -55,111 +66,206 @@ pub(crate) fn primitive_set(field: &str) -> bool {
 /// # Errors
 /// A message when a directive is malformed.
 pub fn apply(doc: &mut Value, patch: &Value) -> Result<(), String> {
-    merge_object(doc, patch)
+    Merge { reorder: true }.object(doc, patch)
 }
 
-fn merge_object(doc: &mut Value, patch: &Value) -> Result<(), String> {
-    let Value::Object(patch) = patch else {
-        *doc = patch.clone();
-        return Ok(());
-    };
-    if patch.get("$patch").and_then(Value::as_str) == Some("replace") {
-        let mut replacement = patch.clone();
-        replacement.remove("$patch");
-        *doc = Value::Object(replacement);
-        return Ok(());
+/// Merges an applied configuration into `doc` by the same keys, each list
+/// keeping its live order with new elements appended (server-side apply
+/// orders lists itself).
+///
+/// # Errors
+/// As [`apply`].
+pub fn merge_applied(doc: &mut Value, body: &Value) -> Result<(), String> {
+    Merge { reorder: false }.object(doc, body)
+}
+
+/// One merge: whether it orders merged lists as a patch does.
+#[derive(Clone, Copy)]
+struct Merge {
+    reorder: bool,
+}
+
+/// The merge key of the list `key` holds, as `items` (a patch's list or a
+/// `$setElementOrder` list) show it: a Service's and an EndpointSlice's
+/// `ports` merge by `port`, a container's by `containerPort`.
+fn field_merge_key(key: &str, items: &[Value], is_service_spec: bool) -> Option<&'static str> {
+    if !items.iter().all(Value::is_object) {
+        return None;
     }
-    if !doc.is_object() {
-        *doc = Value::Object(Map::new());
+    if key == "ports" && (is_service_spec || items.iter().any(|i| i.get("containerPort").is_none()))
+    {
+        Some("port")
+    } else {
+        merge_key(key)
     }
-    let Value::Object(map) = doc else {
-        return Ok(());
-    };
-    if let Some(Value::Array(keep)) = patch.get("$retainKeys") {
-        let keep: Vec<&str> = keep.iter().filter_map(Value::as_str).collect();
-        map.retain(|k, _| keep.contains(&k.as_str()) || patch.contains_key(k));
-    }
-    // A Service's `ports` merge by `port`, a container's by `containerPort`.
-    let is_service_spec = map.contains_key("clusterIP")
-        || map.contains_key("selector") && !map.contains_key("template");
-    for (key, value) in patch {
-        if key.starts_with("$setElementOrder/") || key == "$retainKeys" || key == "$patch" {
-            continue;
-        }
-        if let Some(field) = key.strip_prefix("$deleteFromPrimitiveList/") {
-            if let (Some(Value::Array(list)), Value::Array(remove)) = (map.get_mut(field), value) {
-                list.retain(|v| !remove.contains(v));
-            }
-            continue;
-        }
-        if value.is_null() {
-            map.shift_remove(key);
-            continue;
-        }
-        // A list of objects with a merge key merges by it (a Service's and
-        // an EndpointSlice's `ports` by `port`, a container's by
-        // `containerPort`); any other list is replaced.
-        let merge_key = match value {
-            Value::Array(items) if items.iter().all(Value::is_object) => {
-                if key == "ports"
-                    && (is_service_spec || items.iter().any(|i| i.get("containerPort").is_none()))
-                {
-                    Some("port")
-                } else {
-                    merge_key(key)
-                }
-            }
-            _ => None,
+}
+
+impl Merge {
+    fn object(self, doc: &mut Value, patch: &Value) -> Result<(), String> {
+        let Value::Object(patch) = patch else {
+            *doc = patch.clone();
+            return Ok(());
         };
-        if let (Some(merge_key), Value::Array(items)) = (merge_key, value) {
-            keyed(items, merge_key)?;
+        if patch.get("$patch").and_then(Value::as_str) == Some("replace") {
+            let mut replacement = patch.clone();
+            replacement.remove("$patch");
+            *doc = Value::Object(replacement);
+            return Ok(());
         }
-        match (map.get_mut(key), value) {
-            (Some(Value::Array(current)), Value::Array(items)) => match merge_key {
-                Some(merge_key) => merge_list(current, items, merge_key)?,
-                None if primitive_set(key) => {
-                    // Merged as a new list is made, so a directive element
-                    // is dropped the second time as it was the first.
-                    for item in fresh_list(items)? {
-                        if !current.contains(&item) {
-                            current.push(item);
+        if !doc.is_object() {
+            *doc = Value::Object(Map::new());
+        }
+        let Value::Object(map) = doc else {
+            return Ok(());
+        };
+        if let Some(Value::Array(keep)) = patch.get("$retainKeys") {
+            let keep: Vec<&str> = keep.iter().filter_map(Value::as_str).collect();
+            map.retain(|k, _| keep.contains(&k.as_str()) || patch.contains_key(k));
+        }
+        // A Service's `ports` merge by `port`, a container's by `containerPort`.
+        let is_service_spec = map.contains_key("clusterIP")
+            || map.contains_key("selector") && !map.contains_key("template");
+        // The lists a `$setElementOrder` orders, as they were.
+        let ordered: Vec<(&str, &Vec<Value>, Vec<Value>)> = if self.reorder {
+            patch
+                .iter()
+                .filter_map(|(key, order)| {
+                    let field = key.strip_prefix("$setElementOrder/")?;
+                    let live = match map.get(field) {
+                        Some(Value::Array(live)) => live.clone(),
+                        _ => Vec::new(),
+                    };
+                    Some((field, order.as_array()?, live))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        for (key, value) in patch {
+            if key.starts_with("$setElementOrder/") || key == "$retainKeys" || key == "$patch" {
+                continue;
+            }
+            if let Some(field) = key.strip_prefix("$deleteFromPrimitiveList/") {
+                if let (Some(Value::Array(list)), Value::Array(remove)) =
+                    (map.get_mut(field), value)
+                {
+                    list.retain(|v| !remove.contains(v));
+                }
+                continue;
+            }
+            if value.is_null() {
+                map.shift_remove(key);
+                continue;
+            }
+            // A list of objects with a merge key merges by it; any other list
+            // is replaced.
+            let merge_key = match value {
+                Value::Array(items) => field_merge_key(key, items, is_service_spec),
+                _ => None,
+            };
+            if let (Some(merge_key), Value::Array(items)) = (merge_key, value) {
+                keyed(items, merge_key)?;
+            }
+            match (map.get_mut(key), value) {
+                (Some(Value::Array(current)), Value::Array(items)) => match merge_key {
+                    Some(merge_key) => self.list(current, items, merge_key)?,
+                    None if primitive_set(key) => {
+                        let live = current.clone();
+                        // Merged as a new list is made, so a directive element
+                        // is dropped the second time as it was the first.
+                        let named = self.fresh_list(items)?;
+                        for item in &named {
+                            if !current.contains(item) {
+                                current.push(item.clone());
+                            }
+                        }
+                        if self.reorder {
+                            *current = in_patch_order(std::mem::take(current), &named, &live, None);
                         }
                     }
+                    None => *current = self.fresh_list(items)?,
+                },
+                (Some(current), Value::Object(_)) => self.object(current, value)?,
+                _ => {
+                    map.insert(key.clone(), self.fresh(value)?);
                 }
-                None => *current = fresh_list(items)?,
-            },
-            (Some(current), Value::Object(_)) => merge_object(current, value)?,
-            _ => {
-                map.insert(key.clone(), fresh(value)?);
             }
         }
-    }
-    Ok(())
-}
-
-/// New content (a field the object lacks, an element its list lacks, a
-/// replaced list) as merging it into nothing makes it: its directives
-/// honoured at every depth, as they are where it merges into what is
-/// there, so applying the same patch twice gives the same object.
-fn fresh(value: &Value) -> Result<Value, String> {
-    match value {
-        Value::Object(_) => {
-            let mut made = Value::Null;
-            merge_object(&mut made, value)?;
-            Ok(made)
+        for (field, order, live) in ordered {
+            if let Some(Value::Array(merged)) = map.get_mut(field) {
+                let merge_key = if primitive_set(field) {
+                    None
+                } else {
+                    field_merge_key(field, order, is_service_spec)
+                };
+                *merged = in_patch_order(std::mem::take(merged), order, &live, merge_key);
+            }
         }
-        Value::Array(items) => Ok(Value::Array(fresh_list(items)?)),
-        other => Ok(other.clone()),
+        Ok(())
     }
-}
 
-/// A new list: its directive elements dropped, the others made [`fresh`].
-fn fresh_list(items: &[Value]) -> Result<Vec<Value>, String> {
-    items
-        .iter()
-        .filter(|i| i.get("$patch").is_none())
-        .map(fresh)
-        .collect()
+    /// New content (a field the object lacks, an element its list lacks, a
+    /// replaced list) as merging it into nothing makes it: its directives
+    /// honoured at every depth, as they are where it merges into what is
+    /// there, so applying the same patch twice gives the same object.
+    fn fresh(self, value: &Value) -> Result<Value, String> {
+        match value {
+            Value::Object(_) => {
+                let mut made = Value::Null;
+                self.object(&mut made, value)?;
+                Ok(made)
+            }
+            Value::Array(items) => Ok(Value::Array(self.fresh_list(items)?)),
+            other => Ok(other.clone()),
+        }
+    }
+
+    /// A new list: its directive elements dropped, the others made fresh.
+    fn fresh_list(self, items: &[Value]) -> Result<Vec<Value>, String> {
+        items
+            .iter()
+            .filter(|i| i.get("$patch").is_none())
+            .map(|i| self.fresh(i))
+            .collect()
+    }
+
+    fn list(
+        self,
+        current: &mut Vec<Value>,
+        items: &[Value],
+        merge_key: &str,
+    ) -> Result<(), String> {
+        let live = current.clone();
+        for item in items {
+            let key = item.get(merge_key);
+            let directive = item.get("$patch").and_then(Value::as_str);
+            let position =
+                key.and_then(|k| current.iter().position(|c| c.get(merge_key) == Some(k)));
+            match (directive, position) {
+                (Some("delete"), Some(i)) => {
+                    current.remove(i);
+                }
+                (Some("delete"), None) => {}
+                (Some("replace"), _) => {
+                    *current = self.fresh_list(items)?;
+                    return Ok(());
+                }
+                // `keyed` refused any other directive.
+                (Some(_), _) => {}
+                (None, Some(i)) => self.object(&mut current[i], item)?,
+                (None, None) => current.push(self.fresh(item)?),
+            }
+        }
+        if self.reorder {
+            let named: Vec<Value> = items
+                .iter()
+                .filter(|i| i.get("$patch").is_none())
+                .cloned()
+                .collect();
+            *current = in_patch_order(std::mem::take(current), &named, &live, Some(merge_key));
+        }
+        Ok(())
+    }
 }
 
 /// Checks the elements of a list merged by `merge_key`, whether it merges
@@ -183,27 +289,43 @@ fn keyed(items: &[Value], merge_key: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn merge_list(current: &mut Vec<Value>, items: &[Value], merge_key: &str) -> Result<(), String> {
-    for item in items {
-        let key = item.get(merge_key);
-        let directive = item.get("$patch").and_then(Value::as_str);
-        let position = key.and_then(|k| current.iter().position(|c| c.get(merge_key) == Some(k)));
-        match (directive, position) {
-            (Some("delete"), Some(i)) => {
-                current.remove(i);
+/// `merged` in the order the real server gives it (see the module's docs):
+/// the elements `order` names, in its order, interleaved with the others in
+/// their `live` order. Elements are the same by `merge_key`, or whole.
+fn in_patch_order(
+    merged: Vec<Value>,
+    order: &[Value],
+    live: &[Value],
+    merge_key: Option<&str>,
+) -> Vec<Value> {
+    let same = |a: &Value, b: &Value| match merge_key {
+        Some(key) => a.get(key) == b.get(key),
+        None => a == b,
+    };
+    let position = |list: &[Value], item: &Value| list.iter().position(|x| same(x, item));
+    let (mut named, mut others): (Vec<Value>, Vec<Value>) = merged
+        .into_iter()
+        .partition(|item| position(order, item).is_some());
+    named.sort_by_key(|item| position(order, item));
+    others.sort_by_key(|item| position(live, item).unwrap_or(usize::MAX));
+    let mut out = Vec::with_capacity(named.len() + others.len());
+    let (mut named, mut others) = (named.into_iter().peekable(), others.into_iter().peekable());
+    loop {
+        let take_other = match (others.peek(), named.peek()) {
+            (Some(other), Some(next)) => {
+                matches!((position(live, other), position(live, next)), (Some(o), Some(n)) if o < n)
             }
-            (Some("delete"), None) => {}
-            (Some("replace"), _) => {
-                *current = fresh_list(items)?;
-                return Ok(());
-            }
-            // `keyed` refused any other directive.
-            (Some(_), _) => {}
-            (None, Some(i)) => merge_object(&mut current[i], item)?,
-            (None, None) => current.push(fresh(item)?),
-        }
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+        };
+        out.extend(if take_other {
+            others.next()
+        } else {
+            named.next()
+        });
     }
-    Ok(())
+    out
 }
 
 #[cfg(test)]
@@ -267,7 +389,7 @@ mod tests {
         // The same for an element new to a list that is there.
         let mut more = json!({"metadata": {"ownerReferences": [{"uid": "t", "name": "p"}]}});
         apply(&mut more, &patch).expect("merges");
-        assert_eq!(more["metadata"]["ownerReferences"][1]["kers"], json!([]));
+        assert_eq!(more["metadata"]["ownerReferences"][0]["kers"], json!([]));
         // And for a set of primitives (fuzz/seeds/patches/regression-
         // directive-in-a-set): the second merge pushed the directive.
         let patch = json!({"spec": {"finalizers": [{"name": "web", "$patch": "delete"}, "a"]}});
@@ -288,11 +410,70 @@ mod tests {
             {"name": "app", "image": "a:2", "env": [{"name": "Y", "value": "2"}]},
             {"name": "side", "$patch": "delete"}]}});
         apply(&mut doc, &patch).expect("applies");
+        // The new entry first: Kubernetes 1.37.2 gives the same.
         assert_eq!(
             doc,
             json!({"spec": {"containers": [{"name": "app", "image": "a:2",
-                "env": [{"name": "X", "value": "1"}, {"name": "Y", "value": "2"}]}]}})
+                "env": [{"name": "Y", "value": "2"}, {"name": "X", "value": "1"}]}]}})
         );
+    }
+
+    #[test]
+    fn merged_lists_should_be_ordered_as_the_real_server_orders_them() {
+        let env = |names: &[&str]| -> Value { names.iter().map(|n| json!({"name": n})).collect() };
+        /// Live, patch, `$setElementOrder`, merged.
+        type Case<'a> = (
+            &'a [&'a str],
+            &'a [&'a str],
+            Option<&'a [&'a str]>,
+            &'a [&'a str],
+        );
+        let cases: [Case; 5] = [
+            // New entries before the live ones, in the patch's order.
+            (&["a", "b"], &["c", "d"], None, &["c", "d", "a", "b"]),
+            // An entry both hold takes the patch's place among the patch's.
+            (&["a", "b", "c"], &["c", "a"], None, &["b", "c", "a"]),
+            // `kubectl apply` sends the file's order.
+            (&["a"], &["b"], Some(&["a", "b"]), &["a", "b"]),
+            (
+                &["a", "b"],
+                &["c"],
+                Some(&["b", "c", "a"]),
+                &["b", "c", "a"],
+            ),
+            // The order alone reorders.
+            (
+                &["a", "b", "c"],
+                &[],
+                Some(&["c", "b", "a"]),
+                &["c", "b", "a"],
+            ),
+        ];
+        for (live, patch, order, merged) in cases {
+            let mut doc = json!({"env": env(live)});
+            let mut body = json!({});
+            if !patch.is_empty() {
+                body["env"] = env(patch);
+            }
+            if let Some(order) = order {
+                body["$setElementOrder/env"] = env(order);
+            }
+            apply(&mut doc, &body).expect("merges");
+            assert_eq!(doc["env"], env(merged), "{live:?} + {body}");
+            // Server-side apply's merge keeps the live order.
+            let mut doc = json!({"env": env(live)});
+            merge_applied(&mut doc, &json!({"env": env(patch)})).expect("merges");
+            let appended: Vec<&str> = live
+                .iter()
+                .chain(patch.iter().filter(|p| !live.contains(p)))
+                .copied()
+                .collect();
+            assert_eq!(doc["env"], env(&appended));
+        }
+        // A set of primitives the same way.
+        let mut doc = json!({"metadata": {"finalizers": ["a", "b"]}});
+        apply(&mut doc, &json!({"metadata": {"finalizers": ["c"]}})).expect("merges");
+        assert_eq!(doc["metadata"]["finalizers"], json!(["c", "a", "b"]));
     }
 
     #[test]

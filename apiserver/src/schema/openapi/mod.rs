@@ -91,14 +91,67 @@ fn add_builtin(
     Some(name)
 }
 
+/// The extensions `extensions.txt` gives a definition (field `-`) or one
+/// of its fields, by (definition, field).
+type Extensions =
+    std::collections::HashMap<(&'static str, &'static str), Vec<(&'static str, Value)>>;
+
+/// `extensions.txt`, read once.
+fn extensions() -> &'static Extensions {
+    static EXTENSIONS: std::sync::OnceLock<Extensions> = std::sync::OnceLock::new();
+    EXTENSIONS.get_or_init(|| {
+        let mut extensions = Extensions::new();
+        for line in include_str!("extensions.txt").lines() {
+            if line.starts_with('#') {
+                continue;
+            }
+            let mut words = line.splitn(4, ' ');
+            if let (Some(definition), Some(field), Some(key), Some(value)) =
+                (words.next(), words.next(), words.next(), words.next())
+                && let Ok(value) = serde_json::from_str(value)
+            {
+                extensions
+                    .entry((definition, field))
+                    .or_default()
+                    .push((key, value));
+            }
+        }
+        extensions
+    })
+}
+
+/// Adds what [`extensions`] gives definition `name` and its fields to
+/// `schema`, where it does not say already.
+fn add_extensions(name: &str, schema: &mut Map<String, Value>) {
+    let table = extensions();
+    let add = |target: &mut Map<String, Value>, field: &str| {
+        for (key, value) in table.get(&(name, field)).into_iter().flatten() {
+            target
+                .entry(key.to_owned())
+                .or_insert_with(|| value.clone());
+        }
+    };
+    add(schema, "-");
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        for (field, property) in properties.iter_mut() {
+            if let Value::Object(property) = property {
+                add(property, field);
+            }
+        }
+    }
+}
+
 /// Adds k8s-openapi's schemas `used` to `definitions` (see
-/// [`add_builtin`]).
+/// [`add_builtin`]), with the extensions the real server's carry.
 fn add_definitions(definitions: &mut Map<String, Value>, used: Map<String, Value>, prefix: &str) {
     for (name, mut schema) in used {
         if definitions.contains_key(&name) {
             continue;
         }
         rebase_references(&mut schema, prefix);
+        if let Value::Object(map) = &mut schema {
+            add_extensions(&name, map);
+        }
         if let Value::Object(map) = &mut schema
             && let Some(Value::Array(required)) = map.get_mut("required")
         {
@@ -154,6 +207,31 @@ mod tests {
             "#/definitions/io.k8s.api.apps.v1.DeploymentSpec"
         );
         assert!(definitions.contains_key("io.k8s.api.apps.v1.DeploymentSpec"));
+    }
+
+    #[test]
+    fn fields_should_carry_how_they_merge_as_the_real_servers_documents_say() {
+        let registry = Registry::builtin();
+        let mut definitions = Map::new();
+        let deployments = registry.get("apps", "v1", "deployments").expect("served");
+        add_builtin(&mut definitions, deployments, "#/definitions/");
+        let containers = &definitions["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];
+        assert_eq!(containers["x-kubernetes-patch-merge-key"], "name");
+        assert_eq!(containers["x-kubernetes-patch-strategy"], "merge");
+        assert_eq!(containers["x-kubernetes-list-type"], "map");
+        let finalizers = &definitions["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]["properties"]
+            ["finalizers"];
+        assert_eq!(finalizers["x-kubernetes-patch-strategy"], "merge");
+        assert_eq!(
+            definitions["io.k8s.api.core.v1.LocalObjectReference"]["x-kubernetes-map-type"],
+            "atomic"
+        );
+        // Every line of the table reads.
+        let lines = include_str!("extensions.txt")
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .count();
+        assert_eq!(extensions().values().map(Vec::len).sum::<usize>(), lines);
     }
 
     #[test]
