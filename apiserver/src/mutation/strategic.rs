@@ -229,33 +229,48 @@ impl Merge {
             .collect()
     }
 
+    /// Merges `items` into `current` by `merge_key`: an element of the
+    /// same key merges into the first that holds it, a `delete` removes
+    /// every one that does (as apimachinery's `deleteMatchingEntries`), a
+    /// new one is appended; then the order, if this merge orders. Linear in
+    /// both lists (an index by key), whatever their length.
     fn list(
         self,
         current: &mut Vec<Value>,
         items: &[Value],
         merge_key: &str,
     ) -> Result<(), String> {
-        let live = current.clone();
+        let live = std::mem::take(current);
+        let mut index = Positions::of(&live, Some(merge_key));
+        let mut slots: Vec<Option<Value>> = live.iter().cloned().map(Some).collect();
         for item in items {
-            let key = item.get(merge_key);
-            let directive = item.get("$patch").and_then(Value::as_str);
-            let position =
-                key.and_then(|k| current.iter().position(|c| c.get(merge_key) == Some(k)));
-            match (directive, position) {
-                (Some("delete"), Some(i)) => {
-                    current.remove(i);
+            let id = identity(item, Some(merge_key));
+            match item.get("$patch").and_then(Value::as_str) {
+                Some("delete") => {
+                    for i in index.all.remove(&id).unwrap_or_default() {
+                        slots[i] = None;
+                    }
                 }
-                (Some("delete"), None) => {}
-                (Some("replace"), _) => {
+                Some("replace") => {
                     *current = self.fresh_list(items)?;
                     return Ok(());
                 }
                 // `keyed` refused any other directive.
-                (Some(_), _) => {}
-                (None, Some(i)) => self.object(&mut current[i], item)?,
-                (None, None) => current.push(self.fresh(item)?),
+                Some(_) => {}
+                None => match index.all.get(&id).and_then(|at| at.first()) {
+                    Some(&i) => {
+                        if let Some(slot) = &mut slots[i] {
+                            self.object(slot, item)?;
+                        }
+                    }
+                    None => {
+                        index.all.insert(id, vec![slots.len()]);
+                        slots.push(Some(self.fresh(item)?));
+                    }
+                },
             }
         }
+        *current = slots.into_iter().flatten().collect();
         if self.reorder {
             let named: Vec<Value> = items
                 .iter()
@@ -265,6 +280,39 @@ impl Merge {
             *current = in_patch_order(std::mem::take(current), &named, &live, Some(merge_key));
         }
         Ok(())
+    }
+}
+
+/// An element's identity in a list: its merge key's value, or the whole
+/// element, as JSON text (equal values, equal texts: `serde_json` writes a
+/// map's keys in one order).
+fn identity(item: &Value, merge_key: Option<&str>) -> String {
+    match merge_key {
+        Some(key) => item.get(key).map(Value::to_string).unwrap_or_default(),
+        None => item.to_string(),
+    }
+}
+
+/// Where each identity stands in a list.
+struct Positions {
+    all: std::collections::HashMap<String, Vec<usize>>,
+}
+
+impl Positions {
+    fn of(list: &[Value], merge_key: Option<&str>) -> Self {
+        let mut all: std::collections::HashMap<String, Vec<usize>> =
+            std::collections::HashMap::new();
+        for (i, item) in list.iter().enumerate() {
+            all.entry(identity(item, merge_key)).or_default().push(i);
+        }
+        Self { all }
+    }
+
+    /// The first position of `item`'s identity.
+    fn first(&self, item: &Value, merge_key: Option<&str>) -> Option<usize> {
+        self.all
+            .get(&identity(item, merge_key))
+            .and_then(|at| at.first().copied())
     }
 }
 
@@ -298,32 +346,41 @@ fn in_patch_order(
     live: &[Value],
     merge_key: Option<&str>,
 ) -> Vec<Value> {
-    let same = |a: &Value, b: &Value| match merge_key {
-        Some(key) => a.get(key) == b.get(key),
-        None => a == b,
-    };
-    let position = |list: &[Value], item: &Value| list.iter().position(|x| same(x, item));
-    let (mut named, mut others): (Vec<Value>, Vec<Value>) = merged
-        .into_iter()
-        .partition(|item| position(order, item).is_some());
-    named.sort_by_key(|item| position(order, item));
-    others.sort_by_key(|item| position(live, item).unwrap_or(usize::MAX));
+    let (in_order, in_live) = (
+        Positions::of(order, merge_key),
+        Positions::of(live, merge_key),
+    );
+    let mut named: Vec<(usize, Value)> = Vec::new();
+    let mut others: Vec<(Option<usize>, Value)> = Vec::new();
+    for item in merged {
+        match in_order.first(&item, merge_key) {
+            Some(at) => named.push((at, item)),
+            None => others.push((in_live.first(&item, merge_key), item)),
+        }
+    }
+    // Stable sorts, as Go's `sort.SliceStable`.
+    named.sort_by_key(|(at, _)| *at);
+    others.sort_by_key(|(at, _)| at.unwrap_or(usize::MAX));
     let mut out = Vec::with_capacity(named.len() + others.len());
-    let (mut named, mut others) = (named.into_iter().peekable(), others.into_iter().peekable());
+    let mut named = named
+        .into_iter()
+        .map(|(_, item)| (in_live.first(&item, merge_key), item))
+        .peekable();
+    let mut others = others.into_iter().peekable();
     loop {
         let take_other = match (others.peek(), named.peek()) {
-            (Some(other), Some(next)) => {
-                matches!((position(live, other), position(live, next)), (Some(o), Some(n)) if o < n)
-            }
+            (Some((Some(o), _)), Some((Some(n), _))) => o < n,
+            (Some(_), Some(_)) => false,
             (Some(_), None) => true,
             (None, Some(_)) => false,
             (None, None) => break,
         };
-        out.extend(if take_other {
+        let next = if take_other {
             others.next()
         } else {
             named.next()
-        });
+        };
+        out.extend(next.map(|(_, item)| item));
     }
     out
 }
