@@ -12,7 +12,8 @@
 //! goes before the live one it is compared with. So a new `env` entry
 //! patched in goes first, and `kubectl apply` (which sends
 //! `$setElementOrder`) gets its file's order. [`merge_applied`], server-side
-//! apply's merge, keeps the live order and appends.
+//! apply's merge, orders as structured-merge-diff does: the elements both
+//! lists hold in the applied order, the others where they stood.
 //!
 //! # Caveat
 //! The merge keys come from a table of the built-in API's list fields (the
@@ -69,9 +70,9 @@ pub fn apply(doc: &mut Value, patch: &Value) -> Result<(), String> {
     Merge { reorder: true }.object(doc, patch)
 }
 
-/// Merges an applied configuration into `doc` by the same keys, each list
-/// keeping its live order with new elements appended (server-side apply
-/// orders lists itself).
+/// Merges an applied configuration into `doc` by the same keys, each
+/// keyed list and set in server-side apply's order (see
+/// `Merge::applied_list`).
 ///
 /// # Errors
 /// As [`apply`].
@@ -79,7 +80,8 @@ pub fn merge_applied(doc: &mut Value, body: &Value) -> Result<(), String> {
     Merge { reorder: false }.object(doc, body)
 }
 
-/// One merge: whether it orders merged lists as a patch does.
+/// One merge: a patch's (which orders merged lists as a patch does), or
+/// server-side apply's.
 #[derive(Clone, Copy)]
 struct Merge {
     reorder: bool,
@@ -168,7 +170,14 @@ impl Merge {
             }
             match (map.get_mut(key), value) {
                 (Some(Value::Array(current)), Value::Array(items)) => match merge_key {
+                    Some(merge_key) if !self.reorder => {
+                        self.applied_list(current, items, Some(merge_key))?;
+                    }
                     Some(merge_key) => self.list(current, items, merge_key)?,
+                    None if primitive_set(key) && !self.reorder => {
+                        let items = self.fresh_list(items)?;
+                        self.applied_list(current, &items, None)?;
+                    }
                     None if primitive_set(key) => {
                         let live = current.clone();
                         // Merged as a new list is made, so a directive element
@@ -179,9 +188,7 @@ impl Merge {
                                 current.push(item.clone());
                             }
                         }
-                        if self.reorder {
-                            *current = in_patch_order(std::mem::take(current), &named, &live, None);
-                        }
+                        *current = in_patch_order(std::mem::take(current), &named, &live, None);
                     }
                     None => *current = self.fresh_list(items)?,
                 },
@@ -270,15 +277,89 @@ impl Merge {
                 },
             }
         }
-        *current = slots.into_iter().flatten().collect();
-        if self.reorder {
-            let named: Vec<Value> = items
-                .iter()
-                .filter(|i| i.get("$patch").is_none())
-                .cloned()
-                .collect();
-            *current = in_patch_order(std::mem::take(current), &named, &live, Some(merge_key));
+        let merged = slots.into_iter().flatten().collect();
+        let named: Vec<Value> = items
+            .iter()
+            .filter(|i| i.get("$patch").is_none())
+            .cloned()
+            .collect();
+        *current = in_patch_order(merged, &named, &live, Some(merge_key));
+        Ok(())
+    }
+
+    /// Merges an applied list into the live one as server-side apply does
+    /// (structured-merge-diff's `visitListItems`, walking both lists at
+    /// once): the elements both hold in the applied list's order, each
+    /// live-only element where it stood, each applied-only one where the
+    /// applied list has it. Elements are the same by `merge_key`, or whole
+    /// (a set of primitives).
+    fn applied_list(
+        self,
+        current: &mut Vec<Value>,
+        items: &[Value],
+        merge_key: Option<&str>,
+    ) -> Result<(), String> {
+        let live = std::mem::take(current);
+        let lhs: Vec<String> = live.iter().map(|i| identity(i, merge_key)).collect();
+        let rhs: Vec<String> = items.iter().map(|i| identity(i, merge_key)).collect();
+        let first = |ids: &[String]| {
+            let mut at = std::collections::HashMap::new();
+            for (i, id) in ids.iter().enumerate() {
+                at.entry(id.clone()).or_insert(i);
+            }
+            at
+        };
+        let (in_lhs, in_rhs) = (first(&lhs), first(&rhs));
+        let mut shared = rhs.iter().filter(|id| in_lhs.contains_key(*id));
+        let mut next_shared = shared.next();
+        let mut merged_rhs = std::collections::HashSet::new();
+        // An applied element merged into the live one of its key, if any.
+        let merged = |at: Option<usize>, r: usize| -> Result<Value, String> {
+            match (at, merge_key) {
+                (Some(l), Some(_)) => {
+                    let mut item = live[l].clone();
+                    self.object(&mut item, &items[r])?;
+                    Ok(item)
+                }
+                _ => self.fresh(&items[r]),
+            }
+        };
+        let (mut l, mut r) = (0, 0);
+        let mut out = Vec::with_capacity(live.len().max(items.len()));
+        while l < lhs.len() || r < rhs.len() {
+            if l < lhs.len() && r < rhs.len() {
+                if lhs[l] == rhs[r] {
+                    merged_rhs.insert(&rhs[r]);
+                    out.push(merged(Some(l), r)?);
+                    (l, r) = (l + 1, r + 1);
+                    next_shared = shared.next();
+                    continue;
+                }
+                // A shared element, but not the one wanted now.
+                if in_rhs.contains_key(&lhs[l]) && next_shared.is_some_and(|n| *n != lhs[l]) {
+                    l += 1;
+                    continue;
+                }
+            }
+            if l < lhs.len() {
+                if !in_rhs.contains_key(&lhs[l]) {
+                    out.push(live[l].clone());
+                    l += 1;
+                    continue;
+                } else if merged_rhs.contains(&lhs[l]) {
+                    l += 1;
+                }
+            }
+            if r < rhs.len() {
+                merged_rhs.insert(&rhs[r]);
+                out.push(merged(in_lhs.get(&rhs[r]).copied(), r)?);
+                if next_shared == Some(&rhs[r]) {
+                    next_shared = shared.next();
+                }
+                r += 1;
+            }
         }
+        *current = out;
         Ok(())
     }
 }
@@ -478,25 +559,43 @@ mod tests {
     #[test]
     fn merged_lists_should_be_ordered_as_the_real_server_orders_them() {
         let env = |names: &[&str]| -> Value { names.iter().map(|n| json!({"name": n})).collect() };
-        /// Live, patch, `$setElementOrder`, merged.
+        /// Live, patch, `$setElementOrder`, merged by the patch, merged by
+        /// server-side apply (the patch as the applied list).
         type Case<'a> = (
             &'a [&'a str],
             &'a [&'a str],
             Option<&'a [&'a str]>,
             &'a [&'a str],
+            &'a [&'a str],
         );
-        let cases: [Case; 5] = [
-            // New entries before the live ones, in the patch's order.
-            (&["a", "b"], &["c", "d"], None, &["c", "d", "a", "b"]),
-            // An entry both hold takes the patch's place among the patch's.
-            (&["a", "b", "c"], &["c", "a"], None, &["b", "c", "a"]),
+        let cases: [Case; 6] = [
+            // New entries before the live ones, in the patch's order; after
+            // them, in an apply.
+            (
+                &["a", "b"],
+                &["c", "d"],
+                None,
+                &["c", "d", "a", "b"],
+                &["a", "b", "c", "d"],
+            ),
+            // An entry both hold takes the patch's place among the patch's;
+            // an apply puts the shared ones in its order.
+            (
+                &["a", "b", "c"],
+                &["c", "a"],
+                None,
+                &["b", "c", "a"],
+                &["b", "c", "a"],
+            ),
+            (&["a", "b"], &["b", "a"], None, &["b", "a"], &["b", "a"]),
             // `kubectl apply` sends the file's order.
-            (&["a"], &["b"], Some(&["a", "b"]), &["a", "b"]),
+            (&["a"], &["b"], Some(&["a", "b"]), &["a", "b"], &["a", "b"]),
             (
                 &["a", "b"],
                 &["c"],
                 Some(&["b", "c", "a"]),
                 &["b", "c", "a"],
+                &["a", "b", "c"],
             ),
             // The order alone reorders.
             (
@@ -504,9 +603,10 @@ mod tests {
                 &[],
                 Some(&["c", "b", "a"]),
                 &["c", "b", "a"],
+                &["a", "b", "c"],
             ),
         ];
-        for (live, patch, order, merged) in cases {
+        for (live, patch, order, patched, applied) in cases {
             let mut doc = json!({"env": env(live)});
             let mut body = json!({});
             if !patch.is_empty() {
@@ -516,16 +616,14 @@ mod tests {
                 body["$setElementOrder/env"] = env(order);
             }
             apply(&mut doc, &body).expect("merges");
-            assert_eq!(doc["env"], env(merged), "{live:?} + {body}");
-            // Server-side apply's merge keeps the live order.
+            assert_eq!(doc["env"], env(patched), "{live:?} + {body}");
             let mut doc = json!({"env": env(live)});
             merge_applied(&mut doc, &json!({"env": env(patch)})).expect("merges");
-            let appended: Vec<&str> = live
-                .iter()
-                .chain(patch.iter().filter(|p| !live.contains(p)))
-                .copied()
-                .collect();
-            assert_eq!(doc["env"], env(&appended));
+            assert_eq!(doc["env"], env(applied), "{live:?} applied {patch:?}");
+            // Applying it again changes nothing.
+            let again = doc.clone();
+            merge_applied(&mut doc, &json!({"env": env(patch)})).expect("merges");
+            assert_eq!(doc, again);
         }
         // A set of primitives the same way.
         let mut doc = json!({"metadata": {"finalizers": ["a", "b"]}});
