@@ -299,7 +299,37 @@ impl Merge {
         items: &[Value],
         merge_key: Option<&str>,
     ) -> Result<(), String> {
-        let live = std::mem::take(current);
+        // Directives, though an applied configuration has none, do what they
+        // do in a patch, so that applying the same body twice changes
+        // nothing the second time (found by fuzzing:
+        // fuzz/seeds/patches/regression-apply-a-delete-directive).
+        let directive = |item: &Value| {
+            item.get("$patch")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        if items
+            .iter()
+            .any(|i| directive(i).as_deref() == Some("replace"))
+        {
+            *current = self.fresh_list(items)?;
+            return Ok(());
+        }
+        let deleted: std::collections::HashSet<String> = items
+            .iter()
+            .filter(|i| directive(i).as_deref() == Some("delete"))
+            .map(|i| identity(i, merge_key))
+            .collect();
+        let live: Vec<Value> = std::mem::take(current)
+            .into_iter()
+            .filter(|i| !deleted.contains(&identity(i, merge_key)))
+            .collect();
+        let items: Vec<Value> = items
+            .iter()
+            .filter(|i| i.get("$patch").is_none())
+            .cloned()
+            .collect();
+        let items = items.as_slice();
         let lhs: Vec<String> = live.iter().map(|i| identity(i, merge_key)).collect();
         let rhs: Vec<String> = items.iter().map(|i| identity(i, merge_key)).collect();
         let first = |ids: &[String]| {
@@ -625,6 +655,17 @@ mod tests {
             merge_applied(&mut doc, &json!({"env": env(patch)})).expect("merges");
             assert_eq!(doc, again);
         }
+        // A delete directive in an applied list (fuzz/seeds/patches/
+        // regression-apply-a-delete-directive): nothing the second time.
+        let body = json!({"containers": [{"name": "web", "$patch": "delete"}]});
+        let mut doc = json!({"containers": [{"name": "web"}, {"name": "side"}]});
+        merge_applied(&mut doc, &body).expect("merges");
+        assert_eq!(doc, json!({"containers": [{"name": "side"}]}));
+        let mut new = json!({});
+        merge_applied(&mut new, &body).expect("merges");
+        let once = new.clone();
+        merge_applied(&mut new, &body).expect("merges");
+        assert_eq!(new, once);
         // A set of primitives the same way.
         let mut doc = json!({"metadata": {"finalizers": ["a", "b"]}});
         apply(&mut doc, &json!({"metadata": {"finalizers": ["c"]}})).expect("merges");
