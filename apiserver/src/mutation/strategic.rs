@@ -332,15 +332,8 @@ impl Merge {
         let items = items.as_slice();
         let lhs: Vec<String> = live.iter().map(|i| identity(i, merge_key)).collect();
         let rhs: Vec<String> = items.iter().map(|i| identity(i, merge_key)).collect();
-        let first = |ids: &[String]| {
-            let mut at = std::collections::HashMap::new();
-            for (i, id) in ids.iter().enumerate() {
-                at.entry(id.clone()).or_insert(i);
-            }
-            at
-        };
-        let (in_lhs, in_rhs) = (first(&lhs), first(&rhs));
-        let mut shared = rhs.iter().filter(|id| in_lhs.contains_key(*id));
+        let (in_lhs, in_rhs) = (Positions::of_ids(&lhs), Positions::of_ids(&rhs));
+        let mut shared = rhs.iter().filter(|id| in_lhs.at(id).is_some());
         let mut next_shared = shared.next();
         let mut merged_rhs = std::collections::HashSet::new();
         // An applied element merged into the live one of its key, if any.
@@ -366,13 +359,13 @@ impl Merge {
                     continue;
                 }
                 // A shared element, but not the one wanted now.
-                if in_rhs.contains_key(&lhs[l]) && next_shared.is_some_and(|n| *n != lhs[l]) {
+                if in_rhs.at(&lhs[l]).is_some() && next_shared.is_some_and(|n| *n != lhs[l]) {
                     l += 1;
                     continue;
                 }
             }
             if l < lhs.len() {
-                if !in_rhs.contains_key(&lhs[l]) {
+                if in_rhs.at(&lhs[l]).is_none() {
                     out.push(live[l].clone());
                     l += 1;
                     continue;
@@ -382,7 +375,7 @@ impl Merge {
             }
             if r < rhs.len() {
                 merged_rhs.insert(&rhs[r]);
-                out.push(merged(in_lhs.get(&rhs[r]).copied(), r)?);
+                out.push(merged(in_lhs.at(&rhs[r]), r)?);
                 if next_shared == Some(&rhs[r]) {
                     next_shared = shared.next();
                 }
@@ -411,19 +404,28 @@ struct Positions {
 
 impl Positions {
     fn of(list: &[Value], merge_key: Option<&str>) -> Self {
+        let ids: Vec<String> = list.iter().map(|item| identity(item, merge_key)).collect();
+        Self::of_ids(&ids)
+    }
+
+    /// Where each of `ids` (a list's identities, in order) stands.
+    fn of_ids(ids: &[String]) -> Self {
         let mut all: std::collections::HashMap<String, Vec<usize>> =
             std::collections::HashMap::new();
-        for (i, item) in list.iter().enumerate() {
-            all.entry(identity(item, merge_key)).or_default().push(i);
+        for (i, id) in ids.iter().enumerate() {
+            all.entry(id.clone()).or_default().push(i);
         }
         Self { all }
     }
 
+    /// The first position of identity `id`.
+    fn at(&self, id: &str) -> Option<usize> {
+        self.all.get(id).and_then(|at| at.first().copied())
+    }
+
     /// The first position of `item`'s identity.
     fn first(&self, item: &Value, merge_key: Option<&str>) -> Option<usize> {
-        self.all
-            .get(&identity(item, merge_key))
-            .and_then(|at| at.first().copied())
+        self.at(&identity(item, merge_key))
     }
 }
 
