@@ -11,6 +11,9 @@ SDK_OUT := $(TARGET_DIR)/sdk
 PY_WHEEL := $(SDK_OUT)/kubewasm_guest-0.3.0-py3-none-any.whl
 NPM_TARBALL := $(SDK_OUT)/kubewasm-guest-0.3.0.tgz
 
+TIMED := .ci/timed
+SUBMAKE := $(MAKE) --no-print-directory
+
 RUST_PLUGINS := myapp config-rollout
 # Go plugins (their directory and component): a core module built for
 # wasip1, made a component by the kubewasm binary (`kubewasm componentize`).
@@ -28,7 +31,7 @@ NPM_STAMP := node_modules/.package-lock.json
 COMPONENTIZE_PY := componentize-py -d wit -w controller componentize
 COMPONENTIZE_JS := node_modules/.bin/kubewasm-componentize
 
-.PHONY: help setup plugins test-plugins rust-plugins rust-test-plugins build test-build go-plugins sdk publish-sdk test lint format-check go-vet guest-tests new-project-tests fmt dev bench soak fuzz real-cluster test-real openapi-extensions difference kube-rs-tests manifests clean
+.PHONY: help stress setup plugins test-plugins rust-plugins rust-test-plugins build test-build go-plugins sdk publish-sdk test lint format-check go-vet guest-tests new-project-tests fmt dev bench soak fuzz real-cluster test-real openapi-extensions difference kube-rs-tests manifests clean
 
 help:
 	@echo "make setup         install the wasm target, componentize-py and the npm toolchain (make dev and make test do it)"
@@ -48,6 +51,7 @@ help:
 	@echo "make real-cluster  a real control plane on loopback (Kubernetes, etcd, kwok Nodes; built from Go modules), until Ctrl-C"
 	@echo "make openapi-extensions  the built-in kinds' list and patch extensions from the pinned Kubernetes' swagger.json"
 	@echo "make difference    the same request sequences to the embedded server and a real one; the table and the figure"
+	@echo "make stress        the engine's unit tests and every suite, 10 rounds of two copies side by side (STRESS=... narrows)"
 	@echo "make fuzz          every fuzz target for FUZZ_SECONDS (60) each (fuzz/run; coverage-guided, libFuzzer)"
 
 setup:
@@ -206,11 +210,23 @@ guest-tests: $(NPM_STAMP)
 # go vet comes last, when the Go builds of the tests have filled its cache.
 test: export RUSTC_WORKSPACE_WRAPPER = $(CLIPPY_DRIVER)
 test: export CLIPPY_ARGS = $(CLIPPY_DENY_WARNINGS)
-test: setup format-check plugins test-plugins test-build go-plugins guest-tests new-project-tests
-	$(CARGO) test --workspace --all-targets
-	$(CARGO) test --workspace --doc
-	$(MAKE) --no-print-directory test-real
-	$(MAKE) --no-print-directory go-vet
+# Each step is timed (.ci/timed): the table of them ends the run, or the first
+# step that fails; under .ci/run, its own table holds them.
+test:
+	@$(if $(KUBEWASM_STAGE_DEPTH),,$(TIMED) --reset)
+	$(TIMED) setup $(SUBMAKE) setup
+	$(TIMED) format-check $(SUBMAKE) format-check
+	$(TIMED) plugins $(SUBMAKE) plugins
+	$(TIMED) test-plugins $(SUBMAKE) test-plugins
+	$(TIMED) "test-build (clippy -D warnings)" $(SUBMAKE) test-build
+	$(TIMED) go-plugins $(SUBMAKE) go-plugins
+	$(TIMED) guest-tests $(SUBMAKE) guest-tests
+	$(TIMED) new-project-tests $(SUBMAKE) new-project-tests
+	$(TIMED) "cargo test" $(CARGO) test --workspace --all-targets
+	$(TIMED) "cargo test --doc" $(CARGO) test --workspace --doc
+	$(TIMED) test-real $(SUBMAKE) test-real
+	$(TIMED) go-vet $(SUBMAKE) go-vet
+	@$(if $(KUBEWASM_STAGE_DEPTH),,$(TIMED) --report)
 
 # The host's suites against a real control plane (tests/real-cluster/up, a
 # fresh one per test; built first, minutes from nothing): in full, or in CI
@@ -221,19 +237,22 @@ test: setup format-check plugins test-plugins test-build go-plugins guest-tests 
 # chart's manifests applied, kubectl's client-side apply and a List's
 # validation; in full only, a partitioned leader's fencing and the rest of
 # kubectl's suite.
+# A suite is a module of the one integration-test binary (tests/tests/suites),
+# a test the start of its path there.
 REAL_SUITES := engine controllers discovery tenancy plugin_resources ring shard_selectors soak traces chart partition kubectl
-REAL_REDUCED := myapp_should_converge tenant_bootstrap_in_python configmap_replicator_in_javascript \
-	a_directory_plugin_should_wait_for_its_crd a_tenant_plugin_should_run_only_while \
-	a_plugin_resource_should_load_swap a_ring_should_grow shard_selectors_should_split \
-	ten_plugins_should_converge a_span_per_reconcile_should_reach the_plain_manifests_should_be_the_chart \
-	kubectl_should_treat kubectl_create_should_validate
+REAL_REDUCED := engine::myapp_should_converge engine::tenant_bootstrap_in_python \
+	engine::configmap_replicator_in_javascript discovery::a_directory_plugin_should_wait_for_its_crd \
+	tenancy::a_tenant_plugin_should_run_only_while plugin_resources::a_plugin_resource_should_load_swap \
+	ring::a_ring_should_grow shard_selectors::shard_selectors_should_split soak::ten_plugins_should_converge \
+	traces::a_span_per_reconcile_should_reach chart::the_plain_manifests_should_be_the_chart \
+	kubectl::kubectl_should_treat kubectl::kubectl_create_should_validate
 test-real: plugins test-plugins test-build
 	tests/real-cluster/build
-	KUBEWASM_TEST_CLUSTER=real $(CARGO) test --workspace $(addprefix --test ,$(REAL_SUITES)) \
-		$(if $(filter true,$(CI)),-- $(REAL_REDUCED))
+	KUBEWASM_TEST_CLUSTER=real $(CARGO) test -p kubewasm-tests --test suites -- \
+		$(if $(filter true,$(CI)),$(REAL_REDUCED),$(addsuffix ::,$(REAL_SUITES)))
 
 # The plain manifests are the chart rendered: deploy/host.yaml (leader
-# election) and deploy/sharded.yaml (--sharding); tests/tests/chart.rs checks
+# election) and deploy/sharded.yaml (--sharding); tests/tests/suites/chart.rs checks
 # they are.
 HELM := $(TARGET_DIR)/tools/helm
 MANIFEST_HEADER = \# Generated by make manifests from deploy/chart/kubewasm (edit the chart, not this file):\n\# kubectl apply -f deploy/crds.yaml -f deploy/$(1)
@@ -250,10 +269,18 @@ dev: setup plugins build go-plugins
 
 # The soak's long form (make test runs its one-minute form).
 soak: plugins test-plugins build
-	KUBEWASM_SOAK=full KUBEWASM_SOAK_WRITE=BENCHMARKS.md $(CARGO) test -p kubewasm-tests --test soak -- --nocapture
+	KUBEWASM_SOAK=full KUBEWASM_SOAK_WRITE=BENCHMARKS.md $(CARGO) test -p kubewasm-tests --test suites -- soak:: --nocapture
 
 fuzz:
 	fuzz/run
+
+# Tests that fail by chance (tests/stress): STRESS's tests (cargo test's
+# arguments; by default the engine's unit tests and every integration suite)
+# STRESS_ROUNDS (10) times, STRESS_COPIES (2) copies side by side; every
+# failure printed with its log.
+STRESS ?= -p kubewasm-engine -p kubewasm-tests --lib --test suites
+stress: plugins test-plugins test-build go-plugins
+	tests/stress $(STRESS)
 
 real-cluster:
 	tests/real-cluster/up $(TARGET_DIR)/real-cluster/run --nodes $(or $(NODES),3)

@@ -12,8 +12,12 @@
 //! it gives is what was recorded, so `replay` prints the same bytes.
 //!
 //! # Guarantees
-//! - **What the step saw.** Objects are kept as the cache returned them,
-//!   the first version of each when a read is repeated.
+//! - **What the step saw.** The step's reads agree with one another: each
+//!   type is answered from one snapshot of the cache, taken at the step's
+//!   first read of it (the live cache may change between two reads of a
+//!   step; the recorded step's view does not). Every object it was given is
+//!   kept, so a replay's reads find the same objects and miss the same
+//!   ones. A recorded step reads each type it touches whole, once.
 //! - **Secrets redacted.** Unless asked otherwise, each value of a
 //!   Secret's `data` and `stringData` is replaced by `redacted` (base64 in
 //!   `data`): a fixture can be attached to a bug report. A plugin that copies
@@ -34,11 +38,47 @@ use crate::step::{Step, StepError};
 use kubewasm_core::resource::{ObjectKey, ResourceType};
 use kubewasm_core::selector::Selector;
 
-/// A cache that keeps every object read through it (see the module
+/// A cache that keeps every object read through it, and answers the step
+/// as the inner cache stood at its first read of each type (see the module
 /// documentation).
 pub struct RecordingCache {
     inner: Arc<dyn Cache>,
-    seen: Mutex<BTreeMap<(ResourceType, ObjectKey), Arc<CachedObject>>>,
+    state: Mutex<Recording>,
+}
+
+/// What a [`RecordingCache`] holds.
+#[derive(Default)]
+struct Recording {
+    /// Each type the step read, whole, as the inner cache held it then.
+    snapshots: BTreeMap<ResourceType, BTreeMap<ObjectKey, Arc<CachedObject>>>,
+    /// The objects the step was given.
+    seen: BTreeMap<(ResourceType, ObjectKey), Arc<CachedObject>>,
+}
+
+impl Recording {
+    /// `resource`'s objects as the step sees them: the inner cache's, taken
+    /// at the step's first read of the type.
+    fn snapshot(
+        &mut self,
+        inner: &dyn Cache,
+        resource: &ResourceType,
+    ) -> &BTreeMap<ObjectKey, Arc<CachedObject>> {
+        self.snapshots.entry(resource.clone()).or_insert_with(|| {
+            inner
+                .list(resource, None, &Selector::default())
+                .into_iter()
+                .filter_map(|object| Some((object.key()?.clone(), object)))
+                .collect()
+        })
+    }
+
+    fn keep(&mut self, resource: &ResourceType, object: &Arc<CachedObject>) {
+        if let Some(key) = object.key().cloned() {
+            self.seen
+                .entry((resource.clone(), key))
+                .or_insert_with(|| Arc::clone(object));
+        }
+    }
 }
 
 impl RecordingCache {
@@ -46,36 +86,39 @@ impl RecordingCache {
     pub fn new(inner: Arc<dyn Cache>) -> Self {
         Self {
             inner,
-            seen: Mutex::default(),
+            state: Mutex::default(),
         }
     }
 
-    fn keep(&self, resource: &ResourceType, object: &Arc<CachedObject>) {
-        if let Some(key) = object.key().cloned() {
-            self.seen
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .entry((resource.clone(), key))
-                .or_insert_with(|| Arc::clone(object));
-        }
+    fn state(&self) -> std::sync::MutexGuard<'_, Recording> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The objects read, by type and key.
     fn objects(&self) -> Vec<Value> {
-        self.seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.state()
+            .seen
             .values()
             .map(|o| o.to_recorded())
             .collect()
     }
 }
 
+/// A step's reads, however many and however the inner cache changes
+/// between them, agree with one another: each type is answered from the
+/// snapshot of it taken at its first read. The objects given are exactly
+/// those a cache of the recorded objects gives back for the same reads (an
+/// absent object is absent from both, a list finds the same members), so
+/// a replay sees what the step saw.
 impl Cache for RecordingCache {
     fn get(&self, resource: &ResourceType, key: &ObjectKey) -> Option<Arc<CachedObject>> {
-        let found = self.inner.get(resource, key);
+        let mut state = self.state();
+        let found = state
+            .snapshot(self.inner.as_ref(), resource)
+            .get(key)
+            .cloned();
         if let Some(object) = &found {
-            self.keep(resource, object);
+            state.keep(resource, object);
         }
         found
     }
@@ -86,9 +129,16 @@ impl Cache for RecordingCache {
         namespace: Option<&str>,
         selector: &Selector,
     ) -> Vec<Arc<CachedObject>> {
-        let found = self.inner.list(resource, namespace, selector);
+        let mut state = self.state();
+        let found: Vec<Arc<CachedObject>> = state
+            .snapshot(self.inner.as_ref(), resource)
+            .iter()
+            .filter(|(key, _)| namespace.is_none() || key.namespace.as_deref() == namespace)
+            .filter(|(_, object)| object.selected_by(selector))
+            .map(|(_, object)| Arc::clone(object))
+            .collect();
         for object in &found {
-            self.keep(resource, object);
+            state.keep(resource, object);
         }
         found
     }
@@ -300,5 +350,80 @@ mod tests {
             .map(|o| o["metadata"]["name"].clone())
             .collect();
         assert_eq!(names, ["a", "b"]);
+    }
+
+    /// A cache that changes after its first read: what a live cache may do
+    /// between two reads of one step.
+    struct Changing {
+        before: MemoryCache,
+        after: MemoryCache,
+        read: std::sync::atomic::AtomicBool,
+    }
+
+    impl Changing {
+        fn now(&self) -> &MemoryCache {
+            if self.read.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                &self.after
+            } else {
+                &self.before
+            }
+        }
+    }
+
+    impl Cache for Changing {
+        fn get(&self, resource: &ResourceType, key: &ObjectKey) -> Option<Arc<CachedObject>> {
+            self.now().get(resource, key)
+        }
+
+        fn list(
+            &self,
+            resource: &ResourceType,
+            namespace: Option<&str>,
+            selector: &Selector,
+        ) -> Vec<Arc<CachedObject>> {
+            self.now().list(resource, namespace, selector)
+        }
+    }
+
+    #[test]
+    fn a_step_should_see_one_state_of_a_changing_cache_and_its_replay_the_same() {
+        let config_map = |name: &str, version: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": "default", "resourceVersion": version}})
+        };
+        // Between the step's reads: a changes, b goes, c comes.
+        let inner = Changing {
+            before: MemoryCache::from_objects([config_map("a", "1"), config_map("b", "1")])
+                .expect("cached"),
+            after: MemoryCache::from_objects([config_map("a", "2"), config_map("c", "2")])
+                .expect("cached"),
+            read: std::sync::atomic::AtomicBool::new(false),
+        };
+        let recording = RecordingCache::new(Arc::new(inner));
+        let resource = crate::declaration::tests::ty("v1", "ConfigMap", "configmaps", true);
+        let key = |name: &str| ObjectKey::namespaced("default", name);
+        let reads = |cache: &dyn Cache| {
+            let version = |o: Option<Arc<CachedObject>>| {
+                o.and_then(|o| o.resource_version().map(str::to_owned))
+            };
+            let listed: Vec<String> = cache
+                .list(&resource, Some("default"), &Selector::default())
+                .iter()
+                .map(|o| format!("{:?}@{:?}", o.key(), o.resource_version()))
+                .collect();
+            (
+                version(cache.get(&resource, &key("a"))),
+                version(cache.get(&resource, &key("c"))),
+                version(cache.get(&resource, &key("a"))),
+                listed,
+            )
+        };
+        let seen = reads(&recording);
+        assert_eq!(seen.0.as_deref(), Some("1"));
+        assert_eq!(seen.1, None, "c came after the step's first read");
+        assert_eq!(seen.2.as_deref(), Some("1"), "a as first read");
+        assert_eq!(seen.3.len(), 2, "a and b: {:?}", seen.3);
+        let replayed = MemoryCache::from_objects(recording.objects()).expect("recorded");
+        assert_eq!(reads(&replayed), seen, "the replay reads what the step read");
     }
 }

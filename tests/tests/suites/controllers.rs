@@ -172,9 +172,11 @@ fn recorded_calls_should_replay_byte_for_byte_with_secrets_redacted() {
                 .expect("replay runs");
             assert!(
                 out.status.success(),
-                "{}: {}",
+                "{}: {}\nreplayed:\n{}recorded:\n{}",
                 fixture.display(),
-                String::from_utf8_lossy(&out.stderr)
+                String::from_utf8_lossy(&out.stderr),
+                String::from_utf8_lossy(&out.stdout),
+                serde_json::to_string_pretty(&recorded).expect("json"),
             );
             let expected = serde_json::to_string_pretty(report).expect("json") + "\n";
             assert_eq!(

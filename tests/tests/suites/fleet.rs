@@ -127,9 +127,9 @@ fn two_hundred_busy_plugins_should_drain_on_sixteen_instance_slots_without_a_fai
 
 /// The operator's run of issue 20: the JavaScript example under 50 names
 /// over 10,000 ConfigMaps, with the CLI's defaults. Long (minutes on two
-/// cores): `cargo test -p kubewasm-tests --test fleet -- --ignored`.
+/// cores): `cargo test -p kubewasm-tests --test suites -- fleet:: --ignored`.
 #[test]
-#[ignore = "minutes long; run by hand: cargo test -p kubewasm-tests --test fleet -- --ignored"]
+#[ignore = "minutes long; run by hand: cargo test -p kubewasm-tests --test suites -- fleet:: --ignored"]
 fn fifty_configmap_replicators_over_ten_thousand_configmaps_should_drain_with_the_defaults() {
     const PLUGINS: usize = 50;
     let server = Apiserver::start();
