@@ -51,7 +51,7 @@ help:
 	@echo "make real-cluster  a real control plane on loopback (Kubernetes, etcd, kwok Nodes; built from Go modules), until Ctrl-C"
 	@echo "make openapi-extensions  the built-in kinds' list and patch extensions from the pinned Kubernetes' swagger.json"
 	@echo "make difference    the same request sequences to the embedded server and a real one; the table and the figure"
-	@echo "make stress        the engine's unit tests and every suite, 10 rounds of two copies side by side (STRESS=... narrows)"
+	@echo "make stress        every unit test and suite, 10 rounds of two copies side by side (STRESS=... narrows)"
 	@echo "make fuzz          every fuzz target for FUZZ_SECONDS (60) each (fuzz/run; coverage-guided, libFuzzer)"
 
 setup:
@@ -248,7 +248,7 @@ REAL_REDUCED := engine::myapp_should_converge engine::tenant_bootstrap_in_python
 	kubectl::kubectl_should_treat kubectl::kubectl_create_should_validate
 test-real: plugins test-plugins test-build
 	tests/real-cluster/build
-	KUBEWASM_TEST_CLUSTER=real $(CARGO) test -p kubewasm-tests --test suites -- \
+	KUBEWASM_TEST_CLUSTER=real $(CARGO) test --workspace --test suites -- \
 		$(if $(filter true,$(CI)),$(REAL_REDUCED),$(addsuffix ::,$(REAL_SUITES)))
 
 # The plain manifests are the chart rendered: deploy/host.yaml (leader
@@ -269,16 +269,20 @@ dev: setup plugins build go-plugins
 
 # The soak's long form (make test runs its one-minute form).
 soak: plugins test-plugins build
-	KUBEWASM_SOAK=full KUBEWASM_SOAK_WRITE=BENCHMARKS.md $(CARGO) test -p kubewasm-tests --test suites -- soak:: --nocapture
+	KUBEWASM_SOAK=full KUBEWASM_SOAK_WRITE=BENCHMARKS.md $(CARGO) test --workspace --test suites -- soak:: --nocapture
 
 fuzz:
 	fuzz/run
 
 # Tests that fail by chance (tests/stress): STRESS's tests (cargo test's
-# arguments; by default the engine's unit tests and every integration suite)
+# arguments; by default every crate's unit tests and every integration suite)
 # STRESS_ROUNDS (10) times, STRESS_COPIES (2) copies side by side; every
-# failure printed with its log.
-STRESS ?= -p kubewasm-engine -p kubewasm-tests --lib --test suites
+# failure printed with its log. --workspace, whatever the tests chosen: the
+# build's features are then make test's (a -p of one crate builds its
+# dependencies again with that crate's alone).
+STRESS ?= --workspace --lib --test suites
+stress: export RUSTC_WORKSPACE_WRAPPER = $(CLIPPY_DRIVER)
+stress: export CLIPPY_ARGS = $(CLIPPY_DENY_WARNINGS)
 stress: plugins test-plugins test-build go-plugins
 	tests/stress $(STRESS)
 

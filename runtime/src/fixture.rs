@@ -424,6 +424,10 @@ mod tests {
         assert_eq!(seen.2.as_deref(), Some("1"), "a as first read");
         assert_eq!(seen.3.len(), 2, "a and b: {:?}", seen.3);
         let replayed = MemoryCache::from_objects(recording.objects()).expect("recorded");
-        assert_eq!(reads(&replayed), seen, "the replay reads what the step read");
+        assert_eq!(
+            reads(&replayed),
+            seen,
+            "the replay reads what the step read"
+        );
     }
 }
