@@ -30,9 +30,26 @@ pub(crate) async fn cluster() -> (kubewasm_apiserver::http::server::ApiServer, k
 
 /// Waits until `done`, for at most 20 s (then fails, saying `what`).
 pub(crate) async fn until(what: &str, done: impl Fn() -> bool) {
+    until_showing(what, || (), |_| done()).await;
+}
+
+/// Waits until `done` holds of the state `state` reads, for at most 20 s;
+/// then fails, saying `what` and the state as it stood then.
+pub(crate) async fn until_showing<S: std::fmt::Debug>(
+    what: &str,
+    state: impl Fn() -> S,
+    done: impl Fn(&S) -> bool,
+) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while !done() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+    loop {
+        let now = state();
+        if done(&now) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after 20 s: {what}; the state then: {now:?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

@@ -501,10 +501,16 @@ mod tests {
 
     use super::*;
     use crate::ring::range_of;
-    use crate::testing::until;
+    use crate::testing::{until, until_showing};
 
     fn config(identity: &str) -> RingConfig {
         RingConfig::new("default", "ring", identity, Duration::from_secs(3))
+    }
+
+    /// The slots a and b hold (one bit a slot): what a wait on the ring
+    /// prints when it gives up.
+    fn ring_state(a: &Shard, b: &Shard) -> (u64, u64) {
+        (a.held(), b.held())
     }
 
     /// A watch that stalled without an error shows no one's renewals, this
@@ -584,9 +590,11 @@ mod tests {
         let partition = crate::testing::Partition::start(server.addr()).await;
         let (a, _a) = start(client.clone(), config("a"), std::future::pending());
         let (b, _b) = start(partition.client(), config("b"), std::future::pending());
-        until("a and b share the ring", || {
-            a.held().count_ones() == SLOTS / 2 && b.held().count_ones() == SLOTS / 2
-        })
+        until_showing(
+            "a and b share the ring",
+            || ring_state(&a, &b),
+            |(a, b)| a.count_ones() == SLOTS / 2 && b.count_ones() == SLOTS / 2,
+        )
         .await;
         // Cut just after one of b's renewals: its requests hang from then.
         let leases: Api<Lease> = Api::namespaced(client, "default");
@@ -625,13 +633,17 @@ mod tests {
             .expect("b owns slots");
         let step = a.begin(range_of(slot).start).expect("a holds the slot");
         let (b, _b) = start(client, config("b"), std::future::pending());
-        until("a gives b's slots up", || {
-            a.held().count_ones() == SLOTS / 2
-        })
+        until_showing(
+            "a gives b's slots up",
+            || ring_state(&a, &b),
+            |(a, _)| a.count_ones() == SLOTS / 2,
+        )
         .await;
-        until("b takes those without a step in flight", || {
-            b.held().count_ones() == SLOTS / 2 - 1
-        })
+        until_showing(
+            "b takes those without a step in flight",
+            || ring_state(&a, &b),
+            |(_, b)| b.count_ones() == SLOTS / 2 - 1,
+        )
         .await;
         let waiting = Instant::now() + Duration::from_secs(6);
         while Instant::now() < waiting {
