@@ -423,16 +423,25 @@ impl Cache for MemoryCache {
         namespace: Option<&str>,
         selector: &Selector,
     ) -> Vec<Arc<CachedObject>> {
-        let Some(objects) = self.of_type(resource) else {
-            return Vec::new();
-        };
-        objects
-            .iter()
-            .filter(|(key, _)| namespace.is_none() || key.namespace.as_deref() == namespace)
-            .filter(|(_, object)| object.selected_by(selector))
-            .map(|(_, object)| Arc::clone(object))
-            .collect()
+        self.of_type(resource)
+            .map(|objects| select(objects, namespace, selector))
+            .unwrap_or_default()
     }
+}
+
+/// The objects of one type in `namespace` (all namespaces when `None`) that
+/// `selector` selects, in their order: a list's answer from a map of them.
+pub(crate) fn select(
+    objects: &BTreeMap<ObjectKey, Arc<CachedObject>>,
+    namespace: Option<&str>,
+    selector: &Selector,
+) -> Vec<Arc<CachedObject>> {
+    objects
+        .iter()
+        .filter(|(key, _)| namespace.is_none() || key.namespace.as_deref() == namespace)
+        .filter(|(_, object)| object.selected_by(selector))
+        .map(|(_, object)| Arc::clone(object))
+        .collect()
 }
 
 #[cfg(test)]

@@ -130,13 +130,11 @@ impl Cache for RecordingCache {
         selector: &Selector,
     ) -> Vec<Arc<CachedObject>> {
         let mut state = self.state();
-        let found: Vec<Arc<CachedObject>> = state
-            .snapshot(self.inner.as_ref(), resource)
-            .iter()
-            .filter(|(key, _)| namespace.is_none() || key.namespace.as_deref() == namespace)
-            .filter(|(_, object)| object.selected_by(selector))
-            .map(|(_, object)| Arc::clone(object))
-            .collect();
+        let found = crate::cache::select(
+            state.snapshot(self.inner.as_ref(), resource),
+            namespace,
+            selector,
+        );
         for object in &found {
             state.keep(resource, object);
         }
