@@ -6,8 +6,10 @@
 //! wasmtime runs as it is: whoever can change one runs code in the host.
 //!
 //! # Guarantees
-//! - The directory is created private (0700); a directory that the group or
-//!   others can write is refused when the runtime starts, with a message.
+//! - Artifacts live in the host's [`PrivateDir`] of the cache directory
+//!   (`DIR/uid-UID`, 0700, held open): the cache directory itself may be
+//!   shared (a Pod's `emptyDir` is 0777); another user's or a directory
+//!   open to others is refused when the runtime starts, with a message.
 //! - Each artifact file carries the sha256 of the component it was compiled
 //!   from and an HMAC-SHA256 tag over that digest, the engine's
 //!   compatibility hash (wasmtime version, target, every code-changing
@@ -18,15 +20,15 @@
 //! - Files are replaced atomically, so a reader never sees half an artifact.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::io::Read;
+use std::path::PathBuf;
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use wasmtime::Engine;
 use wasmtime::component::Component;
+
+use crate::private_dir::{PrivateDir, PrivateDirError};
 
 /// What starts every artifact file.
 const MAGIC: &[u8; 8] = b"KWCWASM1";
@@ -40,69 +42,52 @@ const KEY_FILE: &str = "key";
 /// Why the cache directory cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum CacheDirError {
-    /// Creating, reading or securing the directory or its key failed.
-    #[error("precompiled cache {path}: {source}")]
-    Io {
-        /// The path.
+    /// The host's private directory in it cannot be used.
+    #[error("precompiled cache: {0}")]
+    Dir(#[from] PrivateDirError),
+    /// Its key cannot be read or made.
+    #[error("precompiled cache {path}: its key: {source}")]
+    Key {
+        /// The directory.
         path: PathBuf,
         /// Why.
         #[source]
         source: std::io::Error,
-    },
-    /// Others could plant native code in it.
-    #[error(
-        "precompiled cache {path} is writable by its group or others (mode {mode:o}): anyone who can write it could run code in the host; `chmod 700` it or choose another --cache-dir"
-    )]
-    Insecure {
-        /// The directory.
-        path: PathBuf,
-        /// Its permission bits.
-        mode: u32,
     },
 }
 
 /// A directory of precompiled components.
 #[derive(Clone)]
 pub(crate) struct CompiledCache {
-    dir: PathBuf,
+    dir: PrivateDir,
     key: [u8; 32],
 }
 
 impl std::fmt::Debug for CompiledCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CompiledCache")
-            .field("dir", &self.dir)
+            .field("dir", &self.dir.path())
             .finish_non_exhaustive()
     }
 }
 
 impl CompiledCache {
-    /// Opens (creating it private if needed) the cache directory and its key.
+    /// Opens (creating it private if needed) the host's directory in `dir`
+    /// and its key.
     ///
     /// # Errors
     /// [`CacheDirError`] if the directory is not private or cannot be used.
     pub(crate) fn open(dir: impl Into<PathBuf>) -> Result<Self, CacheDirError> {
-        let dir = dir.into();
-        let io = |source| CacheDirError::Io {
-            path: dir.clone(),
+        let dir = PrivateDir::open(dir.into())?;
+        let key = read_or_create_key(&dir).map_err(|source| CacheDirError::Key {
+            path: dir.path().to_owned(),
             source,
-        };
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .map_err(io)?;
-        let mode = std::fs::metadata(&dir).map_err(io)?.permissions().mode() & 0o777;
-        if mode & 0o022 != 0 {
-            return Err(CacheDirError::Insecure { path: dir, mode });
-        }
-        let key = read_or_create_key(&dir.join(KEY_FILE)).map_err(io)?;
+        })?;
         Ok(Self { dir, key })
     }
 
-    fn path(&self, engine: &Engine, digest: &str) -> PathBuf {
-        self.dir
-            .join(format!("{digest}-{:016x}.cwasm", engine_hash(engine)))
+    fn name(engine: &Engine, digest: &str) -> String {
+        format!("{digest}-{:016x}.cwasm", engine_hash(engine))
     }
 
     fn tag(&self, engine: &Engine, digest: &str, artifact: &[u8]) -> Hmac<Sha256> {
@@ -117,10 +102,11 @@ impl CompiledCache {
     /// The cached component of `digest`, if a valid artifact is there (an
     /// invalid one is discarded, saying why).
     pub(crate) fn load(&self, engine: &Engine, digest: &str) -> Option<Component> {
-        let path = self.path(engine, digest);
-        match self.read(engine, &path, digest) {
+        let name = Self::name(engine, digest);
+        match self.read(engine, &name, digest) {
             Ok(found) => found,
             Err(error) => {
+                let path = self.dir.path().join(&name);
                 tracing::warn!(path = %path.display(), %error, "discarding precompiled component");
                 None
             }
@@ -136,9 +122,10 @@ impl CompiledCache {
         bytes: &[u8],
         digest: &str,
     ) -> wasmtime::Result<Component> {
-        let path = self.path(engine, digest);
+        let name = Self::name(engine, digest);
         let component = Component::new(engine, bytes)?;
-        if let Err(error) = self.store(engine, &component, &path, digest) {
+        if let Err(error) = self.store(engine, &component, &name, digest) {
+            let path = self.dir.path().join(&name);
             tracing::warn!(path = %path.display(), %error, "failed to cache precompiled component");
         }
         Ok(component)
@@ -148,13 +135,11 @@ impl CompiledCache {
     fn read(
         &self,
         engine: &Engine,
-        path: &Path,
+        name: &str,
         digest: &str,
     ) -> Result<Option<Component>, ArtifactError> {
-        let file = match std::fs::read(path) {
-            Ok(file) => file,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(error) => return Err(ArtifactError::Read(error)),
+        let Some(file) = self.dir.read(name).map_err(ArtifactError::Read)? else {
+            return Ok(None);
         };
         let header = MAGIC.len() + DIGEST_LEN + TAG_LEN;
         if file.len() < header || &file[..MAGIC.len()] != MAGIC {
@@ -177,22 +162,13 @@ impl CompiledCache {
         &self,
         engine: &Engine,
         component: &Component,
-        path: &Path,
+        name: &str,
         digest: &str,
     ) -> std::io::Result<()> {
         let artifact = component.serialize().map_err(std::io::Error::other)?;
         let tag = self.tag(engine, digest, &artifact).finalize().into_bytes();
-        // A name no other writer uses, so concurrent loads (threads or
-        // processes) never write the same temporary file.
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let unique = NEXT.fetch_add(1, Ordering::Relaxed);
-        let tmp = path.with_extension(format!("tmp.{}.{unique}", std::process::id()));
-        let mut file = private_file(&tmp)?;
-        for part in [MAGIC.as_slice(), digest.as_bytes(), &tag, &artifact] {
-            file.write_all(part)?;
-        }
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
+        let file = [MAGIC.as_slice(), digest.as_bytes(), &tag, &artifact].concat();
+        self.dir.write(name, &file)
     }
 }
 
@@ -218,46 +194,33 @@ fn engine_hash(engine: &Engine) -> u64 {
     hasher.finish()
 }
 
-/// Creates a new file readable and writable by the owner only.
-fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-}
-
 /// The directory's secret key, created from the OS's randomness if absent.
 ///
-/// A new key is written whole to a file of its own, then linked into place:
-/// the link either appears with all 32 bytes or fails because another
-/// process (or thread) linked its key first, which is then read instead.
-fn read_or_create_key(path: &Path) -> std::io::Result<[u8; 32]> {
-    let read = |path: &Path| -> std::io::Result<[u8; 32]> {
-        let mut key = [0u8; 32];
-        std::fs::File::open(path)?.read_exact(&mut key)?;
-        Ok(key)
+/// A new key is written whole, then linked into place: the link either
+/// appears with all 32 bytes or fails because another process (or thread)
+/// linked its key first, which is then read instead.
+fn read_or_create_key(dir: &PrivateDir) -> std::io::Result<[u8; 32]> {
+    let read = || -> std::io::Result<Option<[u8; 32]>> {
+        dir.read(KEY_FILE)?
+            .map(|bytes| {
+                <[u8; 32]>::try_from(bytes.as_slice()).map_err(|_| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("{KEY_FILE} is not 32 bytes"),
+                    )
+                })
+            })
+            .transpose()
     };
-    match read(path) {
-        Ok(key) => return Ok(key),
-        Err(error) if error.kind() != std::io::ErrorKind::NotFound => return Err(error),
-        Err(_) => {}
+    if let Some(key) = read()? {
+        return Ok(key);
     }
     let mut key = [0u8; 32];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut key)?;
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let unique = NEXT.fetch_add(1, Ordering::Relaxed);
-    let tmp = path.with_extension(format!("tmp.{}.{unique}", std::process::id()));
-    let mut file = private_file(&tmp)?;
-    file.write_all(&key)?;
-    file.sync_all()?;
-    let linked = std::fs::hard_link(&tmp, path);
-    let _ = std::fs::remove_file(&tmp);
-    match linked {
-        Ok(()) => Ok(key),
-        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => read(path),
-        Err(error) => Err(error),
+    if dir.write_new(KEY_FILE, &key)? {
+        return Ok(key);
     }
+    read()?.ok_or_else(|| std::io::Error::other(format!("{KEY_FILE} vanished as it was made")))
 }
 
 /// Deserializes an artifact whose tag was verified.
@@ -275,21 +238,28 @@ fn deserialize(engine: &Engine, artifact: &[u8]) -> Result<Component, ArtifactEr
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
 
     #[test]
-    fn open_should_refuse_a_directory_others_can_write() {
+    fn open_should_keep_one_key_in_the_hosts_private_directory_of_a_shared_one() {
         let root = tempfile::tempdir().expect("tempdir");
+        // Shared, as a kubelet makes an emptyDir.
         let dir = root.path().join("cache");
-        let cache = CompiledCache::open(&dir).expect("created private");
-        let mode = std::fs::metadata(&dir).expect("dir").permissions().mode() & 0o777;
-        assert_eq!(mode, 0o700);
-        let key_mode = std::fs::metadata(dir.join(KEY_FILE))
-            .expect("key")
-            .permissions()
-            .mode()
-            & 0o777;
-        assert_eq!(key_mode, 0o600);
+        std::fs::create_dir(&dir).expect("mkdir");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        let cache = CompiledCache::open(&dir).expect("opened");
+        let private = cache.dir.path().to_owned();
+        let mode = |path: &std::path::Path| {
+            std::fs::metadata(path)
+                .expect("exists")
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        assert_eq!(mode(&private), 0o700);
+        assert_eq!(mode(&private.join(KEY_FILE)), 0o600);
         // The key survives a reopen.
         assert_eq!(CompiledCache::open(&dir).expect("reopened").key, cache.key);
 
@@ -306,12 +276,23 @@ mod tests {
         });
         assert!(keys.windows(2).all(|w| w[0] == w[1]));
 
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
-        let err = CompiledCache::open(&dir).expect_err("world-writable");
-        assert!(
-            err.to_string()
-                .contains("writable by its group or others (mode 777)"),
-            "{err}"
-        );
+        // A key that is not one is an error, not a new key.
+        std::fs::write(private.join(KEY_FILE), b"short").expect("truncated");
+        match CompiledCache::open(&dir) {
+            Err(CacheDirError::Key { source, .. }) => {
+                assert_eq!(source.kind(), std::io::ErrorKind::InvalidData);
+            }
+            other => panic!("a broken key was used: {other:?}"),
+        }
+
+        // The private directory opened to others is refused.
+        std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o757)).expect("chmod");
+        assert!(matches!(
+            CompiledCache::open(&dir),
+            Err(CacheDirError::Dir(PrivateDirError::Insecure {
+                mode: 0o757,
+                ..
+            }))
+        ));
     }
 }

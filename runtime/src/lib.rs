@@ -70,6 +70,7 @@ mod limits;
 pub mod mapper;
 mod plugin;
 mod pool;
+pub mod private_dir;
 pub mod read_set;
 pub mod reads;
 pub mod replay;

@@ -21,6 +21,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kubewasm::daemon::HostOptions;
 use kubewasm_engine::informer::InitialList;
 use kubewasm_engine::oci::{Access, Artifacts};
+use kubewasm_runtime::private_dir::PrivateDir;
 use kubewasm_runtime::{Runtime, RuntimeConfig};
 use kubewasm_tests::bench::{is_real_run, median, ms, out_path, write_section};
 use kubewasm_tests::registry::Registry;
@@ -127,7 +128,7 @@ async fn main() -> anyhow::Result<()> {
         leader_election: None,
         sharding: None,
         initial_list: InitialList::Streaming,
-        artifacts: Artifacts::new(work.path().join("artifacts"), access.clone()),
+        artifacts: Artifacts::new(PrivateDir::open(work.path())?, access.clone()),
         resources: kubewasm_engine::plugin_resource::ResourceOptions::default(),
         shares: Default::default(),
         required_signatures: Default::default(),

@@ -33,6 +33,7 @@ use kubewasm::daemon::HostOptions;
 use kubewasm_engine::informer::InitialList;
 use kubewasm_engine::oci::{Access, Artifacts};
 use kubewasm_engine::plugin_resource::{PluginResource, ResourceOptions};
+use kubewasm_runtime::private_dir::PrivateDir;
 use kubewasm_runtime::{Runtime, RuntimeConfig};
 use kubewasm_tests::bench::{is_real_run, median, ms, out_path, write_section};
 use kubewasm_tests::host::metric_total;
@@ -172,7 +173,7 @@ fn host_options(
         leader_election: None,
         sharding: None,
         initial_list: InitialList::Streaming,
-        artifacts: Artifacts::new(work.join("artifacts"), access),
+        artifacts: Artifacts::new(PrivateDir::open(work)?, access),
         resources: ResourceOptions::default(),
         shares: std::collections::BTreeMap::new(),
         required_signatures: Default::default(),

@@ -15,6 +15,7 @@ pub mod chart;
 pub mod host;
 pub mod otlp;
 pub mod peers;
+pub mod pod;
 pub mod prometheus;
 pub mod proxy;
 pub mod registry;

@@ -340,6 +340,7 @@ mod tests {
     use crate::discovery::Discovered;
     use crate::oci::{self, Artifacts};
     use crate::signature::PublicKeys;
+    use kubewasm_runtime::private_dir::PrivateDir;
     use kubewasm_runtime::{Runtime, RuntimeConfig};
 
     fn sources(dir: &std::path::Path, trust: bool) -> Sources {
@@ -348,7 +349,10 @@ mod tests {
             runtime,
             discovered: Discovered::fixed(kubewasm_runtime::mapper::RestMapper::builtin()),
             trust,
-            artifacts: Artifacts::new(dir.join("artifacts"), oci::Access::default()),
+            artifacts: Artifacts::new(
+                PrivateDir::open(dir).expect("private directory"),
+                oci::Access::default(),
+            ),
             required_signatures: PublicKeys::default(),
         }
     }

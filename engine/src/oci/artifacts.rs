@@ -1,57 +1,64 @@
 //! Pulled components cached on disk by manifest digest, and whose pull may
 //! use which credentials and cached artifacts ([`Puller`], [`Receipt`]).
 
-use std::path::PathBuf;
-
+use kubewasm_runtime::private_dir::PrivateDir;
 use oci_client::Reference;
 
 use super::credentials::Credentials;
 use super::error::OciError;
-use super::registry::{Access, Pulled, digest_of, pull_layer, resolve, write_atomically};
+use super::registry::{Access, Pulled, digest_of, pull_layer, resolve};
+
+/// The subdirectory of the host's private directory the artifacts are in.
+const ARTIFACTS: &str = "artifacts";
+/// The subdirectory of [`ARTIFACTS`] the receipts are in.
+const RECEIPTS: &str = "receipts";
 
 /// Pulled components cached on disk by manifest digest: a reference
 /// pinned by digest that is cached needs no registry at all (a host
 /// restarted while its registry is down still loads it).
+///
+/// They are kept in the host's [`PrivateDir`] (`artifacts/`, the receipts
+/// in `artifacts/receipts/`): what is read back from there is trusted.
 #[derive(Clone, Debug)]
 pub struct Artifacts {
-    dir: PathBuf,
+    dir: PrivateDir,
     access: Access,
 }
 
 impl Artifacts {
-    /// Artifacts cached in `dir` (created when first needed), fetched
-    /// with `access`.
-    pub fn new(dir: impl Into<PathBuf>, access: Access) -> Self {
-        Self {
-            dir: dir.into(),
-            access,
-        }
+    /// Artifacts cached in `dir`'s `artifacts/` (made when first needed),
+    /// fetched with `access`.
+    pub fn new(dir: PrivateDir, access: Access) -> Self {
+        Self { dir, access }
     }
 
-    fn path(&self, digest: &str) -> PathBuf {
-        self.dir.join(format!("{}.wasm", digest.replace(':', "-")))
+    /// The file of `digest`'s component, in [`ARTIFACTS`].
+    fn file(digest: &str) -> String {
+        format!("{}.wasm", digest.replace(':', "-"))
     }
 
-    fn receipt_path(&self, receipt: Receipt, resource: &str, digest: &str) -> PathBuf {
-        let name = digest_of(format!("{receipt:?}\n{resource}\n{digest}").as_bytes());
-        self.dir.join("receipts").join(name.replace(':', "-"))
+    /// The file of a receipt, in [`RECEIPTS`].
+    fn receipt(receipt: Receipt, resource: &str, digest: &str) -> String {
+        digest_of(format!("{receipt:?}\n{resource}\n{digest}").as_bytes()).replace(':', "-")
     }
 
     /// Whether the host gave `resource` (a uid) this receipt for `digest`.
     pub fn has_receipt(&self, receipt: Receipt, resource: &str, digest: &str) -> bool {
-        self.receipt_path(receipt, resource, digest).is_file()
+        let name = Self::receipt(receipt, resource, digest);
+        self.dir.contains(&format!("{ARTIFACTS}/{RECEIPTS}/{name}"))
     }
 
     /// Records that the host saw `receipt` for `resource` and `digest` (a
     /// receipt not written costs only the registry being needed next time).
     pub fn give_receipt(&self, receipt: Receipt, resource: &str, digest: &str) {
-        let path = self.receipt_path(receipt, resource, digest);
-        let written = path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| std::fs::write(&path, b""));
+        let name = Self::receipt(receipt, resource, digest);
+        let written = self
+            .dir
+            .subdir(ARTIFACTS)
+            .and_then(|artifacts| artifacts.subdir(RECEIPTS))
+            .and_then(|receipts| receipts.write(&name, b""));
         if let Err(error) = written {
-            tracing::warn!(path = %path.display(), %error, "receipt not kept");
+            tracing::warn!(dir = %self.dir.path().display(), receipt = name, %error, "receipt not kept");
         }
     }
 
@@ -93,7 +100,8 @@ impl Artifacts {
         puller: &Puller<'_>,
     ) -> Result<Pulled, OciError> {
         let cached = |digest: &str| {
-            std::fs::read(self.path(digest)).ok().map(|bytes| Pulled {
+            let file = format!("{ARTIFACTS}/{}", Self::file(digest));
+            self.dir.read(&file).ok().flatten().map(|bytes| Pulled {
                 bytes,
                 digest: digest.to_owned(),
             })
@@ -131,10 +139,12 @@ impl Artifacts {
         }
         let pulled = pull_layer(reference, &access, resolved).await?;
         // A cache that cannot be written only costs a pull next time.
-        let written = std::fs::create_dir_all(&self.dir)
-            .and_then(|()| write_atomically(&self.path(&pulled.digest), &pulled.bytes));
+        let written = self
+            .dir
+            .subdir(ARTIFACTS)
+            .and_then(|artifacts| artifacts.write(&Self::file(&pulled.digest), &pulled.bytes));
         if let Err(error) = written {
-            tracing::warn!(dir = %self.dir.display(), %error, "artifact not cached");
+            tracing::warn!(dir = %self.dir.path().display(), %error, "artifact not cached");
         }
         Ok(pulled)
     }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use kubewasm_engine::oci;
 use kubewasm_runtime::grants::GrantsFileError;
 use kubewasm_runtime::mapper::MapperError;
+use kubewasm_runtime::private_dir::PrivateDirError;
 use kubewasm_runtime::replay::ReplayError;
 use kubewasm_runtime::resource::InvalidKey;
 use kubewasm_runtime::{LoadError, RuntimeError};
@@ -15,6 +16,9 @@ pub enum CliError {
     /// The runtime did not start.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    /// The host's private directory of `--cache-dir` cannot be used.
+    #[error("--cache-dir: {0}")]
+    CacheDir(#[from] PrivateDirError),
     /// The plugin was refused.
     #[error("failed to load {path}: {source}")]
     Load {

@@ -12,6 +12,7 @@ use kubewasm_engine::oci;
 use kubewasm_engine::plugin_resource::ResourceOptions;
 use kubewasm_engine::recorder::RecordOptions;
 use kubewasm_engine::signature::PublicKeys;
+use kubewasm_runtime::private_dir::PrivateDir;
 use kubewasm_runtime::{InstanceReuse, Limits, Runtime, RuntimeConfig};
 
 use super::error::CliError;
@@ -280,21 +281,22 @@ fn parse_share(text: &str) -> Result<(String, u32), String> {
 }
 
 impl HostFlags {
-    /// The host's options; pulled artifacts are cached under `cache_dir`.
+    /// The host's options; pulled artifacts are cached in the host's
+    /// private directory of `cache_dir`.
     ///
     /// # Errors
-    /// [`CliError::Oci`] when the registry's Docker config cannot be read.
+    /// [`CliError::Oci`] when the registry's Docker config cannot be read,
+    /// [`CliError::CacheDir`] when the private directory cannot be used.
     pub(super) fn options(
         &self,
         trust_declarations: bool,
         initial_list: InitialList,
         cache_dir: Option<PathBuf>,
     ) -> Result<HostOptions, CliError> {
-        let artifacts = cache_dir
-            .unwrap_or_else(|| std::env::temp_dir().join("kubewasm"))
-            .join("artifacts");
+        let dir =
+            PrivateDir::open(cache_dir.unwrap_or_else(|| std::env::temp_dir().join("kubewasm")))?;
         Ok(HostOptions {
-            artifacts: oci::Artifacts::new(artifacts, self.registry.access()?),
+            artifacts: oci::Artifacts::new(dir, self.registry.access()?),
             plugins: self.plugins.clone(),
             metrics_addr: self.metrics_addr,
             metrics_tls: self.metrics_secure.then(|| MetricsTls {

@@ -1069,9 +1069,12 @@ fn a_plugin_named_by_an_oci_reference_should_run_retry_and_outlive_its_registry(
     let digest = String::from_utf8_lossy(&pushed.stdout).trim().to_owned();
     // The host caches artifacts beside its compiled code: this one must be
     // cached by this test's first host, not found from an earlier run.
-    let cached = kubewasm_tests::compiled_cache_dir()
-        .join("artifacts")
-        .join(format!("{}.wasm", digest.replace(':', "-")));
+    let cached =
+        kubewasm_runtime::private_dir::PrivateDir::open(kubewasm_tests::compiled_cache_dir())
+            .expect("the host's directory")
+            .path()
+            .join("artifacts")
+            .join(format!("{}.wasm", digest.replace(':', "-")));
     let _ = std::fs::remove_file(&cached);
     let flags = ["--plain-http"];
     let text = format!("{reference}\n");

@@ -5,9 +5,12 @@ use std::sync::Arc;
 
 use kubewasm_runtime::cache::MemoryCache;
 use kubewasm_runtime::declaration::{Mapping, Verb};
+use kubewasm_runtime::private_dir::PrivateDirError;
 use kubewasm_runtime::replay::parse_objects;
 use kubewasm_runtime::resource::ObjectKey;
-use kubewasm_runtime::{InstanceReuse, Request, Runtime, RuntimeConfig};
+use kubewasm_runtime::{
+    CacheDirError, InstanceReuse, Request, Runtime, RuntimeConfig, RuntimeError,
+};
 use kubewasm_tests::{compiled_cache_dir, example_file, example_plugin, test_plugin};
 use serde_json::{Value, json};
 
@@ -239,8 +242,15 @@ fn precompiled_cache_should_serve_the_second_load_and_refuse_planted_artifacts()
             .load_file(path, &kubewasm_tests::load_options())
             .expect("loads")
     };
+    // The host's own directory in the cache directory.
+    let private = || {
+        kubewasm_runtime::private_dir::PrivateDir::open(&cache)
+            .expect("the host's directory")
+            .path()
+            .to_owned()
+    };
     let artifacts = || -> Vec<std::path::PathBuf> {
-        let mut found: Vec<_> = std::fs::read_dir(&cache)
+        let mut found: Vec<_> = std::fs::read_dir(private())
             .expect("cache dir")
             .flatten()
             .map(|e| e.path())
@@ -292,14 +302,22 @@ fn precompiled_cache_should_serve_the_second_load_and_refuse_planted_artifacts()
         );
     }
 
-    // The directory is private; one others can write is refused.
+    // The cache directory may be shared (a Pod's emptyDir is 0777); the
+    // host's own directory in it is private, and refused once opened to
+    // others.
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(&cache).expect("dir").permissions().mode() & 0o777;
-    assert_eq!(mode, 0o700);
-    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o757)).expect("chmod");
-    let err = Runtime::new(config).expect_err("world-writable cache");
+    let mode =
+        |path: &std::path::Path| std::fs::metadata(path).expect("dir").permissions().mode() & 0o777;
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    assert_eq!(load("myapp", false).digest(), first.digest());
+    assert_eq!(mode(&private()), 0o700);
+    std::fs::set_permissions(private(), std::fs::Permissions::from_mode(0o757)).expect("chmod");
+    let err = Runtime::new(config).expect_err("a private directory opened to others");
     assert!(
-        err.to_string().contains("writable by its group or others"),
+        matches!(
+            err,
+            RuntimeError::CacheDir(CacheDirError::Dir(PrivateDirError::Insecure { .. }))
+        ),
         "{err}"
     );
 }

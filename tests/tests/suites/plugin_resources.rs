@@ -3,12 +3,14 @@
 //! plugins pushed to a real registry, the real `kubewasm run` binary running
 //! what the resources ask for, and tenants that attack each other.
 
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::time::Duration;
 
 use kubewasm_tests::host::{
     ConfigMapWriter, Host, apply, apply_text, event_notes, eventually, eventually_showing,
     get_json, wait_for,
 };
+use kubewasm_tests::pod::Pod;
 use kubewasm_tests::registry::Registry;
 use kubewasm_tests::resources::{
     condition, counted, plugin, server_with_crds, status, tenant_rights, tenant_role,
@@ -589,9 +591,8 @@ fn a_hostile_tenant_should_be_stopped_at_every_turn_while_another_converges() {
     assert_eq!(status(&server, "tenant-a", "myapp")["failures"], 0);
 }
 
-/// The Deployment's container arguments in `deploy/FILE`, which runs
-/// `replicas`.
-fn deployment_args(file: &str, replicas: u64) -> Vec<String> {
+/// The Deployment in `deploy/FILE`, which runs `replicas`.
+fn deployment(file: &str, replicas: u64) -> serde_json::Value {
     let text = std::fs::read_to_string(workspace_root().join("deploy").join(file)).expect("deploy");
     let deployment = kubewasm_runtime::replay::parse_objects(&text)
         .expect("YAML")
@@ -599,6 +600,11 @@ fn deployment_args(file: &str, replicas: u64) -> Vec<String> {
         .find(|o| o["kind"] == "Deployment")
         .expect("a Deployment");
     assert_eq!(deployment["spec"]["replicas"], replicas);
+    deployment
+}
+
+/// The Deployment's container arguments.
+fn deployment_args(deployment: &serde_json::Value) -> Vec<String> {
     deployment["spec"]["template"]["spec"]["containers"][0]["args"]
         .as_array()
         .expect("args")
@@ -738,12 +744,106 @@ fn runs_the_host_with_no_right_beyond_its_needs(file: &str, replicas: u64, more:
         assert!(!can(denied), "{account} may not {denied:?}");
     }
 
-    // The host, run as the Deployment runs it, with that account's token.
+    // The Deployment's Pods, as a kubelet runs them (its arguments
+    // unchanged, user 65532, a read-only root, emptyDirs of mode 0777, the
+    // account's token projected, its own network): every replica Ready
+    // by its readiness probe, the cache kept in a private directory of its
+    // volume, `/metrics` refused without a token.
     let token = server.ok(&["-n", "kubewasm-system", "create", "token", "kubewasm"]);
+    let deployment = deployment(file, replicas);
+    let mut pods: Vec<Pod> = (0..replicas)
+        .map(|i| {
+            Pod::start(
+                &server,
+                &deployment,
+                &format!("kubewasm-7d9f-{i}"),
+                token.trim(),
+            )
+        })
+        .collect();
+    for pod in &mut pods {
+        pod.wait_ready(&deployment, Duration::from_secs(120));
+        let cache = pod.volume("cache");
+        let private = std::fs::metadata(cache.join("uid-65532")).expect("the host's directory");
+        assert_eq!(
+            (private.uid(), private.permissions().mode() & 0o777),
+            (65532, 0o700),
+            "{}",
+            pod.log()
+        );
+        assert_eq!(pod.probe(8080, "/metrics", None), "401", "{}", pod.log());
+    }
+    if more.is_empty() {
+        // One leader; SIGTERM releases its Lease and the standby leads.
+        let holder = || {
+            server
+                .kubectl(&[
+                    "-n",
+                    "kubewasm-system",
+                    "get",
+                    "lease",
+                    "kubewasm",
+                    "-o",
+                    "jsonpath={.spec.holderIdentity}",
+                ])
+                .1
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let leader = loop {
+            if let Some(i) = pods.iter().position(|p| holder().starts_with(&p.name)) {
+                break i;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no leader: {}",
+                holder()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        let leaders: Vec<&str> = pods
+            .iter()
+            .filter(|p| p.log().contains("became the leader"))
+            .map(|p| p.name.as_str())
+            .collect();
+        assert_eq!(leaders, [pods[leader].name.as_str()]);
+        let mut stopped = pods.remove(leader);
+        assert!(stopped.stop("TERM").success(), "{}", stopped.log());
+        assert!(
+            stopped.log().contains("released the lease"),
+            "{}",
+            stopped.log()
+        );
+        // Within the Lease's duration and 2 s (the Pod deleted, as a
+        // kubelet stops it); released, the next round of the standby's
+        // takes it.
+        let lease: u64 = deployment_args(&deployment)
+            .iter()
+            .find_map(|a| a.strip_prefix("--lease-duration-seconds=")?.parse().ok())
+            .expect("the Lease's duration");
+        let deadline = std::time::Instant::now() + Duration::from_secs(lease + 2);
+        while !pods[0].log().contains("became the leader") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the standby did not lead within {lease} + 2 s of the release: {}",
+                pods[0].log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    for pod in &pods {
+        assert!(!pod.log().contains("forbidden"), "{}", pod.log());
+    }
+    drop(pods);
+
+    // A tenant's Plugin from a registry, loaded by the host with that
+    // account's token: the test's registry is plain HTTP on loopback (a
+    // TLS registry in the cluster is the real node's), so this host is run
+    // by hand with the Deployment's arguments but its endpoints' and the
+    // registry's.
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig =
         server.kubeconfig_with_token(token.trim(), &dir.path().join("host.kubeconfig"));
-    let mut flags: Vec<String> = deployment_args(file, replicas)
+    let mut flags: Vec<String> = deployment_args(&deployment)
         .into_iter()
         .skip(1) // `run`
         .filter(|a| {
