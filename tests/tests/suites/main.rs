@@ -21,6 +21,7 @@ mod examples;
 mod fidelity;
 mod fleet;
 mod hostile;
+mod image;
 mod kubectl;
 mod oci;
 mod partition;
