@@ -49,7 +49,8 @@ help:
 	@echo "make bench         run the benchmarks and rewrite their sections of BENCHMARKS.md"
 	@echo "make soak          ten plugins, 10,000 primaries, 10 minutes against the faulty server; figures into BENCHMARKS.md"
 	@echo "make test-real     the host's suites against a real control plane (CI=true: their reduced form)"
-	@echo "make real-cluster  a real control plane on loopback (Kubernetes, etcd, kwok Nodes; built from Go modules), until Ctrl-C"
+	@echo "make real-cluster  a real control plane on loopback (Kubernetes, etcd, kwok Nodes; built from Go modules), until Ctrl-C;"
+	@echo "                   REAL_NODES=1 adds a real node (containerd, runc, kubelet, kube-proxy; root), NODES=N the kwok ones"
 	@echo "make openapi-extensions  the built-in kinds' list and patch extensions from the pinned Kubernetes' swagger.json"
 	@echo "make difference    the same request sequences to the embedded server and a real one; the table and the figure"
 	@echo "make stress        every unit test and suite, 10 rounds of two copies side by side (STRESS=... narrows)"
@@ -159,7 +160,7 @@ fmt:
 
 # The project's Go programs (the real control plane's module, the client-go
 # program of the difference tool).
-GO_MODULES := tests/real-cluster tests/difference/client-go bench/peers/controller-runtime deploy/grafana/check guest-sdk/go $(GO_PLUGIN_DIRS)
+GO_MODULES := tests/real-cluster tests/real-node tests/difference/client-go bench/peers/controller-runtime deploy/grafana/check guest-sdk/go $(GO_PLUGIN_DIRS)
 
 # The checks that need no Rust build: rustfmt, gofmt, and the fuzz crate's
 # own lock file still matching the workspace it builds (fuzz/run builds
@@ -244,16 +245,16 @@ test:
 # kubectl's suite.
 # A suite is a module of the one integration-test binary (tests/tests/suites),
 # a test the start of its path there.
-REAL_SUITES := engine controllers discovery tenancy plugin_resources ring shard_selectors soak traces chart partition kubectl
+REAL_SUITES := engine controllers discovery tenancy plugin_resources real_node ring shard_selectors soak traces chart partition kubectl
 REAL_REDUCED := engine::myapp_should_converge engine::tenant_bootstrap_in_python \
 	engine::configmap_replicator_in_javascript discovery::a_directory_plugin_should_wait_for_its_crd \
 	tenancy::a_tenant_plugin_should_run_only_while plugin_resources::a_plugin_resource_should_load_swap \
 	ring::a_ring_should_grow shard_selectors::shard_selectors_should_split soak::ten_plugins_should_converge \
 	traces::a_span_per_reconcile_should_reach chart::the_plain_manifests_should_be_the_chart \
-	plugin_resources::the_deploy_manifests_should_run \
+	plugin_resources::the_deploy_manifests_should_run real_node::a_real_node_should_run \
 	kubectl::kubectl_should_treat kubectl::kubectl_create_should_validate
 test-real: plugins test-plugins test-build
-	tests/real-cluster/build
+	tests/real-cluster/build --node
 	KUBEWASM_TEST_CLUSTER=real $(CARGO) test --workspace --test suites -- \
 		$(if $(filter true,$(CI)),$(REAL_REDUCED),$(addsuffix ::,$(REAL_SUITES)))
 
@@ -311,7 +312,7 @@ stress: plugins test-plugins test-build go-plugins
 	tests/stress $(STRESS)
 
 real-cluster:
-	tests/real-cluster/up $(TARGET_DIR)/real-cluster/run --nodes $(or $(NODES),3)
+	tests/real-cluster/up $(TARGET_DIR)/real-cluster/run --nodes $(or $(NODES),3) --real-nodes $(or $(REAL_NODES),0)
 
 # Starts both servers itself; ONLY=PREFIX runs some sequences, SHOW=1 prints each difference,
 # FUZZ=N sends N mutants of them instead (SEED=S).

@@ -230,6 +230,18 @@ impl TestCluster {
         }
         embedded
     }
+
+    /// Whether the test runs against the real cluster: a test of what only
+    /// a real cluster has (a real node) returns early otherwise, saying so.
+    pub fn real_only(what: &str) -> bool {
+        let real = Self::chosen() == Self::Real;
+        if !real {
+            eprintln!(
+                "skipped against the embedded server: {what} needs the real cluster (make test-real)"
+            );
+        }
+        real
+    }
 }
 
 /// The Go program in `dir` (of the workspace, with its own `go.mod`),
@@ -259,16 +271,23 @@ pub fn go_built(dir: &str, name: &str) -> std::io::Result<PathBuf> {
     Ok(out)
 }
 
-/// The real control plane's binaries, built once per test process (minutes
-/// the first time, nothing once built).
-fn real_cluster_built() {
+/// The real control plane's binaries, and with `node` a real node's, built
+/// once per test process (minutes the first time, nothing once built).
+fn real_cluster_built(node: bool) {
     static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
-    BUILT.get_or_init(|| {
+    static NODE_BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    let build = |args: &[&str]| {
         let status = Command::new(workspace_root().join("tests/real-cluster/build"))
+            .args(args)
             .status()
             .expect("tests/real-cluster/build runs");
-        assert!(status.success(), "tests/real-cluster/build failed");
-    });
+        assert!(status.success(), "tests/real-cluster/build {args:?} failed");
+    };
+    if node {
+        NODE_BUILT.get_or_init(|| build(&["--node"]));
+    } else {
+        BUILT.get_or_init(|| build(&[]));
+    }
 }
 
 /// The API server of a test, stopped with SIGTERM when dropped: `kubewasm
@@ -294,9 +313,9 @@ impl Apiserver {
 
     /// Starts it on `listen` with extra flags. Against the real cluster,
     /// `--simulate-workloads` is what kwok and the controllers do anyway,
-    /// `--nodes N` sets the kwok Nodes and `--shard-selectors false` turns
-    /// the `ShardedListAndWatch` gate off; other flags are the embedded
-    /// server's own, and panic.
+    /// `--nodes N` sets the kwok Nodes, `--real-nodes 1` adds a real node
+    /// (root) and `--shard-selectors false` turns the `ShardedListAndWatch`
+    /// gate off; other flags are the embedded server's own, and panic.
     pub fn start_at(listen: &str, flags: &[&str]) -> Self {
         match TestCluster::chosen() {
             TestCluster::Embedded => Self::embedded(&kubewasm_bin(), listen, flags),
@@ -333,14 +352,14 @@ impl Apiserver {
         while let Some(flag) = rest.next() {
             match *flag {
                 "--simulate-workloads" => {}
-                "--nodes" | "--shard-selectors" => {
+                "--nodes" | "--real-nodes" | "--shard-selectors" => {
                     up.push((*flag).to_owned());
                     up.push(rest.next().map(|v| (*v).to_owned()).unwrap_or_default());
                 }
                 other => panic!("{other}: a flag of the embedded server, not of the real cluster"),
             }
         }
-        real_cluster_built();
+        real_cluster_built(up.windows(2).any(|f| f == ["--real-nodes", "1"]));
         let dir = tempfile::tempdir().expect("tempdir");
         let state = dir.path().join("cluster");
         let log = std::fs::File::create(dir.path().join("up.log")).expect("log file");
@@ -397,6 +416,14 @@ impl Apiserver {
             cluster: TestCluster::Embedded,
             _dir: dir,
         }
+    }
+
+    /// The address (`host:port`) of the registry a real node pulls its
+    /// images from (`--real-nodes 1`), where its `pause` and `echo` are.
+    pub fn node_registry(&self) -> Option<String> {
+        let state = self.kubeconfig.parent()?;
+        let text = std::fs::read_to_string(state.join("registry")).ok()?;
+        Some(text.trim().to_owned())
     }
 
     /// Which cluster this is.

@@ -28,6 +28,7 @@ mod partition;
 mod plugin_resources;
 mod polyglot;
 mod rbac;
+mod real_node;
 mod restart;
 mod ring;
 mod sandbox;
