@@ -240,18 +240,20 @@ test:
 # own CI form): the examples through `kubewasm run`, a late CRD, a tenant
 # under the real RBAC and SubjectAccessReview, a Plugin resource, a ring
 # on the real server's shard selectors, the soak, a reconcile's trace, the
-# chart's manifests applied and its Deployment's Pods run, kubectl's client-side apply and a List's
+# chart's manifests applied and its Deployment's Pods run, a real node's Pods, the chart installed
+# on it by helm, kubectl's client-side apply and a List's
 # validation; in full only, a partitioned leader's fencing and the rest of
 # kubectl's suite.
 # A suite is a module of the one integration-test binary (tests/tests/suites),
 # a test the start of its path there.
-REAL_SUITES := engine controllers discovery tenancy plugin_resources real_node ring shard_selectors soak traces chart partition kubectl
+REAL_SUITES := engine controllers discovery tenancy plugin_resources real_node installed ring shard_selectors soak traces chart partition kubectl
 REAL_REDUCED := engine::myapp_should_converge engine::tenant_bootstrap_in_python \
 	engine::configmap_replicator_in_javascript discovery::a_directory_plugin_should_wait_for_its_crd \
 	tenancy::a_tenant_plugin_should_run_only_while plugin_resources::a_plugin_resource_should_load_swap \
 	ring::a_ring_should_grow shard_selectors::shard_selectors_should_split soak::ten_plugins_should_converge \
 	traces::a_span_per_reconcile_should_reach chart::the_plain_manifests_should_be_the_chart \
 	plugin_resources::the_deploy_manifests_should_run real_node::a_real_node_should_run \
+	installed::the_chart_should_install_on_a_real_node \
 	kubectl::kubectl_should_treat kubectl::kubectl_create_should_validate
 test-real: plugins test-plugins test-build
 	tests/real-cluster/build --node

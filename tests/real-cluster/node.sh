@@ -2,7 +2,8 @@
 # --real-nodes 1): containerd 2 with Debian's runc and CNI plugins, a kubelet
 # and kube-proxy of the control plane's own Kubernetes, and a registry on
 # loopback the node pulls its images from (the pause image and `echo`, built
-# here by deploy/build-image from tests/real-node; what a test or a person
+# here by deploy/build-image from tests/real-node, and `registry`, Debian's
+# docker-registry, to run one in the cluster; what a test or a person
 # pushes, e.g. `make image IMAGE=$(cat DIR/registry)/kubewasm:dev`).
 #
 # The network: a bridge, kwbr0, at 10.244.0.1/24, the node's address. Pods
@@ -128,6 +129,11 @@ YAML
     image=${image%%:*}
     skopeo copy --quiet --dest-tls-verify=false "oci:$NODE_DIR/images/$image:1" "docker://$NODE_REGISTRY/$image:1"
   done
+  # A registry to run in the cluster, as a Pod: Debian's, with its libraries.
+  "$ROOT/deploy/build-image" --binary "$(command -v docker-registry)" --name registry --version 1 \
+    --description "an OCI registry (CNCF distribution) for the cluster" \
+    --cmd serve /etc/registry/config.yml --ports 5000 --out "$NODE_DIR/images/registry" >/dev/null
+  skopeo copy --quiet --dest-tls-verify=false "oci:$NODE_DIR/images/registry:1" "docker://$NODE_REGISTRY/registry:1"
   echo "$NODE_REGISTRY" >"$DIR/registry"
 }
 

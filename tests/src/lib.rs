@@ -198,6 +198,22 @@ pub(crate) fn kib_field(text: &str, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// `helm ARGS`: whether it succeeded, its output and its messages (`$HELM`,
+/// else the one `.ci/helm` builds into `target/tools`).
+pub fn helm(args: &[&str]) -> (bool, String, String) {
+    let binary =
+        std::env::var_os("HELM").map_or_else(|| target_dir().join("tools/helm"), PathBuf::from);
+    let out = Command::new(&binary)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{} runs ({e}): .ci/helm builds it", binary.display()));
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// The cluster the host's suites run against, chosen by
 /// `KUBEWASM_TEST_CLUSTER`: `embedded` (the default: `kubewasm apiserver`,
 /// ready in a second) or `real` (Kubernetes' own control plane with kwok

@@ -66,6 +66,7 @@ impl Artifacts {
     pub fn access_for(&self, puller: &Puller<'_>) -> Access {
         Access {
             plain_http: self.access.plain_http,
+            roots: self.access.roots.clone(),
             credentials: match puller {
                 Puller::Operator(own) => self.access.credentials.overridden_by(own),
                 Puller::Tenant {

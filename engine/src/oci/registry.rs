@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+use oci_client::client::{
+    Certificate, CertificateEncoding, ClientConfig, ClientProtocol, Config, ImageLayer,
+};
 use oci_client::manifest::{OciDescriptor, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
@@ -44,11 +46,15 @@ pub fn parse_reference(text: &str) -> Result<Reference, OciError> {
     })
 }
 
-/// How to reach registries: the protocol and the credentials.
+/// How to reach registries: the protocol, the certificates trusted and the
+/// credentials.
 #[derive(Clone, Debug, Default)]
 pub struct Access {
     /// Plain HTTP instead of HTTPS (a loopback registry, a test).
     pub plain_http: bool,
+    /// Certificates (DER) trusted as roots for registries' TLS besides the
+    /// system's: a private registry's CA.
+    pub roots: Vec<Vec<u8>>,
     /// Credentials by registry host.
     pub credentials: Credentials,
 }
@@ -64,6 +70,14 @@ impl Access {
             } else {
                 ClientProtocol::Https
             },
+            extra_root_certificates: self
+                .roots
+                .iter()
+                .map(|der| Certificate {
+                    encoding: CertificateEncoding::Der,
+                    data: der.clone(),
+                })
+                .collect(),
             ..ClientConfig::default()
         })
     }

@@ -40,6 +40,14 @@ pub enum CliError {
     /// The key did not parse.
     #[error(transparent)]
     Key(#[from] InvalidKey),
+    /// A `--registry-ca` file holds no usable certificate.
+    #[error("--registry-ca {}: {reason}", .path.display())]
+    RegistryCa {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong in it.
+        reason: String,
+    },
     /// `--map`'s type is not `GROUP/VERSION/KIND` of a type the fixtures
     /// serve.
     #[error(

@@ -14,6 +14,8 @@ use kubewasm_engine::recorder::RecordOptions;
 use kubewasm_engine::signature::PublicKeys;
 use kubewasm_runtime::private_dir::PrivateDir;
 use kubewasm_runtime::{InstanceReuse, Limits, Runtime, RuntimeConfig};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 
 use super::error::CliError;
 use super::process::read_bytes;
@@ -132,6 +134,10 @@ pub(super) struct RegistryFlags {
     /// Plain HTTP rather than HTTPS (a registry on loopback).
     #[arg(long)]
     plain_http: bool,
+    /// PEM file of CA certificates trusted for registries' TLS besides the
+    /// system's (a private registry's CA); repeatable.
+    #[arg(long, value_name = "FILE")]
+    registry_ca: Vec<PathBuf>,
     /// Docker config file with the registry's credentials [default:
     /// $DOCKER_CONFIG/config.json, else ~/.docker/config.json].
     #[arg(long)]
@@ -142,10 +148,31 @@ impl RegistryFlags {
     /// The registry access these flags describe.
     ///
     /// # Errors
-    /// [`CliError::Oci`] when the Docker config cannot be read.
+    /// [`CliError::Oci`] when the Docker config cannot be read,
+    /// [`CliError::Read`] or [`CliError::RegistryCa`] when a `--registry-ca`
+    /// file cannot be read or holds no certificate.
     pub(super) fn access(&self) -> Result<oci::Access, CliError> {
+        let mut roots = Vec::new();
+        for path in &self.registry_ca {
+            let pem = read_bytes(path)?;
+            let before = roots.len();
+            for certificate in CertificateDer::pem_slice_iter(&pem) {
+                let certificate = certificate.map_err(|error| CliError::RegistryCa {
+                    path: path.clone(),
+                    reason: error.to_string(),
+                })?;
+                roots.push(certificate.to_vec());
+            }
+            if roots.len() == before {
+                return Err(CliError::RegistryCa {
+                    path: path.clone(),
+                    reason: "no PEM certificate in it".to_owned(),
+                });
+            }
+        }
         Ok(oci::Access {
             plain_http: self.plain_http,
+            roots,
             credentials: oci::Credentials::load(self.docker_config.as_deref())?,
         })
     }

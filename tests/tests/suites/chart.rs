@@ -9,29 +9,12 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::Command;
 
-use kubewasm_tests::{Apiserver, target_dir, workspace_root};
+use kubewasm_tests::{Apiserver, helm, workspace_root};
 use serde_json::Value;
 
 fn chart() -> PathBuf {
     workspace_root().join("deploy/chart/kubewasm")
-}
-
-/// `helm ARGS`: whether it succeeded, its output and its messages (`$HELM`,
-/// else the one `.ci/setup` builds into `target/tools`).
-fn helm(args: &[&str]) -> (bool, String, String) {
-    let binary =
-        std::env::var_os("HELM").map_or_else(|| target_dir().join("tools/helm"), PathBuf::from);
-    let out = Command::new(&binary)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("{} runs ({e}): .ci/setup builds it", binary.display()));
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// `helm template` of the chart with `values` (`--set` pairs), its

@@ -22,6 +22,7 @@ mod fidelity;
 mod fleet;
 mod hostile;
 mod image;
+mod installed;
 mod kubectl;
 mod oci;
 mod partition;

@@ -1,0 +1,479 @@
+//! kubewasm as its users run it, on a real node (`tests/real-cluster/up
+//! --real-nodes 1`): the host's image (`deploy/build-image` of the tests'
+//! binary) pushed to the node's registry, the chart installed by `helm
+//! install` with its defaults but the image, the registry's CA and the rules
+//! of its plugin; a registry running as a Pod of the cluster (TLS by a CA of
+//! the test's, a user) holding the plugin, pushed there through its Service;
+//! a `ClusterPlugin` naming it with a pull secret. Both replicas Running and
+//! Ready through the chart's probes, one leader, the plugin loaded in each, a
+//! MyApp converged with its Pods running as real containers, the leader's Pod
+//! deleted and the standby leading within the Lease and 2 s, converging what
+//! changes next. Real cluster only (`make test-real`), as root.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use kubewasm_tests::{
+    Apiserver, TestCluster, compiled_cache_dir, example_plugin, helm, kubewasm_bin, workspace_root,
+};
+use serde_json::Value;
+
+/// The in-cluster registry's Service address (in the Service range).
+const REGISTRY_IP: &str = "10.96.0.50";
+const NAMESPACE: &str = "kubewasm-system";
+
+/// Waits up to `within` for `check`; the failure names `what` and shows
+/// `state()`.
+fn wait(what: &str, within: Duration, state: impl Fn() -> String, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !check() {
+        assert!(Instant::now() < deadline, "never: {what}\n{}", state());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `program ARGS`, which must succeed: its output.
+fn run(program: &Path, args: &[&str]) -> String {
+    let out = Command::new(program).args(args).output().expect("runs");
+    assert!(
+        out.status.success(),
+        "{} {args:?}: {}",
+        program.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `kubectl get ARGS -o json`, parsed (`Null` if it failed).
+fn get(server: &Apiserver, args: &[&str]) -> Value {
+    let mut all = vec!["get"];
+    all.extend_from_slice(args);
+    all.extend(["-o", "json"]);
+    serde_json::from_str(&server.kubectl(&all).1).unwrap_or(Value::Null)
+}
+
+/// `kubectl apply` of `yaml`.
+fn apply(server: &Apiserver, yaml: &str) {
+    let file = tempfile::NamedTempFile::new().expect("tempfile");
+    std::fs::write(file.path(), yaml).expect("written");
+    server.ok(&["apply", "-f", file.path().to_str().expect("UTF-8")]);
+}
+
+/// The Pods `selector` selects in `namespace` that are Ready.
+fn ready_pods(server: &Apiserver, namespace: &str, selector: &str) -> Vec<String> {
+    get(server, &["pods", "-n", namespace, "-l", selector])["items"]
+        .as_array()
+        .map(|pods| {
+            pods.iter()
+                .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+                .filter(|p| {
+                    p["status"]["conditions"].as_array().is_some_and(|c| {
+                        c.iter()
+                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                    })
+                })
+                .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A CA, and a serving certificate for `ip` it signed, in `dir`:
+/// `ca.crt`, `tls.crt`, `tls.key`.
+fn certificates(dir: &Path, ip: &str) {
+    let openssl = Path::new("openssl");
+    let at = |name: &str| dir.join(name).to_str().expect("UTF-8").to_owned();
+    run(
+        openssl,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=a registry's CA",
+            "-keyout",
+            &at("ca.key"),
+            "-out",
+            &at("ca.crt"),
+        ],
+    );
+    run(
+        openssl,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=registry",
+            "-keyout",
+            &at("tls.key"),
+            "-out",
+            &at("tls.csr"),
+        ],
+    );
+    std::fs::write(
+        dir.join("tls.ext"),
+        format!("subjectAltName=IP:{ip}\nextendedKeyUsage=serverAuth\n"),
+    )
+    .expect("written");
+    run(
+        openssl,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &at("tls.csr"),
+            "-CA",
+            &at("ca.crt"),
+            "-CAkey",
+            &at("ca.key"),
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            &at("tls.ext"),
+            "-out",
+            &at("tls.crt"),
+        ],
+    );
+}
+
+#[test]
+fn the_chart_should_install_on_a_real_node_run_a_plugin_from_the_clusters_registry_and_fail_over() {
+    if !TestCluster::real_only("the chart on a real node") {
+        return;
+    }
+    let server = Apiserver::start_real(&["--nodes", "0", "--real-nodes", "1"]);
+    let node_registry = server.node_registry().expect("the node's registry");
+    let work = tempfile::tempdir().expect("tempdir");
+    let at = |name: &str| work.path().join(name).to_str().expect("UTF-8").to_owned();
+    let kubeconfig = server.kubeconfig.to_str().expect("UTF-8").to_owned();
+
+    // The host's image, pushed where the node pulls from.
+    run(
+        &workspace_root().join("deploy/build-image"),
+        &[
+            "--binary",
+            kubewasm_bin().to_str().expect("UTF-8"),
+            "--out",
+            &at("image"),
+        ],
+    );
+    let version = run(&kubewasm_bin(), &["--version"]);
+    let version = version
+        .split_whitespace()
+        .last()
+        .expect("a version")
+        .to_owned();
+    run(
+        Path::new("skopeo"),
+        &[
+            "copy",
+            "--quiet",
+            "--dest-tls-verify=false",
+            &format!("oci:{}:{version}", at("image")),
+            &format!("docker://{node_registry}/kubewasm:{version}"),
+        ],
+    );
+
+    // A registry in the cluster: TLS, one user.
+    certificates(work.path(), REGISTRY_IP);
+    let (user, password) = ("ci", "a password of the cluster's registry");
+    std::fs::write(
+        work.path().join("htpasswd"),
+        format!("{user}:{}\n", bcrypt::hash(password, 4).expect("bcrypt")),
+    )
+    .expect("written");
+    server.ok(&["create", "namespace", "registry"]);
+    server.ok(&[
+        "-n",
+        "registry",
+        "create",
+        "secret",
+        "tls",
+        "registry-tls",
+        "--cert",
+        &at("tls.crt"),
+        "--key",
+        &at("tls.key"),
+    ]);
+    server.ok(&[
+        "-n",
+        "registry",
+        "create",
+        "secret",
+        "generic",
+        "registry-users",
+        &format!("--from-file=htpasswd={}", at("htpasswd")),
+    ]);
+    apply(
+        &server,
+        &format!(
+            r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: registry, namespace: registry}}
+data:
+  config.yml: |
+    version: 0.1
+    log: {{level: info}}
+    storage: {{filesystem: {{rootdirectory: /var/lib/registry}}}}
+    http: {{addr: ":5000", tls: {{certificate: /certs/tls.crt, key: /certs/tls.key}}}}
+    auth: {{htpasswd: {{realm: registry, path: /users/htpasswd}}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: registry, namespace: registry}}
+spec:
+  selector: {{matchLabels: {{app: registry}}}}
+  template:
+    metadata: {{labels: {{app: registry}}}}
+    spec:
+      containers:
+      - name: registry
+        image: {node_registry}/registry:1
+        ports: [{{containerPort: 5000}}]
+        readinessProbe: {{tcpSocket: {{port: 5000}}, periodSeconds: 1}}
+        securityContext: {{readOnlyRootFilesystem: true, allowPrivilegeEscalation: false}}
+        volumeMounts:
+        - {{name: config, mountPath: /etc/registry}}
+        - {{name: certs, mountPath: /certs}}
+        - {{name: users, mountPath: /users}}
+        - {{name: data, mountPath: /var/lib/registry}}
+      volumes:
+      - {{name: config, configMap: {{name: registry}}}}
+      - {{name: certs, secret: {{secretName: registry-tls}}}}
+      - {{name: users, secret: {{secretName: registry-users}}}}
+      - {{name: data, emptyDir: {{}}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: registry, namespace: registry}}
+spec:
+  clusterIP: {REGISTRY_IP}
+  selector: {{app: registry}}
+  ports: [{{port: 443, targetPort: 5000}}]
+"#
+        ),
+    );
+    // Answering through its Service, from this machine: 401 without a user.
+    let v2 = || {
+        let out = Command::new("curl")
+            .args([
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "-m",
+                "2",
+                "--cacert",
+                &at("ca.crt"),
+            ])
+            .arg(format!("https://{REGISTRY_IP}/v2/"))
+            .output()
+            .expect("curl runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    wait(
+        "the cluster's registry answering through its Service",
+        Duration::from_secs(120),
+        || server.kubectl(&["describe", "pods", "-n", "registry"]).1,
+        || v2() == "401",
+    );
+
+    // The plugin pushed there, with the registry's CA and user.
+    std::fs::write(
+        work.path().join("docker-config.json"),
+        serde_json::json!({"auths": {REGISTRY_IP: {"username": user, "password": password}}})
+            .to_string(),
+    )
+    .expect("written");
+    let source = format!("oci://{REGISTRY_IP}/plugins/myapp:1");
+    run(
+        &kubewasm_bin(),
+        &[
+            "push",
+            example_plugin("myapp").to_str().expect("UTF-8"),
+            &source,
+            "--registry-ca",
+            &at("ca.crt"),
+            "--docker-config",
+            &at("docker-config.json"),
+            "--cache-dir",
+            compiled_cache_dir().to_str().expect("UTF-8"),
+        ],
+    );
+
+    // The chart: its defaults, but the image, the registry's CA and what
+    // the plugin reads and writes.
+    server.ok(&["create", "namespace", NAMESPACE]);
+    server.ok(&[
+        "-n",
+        NAMESPACE,
+        "create",
+        "configmap",
+        "registry-ca",
+        &format!("--from-file=ca.crt={}", at("ca.crt")),
+    ]);
+    server.ok(&[
+        "-n",
+        NAMESPACE,
+        "create",
+        "secret",
+        "docker-registry",
+        "registry-pull",
+        &format!("--docker-server={REGISTRY_IP}"),
+        &format!("--docker-username={user}"),
+        &format!("--docker-password={password}"),
+    ]);
+    server.ok(&[
+        "apply",
+        "-f",
+        workspace_root()
+            .join("plugins/myapp/crd.yaml")
+            .to_str()
+            .expect("UTF-8"),
+    ]);
+    let rules = serde_json::json!([
+        {"apiGroups": ["example.com"], "resources": ["myapps"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["example.com"], "resources": ["myapps/status"], "verbs": ["get", "patch"]},
+        {"apiGroups": ["apps"], "resources": ["deployments"],
+         "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]},
+        {"apiGroups": [""], "resources": ["services"],
+         "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]},
+    ]);
+    let (ok, out, err) = helm(&[
+        "install",
+        "kubewasm",
+        workspace_root()
+            .join("deploy/chart/kubewasm")
+            .to_str()
+            .expect("UTF-8"),
+        "--kubeconfig",
+        &kubeconfig,
+        "-n",
+        NAMESPACE,
+        "--set",
+        &format!("image.repository={node_registry}/kubewasm"),
+        "--set",
+        &format!("image.tag={version}"),
+        "--set",
+        "registryCA.configMap=registry-ca",
+        "--set-json",
+        &format!("pluginRules={rules}"),
+    ]);
+    assert!(ok, "helm install: {out}{err}");
+
+    let selector = "app.kubernetes.io/name=kubewasm";
+    let describe = || server.kubectl(&["describe", "pods", "-n", NAMESPACE]).1;
+    wait(
+        "both replicas Ready through the chart's probes",
+        Duration::from_secs(180),
+        describe,
+        || ready_pods(&server, NAMESPACE, selector).len() == 2,
+    );
+    let holder = || {
+        get(&server, &["lease", "kubewasm", "-n", NAMESPACE])["spec"]["holderIdentity"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let replicas = ready_pods(&server, NAMESPACE, selector);
+    wait("a leader", Duration::from_secs(60), holder, || {
+        replicas.iter().any(|p| holder().starts_with(p.as_str()))
+    });
+    let logs = |pod: &str| server.kubectl(&["logs", "-n", NAMESPACE, pod]).1;
+    let leaders: Vec<&String> = replicas
+        .iter()
+        .filter(|p| logs(p).contains("became the leader"))
+        .collect();
+    assert_eq!(leaders.len(), 1, "one leader: {leaders:?}");
+
+    // The plugin from the cluster's registry, loaded in every replica.
+    apply(
+        &server,
+        &format!(
+            "apiVersion: kubewasm.dev/v1alpha1\nkind: ClusterPlugin\nmetadata: {{name: myapp}}\n\
+             spec:\n  source: {source}\n  imagePullSecrets: [{{name: registry-pull, namespace: {NAMESPACE}}}]\n"
+        ),
+    );
+    let loaded = |pod: &str| {
+        logs(pod)
+            .lines()
+            .any(|l| l.contains("plugin loaded") && l.contains(r#""plugin":"myapp""#))
+    };
+    for pod in &replicas {
+        wait(
+            "the plugin loaded from the cluster's registry",
+            Duration::from_secs(120),
+            || {
+                format!(
+                    "{}\n{}",
+                    server
+                        .kubectl(&["get", "clusterplugin", "myapp", "-o", "yaml"])
+                        .1,
+                    logs(pod)
+                )
+            },
+            || loaded(pod),
+        );
+    }
+
+    // A MyApp converged: its Deployment's Pods real containers, Ready.
+    let myapp = |replicas: u32| {
+        format!(
+            "apiVersion: example.com/v1\nkind: MyApp\nmetadata: {{name: demo, namespace: default}}\n\
+             spec: {{replicas: {replicas}, image: \"{node_registry}/echo:1\", port: 8080}}\n"
+        )
+    };
+    apply(&server, &myapp(2));
+    let app_pods = || ready_pods(&server, "default", "app.kubernetes.io/instance=demo");
+    wait(
+        "the MyApp's two Pods Ready",
+        Duration::from_secs(120),
+        || {
+            server
+                .kubectl(&["describe", "deployment,pods", "-n", "default"])
+                .1
+        },
+        || app_pods().len() == 2,
+    );
+
+    // The leader's Pod deleted: the standby leads within the Lease + 2 s,
+    // and converges what changes next.
+    let leader = leaders[0].clone();
+    let started = Instant::now();
+    server.ok(&["delete", "pod", "-n", NAMESPACE, &leader, "--wait=false"]);
+    let lease = Duration::from_secs(15);
+    wait(
+        "the standby leading",
+        lease + Duration::from_secs(2),
+        holder,
+        || {
+            let now = holder();
+            !now.is_empty() && !now.starts_with(leader.as_str())
+        },
+    );
+    eprintln!(
+        "the standby led {:?} after the leader's Pod was deleted",
+        started.elapsed()
+    );
+    apply(&server, &myapp(3));
+    wait(
+        "the MyApp's third Pod Ready, by the new leader",
+        Duration::from_secs(120),
+        || {
+            server
+                .kubectl(&["describe", "deployment", "demo", "-n", "default"])
+                .1
+        },
+        || app_pods().len() == 3,
+    );
+}
