@@ -37,9 +37,10 @@ fn render(values: &[&str]) -> Vec<Value> {
 }
 
 /// Every option on: the sharded form, a ServiceMonitor, the alerts, the
-/// dashboard, a tenant, the image by digest.
+/// dashboard, a tenant, the image by digest, a registry's CA.
 const EVERYTHING: &[&str] = &[
     "mode=sharded",
+    "registryCA.configMap=registry-ca",
     "replicas=3",
     "namespace.create=true",
     "metrics.serviceMonitor.enabled=true",
