@@ -37,10 +37,11 @@ fn render(values: &[&str]) -> Vec<Value> {
 }
 
 /// Every option on: the sharded form, a ServiceMonitor, the alerts, the
-/// dashboard, a tenant, the image by digest, a registry's CA.
+/// dashboard, a tenant, the image by digest, a registry's CA, signers.
 const EVERYTHING: &[&str] = &[
     "mode=sharded",
     "registryCA.configMap=registry-ca",
+    "requireSignatures.configMap=signers",
     "replicas=3",
     "namespace.create=true",
     "metrics.serviceMonitor.enabled=true",

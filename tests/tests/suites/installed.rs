@@ -4,18 +4,25 @@
 //! install` with its defaults but the image, the registry's CA and the rules
 //! of its plugin; a registry running as a Pod of the cluster (TLS by a CA of
 //! the test's, a user) holding the plugin, pushed there through its Service;
-//! a `ClusterPlugin` naming it with a pull secret. Both replicas Running and
+//! a `ClusterPlugin` naming it with a pull secret, signed by a key the chart's
+//! `requireSignatures` names (an unsigned one beside it refused). Both replicas Running and
 //! Ready through the chart's probes, one leader, the plugin loaded in each, a
-//! MyApp converged with its Pods running as real containers, the leader's Pod
-//! deleted and the standby leading within the Lease and 2 s, converging what
-//! changes next. Real cluster only (`make test-real`), as root.
+//! MyApp converged with its Pods running as real containers, a real
+//! Prometheus scraping both replicas (the chart's metrics Service's
+//! endpoints) over HTTPS with a token bound to the chart's metrics-reader
+//! role, the
+//! leader's Pod deleted and the standby leading within the Lease and 2 s,
+//! converging what changes next. Real cluster only (`make test-real`), as
+//! root.
 
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use kubewasm_tests::prometheus::{Prometheus, Target};
 use kubewasm_tests::{
-    Apiserver, TestCluster, compiled_cache_dir, example_plugin, helm, kubewasm_bin, workspace_root,
+    Apiserver, TestCluster, compiled_cache_dir, example_plugin, helm, kubewasm_bin, test_plugin,
+    workspace_root,
 };
 use serde_json::Value;
 
@@ -295,21 +302,57 @@ spec:
             .to_string(),
     )
     .expect("written");
-    let source = format!("oci://{REGISTRY_IP}/plugins/myapp:1");
+    let openssl = Path::new("openssl");
     run(
-        &kubewasm_bin(),
+        openssl,
         &[
-            "push",
-            example_plugin("myapp").to_str().expect("UTF-8"),
-            &source,
-            "--registry-ca",
-            &at("ca.crt"),
-            "--docker-config",
-            &at("docker-config.json"),
-            "--cache-dir",
-            compiled_cache_dir().to_str().expect("UTF-8"),
+            "ecparam",
+            "-name",
+            "prime256v1",
+            "-genkey",
+            "-noout",
+            "-out",
+            &at("cosign.key"),
         ],
     );
+    run(
+        openssl,
+        &[
+            "ec",
+            "-in",
+            &at("cosign.key"),
+            "-pubout",
+            "-out",
+            &at("cosign.pub"),
+        ],
+    );
+    let source = format!("oci://{REGISTRY_IP}/plugins/myapp:1");
+    // Another component (a signature is a digest's: the same one
+    // pushed unsigned under another tag is signed), unsigned.
+    let unsigned = format!("oci://{REGISTRY_IP}/plugins/myapp-go:unsigned");
+    for (reference, component, sign) in [
+        (&source, example_plugin("myapp"), true),
+        (&unsigned, test_plugin("myapp-go"), false),
+    ] {
+        let mut args = vec![
+            "push".to_owned(),
+            component.to_str().expect("UTF-8").to_owned(),
+            reference.clone(),
+            "--registry-ca".to_owned(),
+            at("ca.crt"),
+            "--docker-config".to_owned(),
+            at("docker-config.json"),
+            "--cache-dir".to_owned(),
+            compiled_cache_dir().to_str().expect("UTF-8").to_owned(),
+        ];
+        if sign {
+            args.extend(["--sign".to_owned(), at("cosign.key")]);
+        }
+        run(
+            &kubewasm_bin(),
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+    }
 
     // The chart: its defaults, but the image, the registry's CA and what
     // the plugin reads and writes.
@@ -332,6 +375,14 @@ spec:
         &format!("--docker-server={REGISTRY_IP}"),
         &format!("--docker-username={user}"),
         &format!("--docker-password={password}"),
+    ]);
+    server.ok(&[
+        "-n",
+        NAMESPACE,
+        "create",
+        "configmap",
+        "signers",
+        &format!("--from-file=cosign.pub={}", at("cosign.pub")),
     ]);
     server.ok(&[
         "apply",
@@ -366,6 +417,8 @@ spec:
         &format!("image.tag={version}"),
         "--set",
         "registryCA.configMap=registry-ca",
+        "--set",
+        "requireSignatures.configMap=signers",
         "--set-json",
         &format!("pluginRules={rules}"),
     ]);
@@ -426,6 +479,33 @@ spec:
         );
     }
 
+    // The unsigned component: refused, saying why.
+    apply(
+        &server,
+        &format!(
+            "apiVersion: kubewasm.dev/v1alpha1\nkind: ClusterPlugin\nmetadata: {{name: unsigned}}\n\
+             spec:\n  source: {unsigned}\n  imagePullSecrets: [{{name: registry-pull, namespace: {NAMESPACE}}}]\n"
+        ),
+    );
+    let refused = || {
+        get(&server, &["clusterplugin", "unsigned"])["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Degraded" && c["reason"] == "SignatureRefused")
+            })
+    };
+    wait(
+        "the unsigned plugin refused",
+        Duration::from_secs(60),
+        || {
+            server
+                .kubectl(&["get", "clusterplugin", "unsigned", "-o", "yaml"])
+                .1
+        },
+        refused,
+    );
+
     // A MyApp converged: its Deployment's Pods real containers, Ready.
     let myapp = |replicas: u32| {
         format!(
@@ -444,6 +524,81 @@ spec:
                 .1
         },
         || app_pods().len() == 2,
+    );
+
+    // Prometheus, as a cluster's scrapes the host: each endpoint of the
+    // chart's metrics Service over HTTPS with a token of an account bound
+    // to the chart's kubewasm-metrics-reader. (Debian's Prometheus is built
+    // without Kubernetes service discovery: the endpoints are read here,
+    // from the Service's EndpointSlice, as that discovery reads them.)
+    server.ok(&["create", "namespace", "monitoring"]);
+    server.ok(&["-n", "monitoring", "create", "serviceaccount", "prometheus"]);
+    server.ok(&[
+        "create",
+        "clusterrolebinding",
+        "prometheus-kubewasm-metrics",
+        "--clusterrole=kubewasm-metrics-reader",
+        "--serviceaccount=monitoring:prometheus",
+    ]);
+    let token = server.ok(&[
+        "-n",
+        "monitoring",
+        "create",
+        "token",
+        "prometheus",
+        "--duration=1h",
+    ]);
+    let slices = get(
+        &server,
+        &[
+            "endpointslices",
+            "-n",
+            NAMESPACE,
+            "-l",
+            "kubernetes.io/service-name=kubewasm-metrics",
+        ],
+    );
+    let port = slices["items"][0]["ports"][0]["port"]
+        .as_u64()
+        .expect("the metrics port");
+    let endpoints: Vec<(String, String)> = slices["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|slice| slice["endpoints"].as_array().cloned().unwrap_or_default())
+        .map(|e| {
+            let ip = e["addresses"][0].as_str().expect("an address");
+            let pod = e["targetRef"]["name"].as_str().expect("a Pod");
+            (format!("{ip}:{port}"), pod.to_owned())
+        })
+        .collect();
+    assert_eq!(endpoints.len(), 2, "{slices}");
+    let labels: Vec<[(&str, &str); 1]> = endpoints
+        .iter()
+        .map(|(_, pod)| [("pod", pod.as_str())])
+        .collect();
+    let targets: Vec<Target<'_>> = endpoints
+        .iter()
+        .zip(&labels)
+        .map(|((addr, _), labels)| Target {
+            addr,
+            labels,
+            token: Some(token.trim()),
+        })
+        .collect();
+    let prometheus = Prometheus::start(&targets, &[]);
+    let scraped = || {
+        prometheus
+            .query(r#"count by (pod) ({__name__=~"kubewasm_.+"})"#)
+            .into_iter()
+            .filter_map(|(labels, _)| labels["pod"].as_str().map(str::to_owned))
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    wait(
+        "Prometheus scraping both replicas' kubewasm_ series",
+        Duration::from_secs(60),
+        || format!("{}\n{}", prometheus.api("targets"), prometheus.log()),
+        || scraped() == replicas.iter().cloned().collect(),
     );
 
     // The leader's Pod deleted: the standby leads within the Lease + 2 s,
