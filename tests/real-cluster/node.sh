@@ -204,7 +204,9 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bt
 TOML
   # containerd finds its shim on PATH.
   ln -sf "$BIN/containerd-shim-runc-v2" "$N/bin/"
-  start containerd env PATH="$N/bin:$PATH" "$BIN/containerd" --config "$N/containerd.toml"
+  # Restarted when it exits, as a node's service manager does: the Pods
+  # outlive it in their shims, and a test kills it under them.
+  start containerd node_supervise env PATH="$N/bin:$PATH" "$BIN/containerd" --config "$N/containerd.toml"
   until_ok 30 containerd test -S "$N/containerd.sock"
 
   local kubelet_port
@@ -254,6 +256,19 @@ metricsBindAddress: 127.0.0.1:$(free_port)
 YAML
   start kube-proxy "$BIN/kube-proxy" --config "$N/kube-proxy.yaml"
   until_ok 120 "the real node" kubectl --kubeconfig "$KC" wait --for=condition=Ready "node/$NODE_NAME" --timeout=1s
+}
+
+# node_supervise COMMAND...: COMMAND, started again a second after it
+# exits (systemd's Restart=always), until this is told to stop.
+node_supervise() {
+  local child=""
+  trap 'kill "$child" 2>/dev/null; wait "$child"; exit 0' TERM INT
+  while :; do
+    "$@" &
+    child=$!
+    wait "$child" || true
+    sleep 1
+  done
 }
 
 # node_stop: what the node made, removed (its processes are up's, stopped

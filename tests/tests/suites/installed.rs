@@ -151,11 +151,67 @@ fn certificates(dir: &Path, ip: &str) {
     );
 }
 
-#[test]
-fn the_chart_should_install_on_a_real_node_run_a_plugin_from_the_clusters_registry_and_fail_over() {
-    if !TestCluster::real_only("the chart on a real node") {
-        return;
+/// What [`install`] made.
+struct Installed {
+    server: Apiserver,
+    /// The node's registry, `host:port`.
+    node_registry: String,
+    /// The Ready replicas' Pods.
+    replicas: Vec<String>,
+    /// The one of them that leads.
+    leader: String,
+    /// An unsigned component's reference in the cluster's registry.
+    unsigned: String,
+}
+
+impl Installed {
+    fn logs(&self, pod: &str) -> String {
+        self.server.kubectl(&["logs", "-n", NAMESPACE, pod]).1
     }
+
+    /// The Lease's holder.
+    fn holder(&self) -> String {
+        get(&self.server, &["lease", "kubewasm", "-n", NAMESPACE])["spec"]["holderIdentity"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// The MyApp `demo`, of `replicas` Pods of the node's `echo`, applied.
+    fn myapp(&self, replicas: u32) {
+        apply(
+            &self.server,
+            &format!(
+                "apiVersion: example.com/v1\nkind: MyApp\nmetadata: {{name: demo, namespace: default}}\n\
+                 spec: {{replicas: {replicas}, image: \"{}/echo:1\", port: 8080}}\n",
+                self.node_registry
+            ),
+        );
+    }
+
+    /// Waits for `demo`'s Pods: `replicas` of them Ready.
+    fn wait_app_pods(&self, what: &str, replicas: usize) {
+        wait(
+            what,
+            Duration::from_secs(120),
+            || {
+                self.server
+                    .kubectl(&["describe", "deployment,pods", "-n", "default"])
+                    .1
+            },
+            || {
+                ready_pods(&self.server, "default", "app.kubernetes.io/instance=demo").len()
+                    == replicas
+            },
+        );
+    }
+}
+
+/// A real cluster with a real node, the host's image in the node's
+/// registry, a registry in the cluster holding `myapp` signed (and another
+/// component unsigned), the chart installed by helm, both replicas Ready,
+/// one leading, and `myapp` from the cluster's registry loaded in each.
+fn install() -> Installed {
     let server = Apiserver::start_real(&["--nodes", "0", "--real-nodes", "1"]);
     let node_registry = server.node_registry().expect("the node's registry");
     let work = tempfile::tempdir().expect("tempdir");
@@ -479,16 +535,39 @@ spec:
         );
     }
 
+    let leader = leaders[0].clone();
+    Installed {
+        server,
+        node_registry,
+        replicas,
+        leader,
+        unsigned,
+    }
+}
+
+#[test]
+fn the_chart_should_install_on_a_real_node_run_a_plugin_from_the_clusters_registry_and_fail_over() {
+    if !TestCluster::real_only("the chart on a real node") {
+        return;
+    }
+    let installed = install();
+    let Installed {
+        server,
+        replicas,
+        unsigned,
+        ..
+    } = &installed;
+
     // The unsigned component: refused, saying why.
     apply(
-        &server,
+        server,
         &format!(
             "apiVersion: kubewasm.dev/v1alpha1\nkind: ClusterPlugin\nmetadata: {{name: unsigned}}\n\
              spec:\n  source: {unsigned}\n  imagePullSecrets: [{{name: registry-pull, namespace: {NAMESPACE}}}]\n"
         ),
     );
     let refused = || {
-        get(&server, &["clusterplugin", "unsigned"])["status"]["conditions"]
+        get(server, &["clusterplugin", "unsigned"])["status"]["conditions"]
             .as_array()
             .is_some_and(|c| {
                 c.iter()
@@ -507,24 +586,8 @@ spec:
     );
 
     // A MyApp converged: its Deployment's Pods real containers, Ready.
-    let myapp = |replicas: u32| {
-        format!(
-            "apiVersion: example.com/v1\nkind: MyApp\nmetadata: {{name: demo, namespace: default}}\n\
-             spec: {{replicas: {replicas}, image: \"{node_registry}/echo:1\", port: 8080}}\n"
-        )
-    };
-    apply(&server, &myapp(2));
-    let app_pods = || ready_pods(&server, "default", "app.kubernetes.io/instance=demo");
-    wait(
-        "the MyApp's two Pods Ready",
-        Duration::from_secs(120),
-        || {
-            server
-                .kubectl(&["describe", "deployment,pods", "-n", "default"])
-                .1
-        },
-        || app_pods().len() == 2,
-    );
+    installed.myapp(2);
+    installed.wait_app_pods("the MyApp's two Pods Ready", 2);
 
     // Prometheus, as a cluster's scrapes the host: each endpoint of the
     // chart's metrics Service over HTTPS with a token of an account bound
@@ -549,7 +612,7 @@ spec:
         "--duration=1h",
     ]);
     let slices = get(
-        &server,
+        server,
         &[
             "endpointslices",
             "-n",
@@ -603,16 +666,16 @@ spec:
 
     // The leader's Pod deleted: the standby leads within the Lease + 2 s,
     // and converges what changes next.
-    let leader = leaders[0].clone();
+    let leader = &installed.leader;
     let started = Instant::now();
-    server.ok(&["delete", "pod", "-n", NAMESPACE, &leader, "--wait=false"]);
+    server.ok(&["delete", "pod", "-n", NAMESPACE, leader, "--wait=false"]);
     let lease = Duration::from_secs(15);
     wait(
         "the standby leading",
         lease + Duration::from_secs(2),
-        holder,
+        || installed.holder(),
         || {
-            let now = holder();
+            let now = installed.holder();
             !now.is_empty() && !now.starts_with(leader.as_str())
         },
     );
@@ -620,15 +683,267 @@ spec:
         "the standby led {:?} after the leader's Pod was deleted",
         started.elapsed()
     );
-    apply(&server, &myapp(3));
+    installed.myapp(3);
+    installed.wait_app_pods("the MyApp's third Pod Ready, by the new leader", 3);
+}
+
+/// The Pods of the chart's Deployment, not being deleted: name, phase,
+/// image.
+fn host_pods(server: &Apiserver) -> Vec<(String, String, String)> {
+    get(
+        server,
+        &[
+            "pods",
+            "-n",
+            NAMESPACE,
+            "-l",
+            "app.kubernetes.io/name=kubewasm",
+        ],
+    )["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .map(|p| {
+            let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+            (
+                text(&p["metadata"]["name"]),
+                text(&p["status"]["phase"]),
+                text(&p["spec"]["containers"][0]["image"]),
+            )
+        })
+        .collect()
+}
+
+/// The containers of `demo`'s Pods: each one's ID and restarts.
+fn app_containers(server: &Apiserver) -> Vec<(String, u64)> {
+    get(
+        server,
+        &[
+            "pods",
+            "-n",
+            "default",
+            "-l",
+            "app.kubernetes.io/instance=demo",
+        ],
+    )["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let status = &p["status"]["containerStatuses"][0];
+            (
+                status["containerID"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                status["restartCount"].as_u64().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn an_installation_should_keep_its_budget_outlive_containerd_roll_an_upgrade_and_uninstall_cleanly()
+{
+    if !TestCluster::real_only("the chart on a real node") {
+        return;
+    }
+    let installed = install();
+    let server = &installed.server;
+    installed.myapp(2);
+    installed.wait_app_pods("the MyApp's two Pods Ready", 2);
+
+    // kubectl drain: the chart's PodDisruptionBudget lets one replica go,
+    // never both.
+    let (drained, _, err) = server.kubectl(&[
+        "drain",
+        "real-node-0",
+        "--pod-selector=app.kubernetes.io/name=kubewasm",
+        // The chart's emptyDirs are caches, rebuilt by a new Pod.
+        "--delete-emptydir-data",
+        "--timeout=20s",
+    ]);
+    assert!(!drained, "the drain evicted both replicas: {err}");
+    assert!(err.contains("disruption budget"), "{err}");
+    let running: Vec<String> = host_pods(server)
+        .into_iter()
+        .filter(|(name, phase, _)| phase == "Running" && installed.replicas.contains(name))
+        .map(|(name, ..)| name)
+        .collect();
+    assert_eq!(
+        running.len(),
+        1,
+        "one replica kept: {:?}",
+        host_pods(server)
+    );
+    server.ok(&["uncordon", "real-node-0"]);
     wait(
-        "the MyApp's third Pod Ready, by the new leader",
+        "two replicas Ready again",
         Duration::from_secs(120),
+        || format!("{:?}", host_pods(server)),
+        || ready_pods(server, NAMESPACE, "app.kubernetes.io/name=kubewasm").len() == 2,
+    );
+
+    // containerd killed under the running Pods: they run on (the same
+    // containers, no restart), it comes back, and a new Pod starts.
+    let before = app_containers(server);
+    let containerd = |signal: &str| {
+        Command::new("pkill")
+            .args([signal, "-f", "real-cluster/bin/containerd --config"])
+            .status()
+            .expect("pkill runs")
+            .success()
+    };
+    assert!(containerd("-KILL"), "no containerd to kill");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        app_containers(server),
+        before,
+        "the Pods' containers changed"
+    );
+    installed.myapp(3);
+    installed.wait_app_pods("a third Pod started by the restarted containerd", 3);
+    let after = app_containers(server);
+    assert!(
+        before.iter().all(|c| after.contains(c)),
+        "{before:?} -> {after:?}"
+    );
+
+    // helm upgrade to a new image: a rolling update; a change made while it
+    // rolls is converged, by the replicas of the new image.
+    let image = tempfile::tempdir().expect("tempdir");
+    let layout = image.path().join("layout");
+    let layout = layout.to_str().expect("UTF-8");
+    run(
+        &workspace_root().join("deploy/build-image"),
+        &[
+            "--binary",
+            kubewasm_bin().to_str().expect("UTF-8"),
+            "--version",
+            "next",
+            "--out",
+            layout,
+        ],
+    );
+    let next = format!("{}/kubewasm:next", installed.node_registry);
+    run(
+        Path::new("skopeo"),
+        &[
+            "copy",
+            "--quiet",
+            "--dest-tls-verify=false",
+            &format!("oci:{layout}:next"),
+            &format!("docker://{next}"),
+        ],
+    );
+    let chart = workspace_root().join("deploy/chart/kubewasm");
+    let kubeconfig = server.kubeconfig.to_str().expect("UTF-8");
+    let (ok, out, err) = helm(&[
+        "upgrade",
+        "kubewasm",
+        chart.to_str().expect("UTF-8"),
+        "--kubeconfig",
+        kubeconfig,
+        "-n",
+        NAMESPACE,
+        "--reuse-values",
+        "--set",
+        "image.tag=next",
+    ]);
+    assert!(ok, "helm upgrade: {out}{err}");
+    installed.myapp(4);
+    wait(
+        "the rollout done: two Ready replicas of the new image, the old ones gone",
+        Duration::from_secs(180),
+        || format!("{:?}", host_pods(server)),
         || {
-            server
-                .kubectl(&["describe", "deployment", "demo", "-n", "default"])
-                .1
+            let pods = host_pods(server);
+            pods.len() == 2
+                && pods.iter().all(|(_, _, image)| *image == next)
+                && ready_pods(server, NAMESPACE, "app.kubernetes.io/name=kubewasm").len() == 2
         },
-        || app_pods().len() == 3,
+    );
+    installed.wait_app_pods("the MyApp changed during the rollout converged", 4);
+    let holder = installed.holder();
+    assert!(
+        host_pods(server)
+            .iter()
+            .any(|(name, ..)| holder.starts_with(name.as_str())),
+        "a new replica leads: {holder}"
+    );
+    let new_leader = host_pods(server)
+        .into_iter()
+        .find(|(name, ..)| holder.starts_with(name.as_str()))
+        .map(|(name, ..)| name)
+        .unwrap_or_default();
+    assert!(installed.logs(&new_leader).contains("became the leader"));
+
+    // helm uninstall: nothing of the release is left but its CRDs.
+    let (ok, out, err) = helm(&[
+        "uninstall",
+        "kubewasm",
+        "--kubeconfig",
+        kubeconfig,
+        "-n",
+        NAMESPACE,
+        "--wait",
+    ]);
+    assert!(ok, "helm uninstall: {out}{err}");
+    wait(
+        "the host's Pods gone",
+        Duration::from_secs(60),
+        || format!("{:?}", host_pods(server)),
+        || {
+            host_pods(server).is_empty()
+                && server
+                    .kubectl(&["get", "pods", "-n", NAMESPACE, "-o", "name"])
+                    .1
+                    .trim()
+                    .is_empty()
+        },
+    );
+    let left = server
+        .kubectl(&[
+            "get",
+            "all,leases,configmaps,secrets,serviceaccounts,roles,rolebindings,poddisruptionbudgets,networkpolicies",
+            "-n",
+            NAMESPACE,
+            "-o",
+            "name",
+        ])
+        .1;
+    // What the test made itself (the registry's CA, the signers, the pull
+    // secret) and what every namespace has stay.
+    let left: Vec<&str> = left
+        .lines()
+        .filter(|l| {
+            ![
+                "configmap/registry-ca",
+                "configmap/signers",
+                "configmap/kube-root-ca.crt",
+                "secret/registry-pull",
+                "serviceaccount/default",
+            ]
+            .contains(l)
+        })
+        .collect();
+    assert!(left.is_empty(), "left after helm uninstall: {left:?}");
+    let cluster_wide = server
+        .kubectl(&[
+            "get",
+            "clusterroles,clusterrolebindings",
+            "-l",
+            "app.kubernetes.io/instance=kubewasm",
+            "-o",
+            "name",
+        ])
+        .1;
+    assert!(cluster_wide.trim().is_empty(), "left: {cluster_wide}");
+    assert!(
+        server
+            .kubectl(&["get", "crd", "clusterplugins.kubewasm.dev"])
+            .0,
+        "the CRDs stay"
     );
 }
