@@ -13,7 +13,7 @@
 # NodePorts on 10.244.0.1 only. Nothing leaves this machine.
 #
 # One real node per machine (the bridge's name and address are fixed): a
-# second refuses to start while the first runs. Everything below DIR/node;
+# second waits (up to 5 minutes) for the first to stop. Everything below DIR/node;
 # `node_stop` (run by up's stop) removes the Pods' containers, mounts, the
 # bridge and kube-proxy's rules, and puts back the sysctls it changed.
 
@@ -55,8 +55,8 @@ node_network() {
   [ "$(id -u)" = 0 ] || { echo "real-cluster: a real node needs root" >&2; exit 1; }
   exec 8>"$NODE_LOCK"
   if ! flock -n 8; then
-    echo "real-cluster: another real node runs on this machine ($NODE_LOCK is held)" >&2
-    exit 1
+    echo "real-cluster: another real node runs on this machine ($NODE_LOCK is held): waiting up to 5 min" >&2
+    flock -w 300 8 || { echo "real-cluster: the other real node still runs" >&2; exit 1; }
   fi
   # What a run that was killed left (nothing holds the lock: it is nobody's).
   if [ -f "$NODE_SHIMS.dir" ]; then

@@ -314,7 +314,13 @@ pub struct Apiserver {
     pub kubeconfig: PathBuf,
     cluster: TestCluster,
     _dir: tempfile::TempDir,
+    /// With a real node, this process's turn (one real node per machine:
+    /// its tests wait for each other), held until the node is gone.
+    _node: Option<std::sync::MutexGuard<'static, ()>>,
 }
+
+/// The turn of a test that starts a real node.
+static REAL_NODE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Apiserver {
     /// Starts `kubewasm apiserver` on a free loopback port.
@@ -375,7 +381,13 @@ impl Apiserver {
                 other => panic!("{other}: a flag of the embedded server, not of the real cluster"),
             }
         }
-        real_cluster_built(up.windows(2).any(|f| f == ["--real-nodes", "1"]));
+        let node = up.windows(2).any(|f| f == ["--real-nodes", "1"]);
+        real_cluster_built(node);
+        let turn = node.then(|| {
+            REAL_NODE
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        });
         let dir = tempfile::tempdir().expect("tempdir");
         let state = dir.path().join("cluster");
         let log = std::fs::File::create(dir.path().join("up.log")).expect("log file");
@@ -394,6 +406,7 @@ impl Apiserver {
             kubeconfig: state.join("kubeconfig"),
             cluster: TestCluster::Real,
             _dir: dir,
+            _node: turn,
         };
         let deadline = Instant::now() + Duration::from_secs(180);
         let up_log = server._dir.path().join("up.log");
@@ -431,6 +444,7 @@ impl Apiserver {
             kubeconfig,
             cluster: TestCluster::Embedded,
             _dir: dir,
+            _node: None,
         }
     }
 
