@@ -271,19 +271,21 @@ pub fn wait_for(
     host: &Host,
     within: Duration,
     state: impl Fn() -> String,
-    mut check: impl FnMut() -> bool,
+    check: impl FnMut() -> bool,
 ) {
-    let deadline = Instant::now() + within;
-    while !check() {
-        assert!(
-            Instant::now() < deadline,
-            "never: {what}\n{}\nhost log:\n{}\nmetrics:\n{}",
-            state(),
-            host.log(),
-            host.get("/metrics").1
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    crate::wait_until(
+        what,
+        within,
+        || {
+            format!(
+                "{}\nhost log:\n{}\nmetrics:\n{}",
+                state(),
+                host.log(),
+                host.get("/metrics").1
+            )
+        },
+        check,
+    );
 }
 
 /// The sum of every series of `metric` (`name{...} value` lines of the

@@ -198,6 +198,21 @@ pub(crate) fn kib_field(text: &str, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// Waits up to `within` for `check`, every 100 ms; the failure names
+/// `what` and shows `state()` (what the cluster holds).
+pub fn wait_until(
+    what: &str,
+    within: Duration,
+    state: impl Fn() -> String,
+    mut check: impl FnMut() -> bool,
+) {
+    let deadline = Instant::now() + within;
+    while !check() {
+        assert!(Instant::now() < deadline, "never: {what}\n{}", state());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// `helm ARGS`: whether it succeeded, its output and its messages (`$HELM`,
 /// else the one `.ci/helm` builds into `target/tools`).
 pub fn helm(args: &[&str]) -> (bool, String, String) {

@@ -19,26 +19,17 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use kubewasm_tests::host::get_json;
 use kubewasm_tests::prometheus::{Prometheus, Target};
 use kubewasm_tests::{
     Apiserver, TestCluster, compiled_cache_dir, example_plugin, helm, kubewasm_bin, test_plugin,
-    workspace_root,
+    wait_until, workspace_root,
 };
 use serde_json::Value;
 
 /// The in-cluster registry's Service address (in the Service range).
 const REGISTRY_IP: &str = "10.96.0.50";
 const NAMESPACE: &str = "kubewasm-system";
-
-/// Waits up to `within` for `check`; the failure names `what` and shows
-/// `state()`.
-fn wait(what: &str, within: Duration, state: impl Fn() -> String, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !check() {
-        assert!(Instant::now() < deadline, "never: {what}\n{}", state());
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
 
 /// `program ARGS`, which must succeed: its output.
 fn run(program: &Path, args: &[&str]) -> String {
@@ -54,10 +45,7 @@ fn run(program: &Path, args: &[&str]) -> String {
 
 /// `kubectl get ARGS -o json`, parsed (`Null` if it failed).
 fn get(server: &Apiserver, args: &[&str]) -> Value {
-    let mut all = vec!["get"];
-    all.extend_from_slice(args);
-    all.extend(["-o", "json"]);
-    serde_json::from_str(&server.kubectl(&all).1).unwrap_or(Value::Null)
+    get_json(server, args).unwrap_or_default()
 }
 
 /// `kubectl apply` of `yaml`.
@@ -191,7 +179,7 @@ impl Installed {
 
     /// Waits for `demo`'s Pods: `replicas` of them Ready.
     fn wait_app_pods(&self, what: &str, replicas: usize) {
-        wait(
+        wait_until(
             what,
             Duration::from_secs(120),
             || {
@@ -344,7 +332,7 @@ spec:
             .expect("curl runs");
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    wait(
+    wait_until(
         "the cluster's registry answering through its Service",
         Duration::from_secs(120),
         || server.kubectl(&["describe", "pods", "-n", "registry"]).1,
@@ -482,7 +470,7 @@ spec:
 
     let selector = "app.kubernetes.io/name=kubewasm";
     let describe = || server.kubectl(&["describe", "pods", "-n", NAMESPACE]).1;
-    wait(
+    wait_until(
         "both replicas Ready through the chart's probes",
         Duration::from_secs(180),
         describe,
@@ -495,7 +483,7 @@ spec:
             .to_owned()
     };
     let replicas = ready_pods(&server, NAMESPACE, selector);
-    wait("a leader", Duration::from_secs(60), holder, || {
+    wait_until("a leader", Duration::from_secs(60), holder, || {
         replicas.iter().any(|p| holder().starts_with(p.as_str()))
     });
     let logs = |pod: &str| server.kubectl(&["logs", "-n", NAMESPACE, pod]).1;
@@ -519,7 +507,7 @@ spec:
             .any(|l| l.contains("plugin loaded") && l.contains(r#""plugin":"myapp""#))
     };
     for pod in &replicas {
-        wait(
+        wait_until(
             "the plugin loaded from the cluster's registry",
             Duration::from_secs(120),
             || {
@@ -574,7 +562,7 @@ fn the_chart_should_install_on_a_real_node_run_a_plugin_from_the_clusters_regist
                     .any(|c| c["type"] == "Degraded" && c["reason"] == "SignatureRefused")
             })
     };
-    wait(
+    wait_until(
         "the unsigned plugin refused",
         Duration::from_secs(60),
         || {
@@ -657,7 +645,7 @@ fn the_chart_should_install_on_a_real_node_run_a_plugin_from_the_clusters_regist
             .filter_map(|(labels, _)| labels["pod"].as_str().map(str::to_owned))
             .collect::<std::collections::BTreeSet<_>>()
     };
-    wait(
+    wait_until(
         "Prometheus scraping both replicas' kubewasm_ series",
         Duration::from_secs(60),
         || format!("{}\n{}", prometheus.api("targets"), prometheus.log()),
@@ -670,7 +658,7 @@ fn the_chart_should_install_on_a_real_node_run_a_plugin_from_the_clusters_regist
     let started = Instant::now();
     server.ok(&["delete", "pod", "-n", NAMESPACE, leader, "--wait=false"]);
     let lease = Duration::from_secs(15);
-    wait(
+    wait_until(
         "the standby leading",
         lease + Duration::from_secs(2),
         || installed.holder(),
@@ -778,7 +766,7 @@ fn an_installation_should_keep_its_budget_outlive_containerd_roll_an_upgrade_and
         host_pods(server)
     );
     server.ok(&["uncordon", "real-node-0"]);
-    wait(
+    wait_until(
         "two replicas Ready again",
         Duration::from_secs(120),
         || format!("{:?}", host_pods(server)),
@@ -853,7 +841,7 @@ fn an_installation_should_keep_its_budget_outlive_containerd_roll_an_upgrade_and
     ]);
     assert!(ok, "helm upgrade: {out}{err}");
     installed.myapp(4);
-    wait(
+    wait_until(
         "the rollout done: two Ready replicas of the new image, the old ones gone",
         Duration::from_secs(180),
         || format!("{:?}", host_pods(server)),
@@ -890,7 +878,7 @@ fn an_installation_should_keep_its_budget_outlive_containerd_roll_an_upgrade_and
         "--wait",
     ]);
     assert!(ok, "helm uninstall: {out}{err}");
-    wait(
+    wait_until(
         "the host's Pods gone",
         Duration::from_secs(60),
         || format!("{:?}", host_pods(server)),

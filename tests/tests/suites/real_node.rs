@@ -8,28 +8,15 @@
 //! `kubernetes` Service with its ServiceAccount's token. Real cluster only
 //! (`make test-real`), as root.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use kubewasm_tests::{Apiserver, TestCluster};
+use kubewasm_tests::host::get_json;
+use kubewasm_tests::{Apiserver, TestCluster, wait_until};
 use serde_json::Value;
-
-/// Waits up to `within` for `check`; the failure names `what` and shows
-/// `state()`.
-fn wait(what: &str, within: Duration, state: impl Fn() -> String, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !check() {
-        assert!(Instant::now() < deadline, "never: {what}\n{}", state());
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
 
 /// `kubectl get ARGS -o json`, parsed (`Null` if it failed).
 fn get(server: &Apiserver, args: &[&str]) -> Value {
-    let mut all = vec!["get"];
-    all.extend_from_slice(args);
-    all.extend(["-o", "json"]);
-    let (_, out, _) = server.kubectl(&all);
-    serde_json::from_str(&out).unwrap_or(Value::Null)
+    get_json(server, args).unwrap_or_default()
 }
 
 #[test]
@@ -87,7 +74,7 @@ spec:
     server.ok(&["apply", "-f", file.to_str().expect("UTF-8")]);
     let pods = || get(&server, &["pods", "-n", "default", "-l", "app=echo"]);
     let describe = || server.kubectl(&["describe", "pods", "-n", "default"]).1;
-    wait(
+    wait_until(
         "both echo Pods Ready on the real node",
         Duration::from_secs(120),
         describe,
@@ -114,7 +101,7 @@ spec:
     // API server's answer through the `kubernetes` Service).
     let logs = |pod: &str| server.kubectl(&["logs", "-n", "default", pod]).1;
     for pod in &names {
-        wait(
+        wait_until(
             "the Pod reaching the API server through the kubernetes Service",
             Duration::from_secs(30),
             || logs(pod),
@@ -130,7 +117,7 @@ spec:
         .expect("a ClusterIP")
         .to_owned();
     let mut answered = std::collections::BTreeSet::new();
-    wait(
+    wait_until(
         "both Pods answering on the ClusterIP",
         Duration::from_secs(30),
         || {
@@ -155,37 +142,31 @@ spec:
     assert_eq!(answered, names.iter().cloned().collect());
 
     // kubectl exec: the client in one Pod asks the Service, by its ClusterIP.
-    let (ok, out, err) = server.kubectl(&[
-        "exec",
-        "-n",
-        "default",
-        &names[0],
-        "--",
-        "/usr/local/bin/echo",
-        "get",
-        &format!("http://{ip}/from-a-pod"),
-    ]);
+    let exec_get = |url: &str| {
+        server.kubectl(&[
+            "exec",
+            "-n",
+            "default",
+            &names[0],
+            "--",
+            "/usr/local/bin/echo",
+            "get",
+            url,
+        ])
+    };
+    let (ok, out, err) = exec_get(&format!("http://{ip}/from-a-pod"));
     assert!(ok, "kubectl exec: {err}");
     let answer: Vec<&str> = out.split_whitespace().collect();
     assert!(names.iter().any(|n| n == answer[0]), "{out}");
     assert_eq!(answer.get(1), Some(&"/from-a-pod"), "{out}");
-    wait(
+    wait_until(
         "the request from a Pod in the answering Pod's log",
         Duration::from_secs(10),
         || logs(answer[0]),
         || logs(answer[0]).contains("request /from-a-pod"),
     );
     // A failing command's status comes back through exec.
-    let (ok, _, err) = server.kubectl(&[
-        "exec",
-        "-n",
-        "default",
-        &names[0],
-        "--",
-        "/usr/local/bin/echo",
-        "get",
-        &format!("http://{ip}:81/closed"),
-    ]);
+    let (ok, _, err) = exec_get(&format!("http://{ip}:81/closed"));
     assert!(!ok && err.contains("exit code 1"), "{err}");
 
     // Stopped, the node leaves nothing on the machine: no container, no
