@@ -332,9 +332,9 @@ difference: build
 kube-rs-tests: build
 	tests/kube-rs/run
 
-bench: plugins test-plugins build go-plugins
+bench: plugins test-plugins build go-plugins image
 	$(CARGO) build --release -p kubewasm -p kube-runtime-myapp  # the peers bench runs the release binaries
-	$(CARGO) bench -p kubewasm-tests --bench contract --bench languages --bench apiserver --bench hostile --bench engine --bench lifecycle --bench tenants --bench fleet --bench devcluster --bench peers -- --write BENCHMARKS.md
+	$(CARGO) bench -p kubewasm-tests --bench image --bench contract --bench languages --bench apiserver --bench hostile --bench engine --bench lifecycle --bench tenants --bench fleet --bench devcluster --bench peers -- --write BENCHMARKS.md
 
 clean:
 	$(CARGO) clean
