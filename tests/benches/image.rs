@@ -85,20 +85,18 @@ fn main() -> anyhow::Result<()> {
 
     let kubeconfig = server.kubeconfig.to_str().context("UTF-8")?.to_owned();
     let chart = workspace_root().join("deploy/chart/kubewasm");
-    let rollout = || {
-        run(
-            "kubectl",
-            &[
-                "--kubeconfig",
-                &kubeconfig,
-                "-n",
-                "kubewasm-system",
-                "rollout",
-                "status",
-                "deployment/kubewasm",
-                "--timeout=300s",
-            ],
-        )
+    // `kubectl rollout ARGS` of the chart's Deployment.
+    let rollout = |args: &[&str]| {
+        let mut all = vec![
+            "--kubeconfig",
+            kubeconfig.as_str(),
+            "-n",
+            "kubewasm-system",
+            "rollout",
+        ];
+        all.extend_from_slice(args);
+        all.push("deployment/kubewasm");
+        run("kubectl", &all)
     };
     let (installed, cold) = time_once(|| {
         let (ok, out, err) = helm(&[
@@ -116,22 +114,11 @@ fn main() -> anyhow::Result<()> {
             &format!("image.tag={tag}"),
         ]);
         anyhow::ensure!(ok, "helm install: {out}{err}");
-        rollout()
+        rollout(&["status", "--timeout=300s"])
     });
     installed?;
-    run(
-        "kubectl",
-        &[
-            "--kubeconfig",
-            &kubeconfig,
-            "-n",
-            "kubewasm-system",
-            "rollout",
-            "restart",
-            "deployment/kubewasm",
-        ],
-    )?;
-    let (restarted, warm) = time_once(rollout);
+    rollout(&["restart"])?;
+    let (restarted, warm) = time_once(|| rollout(&["status", "--timeout=300s"]));
     restarted?;
 
     let mb = |bytes: u64| format!("{:.1} MB", bytes as f64 / 1e6);
