@@ -487,10 +487,20 @@ spec:
         replicas.iter().any(|p| holder().starts_with(p.as_str()))
     });
     let logs = |pod: &str| server.kubectl(&["logs", "-n", NAMESPACE, pod]).1;
-    let leaders: Vec<&String> = replicas
-        .iter()
-        .filter(|p| logs(p).contains("became the leader"))
-        .collect();
+    // The holder logs that it leads once its Lease is written: awaited.
+    let leaders = || -> Vec<&String> {
+        replicas
+            .iter()
+            .filter(|p| logs(p).contains("became the leader"))
+            .collect()
+    };
+    wait_until(
+        "the leader saying so",
+        Duration::from_secs(10),
+        || format!("holder {}", holder()),
+        || !leaders().is_empty(),
+    );
+    let leaders = leaders();
     assert_eq!(leaders.len(), 1, "one leader: {leaders:?}");
 
     // The plugin from the cluster's registry, loaded in every replica.
@@ -599,31 +609,44 @@ fn the_chart_should_install_on_a_real_node_run_a_plugin_from_the_clusters_regist
         "prometheus",
         "--duration=1h",
     ]);
-    let slices = get(
-        server,
-        &[
-            "endpointslices",
-            "-n",
-            NAMESPACE,
-            "-l",
-            "kubernetes.io/service-name=kubewasm-metrics",
-        ],
+    // The Service's endpoints, Ready ones, as a discovery reads them: both
+    // replicas' once the EndpointSlice controller has caught up.
+    let slices = || {
+        get(
+            server,
+            &[
+                "endpointslices",
+                "-n",
+                NAMESPACE,
+                "-l",
+                "kubernetes.io/service-name=kubewasm-metrics",
+            ],
+        )
+    };
+    let endpoints_of = |slices: &Value| -> Vec<(String, String)> {
+        let port = slices["items"][0]["ports"][0]["port"]
+            .as_u64()
+            .unwrap_or_default();
+        slices["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|slice| slice["endpoints"].as_array().cloned().unwrap_or_default())
+            .filter(|e| e["conditions"]["ready"] == true)
+            .filter_map(|e| {
+                let ip = e["addresses"][0].as_str()?;
+                let pod = e["targetRef"]["name"].as_str()?;
+                Some((format!("{ip}:{port}"), pod.to_owned()))
+            })
+            .collect()
+    };
+    wait_until(
+        "both replicas among the metrics Service's endpoints",
+        Duration::from_secs(30),
+        || slices().to_string(),
+        || endpoints_of(&slices()).len() == 2,
     );
-    let port = slices["items"][0]["ports"][0]["port"]
-        .as_u64()
-        .expect("the metrics port");
-    let endpoints: Vec<(String, String)> = slices["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|slice| slice["endpoints"].as_array().cloned().unwrap_or_default())
-        .map(|e| {
-            let ip = e["addresses"][0].as_str().expect("an address");
-            let pod = e["targetRef"]["name"].as_str().expect("a Pod");
-            (format!("{ip}:{port}"), pod.to_owned())
-        })
-        .collect();
-    assert_eq!(endpoints.len(), 2, "{slices}");
+    let endpoints = endpoints_of(&slices());
     let labels: Vec<[(&str, &str); 1]> = endpoints
         .iter()
         .map(|(_, pod)| [("pod", pod.as_str())])
@@ -853,18 +876,28 @@ fn an_installation_should_keep_its_budget_outlive_containerd_roll_an_upgrade_and
         },
     );
     installed.wait_app_pods("the MyApp changed during the rollout converged", 4);
-    let holder = installed.holder();
-    assert!(
+    // The last old replica releases the Lease as it stops; a new one takes
+    // it within the Lease's duration.
+    let new_leader = || {
+        let holder = installed.holder();
         host_pods(server)
-            .iter()
-            .any(|(name, ..)| holder.starts_with(name.as_str())),
-        "a new replica leads: {holder}"
+            .into_iter()
+            .find(|(name, ..)| !holder.is_empty() && holder.starts_with(name.as_str()))
+            .map(|(name, ..)| name)
+    };
+    wait_until(
+        "a replica of the new image leading",
+        Duration::from_secs(17),
+        || {
+            format!(
+                "holder {:?}, pods {:?}",
+                installed.holder(),
+                host_pods(server)
+            )
+        },
+        || new_leader().is_some(),
     );
-    let new_leader = host_pods(server)
-        .into_iter()
-        .find(|(name, ..)| holder.starts_with(name.as_str()))
-        .map(|(name, ..)| name)
-        .unwrap_or_default();
+    let new_leader = new_leader().unwrap_or_default();
     assert!(installed.logs(&new_leader).contains("became the leader"));
 
     // helm uninstall: nothing of the release is left but its CRDs.

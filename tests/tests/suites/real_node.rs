@@ -105,9 +105,12 @@ spec:
             "the Pod reaching the API server through the kubernetes Service",
             Duration::from_secs(30),
             || logs(pod),
-            || logs(pod).contains("kubernetes: 200 OK"),
+            || {
+                let logs = logs(pod);
+                logs.contains(&format!("echo {pod} listening on :8080"))
+                    && logs.contains("kubernetes: 200 OK")
+            },
         );
-        assert!(logs(pod).contains(&format!("echo {pod} listening on :8080")));
     }
 
     // The ClusterIP from this machine (kube-proxy's rules): both Pods answer.
