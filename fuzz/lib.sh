@@ -98,6 +98,14 @@ fuzz() {
   # written down, in a child process libFuzzer restarts.
   local more=()
   [ -z "${FUZZ_KEEP_GOING:-}" ] || more=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
+  # FUZZ_SEED (CI): libFuzzer's random choices from that seed, from the
+  # kept inputs alone (the working corpus emptied first), so a commit's run
+  # tries the same inputs in the same order every time, as far as its time
+  # reaches: a finding there is found again by running it again, not by luck.
+  if [ -n "${FUZZ_SEED:-}" ]; then
+    more+=(-seed="$FUZZ_SEED")
+    find "$WORK/corpus/$target" -mindepth 1 -delete
+  fi
   echo "--- fuzz $target for ${seconds}s"
   "$BIN/$target" "$WORK/corpus/$target" "$SEEDS/$target" "${FLAGS[@]}" "${more[@]}" \
     -max_total_time="$seconds" -artifact_prefix="$artifacts/" >"$log" 2>&1 || status=$?
