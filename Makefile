@@ -267,16 +267,19 @@ test-real: plugins test-plugins test-build
 # base image: the release binary without the embedded API server (or
 # IMAGE_BINARY's), exactly the libraries it loads, user 65532, as an OCI image
 # layout in target/image; IMAGE=HOST/REPO:TAG pushes it there with skopeo
-# (IMAGE_TLS_VERIFY=false for a registry on loopback over plain HTTP).
+# (IMAGE_TLS_VERIFY=false for a registry on loopback over plain HTTP;
+# IMAGE_CERT_DIR: a directory of the registry's CA certificates, *.crt, for
+# a registry of a private CA; the credentials are skopeo's, `skopeo login`).
 IMAGE_BINARY ?= $(TARGET_DIR)/release/kubewasm
 IMAGE_TLS_VERIFY ?= true
+IMAGE_CERT_DIR ?=
 image: setup
 ifeq ($(IMAGE_BINARY),$(TARGET_DIR)/release/kubewasm)
 	$(CARGO) build --locked --release -p kubewasm --bin kubewasm --no-default-features
 endif
 	deploy/build-image --binary $(IMAGE_BINARY) --out $(TARGET_DIR)/image
 ifneq ($(IMAGE),)
-	skopeo copy --dest-tls-verify=$(IMAGE_TLS_VERIFY) \
+	skopeo copy --dest-tls-verify=$(IMAGE_TLS_VERIFY) $(if $(IMAGE_CERT_DIR),--dest-cert-dir=$(IMAGE_CERT_DIR)) \
 		oci:$(TARGET_DIR)/image:$$($(IMAGE_BINARY) --version | cut -d' ' -f2) docker://$(IMAGE)
 endif
 

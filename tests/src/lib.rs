@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod audit;
 pub mod bench;
 pub mod chart;
 pub mod host;
@@ -198,6 +199,23 @@ pub(crate) fn kib_field(text: &str, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// `program ARGS`, which must succeed: its standard output (the failure
+/// shows its messages).
+pub fn run_ok(program: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> String {
+    let program = program.as_ref();
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{} runs: {e}", program.display()));
+    assert!(
+        out.status.success(),
+        "{} {args:?}: {}",
+        program.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Waits up to `within` for `check`, every 100 ms; the failure names
 /// `what` and shows `state()` (what the cluster holds).
 pub fn wait_until(
@@ -213,11 +231,16 @@ pub fn wait_until(
     }
 }
 
-/// `helm ARGS`: whether it succeeded, its output and its messages (`$HELM`,
-/// else the one `.ci/helm` builds into `target/tools`).
+/// The helm binary: `$HELM`, else the one `.ci/helm` builds into
+/// `target/tools`.
+pub fn helm_binary() -> PathBuf {
+    std::env::var_os("HELM").map_or_else(|| target_dir().join("tools/helm"), PathBuf::from)
+}
+
+/// `helm ARGS`: whether it succeeded, its output and its messages
+/// ([`helm_binary`]).
 pub fn helm(args: &[&str]) -> (bool, String, String) {
-    let binary =
-        std::env::var_os("HELM").map_or_else(|| target_dir().join("tools/helm"), PathBuf::from);
+    let binary = helm_binary();
     let out = Command::new(&binary)
         .args(args)
         .output()
@@ -469,6 +492,35 @@ impl Apiserver {
         let state = self.kubeconfig.parent()?;
         let text = std::fs::read_to_string(state.join("registry")).ok()?;
         Some(text.trim().to_owned())
+    }
+
+    /// Has a real node's containerd trust `ca` (a PEM file) for the
+    /// registry at `host` (`host[:port]`), as a node's administrator writes
+    /// it in containerd's `hosts.toml`: read at each pull.
+    ///
+    /// # Panics
+    /// Without a real node (`--real-nodes 1`).
+    pub fn node_trusts(&self, host: &str, ca: &Path) {
+        let state = self.kubeconfig.parent().expect("the cluster's directory");
+        let dir = state.join("node/certs.d").join(host);
+        assert!(self.node_registry().is_some(), "no real node");
+        std::fs::create_dir_all(&dir).expect("certs.d");
+        std::fs::copy(ca, dir.join("ca.crt")).expect("the CA copied");
+        std::fs::write(
+            dir.join("hosts.toml"),
+            format!(
+                "server = \"https://{host}\"\n[host.\"https://{host}\"]\n  capabilities = [\"pull\", \"resolve\"]\n  ca = \"{}\"\n",
+                dir.join("ca.crt").display()
+            ),
+        )
+        .expect("hosts.toml written");
+    }
+
+    /// A real control plane's audit log: the writes of the ServiceAccounts
+    /// of `kubewasm-system` ([`audit`]). None on the embedded server.
+    pub fn audit_log(&self) -> Option<PathBuf> {
+        let log = self.kubeconfig.parent()?.join("logs/audit.log");
+        (self.cluster == TestCluster::Real).then_some(log)
     }
 
     /// Which cluster this is.

@@ -29,6 +29,13 @@ pub fn status(server: &Apiserver, namespace: &str, name: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// Whether `object` (a Pod, a Node) has its `Ready` condition `True` and is
+/// not being deleted.
+pub fn ready(object: &Value) -> bool {
+    object["metadata"]["deletionTimestamp"].is_null()
+        && condition(&object["status"], "Ready")["status"] == "True"
+}
+
 /// The condition `kind` of a status.
 pub fn condition(status: &Value, kind: &str) -> Value {
     status["conditions"]

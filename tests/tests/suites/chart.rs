@@ -37,9 +37,11 @@ fn render(values: &[&str]) -> Vec<Value> {
 }
 
 /// Every option on: the sharded form, a ServiceMonitor, the alerts, the
-/// dashboard, a tenant, the image by digest, a registry's CA, signers.
+/// dashboard, a tenant, the image by digest and a pull secret, a
+/// registry's CA, signers.
 const EVERYTHING: &[&str] = &[
     "mode=sharded",
+    "imagePullSecrets[0].name=registry-pull",
     "registryCA.configMap=registry-ca",
     "requireSignatures.configMap=signers",
     "replicas=3",

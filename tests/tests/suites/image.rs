@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command;
 
 use kubewasm_tests::registry::Registry;
-use kubewasm_tests::{kubewasm_bin, workspace_root};
+use kubewasm_tests::{kubewasm_bin, run_ok, workspace_root};
 use serde_json::{Value, json};
 
 /// Builds the image of the tests' binary into `out`; its manifest's digest.
@@ -40,16 +40,6 @@ fn json_blob(out: &Path, digest: &str) -> Value {
     serde_json::from_slice(&blob(out, digest)).expect("JSON")
 }
 
-fn run(program: &str, args: &[&str]) -> String {
-    let out = Command::new(program).args(args).output().expect(program);
-    assert!(
-        out.status.success(),
-        "{program} {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[test]
 fn the_image_should_hold_the_binary_and_its_libraries_alone_run_as_nonroot_and_push_unchanged() {
     let work = tempfile::tempdir().expect("tempdir");
@@ -64,9 +54,9 @@ fn the_image_should_hold_the_binary_and_its_libraries_alone_run_as_nonroot_and_p
     assert_eq!(index["manifests"][0]["digest"], digest.as_str());
     let manifest = json_blob(&out, &digest);
     let config = json_blob(&out, manifest["config"]["digest"].as_str().expect("config"));
-    let version = run(kubewasm_bin().to_str().expect("UTF-8"), &["--version"]);
+    let version = run_ok(kubewasm_bin(), &["--version"]);
     let version = version.split_whitespace().last().expect("a version");
-    let revision = run(
+    let revision = run_ok(
         "git",
         &[
             "-C",
@@ -97,12 +87,12 @@ fn the_image_should_hold_the_binary_and_its_libraries_alone_run_as_nonroot_and_p
     )
     .expect("written");
     let layer_path = layer_file.to_str().expect("UTF-8");
-    let files: BTreeSet<String> = run("tar", &["-tzf", layer_path])
+    let files: BTreeSet<String> = run_ok("tar", &["-tzf", layer_path])
         .lines()
         .filter(|l| !l.ends_with('/'))
         .map(str::to_owned)
         .collect();
-    let ldd = run("ldd", &[kubewasm_bin().to_str().expect("UTF-8")]);
+    let ldd = run_ok("ldd", &[kubewasm_bin().to_str().expect("UTF-8")]);
     let mut expected: BTreeSet<String> = ldd
         .lines()
         .filter_map(|l| l.split_whitespace().find(|w| w.starts_with('/')))
@@ -123,12 +113,12 @@ fn the_image_should_hold_the_binary_and_its_libraries_alone_run_as_nonroot_and_p
     let bundle = work.path().join("bundle");
     let rootfs = bundle.join("rootfs");
     std::fs::create_dir_all(&rootfs).expect("mkdir");
-    run(
+    run_ok(
         "tar",
         &["-xzf", layer_path, "-C", rootfs.to_str().expect("UTF-8")],
     );
     let bundle_path = bundle.to_str().expect("UTF-8");
-    run("runc", &["spec", "--bundle", bundle_path]);
+    run_ok("runc", &["spec", "--bundle", bundle_path]);
     let spec_file = bundle.join("config.json");
     let mut spec: Value =
         serde_json::from_slice(&std::fs::read(&spec_file).expect("spec")).expect("JSON");
@@ -150,13 +140,13 @@ fn the_image_should_hold_the_binary_and_its_libraries_alone_run_as_nonroot_and_p
     spec["root"]["readonly"] = json!(true);
     std::fs::write(&spec_file, spec.to_string()).expect("spec written");
     let id = format!("kubewasm-image-{}", std::process::id());
-    let said = run("runc", &["run", "--bundle", bundle_path, &id]);
+    let said = run_ok("runc", &["run", "--bundle", bundle_path, &id]);
     assert_eq!(said.trim(), format!("kubewasm {version}"));
 
     // Pushed to a registry, the same manifest: its digest unchanged.
     let registry = Registry::start();
     let reference = format!("docker://{}/kubewasm:{version}", registry.addr);
-    run(
+    run_ok(
         "skopeo",
         &[
             "copy",
@@ -165,7 +155,7 @@ fn the_image_should_hold_the_binary_and_its_libraries_alone_run_as_nonroot_and_p
             &reference,
         ],
     );
-    let pushed = run(
+    let pushed = run_ok(
         "skopeo",
         &["inspect", "--tls-verify=false", "--raw", &reference],
     );

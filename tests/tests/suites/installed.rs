@@ -12,18 +12,21 @@
 //! endpoints) over HTTPS with a token bound to the chart's metrics-reader
 //! role, the
 //! leader's Pod deleted and the standby leading within the Lease and 2 s,
-//! converging what changes next. Real cluster only (`make test-real`), as
-//! root.
+//! converging what changes next, and every write of the host's made by the
+//! replica then holding the Lease (the real server's audit log). Real
+//! cluster only (`make test-real`), as root.
 
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use kubewasm_tests::host::get_json;
+use kubewasm_tests::audit;
+use kubewasm_tests::host::{apply_text, get_json};
 use kubewasm_tests::prometheus::{Prometheus, Target};
+use kubewasm_tests::resources::ready;
 use kubewasm_tests::{
-    Apiserver, TestCluster, compiled_cache_dir, example_plugin, helm, kubewasm_bin, test_plugin,
-    wait_until, workspace_root,
+    Apiserver, TestCluster, compiled_cache_dir, helm, helm_binary, kubewasm_bin, run_ok,
+    test_plugin, wait_until, workspace_root,
 };
 use serde_json::Value;
 
@@ -31,47 +34,20 @@ use serde_json::Value;
 const REGISTRY_IP: &str = "10.96.0.50";
 const NAMESPACE: &str = "kubewasm-system";
 
-/// `program ARGS`, which must succeed: its output.
-fn run(program: &Path, args: &[&str]) -> String {
-    let out = Command::new(program).args(args).output().expect("runs");
-    assert!(
-        out.status.success(),
-        "{} {args:?}: {}",
-        program.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// `kubectl get ARGS -o json`, parsed (`Null` if it failed).
 fn get(server: &Apiserver, args: &[&str]) -> Value {
     get_json(server, args).unwrap_or_default()
-}
-
-/// `kubectl apply` of `yaml`.
-fn apply(server: &Apiserver, yaml: &str) {
-    let file = tempfile::NamedTempFile::new().expect("tempfile");
-    std::fs::write(file.path(), yaml).expect("written");
-    server.ok(&["apply", "-f", file.path().to_str().expect("UTF-8")]);
 }
 
 /// The Pods `selector` selects in `namespace` that are Ready.
 fn ready_pods(server: &Apiserver, namespace: &str, selector: &str) -> Vec<String> {
     get(server, &["pods", "-n", namespace, "-l", selector])["items"]
         .as_array()
-        .map(|pods| {
-            pods.iter()
-                .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
-                .filter(|p| {
-                    p["status"]["conditions"].as_array().is_some_and(|c| {
-                        c.iter()
-                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                    })
-                })
-                .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
+        .into_iter()
+        .flatten()
+        .filter(|p| ready(p))
+        .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_owned))
+        .collect()
 }
 
 /// A CA, and a serving certificate for `ip` it signed, in `dir`:
@@ -79,7 +55,7 @@ fn ready_pods(server: &Apiserver, namespace: &str, selector: &str) -> Vec<String
 fn certificates(dir: &Path, ip: &str) {
     let openssl = Path::new("openssl");
     let at = |name: &str| dir.join(name).to_str().expect("UTF-8").to_owned();
-    run(
+    run_ok(
         openssl,
         &[
             "req",
@@ -97,7 +73,7 @@ fn certificates(dir: &Path, ip: &str) {
             &at("ca.crt"),
         ],
     );
-    run(
+    run_ok(
         openssl,
         &[
             "req",
@@ -117,7 +93,7 @@ fn certificates(dir: &Path, ip: &str) {
         format!("subjectAltName=IP:{ip}\nextendedKeyUsage=serverAuth\n"),
     )
     .expect("written");
-    run(
+    run_ok(
         openssl,
         &[
             "x509",
@@ -150,6 +126,11 @@ struct Installed {
     leader: String,
     /// An unsigned component's reference in the cluster's registry.
     unsigned: String,
+    /// The cluster's registry and path (README's `REGISTRY`).
+    registry: String,
+    /// Its CA (`ca.crt`) and the credentials the guide logged in with
+    /// (`docker/config.json`).
+    work: tempfile::TempDir,
 }
 
 impl Installed {
@@ -165,9 +146,31 @@ impl Installed {
             .to_owned()
     }
 
+    /// Every write of the host's replicas in `default` (the MyApp's status,
+    /// its Deployment and Service, its reconciles' events) was made by the
+    /// replica that held the leader Lease when the server received it, as
+    /// the real server's audit log tells: nothing reconciled by two
+    /// replicas, nothing written by one after it lost the Lease.
+    fn assert_written_by_the_leader_alone(&self) {
+        let log = self.server.audit_log().expect("a real cluster's audit log");
+        let writes = audit::writes(&log, NAMESPACE);
+        let (checked, outside) = audit::outside_tenure(&writes, "kubewasm", "default");
+        assert!(
+            checked > 0,
+            "no write of the host's in default in {}",
+            log.display()
+        );
+        assert!(
+            outside.is_empty(),
+            "written by a replica not holding the Lease:\n{}",
+            outside.join("\n")
+        );
+        eprintln!("{checked} writes of the host's, each by the leader of the time");
+    }
+
     /// The MyApp `demo`, of `replicas` Pods of the node's `echo`, applied.
     fn myapp(&self, replicas: u32) {
-        apply(
+        apply_text(
             &self.server,
             &format!(
                 "apiVersion: example.com/v1\nkind: MyApp\nmetadata: {{name: demo, namespace: default}}\n\
@@ -195,43 +198,71 @@ impl Installed {
     }
 }
 
-/// A real cluster with a real node, the host's image in the node's
-/// registry, a registry in the cluster holding `myapp` signed (and another
-/// component unsigned), the chart installed by helm, both replicas Ready,
-/// one leading, and `myapp` from the cluster's registry loaded in each.
+/// The commands of README's "Deploy to a cluster" (every line of its
+/// ```sh blocks), run as written from the checkout with `env`, `kubewasm`
+/// and helm first on the `PATH`: what they printed.
+fn deploy_to_a_cluster(env: &[(&str, &str)]) -> String {
+    let readme = std::fs::read_to_string(workspace_root().join("README.md")).expect("README.md");
+    let (_, section) = readme
+        .split_once("\n## Deploy to a cluster\n")
+        .expect("README's \"Deploy to a cluster\"");
+    let section = section.split_once("\n## ").map_or(section, |(s, _)| s);
+    let mut script = String::new();
+    let mut inside = false;
+    for line in section.lines() {
+        match line {
+            "```sh" => inside = true,
+            "```" => inside = false,
+            _ if inside => {
+                script.push_str(line);
+                script.push('\n');
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        !script.is_empty(),
+        "no ```sh block in \"Deploy to a cluster\""
+    );
+    let path = std::env::join_paths(
+        [
+            kubewasm_bin().parent().expect("a directory").to_owned(),
+            helm_binary().parent().expect("a directory").to_owned(),
+        ]
+        .into_iter()
+        .chain(std::env::split_paths(
+            &std::env::var_os("PATH").unwrap_or_default(),
+        )),
+    )
+    .expect("a PATH");
+    let out = Command::new("bash")
+        .args(["-euxo", "pipefail", "-c", &script])
+        .current_dir(workspace_root())
+        .env("PATH", path)
+        .envs(env.iter().copied())
+        .output()
+        .expect("bash runs");
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "README's \"Deploy to a cluster\" failed:\n{said}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    said
+}
+
+/// A real cluster with a real node, a registry in the cluster (TLS by a
+/// CA of the test's, one user, the node's containerd trusting it), then
+/// README's "Deploy to a cluster" run as written: the host's image pushed
+/// there, the chart installed, `myapp` pushed signed and run by a
+/// `ClusterPlugin`, a MyApp converged, `/metrics` read. Then: both replicas
+/// Ready, one leading, `myapp` loaded in each, and another component pushed
+/// unsigned.
 fn install() -> Installed {
     let server = Apiserver::start_real(&["--nodes", "0", "--real-nodes", "1"]);
     let node_registry = server.node_registry().expect("the node's registry");
     let work = tempfile::tempdir().expect("tempdir");
     let at = |name: &str| work.path().join(name).to_str().expect("UTF-8").to_owned();
-    let kubeconfig = server.kubeconfig.to_str().expect("UTF-8").to_owned();
-
-    // The host's image, pushed where the node pulls from.
-    run(
-        &workspace_root().join("deploy/build-image"),
-        &[
-            "--binary",
-            kubewasm_bin().to_str().expect("UTF-8"),
-            "--out",
-            &at("image"),
-        ],
-    );
-    let version = run(&kubewasm_bin(), &["--version"]);
-    let version = version
-        .split_whitespace()
-        .last()
-        .expect("a version")
-        .to_owned();
-    run(
-        Path::new("skopeo"),
-        &[
-            "copy",
-            "--quiet",
-            "--dest-tls-verify=false",
-            &format!("oci:{}:{version}", at("image")),
-            &format!("docker://{node_registry}/kubewasm:{version}"),
-        ],
-    );
 
     // A registry in the cluster: TLS, one user.
     certificates(work.path(), REGISTRY_IP);
@@ -263,7 +294,7 @@ fn install() -> Installed {
         "registry-users",
         &format!("--from-file=htpasswd={}", at("htpasswd")),
     ]);
-    apply(
+    apply_text(
         &server,
         &format!(
             r#"
@@ -339,150 +370,41 @@ spec:
         || v2() == "401",
     );
 
-    // The plugin pushed there, with the registry's CA and user.
-    std::fs::write(
-        work.path().join("docker-config.json"),
-        serde_json::json!({"auths": {REGISTRY_IP: {"username": user, "password": password}}})
-            .to_string(),
-    )
-    .expect("written");
-    let openssl = Path::new("openssl");
-    run(
-        openssl,
-        &[
-            "ecparam",
-            "-name",
-            "prime256v1",
-            "-genkey",
-            "-noout",
-            "-out",
-            &at("cosign.key"),
-        ],
-    );
-    run(
-        openssl,
-        &[
-            "ec",
-            "-in",
-            &at("cosign.key"),
-            "-pubout",
-            "-out",
-            &at("cosign.pub"),
-        ],
-    );
-    let source = format!("oci://{REGISTRY_IP}/plugins/myapp:1");
-    // Another component (a signature is a digest's: the same one
-    // pushed unsigned under another tag is signed), unsigned.
-    let unsigned = format!("oci://{REGISTRY_IP}/plugins/myapp-go:unsigned");
-    for (reference, component, sign) in [
-        (&source, example_plugin("myapp"), true),
-        (&unsigned, test_plugin("myapp-go"), false),
-    ] {
-        let mut args = vec![
-            "push".to_owned(),
-            component.to_str().expect("UTF-8").to_owned(),
-            reference.clone(),
-            "--registry-ca".to_owned(),
-            at("ca.crt"),
-            "--docker-config".to_owned(),
-            at("docker-config.json"),
-            "--cache-dir".to_owned(),
-            compiled_cache_dir().to_str().expect("UTF-8").to_owned(),
-        ];
-        if sign {
-            args.extend(["--sign".to_owned(), at("cosign.key")]);
-        }
-        run(
-            &kubewasm_bin(),
-            &args.iter().map(String::as_str).collect::<Vec<_>>(),
-        );
-    }
+    // The node trusts it, as a cluster's administrator has its nodes trust
+    // a private registry.
+    server.node_trusts(REGISTRY_IP, &work.path().join("ca.crt"));
 
-    // The chart: its defaults, but the image, the registry's CA and what
-    // the plugin reads and writes.
-    server.ok(&["create", "namespace", NAMESPACE]);
-    server.ok(&[
-        "-n",
-        NAMESPACE,
-        "create",
-        "configmap",
-        "registry-ca",
-        &format!("--from-file=ca.crt={}", at("ca.crt")),
+    // README's "Deploy to a cluster", as written.
+    let registry = format!("{REGISTRY_IP}/platform");
+    let app_image = format!("{node_registry}/echo:1");
+    let docker = work.path().join("docker");
+    let (ca, cache) = (at("ca.crt"), at("cache"));
+    let said = deploy_to_a_cluster(&[
+        ("KUBECONFIG", server.kubeconfig.to_str().expect("UTF-8")),
+        ("REGISTRY", registry.as_str()),
+        ("REGISTRY_CA", ca.as_str()),
+        ("REGISTRY_USER", user),
+        ("REGISTRY_PASSWORD", password),
+        ("APP_IMAGE", app_image.as_str()),
+        ("DOCKER_CONFIG", docker.to_str().expect("UTF-8")),
+        ("XDG_CACHE_HOME", cache.as_str()),
+        // The suites' build of the host in the image, not a release build.
+        ("IMAGE_BINARY", kubewasm_bin().to_str().expect("UTF-8")),
     ]);
-    server.ok(&[
-        "-n",
-        NAMESPACE,
-        "create",
-        "secret",
-        "docker-registry",
-        "registry-pull",
-        &format!("--docker-server={REGISTRY_IP}"),
-        &format!("--docker-username={user}"),
-        &format!("--docker-password={password}"),
-    ]);
-    server.ok(&[
-        "-n",
-        NAMESPACE,
-        "create",
-        "configmap",
-        "signers",
-        &format!("--from-file=cosign.pub={}", at("cosign.pub")),
-    ]);
-    server.ok(&[
-        "apply",
-        "-f",
-        workspace_root()
-            .join("plugins/myapp/crd.yaml")
-            .to_str()
-            .expect("UTF-8"),
-    ]);
-    let rules = serde_json::json!([
-        {"apiGroups": ["example.com"], "resources": ["myapps"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": ["example.com"], "resources": ["myapps/status"], "verbs": ["get", "patch"]},
-        {"apiGroups": ["apps"], "resources": ["deployments"],
-         "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]},
-        {"apiGroups": [""], "resources": ["services"],
-         "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]},
-    ]);
-    let (ok, out, err) = helm(&[
-        "install",
-        "kubewasm",
-        workspace_root()
-            .join("deploy/chart/kubewasm")
-            .to_str()
-            .expect("UTF-8"),
-        "--kubeconfig",
-        &kubeconfig,
-        "-n",
-        NAMESPACE,
-        "--set",
-        &format!("image.repository={node_registry}/kubewasm"),
-        "--set",
-        &format!("image.tag={version}"),
-        "--set",
-        "registryCA.configMap=registry-ca",
-        "--set",
-        "requireSignatures.configMap=signers",
-        "--set-json",
-        &format!("pluginRules={rules}"),
-    ]);
-    assert!(ok, "helm install: {out}{err}");
+    assert!(
+        said.contains("leader_election_master_status"),
+        "the replicas' /metrics read: {said}"
+    );
 
     let selector = "app.kubernetes.io/name=kubewasm";
-    let describe = || server.kubectl(&["describe", "pods", "-n", NAMESPACE]).1;
-    wait_until(
-        "both replicas Ready through the chart's probes",
-        Duration::from_secs(180),
-        describe,
-        || ready_pods(&server, NAMESPACE, selector).len() == 2,
-    );
+    let replicas = ready_pods(&server, NAMESPACE, selector);
+    assert_eq!(replicas.len(), 2, "helm install --wait: {replicas:?}");
     let holder = || {
         get(&server, &["lease", "kubewasm", "-n", NAMESPACE])["spec"]["holderIdentity"]
             .as_str()
             .unwrap_or_default()
             .to_owned()
     };
-    let replicas = ready_pods(&server, NAMESPACE, selector);
     wait_until("a leader", Duration::from_secs(60), holder, || {
         replicas.iter().any(|p| holder().starts_with(p.as_str()))
     });
@@ -504,13 +426,6 @@ spec:
     assert_eq!(leaders.len(), 1, "one leader: {leaders:?}");
 
     // The plugin from the cluster's registry, loaded in every replica.
-    apply(
-        &server,
-        &format!(
-            "apiVersion: kubewasm.dev/v1alpha1\nkind: ClusterPlugin\nmetadata: {{name: myapp}}\n\
-             spec:\n  source: {source}\n  imagePullSecrets: [{{name: registry-pull, namespace: {NAMESPACE}}}]\n"
-        ),
-    );
     let loaded = |pod: &str| {
         logs(pod)
             .lines()
@@ -533,13 +448,34 @@ spec:
         );
     }
 
+    // Another component (a signature is a digest's: the same one pushed
+    // unsigned under another tag is signed), unsigned, with the
+    // credentials the guide logged in with.
+    let unsigned = format!("oci://{registry}/plugins/myapp-go:unsigned");
+    run_ok(
+        kubewasm_bin(),
+        &[
+            "push",
+            test_plugin("myapp-go").to_str().expect("UTF-8"),
+            &unsigned,
+            "--registry-ca",
+            &at("ca.crt"),
+            "--docker-config",
+            docker.join("config.json").to_str().expect("UTF-8"),
+            "--cache-dir",
+            compiled_cache_dir().to_str().expect("UTF-8"),
+        ],
+    );
+
     let leader = leaders[0].clone();
     Installed {
         server,
         node_registry,
+        registry,
         replicas,
         leader,
         unsigned,
+        work,
     }
 }
 
@@ -557,7 +493,7 @@ fn the_chart_should_install_on_a_real_node_run_a_plugin_from_the_clusters_regist
     } = &installed;
 
     // The unsigned component: refused, saying why.
-    apply(
+    apply_text(
         server,
         &format!(
             "apiVersion: kubewasm.dev/v1alpha1\nkind: ClusterPlugin\nmetadata: {{name: unsigned}}\n\
@@ -696,6 +632,7 @@ fn the_chart_should_install_on_a_real_node_run_a_plugin_from_the_clusters_regist
     );
     installed.myapp(3);
     installed.wait_app_pods("the MyApp's third Pod Ready, by the new leader", 3);
+    installed.assert_written_by_the_leader_alone();
 }
 
 /// The Pods of the chart's Deployment, not being deleted: name, phase,
@@ -826,8 +763,8 @@ fn an_installation_should_keep_its_budget_outlive_containerd_roll_an_upgrade_and
     let image = tempfile::tempdir().expect("tempdir");
     let layout = image.path().join("layout");
     let layout = layout.to_str().expect("UTF-8");
-    run(
-        &workspace_root().join("deploy/build-image"),
+    run_ok(
+        workspace_root().join("deploy/build-image"),
         &[
             "--binary",
             kubewasm_bin().to_str().expect("UTF-8"),
@@ -837,13 +774,25 @@ fn an_installation_should_keep_its_budget_outlive_containerd_roll_an_upgrade_and
             layout,
         ],
     );
-    let next = format!("{}/kubewasm:next", installed.node_registry);
-    run(
-        Path::new("skopeo"),
+    // Pushed where the guide pushed the first, with its credentials.
+    let next = format!("{}/kubewasm:next", installed.registry);
+    let certs = installed.work.path().join("certs");
+    std::fs::create_dir_all(&certs).expect("a directory");
+    std::fs::copy(installed.work.path().join("ca.crt"), certs.join("ca.crt")).expect("copied");
+    run_ok(
+        "skopeo",
         &[
             "copy",
             "--quiet",
-            "--dest-tls-verify=false",
+            "--authfile",
+            installed
+                .work
+                .path()
+                .join("docker/config.json")
+                .to_str()
+                .expect("UTF-8"),
+            "--dest-cert-dir",
+            certs.to_str().expect("UTF-8"),
             &format!("oci:{layout}:next"),
             &format!("docker://{next}"),
         ],
@@ -899,6 +848,7 @@ fn an_installation_should_keep_its_budget_outlive_containerd_roll_an_upgrade_and
     );
     let new_leader = new_leader().unwrap_or_default();
     assert!(installed.logs(&new_leader).contains("became the leader"));
+    installed.assert_written_by_the_leader_alone();
 
     // helm uninstall: nothing of the release is left but its CRDs.
     let (ok, out, err) = helm(&[
@@ -934,8 +884,8 @@ fn an_installation_should_keep_its_budget_outlive_containerd_roll_an_upgrade_and
             "name",
         ])
         .1;
-    // What the test made itself (the registry's CA, the signers, the pull
-    // secret) and what every namespace has stay.
+    // What README's guide made itself (the registry's CA, the signers, the
+    // pull secret, Prometheus' account) and what every namespace has stay.
     let left: Vec<&str> = left
         .lines()
         .filter(|l| {
@@ -945,6 +895,7 @@ fn an_installation_should_keep_its_budget_outlive_containerd_roll_an_upgrade_and
                 "configmap/kube-root-ca.crt",
                 "secret/registry-pull",
                 "serviceaccount/default",
+                "serviceaccount/prometheus",
             ]
             .contains(l)
         })

@@ -10,7 +10,8 @@
 
 use std::time::Duration;
 
-use kubewasm_tests::host::get_json;
+use kubewasm_tests::host::{apply_text, get_json};
+use kubewasm_tests::resources::ready;
 use kubewasm_tests::{Apiserver, TestCluster, wait_until};
 use serde_json::Value;
 
@@ -68,10 +69,7 @@ spec:
   ports: [{{port: 80, targetPort: 8080}}]
 "#
     );
-    let dir = tempfile::tempdir().expect("tempdir");
-    let file = dir.path().join("echo.yaml");
-    std::fs::write(&file, manifest).expect("manifest written");
-    server.ok(&["apply", "-f", file.to_str().expect("UTF-8")]);
+    apply_text(&server, &manifest);
     let pods = || get(&server, &["pods", "-n", "default", "-l", "app=echo"]);
     let describe = || server.kubectl(&["describe", "pods", "-n", "default"]).1;
     wait_until(
@@ -81,13 +79,9 @@ spec:
         || {
             let items = pods()["items"].as_array().cloned().unwrap_or_default();
             items.len() == 2
-                && items.iter().all(|p| {
-                    p["spec"]["nodeName"] == "real-node-0"
-                        && p["status"]["conditions"].as_array().is_some_and(|c| {
-                            c.iter()
-                                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                        })
-                })
+                && items
+                    .iter()
+                    .all(|p| p["spec"]["nodeName"] == "real-node-0" && ready(p))
         },
     );
     let names: Vec<String> = pods()["items"]
