@@ -1,6 +1,7 @@
 //! What a fresh cluster holds: the system namespaces, the `kubernetes`
 //! Service and its EndpointSlice, one simulated Ready Node, the
-//! component statuses, the default ClusterRoles. (Each namespace's
+//! component statuses, the real server's bootstrap ClusterRoles and
+//! ClusterRoleBindings. (Each namespace's
 //! ServiceAccount and root CA come from [`crate::controllers::namespace`].)
 
 use kubewasm_core::ObjectKey;
@@ -17,93 +18,60 @@ fn meta(name: &str, namespace: Option<&str>) -> Value {
     m
 }
 
-/// The user-facing roles of a real cluster, aggregated as there: `view`
-/// holds `system:aggregate-to-view` (reads, no Secrets); `edit` holds
-/// `view` and `system:aggregate-to-edit` (writes, Secrets); `admin` holds
-/// `edit` and `system:aggregate-to-admin` (Roles and RoleBindings).
-/// Each entry: name, `aggregate-to-*` labels, the label it aggregates, rules.
-fn default_roles() -> Vec<(&'static str, Vec<&'static str>, Option<&'static str>, Value)> {
-    let workloads = json!([
-        {"apiGroups": [""], "resources": ["configmaps", "endpoints", "persistentvolumeclaims", "pods", "pods/log",
-            "pods/status", "replicationcontrollers", "replicationcontrollers/scale", "services", "serviceaccounts",
-            "events", "limitranges", "resourcequotas", "namespaces", "namespaces/status"]},
-        {"apiGroups": ["apps"], "resources": ["daemonsets", "deployments", "deployments/scale", "deployments/status",
-            "replicasets", "replicasets/scale", "statefulsets", "statefulsets/scale", "controllerrevisions"]},
-        {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"]},
-        {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"]},
-        {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses", "networkpolicies"]},
-        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"]},
-        {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"]},
-        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"]},
-    ]);
-    let with_verbs = |rules: &Value, verbs: &[&str]| -> Value {
-        Value::Array(
-            rules
+/// The real server's bootstrap RBAC policy, recorded from the Kubernetes
+/// release kubewasm speaks by `tests/real-cluster/bootstrap-rbac`: every
+/// ClusterRole and ClusterRoleBinding a fresh cluster holds (`admin`,
+/// `edit` and `view` aggregated from the `system:aggregate-to-*` roles, the
+/// controllers' and components' roles, the discovery and self-review
+/// grants of every user), their aggregated rules filled.
+const BOOTSTRAP_RBAC: &str = include_str!("bootstrap-rbac.json");
+
+/// The recorded ClusterRoles and ClusterRoleBindings, as objects to store.
+/// (Recorded from a real server; a test beside checks that it reads whole.)
+fn bootstrap_rbac() -> Vec<(ResourceKey, ObjectKey, Value)> {
+    let recorded: Value = serde_json::from_str(BOOTSTRAP_RBAC).unwrap_or_default();
+    recorded["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|item| {
+            let plural = match item["kind"].as_str()? {
+                "ClusterRole" => "clusterroles",
+                "ClusterRoleBinding" => "clusterrolebindings",
+                _ => return None,
+            };
+            let name = item.pointer("/metadata/name")?.as_str()?;
+            let mut object = item.clone();
+            object["apiVersion"] = "rbac.authorization.k8s.io/v1".into();
+            let mut metadata = meta(name, None);
+            for field in ["labels", "annotations"] {
+                if item["metadata"][field].is_object() {
+                    metadata[field] = item["metadata"][field].clone();
+                }
+            }
+            // Who wrote what at start (the API server, the aggregation
+            // controller), stamped now, as a real server's entries are.
+            let entries: Vec<Value> = item["metadata"]["managedFields"]
                 .as_array()
                 .into_iter()
                 .flatten()
-                .map(|r| {
-                    let mut r = r.clone();
-                    r["verbs"] = json!(verbs);
-                    r
+                .map(|e| {
+                    json!({"manager": e["manager"], "operation": e["operation"],
+                        "apiVersion": e["apiVersion"], "time": now(),
+                        "fieldsType": e["fieldsType"], "fieldsV1": e["fieldsV1"]})
                 })
-                .collect(),
-        )
-    };
-    let read = ["get", "list", "watch"];
-    let write = ["create", "delete", "deletecollection", "patch", "update"];
-    let mut edit = with_verbs(&workloads, &write);
-    if let Some(rules) = edit.as_array_mut() {
-        rules.push(json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch", "create", "delete", "deletecollection", "patch", "update"]}));
-        rules.push(
-            json!({"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]}),
-        );
-        rules.push(json!({"apiGroups": [""], "resources": ["pods/exec", "pods/attach", "pods/portforward", "pods/eviction"], "verbs": ["create", "get"]}));
-    }
-    let admin = json!([
-        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
-         "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]},
-        {"apiGroups": ["authorization.k8s.io"], "resources": ["localsubjectaccessreviews"], "verbs": ["create"]},
-    ]);
-    vec![
-        (
-            "cluster-admin",
-            vec![],
-            None,
-            json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, {"nonResourceURLs": ["*"], "verbs": ["*"]}]),
-        ),
-        ("admin", vec![], Some("aggregate-to-admin"), json!([])),
-        (
-            "edit",
-            vec!["aggregate-to-admin"],
-            Some("aggregate-to-edit"),
-            json!([]),
-        ),
-        (
-            "view",
-            vec!["aggregate-to-edit"],
-            Some("aggregate-to-view"),
-            json!([]),
-        ),
-        (
-            "system:aggregate-to-admin",
-            vec!["aggregate-to-admin"],
-            None,
-            admin,
-        ),
-        (
-            "system:aggregate-to-edit",
-            vec!["aggregate-to-edit"],
-            None,
-            edit,
-        ),
-        (
-            "system:aggregate-to-view",
-            vec!["aggregate-to-view"],
-            None,
-            with_verbs(&workloads, &read),
-        ),
-    ]
+                .collect();
+            if !entries.is_empty() {
+                metadata["managedFields"] = entries.into();
+            }
+            object["metadata"] = metadata;
+            Some((
+                ResourceKey::new("rbac.authorization.k8s.io", plural),
+                ObjectKey::cluster(name),
+                object,
+            ))
+        })
+        .collect()
 }
 
 /// The simulated node's name.
@@ -183,25 +151,7 @@ fn objects() -> Vec<(ResourceKey, ObjectKey, Value)> {
                    "conditions": [{"type": "Healthy", "status": "True", "message": "ok"}]}),
         ));
     }
-    for (name, labels, aggregation, rules) in default_roles() {
-        let mut metadata = meta(name, None);
-        let mut all_labels = json!({"kubernetes.io/bootstrapping": "rbac-defaults"});
-        for label in labels {
-            all_labels[format!("rbac.authorization.k8s.io/{label}")] = "true".into();
-        }
-        metadata["labels"] = all_labels;
-        let mut role = json!({"kind": "ClusterRole", "apiVersion": "rbac.authorization.k8s.io/v1",
-                              "metadata": metadata, "rules": rules});
-        if let Some(to) = aggregation {
-            role["aggregationRule"] = json!({"clusterRoleSelectors": [
-                {"matchLabels": {format!("rbac.authorization.k8s.io/{to}"): "true"}}]});
-        }
-        all.push((
-            ResourceKey::new("rbac.authorization.k8s.io", "clusterroles"),
-            ObjectKey::cluster(name),
-            role,
-        ));
-    }
+    all.extend(bootstrap_rbac());
     all
 }
 
@@ -217,4 +167,31 @@ pub fn seed(store: &Store) -> Result<(), StoreError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The recording reads whole: every item a ClusterRole or a
+    /// ClusterRoleBinding with a name, the user-facing roles among them.
+    #[test]
+    fn the_recorded_bootstrap_policy_should_read_whole() {
+        let recorded: Value = serde_json::from_str(BOOTSTRAP_RBAC).expect("JSON");
+        let items = recorded["items"].as_array().expect("items");
+        let objects = bootstrap_rbac();
+        assert_eq!(objects.len(), items.len(), "every item an object");
+        for name in [
+            "cluster-admin",
+            "admin",
+            "edit",
+            "view",
+            "system:basic-user",
+        ] {
+            assert!(
+                objects.iter().any(|(_, key, _)| key.name == name),
+                "{name} recorded"
+            );
+        }
+    }
 }

@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
+use kubewasm_tests::host::apply_text;
 use kubewasm_tests::{Apiserver, kubectl_with};
 use serde_json::json;
 
@@ -323,19 +324,17 @@ async fn a_token_review_should_check_audiences_and_bearers_need_the_api_audience
     Ok(())
 }
 
-/// `kubectl apply` of `yaml` as the admin.
-fn apply_as_admin(server: &Apiserver, yaml: &str) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let file = dir.path().join("o.yaml");
-    std::fs::write(&file, yaml).expect("written");
-    server.ok(&["apply", "-f", file.to_str().unwrap_or_default()]);
+/// A server with the namespace `team` and its ServiceAccount `bot`.
+fn team_with_bot() -> Apiserver {
+    let server = Apiserver::start();
+    server.ok(&["create", "namespace", "team"]);
+    server.ok(&["-n", "team", "create", "serviceaccount", "bot"]);
+    server
 }
 
 #[test]
 fn nobody_should_grant_what_they_do_not_hold_unless_they_may_bind_or_escalate() {
-    let server = Apiserver::start();
-    server.ok(&["create", "namespace", "team"]);
-    server.ok(&["-n", "team", "create", "serviceaccount", "bot"]);
+    let server = team_with_bot();
     server.ok(&[
         "-n",
         "team",
@@ -351,7 +350,7 @@ fn nobody_should_grant_what_they_do_not_hold_unless_they_may_bind_or_escalate() 
             "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: rbac-manager, namespace: team}}\nrules:\n- apiGroups: [rbac.authorization.k8s.io]\n  resources: [roles, rolebindings]\n  verbs: [get, list, create, update, patch, delete]\n{extra}"
         )
     };
-    apply_as_admin(&server, &manager(""));
+    apply_text(&server, &manager(""));
     server.ok(&[
         "-n",
         "team",
@@ -434,7 +433,7 @@ fn nobody_should_grant_what_they_do_not_hold_unless_they_may_bind_or_escalate() 
 
     // `bind` on a ClusterRole lets it bind that role; `escalate` on roles
     // lets it write any Role. Neither lets it read the Secret by itself.
-    apply_as_admin(
+    apply_text(
         &server,
         &manager(
             "- apiGroups: [rbac.authorization.k8s.io]\n  resources: [clusterroles]\n  verbs: [bind]\n  resourceNames: [view]\n- apiGroups: [rbac.authorization.k8s.io]\n  resources: [roles]\n  verbs: [escalate]\n",
@@ -480,4 +479,51 @@ fn nobody_should_grant_what_they_do_not_hold_unless_they_may_bind_or_escalate() 
     assert!(ok, "escalate: {out}{err}");
     let (ok, _, err) = kubectl_with(&bot, &["-n", "team", "get", "secret", "key"]);
     assert!(!ok && err.contains("Forbidden"), "{err}");
+}
+
+/// A ServiceAccount bound to `edit` in its namespace may do there what a
+/// real `edit` allows and nothing more: its workloads, Services and
+/// Secrets, not its quota, its LimitRange, its Namespace or its Pods'
+/// status (the default roles are the real server's bootstrap policy).
+#[test]
+fn edit_in_a_namespace_should_grant_what_a_real_edit_grants_and_no_more() {
+    let server = team_with_bot();
+    server.ok(&[
+        "-n",
+        "team",
+        "create",
+        "rolebinding",
+        "bot-edits",
+        "--clusterrole=edit",
+        "--serviceaccount=team:bot",
+    ]);
+    let can = |question: &[&str]| {
+        let mut args = vec!["auth", "can-i"];
+        args.extend_from_slice(question);
+        args.extend(["-n", "team", "--as=system:serviceaccount:team:bot"]);
+        let (_, out, err) = server.kubectl(&args);
+        match out.trim() {
+            "yes" => true,
+            "no" => false,
+            other => panic!("kubectl auth can-i {question:?}: {other} {err}"),
+        }
+    };
+    for allowed in [
+        &["create", "deployments.apps"][..],
+        &["delete", "pods"],
+        &["update", "services"],
+        &["create", "secrets"],
+        &["create", "pods/exec"],
+    ] {
+        assert!(can(allowed), "edit allows {allowed:?}");
+    }
+    for refused in [
+        &["create", "resourcequotas"][..],
+        &["delete", "limitranges"],
+        &["patch", "namespace/team"],
+        &["update", "pods", "--subresource=status"],
+        &["create", "roles.rbac.authorization.k8s.io"],
+    ] {
+        assert!(!can(refused), "edit refuses {refused:?}");
+    }
 }
