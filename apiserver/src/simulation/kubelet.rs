@@ -4,8 +4,9 @@
 //!
 //! A Pod's life, each step [`Kubelet::delay`] after the one before:
 //! 1. *Unscheduled* (no `spec.nodeName`): bound to the schedulable Node
-//!    with the fewest Pods, through `pods/binding` as the scheduler does
-//!    (`spec.nodeName` and `PodScheduled` in one write).
+//!    with the fewest Pods among those carrying its `nodeSelector`'s
+//!    labels, through `pods/binding` as the scheduler does (`spec.nodeName`
+//!    and `PodScheduled` in one write); with none, it stays Pending.
 //! 2. *Pending* on its Node: started. `phase: Running`, `podIP` from the
 //!    Node's `podCIDR` (each Pod its own), `hostIP` the Node's, `startTime`,
 //!    `containerStatuses` running and ready, init containers completed,
@@ -194,8 +195,10 @@ impl Kubelet {
             .remove(key);
     }
 
-    /// The schedulable Node with the fewest Pods.
-    fn pick_node(&self) -> Option<String> {
+    /// The schedulable Node with the fewest Pods among those carrying
+    /// every label of `pod`'s `nodeSelector`; none when no Node does (the
+    /// Pod stays Pending, as a real scheduler leaves it).
+    fn pick_node(&self, pod: &Value) -> Option<String> {
         let store = self.client.store();
         let nodes = store.objects(&kinds::NODE.key(), None);
         let pods = store.objects(&kinds::POD.key(), None);
@@ -203,9 +206,17 @@ impl Kubelet {
         for pod in &pods {
             *load.entry(text_at(pod, "/spec/nodeName")).or_default() += 1;
         }
+        let selector = pod.pointer("/spec/nodeSelector").and_then(Value::as_object);
         nodes
             .iter()
             .filter(|n| n.pointer("/spec/unschedulable") != Some(&Value::Bool(true)))
+            .filter(|n| {
+                selector.into_iter().flatten().all(|(label, value)| {
+                    n.pointer("/metadata/labels")
+                        .and_then(|labels| labels.get(label))
+                        == Some(value)
+                })
+            })
             .map(|n| text_at(n, "/metadata/name"))
             .min_by_key(|name| load.get(name).copied().unwrap_or(0))
             .map(str::to_owned)
@@ -371,7 +382,7 @@ impl Reconciler for Kubelet {
         }
         match stage {
             Stage::Unscheduled => {
-                let Some(node) = self.pick_node() else {
+                let Some(node) = self.pick_node(&pod) else {
                     return Ok(Next::After(self.delay));
                 };
                 let binding = json!({"apiVersion": "v1", "kind": "Binding",

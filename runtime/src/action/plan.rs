@@ -116,12 +116,19 @@ pub(super) fn plan_one(ctx: PlanContext<'_>, desired: Desired) -> Result<Action,
             if let Some(namespace) = &key.namespace {
                 metadata.insert("namespace".into(), namespace.clone().into());
             }
-            let object = json!({
+            let mut object = json!({
                 "apiVersion": resource.api_version(),
                 "kind": resource.kind,
                 "metadata": metadata,
-                "status": status,
             });
+            // An empty status owns nothing: it is sent without `status`,
+            // which removes the manager's status fields. Sent as `{}`, a
+            // real server removes them and stores the emptied map as null,
+            // which a custom resource's `type: object` status refuses (422;
+            // kubernetes/kubernetes#104694).
+            if status.as_object().is_none_or(|fields| !fields.is_empty()) {
+                object["status"] = status;
+            }
             Ok(Action(Planned::ApplyStatus {
                 resource,
                 key,
@@ -416,6 +423,23 @@ mod tests {
             request.body,
             json!({"apiVersion": "example.com/v1", "kind": "MyApp",
                    "metadata": {"name": "demo", "namespace": "default"}, "status": {"availableReplicas": 2}})
+        );
+    }
+
+    /// An empty status is applied as no status (what it owns: nothing),
+    /// never as `{}`, which a real server turns into null and refuses.
+    #[test]
+    fn an_empty_status_should_be_applied_as_none() {
+        let fx = Fixture::new();
+        let obj = json!({"apiVersion": "example.com/v1", "kind": "MyApp", "metadata": {"name": "demo"},
+                          "status": {}});
+        let actions = fx
+            .plan(vec![Desired::ApplyStatus(obj.to_string())])
+            .expect("granted");
+        assert_eq!(
+            actions[0].request().body,
+            json!({"apiVersion": "example.com/v1", "kind": "MyApp",
+                   "metadata": {"name": "demo", "namespace": "default"}})
         );
     }
 

@@ -1149,13 +1149,20 @@ fn a_plugin_named_by_an_oci_reference_should_run_retry_and_outlive_its_registry(
 }
 
 /// A CronJob of the kubebuilder book's tutorial, `schedule` its schedule,
-/// `policy` its concurrency policy, its Jobs' Pods simulated as `pods`
-/// (`succeed`, or `unready`: running, never done).
-fn book_cronjob(name: &str, schedule: &str, policy: &str, pods: &str) -> String {
+/// `policy` its concurrency policy; its Jobs end when their Pods have run
+/// (`finishing`), or never: their Pods ask for a Node label no Node has,
+/// so they stay Pending on either server (kwok, as the embedded
+/// simulation, completes a Job's Pod once it runs).
+fn book_cronjob(name: &str, schedule: &str, policy: &str, finishing: bool) -> String {
+    let pods = if finishing {
+        "\x20       metadata:\n          annotations: {kubewasm.dev/simulate: succeed}\n        spec:\n"
+    } else {
+        "\x20       spec:\n          nodeSelector: {kubewasm.dev/no-such-node: \"true\"}\n"
+    };
     format!(
         "apiVersion: batch.tutorial.kubebuilder.io/v1\nkind: CronJob\nmetadata:\n  name: {name}\n  namespace: default\n\
          spec:\n  schedule: '{schedule}'\n  concurrencyPolicy: {policy}\n  successfulJobsHistoryLimit: 1\n  jobTemplate:\n    spec:\n      template:\n\
-         \x20       metadata:\n          annotations: {{kubewasm.dev/simulate: {pods}}}\n        spec:\n          restartPolicy: Never\n\
+         {pods}\x20         restartPolicy: Never\n\
          \x20         containers: [{{name: hello, image: busybox}}]\n"
     )
 }
@@ -1181,17 +1188,14 @@ fn cronjob_in_go_should_run_jobs_on_schedule_keep_history_and_honour_concurrency
     apply(&server, &example_file("cronjob-go", "crd.yaml"));
     let host = Host::run(&server, &["cronjob"]);
     host.wait_ready();
+    apply_text(&server, &book_cronjob("every", "@every 2s", "Allow", true));
     apply_text(
         &server,
-        &book_cronjob("every", "@every 2s", "Allow", "succeed"),
+        &book_cronjob("forbid", "@every 2s", "Forbid", false),
     );
     apply_text(
         &server,
-        &book_cronjob("forbid", "@every 2s", "Forbid", "unready"),
-    );
-    apply_text(
-        &server,
-        &book_cronjob("replace", "@every 2s", "Replace", "unready"),
+        &book_cronjob("replace", "@every 2s", "Replace", false),
     );
 
     // Allow: a Job per run, the finished ones beyond the limit deleted.
