@@ -299,6 +299,11 @@ impl Controller {
                     .min(settings.concurrency)
             })
             .max(1);
+        // Paused before any worker runs when this host does not lead: a
+        // key taken before the task below had paused the queue would be
+        // reconciled, its writes fenced, and dropped, not waiting for the
+        // lead.
+        queue.set_paused(!*shared.leading.borrow());
         for _ in 0..concurrency {
             workers.spawn(worker.clone().run());
         }
