@@ -8,26 +8,10 @@
 //! The image is `make image`'s (`target/image`): run with `make bench`;
 //! `cargo test --all-targets` skips it (it needs a real node).
 
-use std::process::Command;
-
 use anyhow::Context;
 use kubewasm_tests::bench::{is_real_run, ms, out_path, time_once, write_section};
-use kubewasm_tests::{Apiserver, helm, workspace_root};
+use kubewasm_tests::{Apiserver, helm, run_ok, workspace_root};
 use serde_json::Value;
-
-/// `program ARGS`, which must succeed: its output.
-fn run(program: &str, args: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new(program)
-        .args(args)
-        .output()
-        .with_context(|| program.to_owned())?;
-    anyhow::ensure!(
-        out.status.success(),
-        "{program} {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
 
 fn json(path: &std::path::Path) -> anyhow::Result<Value> {
     Ok(serde_json::from_slice(
@@ -56,21 +40,21 @@ fn main() -> anyhow::Result<()> {
     let manifest = json(&blob(&index["manifests"][0]["digest"])?)?;
     let layer = &manifest["layers"][0];
     let compressed = layer["size"].as_u64().context("the layer's size")?;
-    let unpacked: u64 = run(
+    let unpacked: u64 = run_ok(
         "sh",
         &[
             "-c",
             &format!("gzip -dc '{}' | wc -c", blob(&layer["digest"])?.display()),
         ],
-    )?
+    )
     .trim()
     .parse()?;
 
     let server = Apiserver::start_real(&["--nodes", "0", "--real-nodes", "1"]);
     let registry = server.node_registry().context("the node's registry")?;
     let reference = format!("{registry}/kubewasm:{tag}");
-    let (pushed, push) = time_once(|| {
-        run(
+    let ((), push) = time_once(|| {
+        run_ok(
             "skopeo",
             &[
                 "copy",
@@ -79,9 +63,8 @@ fn main() -> anyhow::Result<()> {
                 &format!("oci:{}:{tag}", layout.display()),
                 &format!("docker://{reference}"),
             ],
-        )
+        );
     });
-    pushed?;
 
     let kubeconfig = server.kubeconfig.to_str().context("UTF-8")?.to_owned();
     let chart = workspace_root().join("deploy/chart/kubewasm");
@@ -96,7 +79,7 @@ fn main() -> anyhow::Result<()> {
         ];
         all.extend_from_slice(args);
         all.push("deployment/kubewasm");
-        run("kubectl", &all)
+        run_ok("kubectl", &all)
     };
     let (installed, cold) = time_once(|| {
         let (ok, out, err) = helm(&[
@@ -114,12 +97,12 @@ fn main() -> anyhow::Result<()> {
             &format!("image.tag={tag}"),
         ]);
         anyhow::ensure!(ok, "helm install: {out}{err}");
-        rollout(&["status", "--timeout=300s"])
+        rollout(&["status", "--timeout=300s"]);
+        Ok(())
     });
     installed?;
-    rollout(&["restart"])?;
-    let (restarted, warm) = time_once(|| rollout(&["status", "--timeout=300s"]));
-    restarted?;
+    rollout(&["restart"]);
+    let (_, warm) = time_once(|| rollout(&["status", "--timeout=300s"]));
 
     let mb = |bytes: u64| format!("{:.1} MB", bytes as f64 / 1e6);
     let body = format!(
