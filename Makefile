@@ -246,7 +246,7 @@ test:
 # kubectl's suite.
 # A suite is a module of the one integration-test binary (tests/tests/suites),
 # a test the start of its path there.
-REAL_SUITES := engine controllers discovery tenancy plugin_resources real_node installed ring shard_selectors soak traces chart partition kubectl
+REAL_SUITES := engine controllers discovery tenancy plugin_resources real_node installed ring shard_selectors soak traces chart partition watches kubectl
 REAL_REDUCED := engine::myapp_should_converge engine::tenant_bootstrap_in_python \
 	engine::configmap_replicator_in_javascript discovery::a_directory_plugin_should_wait_for_its_crd \
 	tenancy::a_tenant_plugin_should_run_only_while plugin_resources::a_plugin_resource_should_load_swap \

@@ -16,9 +16,16 @@
 //!   result of a plugin removed meanwhile ([`Loads::cancel`]). So the caller
 //!   never swaps in a version older than one it already has, nor revives a
 //!   removed plugin.
-//! - **Bounded.** At most one load per core runs at once (a directory of a
-//!   thousand new components compiles a core's worth at a time, not a
-//!   thousand at once); a load superseded while it waits does no work.
+//! - **Bounded, and fair between tenants.** At most one load per core
+//!   compiles at once (a directory of a thousand new components compiles a
+//!   core's worth at a time, not a thousand at once), and each tenant (a
+//!   `Plugin`'s namespace; the operator's plugins are one tenant) runs at
+//!   most [`TENANT_LOADS`] loads at once, its others queued behind them: a
+//!   load waiting on a registry holds its tenant's turn, never a compile
+//!   slot, so one tenant's stalled or slow pulls wait behind its own and
+//!   delay no other tenant's. A load superseded while it waits does no
+//!   work; one superseded or cancelled while it pulls stops pulling at once
+//!   ([`Slot::wait`]), freeing its tenant's turn.
 //! - **Refusals are results.** A plugin that fails to load comes back as
 //!   [`Loaded::Refused`] with its reason; what the caller runs meanwhile is
 //!   its business (the daemon keeps the running version).
@@ -88,6 +95,10 @@ pub enum Refused {
     /// Its artifact's signature was not accepted.
     #[error("signature refused: {0}")]
     Signature(#[from] SignatureError),
+    /// The load was cancelled (the plugin changed again, or went) before it
+    /// finished: its result is never used.
+    #[error("cancelled: the plugin changed or went while it loaded")]
+    Cancelled,
     /// A type it declares is not served (as declared) by the cluster now:
     /// it waits, and loads again when the cluster's types change.
     #[error("declared type refused: {source}; it loads once the cluster serves it")]
@@ -116,10 +127,12 @@ impl Refused {
     pub fn may_pass(&self) -> bool {
         matches!(
             self,
-            Self::Oci(OciError::Registry { .. })
+            Self::Oci(OciError::Registry { .. } | OciError::Deadline { .. })
                 | Self::Spec(SpecError::PullSecret { .. })
                 | Self::Rights(crate::rights::RightsError::Review { .. })
-                | Self::Signature(SignatureError::Oci(OciError::Registry { .. }))
+                | Self::Signature(SignatureError::Oci(
+                    OciError::Registry { .. } | OciError::Deadline { .. }
+                ))
         )
     }
 
@@ -265,7 +278,7 @@ pub enum Source<'a> {
 /// The artifact a `NAME.oci` file names (a reference on its first line),
 /// fetched within the tokio runtime this blocking thread belongs to: its
 /// bytes and digest.
-fn pull(sources: &Sources, files: &PluginFiles) -> Result<(Vec<u8>, String), Refused> {
+fn pull(sources: &Sources, files: &PluginFiles, slot: &Slot) -> Result<(Vec<u8>, String), Refused> {
     // A reference is one short line: what is past the first KiB is not read.
     let mut text = String::new();
     std::io::Read::read_to_string(
@@ -277,18 +290,17 @@ fn pull(sources: &Sources, files: &PluginFiles) -> Result<(Vec<u8>, String), Ref
     )
     .map_err(Refused::Read)?;
     let reference = oci::parse_reference(text.lines().next().unwrap_or_default().trim())?;
-    let handle = tokio::runtime::Handle::current();
-    let pulled = handle.block_on(sources.artifacts.fetch(&reference))?;
+    let pulled = slot.wait(sources.artifacts.fetch(&reference))??;
     if !sources.required_signatures.is_empty() {
         let access = sources
             .artifacts
             .access_for(&oci::Puller::Operator(oci::Credentials::default()));
-        handle.block_on(signature::verify(
+        slot.wait(signature::verify(
             &reference,
             &pulled.digest,
             &sources.required_signatures,
             &access,
-        ))?;
+        ))??;
     }
     tracing::info!(plugin = %files.name, reference = %reference, digest = %pulled.digest,
         "plugin artifact fetched");
@@ -308,12 +320,18 @@ pub struct Setup {
     pub config: Option<(String, String)>,
 }
 
-/// Loads a component as `setup` says: the plugin and its configuration,
-/// checked against its schema.
+/// Loads a component as `setup` says (compiled holding one of `slot`'s
+/// compile slots): the plugin and its configuration, checked against its
+/// schema.
 ///
 /// # Errors
 /// [`Refused`] says why.
-pub fn prepare(sources: &Sources, source: Source<'_>, setup: Setup) -> Result<Prepared, Refused> {
+pub fn prepare(
+    sources: &Sources,
+    source: Source<'_>,
+    setup: Setup,
+    slot: &Slot,
+) -> Result<Prepared, Refused> {
     let types = sources.discovered.now();
     let mut options = LoadOptions::new(types.mapper)
         .grants(setup.grants)
@@ -321,22 +339,23 @@ pub fn prepare(sources: &Sources, source: Source<'_>, setup: Setup) -> Result<Pr
     if let Some(limits) = setup.limits {
         options = options.limits(limits);
     }
-    let plugin = match source {
-        Source::File(path) => sources.runtime.load_file(path, &options),
-        Source::Bytes(bytes) => sources.runtime.load(bytes, &options),
-    }
-    .map_err(|error| match error {
-        // Not served at all (a CRD not applied yet): it waits. A type
-        // served otherwise than declared (a lying plural) is the
-        // component's fault, refused as such.
-        LoadError::Declaration(DeclarationError::Mapping(source @ MapperError::Unknown { .. })) => {
-            Refused::Unserved {
+    let plugin = slot
+        .compile(|| match source {
+            Source::File(path) => sources.runtime.load_file(path, &options),
+            Source::Bytes(bytes) => sources.runtime.load(bytes, &options),
+        })?
+        .map_err(|error| match error {
+            // Not served at all (a CRD not applied yet): it waits. A type
+            // served otherwise than declared (a lying plural) is the
+            // component's fault, refused as such.
+            LoadError::Declaration(DeclarationError::Mapping(
+                source @ MapperError::Unknown { .. },
+            )) => Refused::Unserved {
                 source,
                 epoch: types.epoch,
-            }
-        }
-        other => Refused::Load(other),
-    })?;
+            },
+            other => Refused::Load(other),
+        })?;
     let config = match setup.config {
         Some((config, origin)) => {
             plugin
@@ -357,11 +376,11 @@ pub fn prepare(sources: &Sources, source: Source<'_>, setup: Setup) -> Result<Pr
     })
 }
 
-/// Loads one plugin from its files.
+/// Loads one plugin from its files, under `slot`.
 ///
 /// # Errors
 /// [`Refused`] says why.
-pub fn load(sources: &Sources, files: &PluginFiles) -> Result<Prepared, Refused> {
+pub fn load(sources: &Sources, files: &PluginFiles, slot: &Slot) -> Result<Prepared, Refused> {
     // A dotted name is a tenant's (`NAMESPACE.NAME`): no file takes one.
     if !kubewasm_core::validation::is_dns_label(&files.name) {
         return Err(Refused::Load(LoadError::Declaration(
@@ -379,7 +398,7 @@ pub fn load(sources: &Sources, files: &PluginFiles) -> Result<Prepared, Refused>
     };
     let pulled = files
         .is_reference()
-        .then(|| pull(sources, files))
+        .then(|| pull(sources, files, slot))
         .transpose()?;
     let config = if files.config.exists() {
         let failed = |source: Box<dyn std::error::Error + Send + Sync>| Refused::Config {
@@ -403,22 +422,137 @@ pub fn load(sources: &Sources, files: &PluginFiles) -> Result<Prepared, Refused>
         Some((bytes, _)) => Source::Bytes(bytes),
         None => Source::File(&files.component),
     };
-    let mut prepared = prepare(sources, source, setup)?;
+    let mut prepared = prepare(sources, source, setup, slot)?;
     prepared.artifact = pulled.map(|(_, digest)| digest);
     Ok(prepared)
+}
+
+/// How many loads of one tenant run at once (pulling or compiling); its
+/// others wait behind them.
+pub const TENANT_LOADS: usize = 2;
+
+/// The tenant a plugin's loads are queued under: a tenant plugin's
+/// namespace (`NAMESPACE.NAME`), or the operator's (empty) for the rest.
+fn tenant_of(plugin: &str) -> &str {
+    plugin
+        .split_once('.')
+        .map_or("", |(namespace, _)| namespace)
+}
+
+/// What one load runs under, on its blocking thread: the host's compile
+/// slots, and its own cancellation.
+pub struct Slot {
+    compiling: Arc<tokio::sync::Semaphore>,
+    cancelled: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Slot {
+    /// A slot of its own, never cancelled: one load run outside [`Loads`].
+    pub fn alone() -> Self {
+        Self {
+            compiling: Arc::new(tokio::sync::Semaphore::new(1)),
+            cancelled: tokio::sync::watch::channel(false).1,
+        }
+    }
+
+    /// Waits for `future` (a pull, a review) within the tokio runtime this
+    /// blocking thread belongs to, unless the load is cancelled meanwhile.
+    ///
+    /// # Errors
+    /// [`Refused::Cancelled`] once the plugin changed again or went.
+    pub fn wait<F: std::future::Future>(&self, future: F) -> Result<F::Output, Refused> {
+        let mut cancelled = self.cancelled.clone();
+        let told = async move {
+            if cancelled.wait_for(|c| *c).await.is_err() {
+                // No one left to tell it (a slot alone): never.
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::runtime::Handle::current().block_on(async move {
+            tokio::select! {
+                output = future => Ok(output),
+                () = told => Err(Refused::Cancelled),
+            }
+        })
+    }
+
+    /// Runs `compile` holding one of the host's compile slots (one per core).
+    ///
+    /// # Errors
+    /// [`Refused::Cancelled`] when cancelled while waiting for a slot.
+    pub fn compile<T>(&self, compile: impl FnOnce() -> T) -> Result<T, Refused> {
+        let _permit = self.wait(Arc::clone(&self.compiling).acquire_owned())?;
+        Ok(compile())
+    }
 }
 
 /// A finished load task: its number, what it loaded, what it gave.
 type LoadDone<O> = (u64, O, Result<Prepared, Refused>);
 
+/// The latest load of a plugin: its number, and what cancels it.
+struct Latest {
+    id: u64,
+    cancel: tokio::sync::watch::Sender<bool>,
+}
+
+/// The latest load of each plugin (a later one makes earlier ones void).
+#[derive(Default)]
+struct Latests(std::sync::Mutex<HashMap<String, Latest>>);
+
+impl Latests {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Latest>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether load `id` is still the latest of `name`.
+    fn is_latest(&self, name: &str, id: u64) -> bool {
+        self.lock().get(name).is_some_and(|l| l.id == id)
+    }
+
+    /// Makes `latest` the latest of `name`, cancelling the one before.
+    fn replace(&self, name: &str, latest: Latest) {
+        if let Some(before) = self.lock().insert(name.to_owned(), latest) {
+            before.cancel.send_replace(true);
+        }
+    }
+
+    /// Cancels the latest of `name`, leaving none.
+    fn cancel(&self, name: &str) {
+        if let Some(before) = self.lock().remove(name) {
+            before.cancel.send_replace(true);
+        }
+    }
+}
+
+/// Stops a plugin's load in flight where it waits, from outside the loop
+/// that owns the [`Loads`] (a watch that saw the plugin's resource change or
+/// go while its key is processing): the load ends at once as
+/// [`Refused::Cancelled`], handed back by [`Loads::next`] as any result, so
+/// that its owner finishes with the key and looks at it again.
+#[derive(Clone)]
+pub struct Interrupter(Arc<Latests>);
+
+impl Interrupter {
+    /// Stops the latest load of `name`, if one is in flight.
+    pub fn interrupt(&self, name: &str) {
+        if let Some(latest) = self.0.lock().get(name) {
+            latest.cancel.send_replace(true);
+        }
+    }
+}
+
 /// Loads in flight, each on a blocking thread, the latest of each plugin
-/// counting (see the module documentation). `O` says where a load came
-/// from (a plugin's files, a `Plugin` resource), handed back with it.
+/// counting, fair between tenants (see the module documentation). `O` says
+/// where a load came from (a plugin's files, a `Plugin` resource), handed
+/// back with it.
 pub struct Loads<O> {
-    /// The latest load of each plugin (a later one makes earlier ones void).
-    latest: Arc<std::sync::Mutex<HashMap<String, u64>>>,
-    /// One per load allowed to run at once.
-    permits: Arc<tokio::sync::Semaphore>,
+    latest: Arc<Latests>,
+    /// One per load allowed to compile at once.
+    compiling: Arc<tokio::sync::Semaphore>,
+    /// Each tenant's turns ([`TENANT_LOADS`]), while it has loads.
+    tenants: HashMap<String, Arc<tokio::sync::Semaphore>>,
     next_load: u64,
     /// Loads in flight; `None` for one superseded before it ran.
     loads: JoinSet<Option<(String, LoadDone<O>)>>,
@@ -431,9 +565,10 @@ impl<O: Send + 'static> Default for Loads<O> {
     fn default() -> Self {
         Self {
             latest: Arc::default(),
-            permits: Arc::new(tokio::sync::Semaphore::new(
+            compiling: Arc::new(tokio::sync::Semaphore::new(
                 std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
             )),
+            tenants: HashMap::new(),
             next_load: 0,
             loads: JoinSet::new(),
             awaited: HashSet::new(),
@@ -442,19 +577,13 @@ impl<O: Send + 'static> Default for Loads<O> {
 }
 
 impl<O: Send + 'static> Loads<O> {
-    fn latest(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
-        self.latest
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
     /// Starts loading the plugin `name` with `load`, making any earlier
-    /// load of it void.
+    /// load of it void (and stopping it where it waits).
     pub fn spawn(
         &mut self,
         name: &str,
         origin: O,
-        load: impl FnOnce() -> Result<Prepared, Refused> + Send + 'static,
+        load: impl FnOnce(&Slot) -> Result<Prepared, Refused> + Send + 'static,
     ) {
         let task = self.start(name, origin, load);
         self.awaited.insert(task);
@@ -465,28 +594,31 @@ impl<O: Send + 'static> Loads<O> {
         &mut self,
         name: &str,
         origin: O,
-        load: impl FnOnce() -> Result<Prepared, Refused> + Send + 'static,
+        load: impl FnOnce(&Slot) -> Result<Prepared, Refused> + Send + 'static,
     ) -> tokio::task::Id {
         self.next_load += 1;
         let id = self.next_load;
-        self.latest().insert(name.to_owned(), id);
-        let (name, permits, latest) = (
-            name.to_owned(),
-            Arc::clone(&self.permits),
-            Arc::clone(&self.latest),
+        let (cancel, cancelled) = tokio::sync::watch::channel(false);
+        self.latest.replace(name, Latest { id, cancel });
+        // Tenants with no load left give their entry up.
+        self.tenants.retain(|_, turns| Arc::strong_count(turns) > 1);
+        let turns = Arc::clone(
+            self.tenants
+                .entry(tenant_of(name).to_owned())
+                .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(TENANT_LOADS))),
         );
+        let slot = Slot {
+            compiling: Arc::clone(&self.compiling),
+            cancelled,
+        };
+        let (name, latest) = (name.to_owned(), Arc::clone(&self.latest));
         let task = self.loads.spawn(async move {
-            // Closed never: the semaphore lives as long as the loads.
-            let _permit = permits.acquire_owned().await.ok();
-            let current = latest
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .get(&name)
-                == Some(&id);
-            if !current {
+            // Closed never: the semaphore lives as long as the task.
+            let _turn = turns.acquire_owned().await.ok();
+            if !latest.is_latest(&name, id) {
                 return None;
             }
-            match tokio::task::spawn_blocking(move || (id, origin, load())).await {
+            match tokio::task::spawn_blocking(move || (id, origin, load(&slot))).await {
                 Ok(done) => Some((name, done)),
                 Err(error) => {
                     tracing::error!(%error, "a plugin load task failed");
@@ -513,9 +645,9 @@ impl<O: Send + 'static> Loads<O> {
             return;
         }
         let (plugin, config) = (Arc::clone(plugin), config.to_owned());
-        self.start(name, origin, move || {
+        self.start(name, origin, move |slot| {
             Ok(Prepared {
-                plugin: plugin.optimized()?,
+                plugin: slot.compile(|| plugin.optimized())??,
                 config,
                 artifact,
                 tier_up: true,
@@ -523,9 +655,15 @@ impl<O: Send + 'static> Loads<O> {
         });
     }
 
-    /// Makes every load of `name` in flight void (the plugin went).
+    /// What stops a load in flight from elsewhere.
+    pub fn interrupter(&self) -> Interrupter {
+        Interrupter(Arc::clone(&self.latest))
+    }
+
+    /// Makes every load of `name` in flight void (the plugin went), and
+    /// stops it where it waits.
     pub fn cancel(&mut self, name: &str) {
-        self.latest().remove(name);
+        self.latest.cancel(name);
     }
 
     /// Loads of new code not finished yet (a plugin's first version, a
@@ -554,11 +692,11 @@ impl<O: Send + 'static> Loads<O> {
                     continue;
                 }
             };
-            if self.latest().get(&name) != Some(&id) {
+            if !self.latest.is_latest(&name, id) {
                 tracing::debug!(plugin = %name, "a newer load superseded this one");
                 continue;
             }
-            self.latest().remove(&name);
+            self.latest.lock().remove(&name);
             let loaded = match loaded {
                 Ok(prepared) => Loaded::Ready { origin, prepared },
                 Err(error) => Loaded::Refused { origin, error },
@@ -572,7 +710,17 @@ impl<O: Send + 'static> Loads<O> {
 mod tests {
     use super::*;
 
-    fn refused() -> Result<Prepared, Refused> {
+    /// Bounds each wait of the tests below: a load that never ends fails
+    /// them rather than hanging.
+    const WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+    async fn next_of<O: Send + 'static>(loads: &mut Loads<O>) -> Option<(String, Loaded<O>)> {
+        tokio::time::timeout(WAIT, loads.next())
+            .await
+            .expect("a load ends, or none is left, within 10 s")
+    }
+
+    fn refused(_: &Slot) -> Result<Prepared, Refused> {
         Err(Refused::NameTaken {
             name: "taken".to_owned(),
             holder: crate::lifecycle::owner::Owner::Directory,
@@ -584,9 +732,9 @@ mod tests {
         let mut loads = Loads::<u32>::default();
         let (release, held) = std::sync::mpsc::channel::<()>();
         // a's first load runs while a second one starts; b is cancelled.
-        loads.spawn("a", 1, move || {
+        loads.spawn("a", 1, move |slot| {
             let _ = held.recv();
-            refused()
+            refused(slot)
         });
         loads.spawn("a", 2, refused);
         loads.spawn("b", 1, refused);
@@ -607,9 +755,9 @@ mod tests {
         let mut loads = Loads::<()>::default();
         let (release, held) = std::sync::mpsc::channel::<()>();
         // A tier-up of `a` (started as `tier_up` does) and a new `b`.
-        loads.start("a", (), move || {
+        loads.start("a", (), move |slot| {
             let _ = held.recv();
-            refused()
+            refused(slot)
         });
         loads.spawn("b", (), refused);
         assert_eq!(loads.pending(), 1, "b only: a's code already runs");
@@ -619,5 +767,98 @@ mod tests {
         release.send(()).expect("a waits");
         let (second, _) = loads.next().await.expect("a");
         assert_eq!(second, "a");
+    }
+
+    /// A load that waits on a registry which never answers, until it is
+    /// cancelled; it says when it starts.
+    fn stalled(
+        started: std::sync::mpsc::Sender<&'static str>,
+        name: &'static str,
+    ) -> impl FnOnce(&Slot) -> Result<Prepared, Refused> + Send + 'static {
+        move |slot| {
+            let _ = started.send(name);
+            slot.wait(std::future::pending::<()>())?;
+            refused(slot)
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_tenants_stalled_loads_should_wait_behind_its_own_and_delay_no_other() {
+        let mut loads = Loads::<()>::default();
+        let (started, starts) = std::sync::mpsc::channel();
+        for name in ["team-a.one", "team-a.two", "team-a.three"] {
+            loads.spawn(name, (), stalled(started.clone(), name));
+        }
+        // Two of team-a's take its turns (whichever task ran first); the
+        // third waits behind them.
+        let first = [
+            starts.recv_timeout(WAIT).expect("a first starts"),
+            starts.recv_timeout(WAIT).expect("a second starts"),
+        ];
+        let team_a = ["team-a.one", "team-a.two", "team-a.three"];
+        let third = team_a
+            .iter()
+            .find(|n| !first.contains(n))
+            .expect("one waits");
+        // Another tenant's load, and the operator's, run meanwhile.
+        loads.spawn("team-b.mover", (), refused);
+        loads.spawn("replicator", (), refused);
+        let mut done = Vec::new();
+        for _ in 0..2 {
+            let (name, loaded) = next_of(&mut loads).await.expect("a load ends");
+            assert!(matches!(
+                loaded,
+                Loaded::Refused {
+                    error: Refused::NameTaken { .. },
+                    ..
+                }
+            ));
+            done.push(name);
+        }
+        done.sort_unstable();
+        assert_eq!(done, ["replicator", "team-b.mover"]);
+        assert!(
+            starts.try_recv().is_err(),
+            "team-a's third still waits its turn"
+        );
+        // Deleting a stalled plugin stops its pull at once: the third starts.
+        loads.cancel(first[0]);
+        assert_eq!(starts.recv_timeout(WAIT).expect("the third starts"), *third);
+        for name in team_a {
+            loads.cancel(name);
+        }
+        assert!(
+            next_of(&mut loads).await.is_none(),
+            "a cancelled load gives nothing"
+        );
+        assert_eq!(loads.pending(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_load_superseded_while_it_pulls_should_stop_pulling() {
+        let mut loads = Loads::<u32>::default();
+        let (started, starts) = std::sync::mpsc::channel();
+        loads.spawn("team-a.one", 1, stalled(started, "first"));
+        assert_eq!(
+            starts.recv_timeout(WAIT).expect("the first starts"),
+            "first"
+        );
+        loads.spawn("team-a.one", 2, refused);
+        let (name, loaded) = next_of(&mut loads).await.expect("the second ends");
+        assert_eq!(name, "team-a.one");
+        assert!(
+            matches!(loaded, Loaded::Refused { origin: 2, .. }),
+            "{loaded:?}"
+        );
+        assert!(
+            next_of(&mut loads).await.is_none(),
+            "the first stopped, and gave nothing"
+        );
+    }
+
+    #[test]
+    fn a_tenant_should_be_its_plugins_namespace() {
+        assert_eq!(tenant_of("team-a.mover"), "team-a");
+        assert_eq!(tenant_of("replicator"), "");
     }
 }

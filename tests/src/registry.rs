@@ -193,3 +193,35 @@ impl Drop for Registry {
         let _ = self.child.wait();
     }
 }
+
+/// A registry that accepts connections and never answers, as a hostile
+/// tenant's: it holds every connection open, saying nothing, and notes
+/// when each came.
+pub struct Silent {
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+    accepted: std::sync::Arc<std::sync::Mutex<Vec<Instant>>>,
+}
+
+impl Silent {
+    /// Listens on a free loopback port, on a thread of its own.
+    pub fn start() -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        let addr = listener.local_addr().expect("bound").to_string();
+        let accepted = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let noted = std::sync::Arc::clone(&accepted);
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for stream in listener.incoming().flatten() {
+                noted.lock().expect("noted").push(Instant::now());
+                held.push(stream);
+            }
+        });
+        Self { addr, accepted }
+    }
+
+    /// When each connection came, in order.
+    pub fn accepted(&self) -> Vec<Instant> {
+        self.accepted.lock().expect("accepted").clone()
+    }
+}

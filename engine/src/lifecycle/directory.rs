@@ -248,8 +248,9 @@ impl Directory {
         tracing::info!(plugin = %name, path = %files.component.display(),
             "loading plugin (compiled on first load, cached after)");
         let (files, sources) = (files.clone(), self.sources.clone());
-        self.loads
-            .spawn(name, files.clone(), move || loader::load(&sources, &files));
+        self.loads.spawn(name, files.clone(), move |slot| {
+            loader::load(&sources, &files, slot)
+        });
         // The key stays processing until the load is run or refused.
     }
 
@@ -369,7 +370,11 @@ mod tests {
     async fn a_refusal_should_say_why() {
         let dir = tempfile::tempdir().expect("dir");
         std::fs::write(dir.path().join("a.wasm"), "not wasm").expect("written");
-        let refused = loader::load(&sources(dir.path(), false), &files(dir.path(), "a"));
+        let refused = loader::load(
+            &sources(dir.path(), false),
+            &files(dir.path(), "a"),
+            &loader::Slot::alone(),
+        );
         match refused {
             Err(Refused::NoGrants { grants }) => {
                 assert_eq!(grants, dir.path().join("a.grants.yaml"));
@@ -388,9 +393,11 @@ mod tests {
         let mut errors = Vec::new();
         for name in ["bad", "gone"] {
             let (sources, files) = (sources.clone(), files(dir.path(), name));
-            let loaded = tokio::task::spawn_blocking(move || loader::load(&sources, &files))
-                .await
-                .expect("joined");
+            let loaded = tokio::task::spawn_blocking(move || {
+                loader::load(&sources, &files, &loader::Slot::alone())
+            })
+            .await
+            .expect("joined");
             match loaded {
                 Err(error) => errors.push((name, error.may_pass(), error.to_string())),
                 Ok(_) => panic!("{name} loaded"),

@@ -67,6 +67,7 @@ impl Artifacts {
         Access {
             plain_http: self.access.plain_http,
             roots: self.access.roots.clone(),
+            timeouts: self.access.timeouts,
             credentials: match puller {
                 Puller::Operator(own) => self.access.credentials.overridden_by(own),
                 Puller::Tenant {
@@ -94,8 +95,20 @@ impl Artifacts {
     /// else pulled, verified and cached.
     ///
     /// # Errors
-    /// [`OciError`] as [`pull`] says.
+    /// [`OciError`] as [`pull`] says, and [`OciError::Deadline`] past the
+    /// access's [`Timeouts::pull`](super::Timeouts::pull).
     pub async fn fetch_for(
+        &self,
+        reference: &Reference,
+        puller: &Puller<'_>,
+    ) -> Result<Pulled, OciError> {
+        self.access
+            .bounded(reference, self.fetch_unbounded(reference, puller))
+            .await
+    }
+
+    /// [`Self::fetch_for`], however long the registry takes.
+    async fn fetch_unbounded(
         &self,
         reference: &Reference,
         puller: &Puller<'_>,

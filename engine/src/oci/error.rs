@@ -22,6 +22,14 @@ pub enum OciError {
         #[source]
         source: Box<oci_client::errors::OciDistributionError>,
     },
+    /// A pull took longer than its bound ([`super::Timeouts::pull`]).
+    #[error("registry {registry}: the pull took over {}s", after.as_secs())]
+    Deadline {
+        /// The registry's host.
+        registry: String,
+        /// The bound.
+        after: std::time::Duration,
+    },
     /// What was fetched does not hash to the digest it was asked by.
     #[error("digest mismatch for the {what}: expected {expected}, got {actual}")]
     DigestMismatch {
@@ -90,11 +98,12 @@ impl OciError {
     }
 
     /// Whether the registry could not be reached or failed on its side (a
-    /// connection refused or timed out, a 5xx), rather than answered: then
-    /// nothing was said about who may pull what.
+    /// connection refused or timed out, a 5xx, a pull past its bound),
+    /// rather than answered: then nothing was said about who may pull what.
     pub fn is_unreachable(&self) -> bool {
         use oci_client::errors::OciDistributionError as E;
         match self {
+            Self::Deadline { .. } => true,
             Self::Registry { source, .. } => match source.as_ref() {
                 E::RequestError(error) => error.is_connect() || error.is_timeout(),
                 E::ServerError { code, .. } => *code >= 500,

@@ -40,6 +40,7 @@ pub use error::OciError;
 pub use registry::{
     ANNOTATION_DECLARATION, Access, CONFIG_MEDIA_TYPE, Component, DOCKER_MANIFEST_MEDIA_TYPE,
     LAYER_MEDIA_TYPE, LEGACY_CONFIG_MEDIA_TYPE, LEGACY_LAYER_MEDIA_TYPE, MANIFEST_MEDIA_TYPE,
-    MAX_LAYER_BYTES, MAX_MANIFEST_BYTES, Pulled, Resolved, digest_of, fetch_blob, fetch_manifest,
-    parse_reference, plugin_layer_of, pull, push, push_manifest, resolve, write_atomically,
+    MAX_LAYER_BYTES, MAX_MANIFEST_BYTES, Pulled, Resolved, Timeouts, digest_of, fetch_blob,
+    fetch_manifest, parse_reference, plugin_layer_of, pull, push, push_manifest, resolve,
+    write_atomically,
 };

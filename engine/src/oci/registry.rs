@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
 use oci_client::client::{
     Certificate, CertificateEncoding, ClientConfig, ClientProtocol, Config, ImageLayer,
@@ -46,8 +47,28 @@ pub fn parse_reference(text: &str) -> Result<Reference, OciError> {
     })
 }
 
-/// How to reach registries: the protocol, the certificates trusted and the
-/// credentials.
+/// How long a registry may take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// To accept a connection, and to send each part of an answer: a
+    /// registry that accepts and says nothing is given up on after it.
+    pub request: Duration,
+    /// For a whole pull (the manifest, then the layer): a registry that
+    /// answers a byte at a time is given up on after it.
+    pub pull: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            request: Duration::from_secs(30),
+            pull: Duration::from_secs(300),
+        }
+    }
+}
+
+/// How to reach registries: the protocol, the certificates trusted, the
+/// credentials and how long a registry may take.
 #[derive(Clone, Debug, Default)]
 pub struct Access {
     /// Plain HTTP instead of HTTPS (a loopback registry, a test).
@@ -57,6 +78,8 @@ pub struct Access {
     pub roots: Vec<Vec<u8>>,
     /// Credentials by registry host.
     pub credentials: Credentials,
+    /// How long a registry may take.
+    pub timeouts: Timeouts,
 }
 
 impl Access {
@@ -78,7 +101,27 @@ impl Access {
                     data: der.clone(),
                 })
                 .collect(),
+            connect_timeout: Some(self.timeouts.request),
+            read_timeout: Some(self.timeouts.request),
             ..ClientConfig::default()
+        })
+    }
+
+    /// `pull` (of what `reference` names) within [`Timeouts::pull`].
+    ///
+    /// # Errors
+    /// `pull`'s, or [`OciError::Deadline`].
+    pub(super) async fn bounded<T>(
+        &self,
+        reference: &Reference,
+        pull: impl Future<Output = Result<T, OciError>>,
+    ) -> Result<T, OciError> {
+        let after = self.timeouts.pull;
+        tokio::time::timeout(after, pull).await.unwrap_or_else(|_| {
+            Err(OciError::Deadline {
+                registry: reference.resolve_registry().to_owned(),
+                after,
+            })
         })
     }
 
@@ -435,8 +478,12 @@ pub(super) async fn pull_layer(
 /// [`OciError`]: unreachable or refusing registry, digest mismatch, not a
 /// plugin.
 pub async fn pull(reference: &Reference, access: &Access) -> Result<Pulled, OciError> {
-    let resolved = resolve(reference, access).await?;
-    pull_layer(reference, access, resolved).await
+    access
+        .bounded(reference, async {
+            let resolved = resolve(reference, access).await?;
+            pull_layer(reference, access, resolved).await
+        })
+        .await
 }
 
 /// Writes `bytes` beside `path`, then renames it over `path`: a reader

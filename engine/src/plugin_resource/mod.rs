@@ -168,15 +168,16 @@ impl PluginResources {
         }));
         let mut watches = JoinSet::new();
         let listed: [Arc<AtomicBool>; 2] = Default::default();
+        let loads = Loads::default();
         let plugins = watch::reflect(
             Api::<PluginResource>::all(client.clone()),
-            &queue,
+            (&queue, &loads.interrupter()),
             &listed[0],
             &mut watches,
         );
         let cluster = watch::reflect(
             Api::<ClusterPluginResource>::all(client.clone()),
-            &queue,
+            (&queue, &loads.interrupter()),
             &listed[1],
             &mut watches,
         );
@@ -200,7 +201,7 @@ impl PluginResources {
             listed,
             _watches: watches,
             tracked: BTreeMap::new(),
-            loads: Loads::default(),
+            loads,
             leading,
             writes: JoinSet::new(),
             events: JoinSet::new(),
@@ -450,8 +451,8 @@ impl PluginResources {
             self.options.clone(),
         );
         let owned = asked.clone();
-        self.loads.spawn(&name, asked.generation(), move || {
-            load(&sources, &client, &options, owned)
+        self.loads.spawn(&name, asked.generation(), move |slot| {
+            load(&sources, &client, &options, owned, slot)
         });
     }
 

@@ -12,7 +12,7 @@ use kubewasm_runtime::grants::OperatorGrants;
 use kubewasm_runtime::resource::ObjectKey;
 
 use super::types::{ClusterPluginResource, CommonSpec, PluginLimits, PluginResource, PluginStatus};
-use crate::loader::{self, Prepared, Refused, Setup, Sources, SpecError};
+use crate::loader::{self, Prepared, Refused, Setup, Slot, Sources, SpecError};
 use crate::oci::{self, Credentials, Puller, Receipt};
 use crate::rights::Reads;
 use crate::signature::{self, PublicKeys, SignatureError};
@@ -339,12 +339,14 @@ fn verify_keys(
 }
 
 /// Loads the generation `asked` of a resource (on a blocking thread of
-/// the tokio runtime).
+/// the tokio runtime), under `slot`: its pull and its signature's stop
+/// when the load is cancelled.
 pub(super) fn load(
     sources: &Sources,
     client: &kube::Client,
     options: &ResourceOptions,
     asked: Asked,
+    slot: &Slot,
 ) -> Result<Prepared, Refused> {
     let Asked {
         id,
@@ -367,8 +369,7 @@ pub(super) fn load(
         },
         None => Puller::Operator(credentials),
     };
-    let handle = tokio::runtime::Handle::current();
-    let pulled = handle.block_on(sources.artifacts.fetch_for(&reference, &puller))?;
+    let pulled = slot.wait(sources.artifacts.fetch_for(&reference, &puller))??;
     // Signed by a key the host or the resource requires, on this digest.
     let keys = sources
         .required_signatures
@@ -376,12 +377,12 @@ pub(super) fn load(
     if !keys.is_empty() {
         let access = sources.artifacts.access_for(&puller);
         let artifacts = &sources.artifacts;
-        match handle.block_on(signature::verify(
+        match slot.wait(signature::verify(
             &reference,
             &pulled.digest,
             &keys,
             &access,
-        )) {
+        ))? {
             Ok(()) => artifacts.give_receipt(Receipt::Verified, &uid, &pulled.digest),
             // Verified for it before: the registry down, it keeps that digest.
             Err(SignatureError::Oci(error))
@@ -407,11 +408,11 @@ pub(super) fn load(
         limits: Some(limits),
         config,
     };
-    let mut prepared = loader::prepare(sources, loader::Source::Bytes(&pulled.bytes), setup)?;
+    let mut prepared = loader::prepare(sources, loader::Source::Bytes(&pulled.bytes), setup, slot)?;
     prepared.artifact = Some(pulled.digest);
     if let Some((namespace, account)) = options.tenant_account(&id) {
         let reads = Reads::of(prepared.plugin.declaration());
-        tokio::runtime::Handle::current().block_on(reads.check(client, namespace, account))?;
+        slot.wait(reads.check(client, namespace, account))??;
     }
     Ok(prepared)
 }

@@ -80,6 +80,7 @@ impl Refusal {
             Refused::Rights(RightsError::Review { .. }) => "AccessReviewFailed",
             Refused::Signature(_) => "SignatureRefused",
             Refused::Unserved { .. } => "TypeNotServed",
+            Refused::Cancelled => "Cancelled",
         };
         Self {
             reason,

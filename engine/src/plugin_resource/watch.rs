@@ -7,7 +7,10 @@
 //! (the host's own, every few seconds) changes neither, so it queues
 //! nothing, as controller-runtime's `GenerationChangedPredicate` has it:
 //! a refusal's retry then waits its backoff. After a relist, the keys that
-//! vanished while the watch was down are queued too.
+//! vanished while the watch was down are queued too. A key queued so also
+//! interrupts its plugin's load in flight (a pull stalled on a registry
+//! included): that load is for what the object no longer asks, and its key
+//! is looked at again once it ends.
 //!
 //! A replica that starts leading queues every key, so that the statuses
 //! another replica left are brought up to date.
@@ -24,6 +27,8 @@ use kube::{Resource, ResourceExt};
 use kubewasm_runtime::resource::ObjectKey;
 use tokio::task::JoinSet;
 
+use super::spec::ResourceId;
+use crate::loader::Interrupter;
 use crate::queue::{Priority, WorkQueue};
 
 /// What of an object the host acts on: its identity and its generation.
@@ -40,11 +45,11 @@ fn fingerprint<K: Resource>(object: &K) -> Fingerprint {
     (object.uid(), object.meta().generation)
 }
 
-/// A reflector of `api` whose changes queue their keys on `queue`; sets
-/// `listed` once it listed.
+/// A reflector of `api` whose changes queue their keys on `queue`, each
+/// interrupting its plugin's load in flight; sets `listed` once it listed.
 pub(super) fn reflect<K>(
     api: Api<K>,
-    queue: &Arc<WorkQueue>,
+    (queue, loads): (&Arc<WorkQueue>, &Interrupter),
     listed: &Arc<AtomicBool>,
     tasks: &mut JoinSet<()>,
 ) -> Store<K>
@@ -58,7 +63,11 @@ where
         + 'static,
 {
     let (store, writer) = reflector::store();
-    let (queue, listed) = (Arc::clone(queue), Arc::clone(listed));
+    let (queue, listed, loads) = (Arc::clone(queue), Arc::clone(listed), loads.clone());
+    let changes = move |key: ObjectKey| {
+        loads.interrupt(&ResourceId::from(&key).plugin_name());
+        queue.add(key, Priority::Event);
+    };
     let stream =
         reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
     tasks.spawn(async move {
@@ -81,11 +90,11 @@ where
                     // find its object missing.
                     for (key, now) in &relisted {
                         if changed(&seen, key, now) {
-                            queue.add(key.clone(), Priority::Event);
+                            changes(key.clone());
                         }
                     }
                     for gone in seen.keys().filter(|k| !relisted.contains_key(*k)) {
-                        queue.add(gone.clone(), Priority::Event);
+                        changes(gone.clone());
                     }
                     seen = std::mem::take(&mut relisted);
                     listed.store(true, Ordering::Relaxed);
@@ -93,14 +102,14 @@ where
                 Ok(watcher::Event::Apply(object)) => {
                     let (key, now) = (key_of(&object), fingerprint(&object));
                     if changed(&seen, &key, &now) {
-                        queue.add(key.clone(), Priority::Event);
+                        changes(key.clone());
                         seen.insert(key, now);
                     }
                 }
                 Ok(watcher::Event::Delete(object)) => {
                     let key = key_of(&object);
                     seen.remove(&key);
-                    queue.add(key, Priority::Event);
+                    changes(key);
                 }
                 Err(error) => tracing::warn!(%error, "plugin resource watch failed; retrying"),
             }
@@ -240,6 +249,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::loader::{Loaded, Prepared, Refused};
     use crate::plugin_resource::types::{CommonSpec, PluginResource, PluginSpec};
     use crate::queue::{Backoff, Done};
 
@@ -281,9 +291,10 @@ mod tests {
         let queue = Arc::new(WorkQueue::new(Backoff::default()));
         let listed = Arc::new(AtomicBool::new(false));
         let mut tasks = JoinSet::new();
+        let mut loads = crate::loader::Loads::<()>::default();
         let _store = reflect(
             Api::<PluginResource>::all(client.clone()),
-            &queue,
+            (&queue, &loads.interrupter()),
             &listed,
             &mut tasks,
         );
@@ -316,7 +327,11 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert_eq!(queue.depth(), 0, "status writes queued a key");
 
-        // A spec change is a new generation: queued.
+        // A spec change is a new generation: queued, and the load of the
+        // last one, stalled on its registry, stopped.
+        loads.spawn("default.p", (), |slot| {
+            slot.wait(std::future::pending::<Result<Prepared, Refused>>())?
+        });
         api.patch(
             "p",
             &PatchParams::default(),
@@ -325,6 +340,20 @@ mod tests {
         .await
         .expect("spec changed");
         assert_eq!(next_key(&queue).await, key, "a new generation is queued");
+        let stopped = tokio::time::timeout(Duration::from_secs(10), loads.next()).await;
+        assert!(
+            matches!(
+                stopped,
+                Ok(Some((
+                    _,
+                    Loaded::Refused {
+                        error: Refused::Cancelled,
+                        ..
+                    }
+                )))
+            ),
+            "{stopped:?}"
+        );
 
         // Gone: queued, so its plugin stops.
         api.delete("p", &Default::default()).await.expect("deleted");

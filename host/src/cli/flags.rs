@@ -142,6 +142,16 @@ pub(super) struct RegistryFlags {
     /// $DOCKER_CONFIG/config.json, else ~/.docker/config.json].
     #[arg(long)]
     docker_config: Option<PathBuf>,
+    /// Seconds a registry may take to accept a connection, and to send each
+    /// part of an answer: one that accepts and says nothing is given up on
+    /// (a plugin's load is then tried again with backoff).
+    #[arg(long, value_name = "SECONDS", default_value_t = 30,
+        value_parser = clap::value_parser!(u64).range(1..=3600))]
+    registry_timeout: u64,
+    /// Seconds a whole pull (a manifest and its layer) may take.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300,
+        value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pull_deadline: u64,
 }
 
 impl RegistryFlags {
@@ -174,6 +184,10 @@ impl RegistryFlags {
             plain_http: self.plain_http,
             roots,
             credentials: oci::Credentials::load(self.docker_config.as_deref())?,
+            timeouts: oci::Timeouts {
+                request: std::time::Duration::from_secs(self.registry_timeout),
+                pull: std::time::Duration::from_secs(self.pull_deadline),
+            },
         })
     }
 }

@@ -38,3 +38,4 @@ mod signatures;
 mod soak;
 mod tenancy;
 mod traces;
+mod watches;

@@ -374,3 +374,100 @@ fn a_tenant_should_pull_with_its_own_credentials_and_never_run_another_tenants_a
         },
     );
 }
+
+#[test]
+fn a_tenants_stalled_registry_should_hold_up_no_other_tenant_and_say_why() {
+    use kubewasm_tests::registry::Silent;
+
+    let server = server_with_crds(&[]);
+    let registry = Registry::start();
+    let (myapp, _) = registry.push(&example_plugin("myapp"), "tenants/myapp:1");
+    let silent = Silent::start();
+    server.ok(&[
+        "apply",
+        "-f",
+        &example_file("myapp", "crd.yaml").to_string_lossy(),
+    ]);
+    for ns in ["team-a", "team-b"] {
+        server.ok(&["create", "namespace", ns]);
+    }
+    // Registries may take 15 s to say anything (30 by default).
+    let timeout = Duration::from_secs(15);
+    let mut host = Host::start(
+        &server,
+        &[],
+        &[],
+        &["--plain-http", "--registry-timeout", "15"],
+    );
+    host.wait_ready();
+    let stalled = format!("oci://{}/team-a/stalls:1", silent.addr);
+    for name in ["one", "two", "three"] {
+        apply_text(&server, &plugin("team-a", name, &stalled, ""));
+    }
+    let statuses = || {
+        ["one", "two", "three"]
+            .iter()
+            .map(|n| format!("team-a/{n}: {:#}", status(&server, "team-a", n)))
+            .chain([format!(
+                "team-b/mover: {:#}",
+                status(&server, "team-b", "mover")
+            )])
+            .collect::<Vec<_>>()
+            .join("\n")
+            + &format!(
+                "\nthe silent registry's connections: {:?}",
+                silent.accepted()
+            )
+    };
+    wait_for(
+        "team-a's first two pulls stall",
+        &host,
+        WITHIN,
+        statuses,
+        || silent.accepted().len() == 2,
+    );
+    // Another tenant's Plugin loads while they stall: before either is
+    // given up on, and team-a's third still waits behind its own two.
+    apply_text(&server, &plugin("team-b", "mover", &myapp, ""));
+    let first = silent.accepted()[0];
+    wait_for("team-b's Plugin runs", &host, WITHIN, statuses, || {
+        running(&server, "team-b", "mover")
+    });
+    assert!(first.elapsed() < timeout, "{}", statuses());
+    assert_eq!(silent.accepted().len(), 2, "{}", statuses());
+
+    // Deleting a stalled Plugin frees its tenant's turn at once: the third
+    // pulls before either stalled pull could be given up on.
+    server.ok(&["delete", "plugin", "one", "-n", "team-a", "--wait=false"]);
+    wait_for(
+        "team-a's third pull starts",
+        &host,
+        WITHIN,
+        statuses,
+        || silent.accepted().len() >= 3,
+    );
+    let accepted = silent.accepted();
+    assert!(accepted[2] < accepted[0] + timeout, "{}", statuses());
+
+    // The stalled ones say why: the registry, and that it did not answer.
+    wait_for(
+        "the stalled Plugins say why",
+        &host,
+        WITHIN * 2,
+        statuses,
+        || {
+            ["two", "three"].iter().all(|n| {
+                let degraded = condition(&status(&server, "team-a", n), "Degraded");
+                degraded["reason"] == "PullFailed"
+                    && degraded["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains(&silent.addr) && m.contains("timed out"))
+            })
+        },
+    );
+    assert!(running(&server, "team-b", "mover"), "{}", statuses());
+    // Nor do they hold the host up when it stops.
+    let stopping = std::time::Instant::now();
+    assert!(host.terminate().success(), "{}", host.log());
+    eprintln!("stopped in {:?}", stopping.elapsed());
+}
