@@ -31,7 +31,7 @@ NPM_STAMP := node_modules/.package-lock.json
 COMPONENTIZE_PY := componentize-py -d wit -w controller componentize
 COMPONENTIZE_JS := node_modules/.bin/kubewasm-componentize
 
-.PHONY: help stress setup plugins test-plugins rust-plugins rust-test-plugins build test-build go-plugins sdk publish-sdk test lint format-check go-vet guest-tests new-project-tests fmt dev bench soak fuzz real-cluster test-real openapi-extensions difference kube-rs-tests manifests image clean
+.PHONY: help stress setup plugins test-plugins rust-plugins rust-test-plugins build test-build go-plugins sdk publish-sdk test lint format-check go-vet guest-tests new-project-tests fmt dev bench soak fuzz real-cluster deps-check test-real openapi-extensions difference kube-rs-tests manifests image clean
 
 help:
 	@echo "make setup         install the wasm target, componentize-py and the npm toolchain (make dev and make test do it)"
@@ -54,6 +54,7 @@ help:
 	@echo "make openapi-extensions  the built-in kinds' list and patch extensions from the pinned Kubernetes' swagger.json"
 	@echo "make difference    the same request sequences to the embedded server and a real one; the table and the figure"
 	@echo "make stress        every unit test and suite, 10 rounds of two copies side by side (STRESS=... narrows)"
+	@echo "make deps-check    the sandbox's, TLS's and HTTP's crates behind their lines' patch releases (a report)"
 	@echo "make fuzz          every fuzz target for FUZZ_SECONDS (60) each (fuzz/run; coverage-guided, libFuzzer)"
 
 setup:
@@ -315,6 +316,12 @@ stress: export RUSTC_WORKSPACE_WRAPPER = $(CLIPPY_DRIVER)
 stress: export CLIPPY_ARGS = $(CLIPPY_DENY_WARNINGS)
 stress: plugins test-plugins test-build go-plugins
 	tests/stress $(STRESS)
+
+# The crates of the sandbox, TLS and HTTP stacks that have a newer patch
+# release in their line, and whether it resolves here (a report; STRICT=1
+# fails when one does).
+deps-check:
+	.ci/deps-check $(if $(STRICT),--strict)
 
 real-cluster:
 	tests/real-cluster/up $(TARGET_DIR)/real-cluster/run --nodes $(or $(NODES),3) --real-nodes $(or $(REAL_NODES),0)

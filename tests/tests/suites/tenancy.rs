@@ -9,7 +9,7 @@ use std::time::Duration;
 use kubewasm_tests::host::{Host, apply, apply_text, event_notes, wait_for};
 use kubewasm_tests::registry::Registry;
 use kubewasm_tests::resources::{
-    condition, plugin, server_with_crds, status, tenant_rights, tenant_role,
+    condition, counted, plugin, server_with_crds, status, tenant_rights, tenant_role,
 };
 use kubewasm_tests::{Apiserver, example_file, example_plugin, test_plugin};
 
@@ -466,6 +466,10 @@ fn a_tenants_stalled_registry_should_hold_up_no_other_tenant_and_say_why() {
         },
     );
     assert!(running(&server, "team-b", "mover"), "{}", statuses());
+    for plugin in ["team-a.two", "team-a.three"] {
+        let series = format!("kubewasm_plugin_refused{{plugin=\"{plugin}\"}}");
+        assert_eq!(counted(&host, &series), 1.0, "{series}");
+    }
     // Nor do they hold the host up when it stops.
     let stopping = std::time::Instant::now();
     assert!(host.terminate().success(), "{}", host.log());
