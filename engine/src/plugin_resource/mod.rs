@@ -488,7 +488,17 @@ impl PluginResources {
             }
             return;
         }
-        if !current {
+        // A load interrupted (its object changed or went, as its watch saw:
+        // the key is queued again) is no outcome, even if the change came to
+        // the store before this load started.
+        let interrupted = matches!(
+            loaded,
+            Loaded::Refused {
+                error: Refused::Cancelled,
+                ..
+            }
+        );
+        if !current || interrupted {
             tracked.generation = None; // looked at afresh when its key comes back
             self.queue.done(&origin.id.key(), Done::Forget);
             return;
