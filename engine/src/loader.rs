@@ -19,8 +19,10 @@
 //! - **Bounded, and fair between tenants.** At most one load per core
 //!   compiles at once (a directory of a thousand new components compiles a
 //!   core's worth at a time, not a thousand at once), and each tenant (a
-//!   `Plugin`'s namespace; the operator's plugins are one tenant) runs at
-//!   most [`TENANT_LOADS`] loads at once, its others queued behind them: a
+//!   `Plugin`'s namespace; the operator's plugins, a directory's and
+//!   `ClusterPlugin`s, are one tenant, with a core's worth of turns or
+//!   [`TENANT_LOADS`], whichever is more) runs at most [`TENANT_LOADS`]
+//!   loads at once, its others queued behind them: a
 //!   load waiting on a registry holds its tenant's turn, never a compile
 //!   slot, so one tenant's stalled or slow pulls wait behind its own and
 //!   delay no other tenant's. A load superseded while it waits does no
@@ -428,7 +430,8 @@ pub fn load(sources: &Sources, files: &PluginFiles, slot: &Slot) -> Result<Prepa
 }
 
 /// How many loads of one tenant run at once (pulling or compiling); its
-/// others wait behind them.
+/// others wait behind them. The operator's plugins have as many as the
+/// compile slots if that is more.
 pub const TENANT_LOADS: usize = 2;
 
 /// The tenant a plugin's loads are queued under: a tenant plugin's
@@ -470,8 +473,11 @@ impl Slot {
         };
         tokio::runtime::Handle::current().block_on(async move {
             tokio::select! {
-                output = future => Ok(output),
+                // Told first: a cancelled load does no more work, even when
+                // what it waits for is ready too.
+                biased;
                 () = told => Err(Refused::Cancelled),
+                output = future => Ok(output),
             }
         })
     }
@@ -551,6 +557,8 @@ pub struct Loads<O> {
     latest: Arc<Latests>,
     /// One per load allowed to compile at once.
     compiling: Arc<tokio::sync::Semaphore>,
+    /// How many: one per core.
+    compiling_slots: usize,
     /// Each tenant's turns ([`TENANT_LOADS`]), while it has loads.
     tenants: HashMap<String, Arc<tokio::sync::Semaphore>>,
     next_load: u64,
@@ -563,11 +571,12 @@ pub struct Loads<O> {
 
 impl<O: Send + 'static> Default for Loads<O> {
     fn default() -> Self {
+        let compiling_slots =
+            std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
         Self {
             latest: Arc::default(),
-            compiling: Arc::new(tokio::sync::Semaphore::new(
-                std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
-            )),
+            compiling: Arc::new(tokio::sync::Semaphore::new(compiling_slots)),
+            compiling_slots,
             tenants: HashMap::new(),
             next_load: 0,
             loads: JoinSet::new(),
@@ -602,10 +611,16 @@ impl<O: Send + 'static> Loads<O> {
         self.latest.replace(name, Latest { id, cancel });
         // Tenants with no load left give their entry up.
         self.tenants.retain(|_, turns| Arc::strong_count(turns) > 1);
+        let tenant = tenant_of(name);
+        let count = if tenant.is_empty() {
+            TENANT_LOADS.max(self.compiling_slots)
+        } else {
+            TENANT_LOADS
+        };
         let turns = Arc::clone(
             self.tenants
-                .entry(tenant_of(name).to_owned())
-                .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(TENANT_LOADS))),
+                .entry(tenant.to_owned())
+                .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(count))),
         );
         let slot = Slot {
             compiling: Arc::clone(&self.compiling),

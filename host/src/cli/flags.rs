@@ -143,8 +143,9 @@ pub(super) struct RegistryFlags {
     #[arg(long)]
     docker_config: Option<PathBuf>,
     /// Seconds a registry may take to accept a connection, and to send each
-    /// part of an answer: one that accepts and says nothing is given up on
-    /// (a plugin's load is then tried again with backoff).
+    /// part of an answer (for a push, counted from each part's upload on):
+    /// one that accepts and says nothing is given up on (a plugin's load is
+    /// then tried again with backoff).
     #[arg(long, value_name = "SECONDS", default_value_t = 30,
         value_parser = clap::value_parser!(u64).range(1..=3600))]
     registry_timeout: u64,

@@ -264,6 +264,12 @@ async fn every_watcher_should_end_with_exactly_the_servers_contents() -> anyhow:
         reflector_loop(&api, Arc::clone(&resume)),
     ];
 
+    // The away reflector listed before the burst: its watch, resumed after
+    // it, starts below the embedded server's history.
+    let away = &watchers[watchers.len() - 1];
+    while away.lists.load(Ordering::Relaxed) == 0 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let started = Instant::now();
     let app = |i: usize| -> anyhow::Result<DynamicObject> {
         Ok(serde_json::from_value(json!({
@@ -332,7 +338,6 @@ async fn every_watcher_should_end_with_exactly_the_servers_contents() -> anyhow:
     if TestCluster::chosen() == TestCluster::Embedded {
         // The resumed watch started below the server's history: refused,
         // listed again, and still nothing lost.
-        let away = &watchers[watchers.len() - 1];
         assert!(
             away.lists.load(Ordering::Relaxed) >= 2,
             "{} never listed again",
