@@ -79,8 +79,8 @@ impl Driver {
     }
 }
 
-/// MyApps, as the example's CRD serves them.
-fn myapps(client: &kube::Client) -> (Api<DynamicObject>, ApiResource) {
+/// MyApps of `default`, as the example's CRD serves them, and their type.
+pub fn myapps(client: &kube::Client) -> (Api<DynamicObject>, ApiResource) {
     let resource = ApiResource {
         group: "example.com".into(),
         version: "v1".into(),

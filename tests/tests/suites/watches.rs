@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use futures_util::{StreamExt, TryStreamExt, stream};
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
-    PatchParams, PostParams, WatchEvent, WatchParams,
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+    WatchEvent, WatchParams,
 };
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -201,11 +201,7 @@ async fn serving_myapps(
         "crd/myapps.example.com",
     ]);
     let client = server.client().await?;
-    let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("example.com", "v1", "MyApp"),
-        "myapps",
-    );
-    let apps = Api::namespaced_with(client.clone(), "default", &resource);
+    let (apps, resource) = kubewasm_tests::peers::myapps(&client);
     Ok((server, client, apps, resource))
 }
 
