@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tokio::task::JoinSet;
 
-use super::{Loaded, Prepared, Refused};
+use super::outcome::{Loaded, Prepared, Refused};
 use kubewasm_runtime::Plugin;
 
 /// How many loads of one tenant run at once (pulling or compiling); its
