@@ -31,7 +31,7 @@ NPM_STAMP := node_modules/.package-lock.json
 COMPONENTIZE_PY := componentize-py -d wit -w controller componentize
 COMPONENTIZE_JS := node_modules/.bin/kubewasm-componentize
 
-.PHONY: help stress setup plugins test-plugins rust-plugins rust-test-plugins build test-build go-plugins sdk publish-sdk test lint format-check go-vet guest-tests new-project-tests fmt dev bench soak fuzz real-cluster deps-check test-real openapi-extensions difference kube-rs-tests manifests image clean
+.PHONY: help stress setup plugins test-plugins rust-plugins rust-test-plugins build test-build go-plugins sdk publish-sdk test lint format-check go-vet guest-tests new-project-tests fmt dev bench soak fuzz real-cluster deps-check test-real openapi-extensions kubernetes-version difference kube-rs-tests manifests image clean
 
 help:
 	@echo "make setup         install the wasm target, componentize-py and the npm toolchain (make dev and make test do it)"
@@ -52,6 +52,7 @@ help:
 	@echo "make real-cluster  a real control plane on loopback (Kubernetes, etcd, kwok Nodes; built from Go modules), until Ctrl-C;"
 	@echo "                   REAL_NODES=1 adds a real node (containerd, runc, kubelet, kube-proxy; root), NODES=N the kwok ones"
 	@echo "make openapi-extensions  the built-in kinds' list and patch extensions from the pinned Kubernetes' swagger.json"
+	@echo "make kubernetes-version  all that derives from the pinned Kubernetes (recorded from a fresh make real-cluster)"
 	@echo "make difference    the same request sequences to the embedded server and a real one; the table and the figure"
 	@echo "make stress        every unit test and suite, 10 rounds of two copies side by side (STRESS=... narrows)"
 	@echo "make deps-check    the sandbox's, TLS's and HTTP's crates behind their lines' patch releases (a report)"
@@ -97,6 +98,10 @@ rust-test-plugins:
 	@cp $(WASM_OUT)/reporter.wasm $(TEST_OUT)/reporter.wasm
 	@cp $(WASM_OUT)/evil_import.wasm $(TEST_OUT)/evil-import.wasm
 	@cp $(WASM_OUT)/not-a-plugin.wasm $(TEST_OUT)/not-a-plugin.wasm  # a binary keeps its dashes
+	@# Its own workspace: built against Kubernetes 1.33's types (k8s-openapi takes one release a build).
+	RUSTC_WORKSPACE_WRAPPER=$(CLIPPY_DRIVER) CLIPPY_ARGS=$(CLIPPY_DENY_WARNINGS) $(CARGO) build --locked \
+		--manifest-path tests/guests/kubernetes-1-33/Cargo.toml --profile plugin --target $(WASM_TARGET) --target-dir $(TARGET_DIR)
+	@cp $(WASM_OUT)/kubernetes_1_33.wasm $(TEST_OUT)/kubernetes-1-33.wasm
 
 $(NPM_STAMP): package.json package-lock.json guest-sdk/js/package.json plugins/configmap-replicator/package.json
 	npm ci --no-audit --no-fund
@@ -326,15 +331,41 @@ deps-check:
 real-cluster:
 	tests/real-cluster/up $(TARGET_DIR)/real-cluster/run --nodes $(or $(NODES),3) --real-nodes $(or $(REAL_NODES),0)
 
-# Starts both servers itself; ONLY=PREFIX runs some sequences, SHOW=1 prints each difference,
-# FUZZ=N sends N mutants of them instead (SEED=S).
 # apiserver/src/schema/openapi/extensions.txt from the swagger.json of the
 # Kubernetes release tests/real-cluster pins.
 openapi-extensions:
 	$(PYTHON) apiserver/src/schema/openapi/extensions.py \
 		"$$(cd tests/real-cluster && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/api/openapi-spec/swagger.json" \
-		> apiserver/src/schema/openapi/extensions.txt
+		> apiserver/src/schema/openapi/extensions.txt.new
+	mv apiserver/src/schema/openapi/extensions.txt.new apiserver/src/schema/openapi/extensions.txt
 
+# Everything that derives from the Kubernetes release tests/real-cluster/go.mod
+# pins (k8s.io/kubernetes), written again; moving to another release is: change
+# the pin (and k8s-openapi's feature: the compiler and tests/tests/suites/version.rs
+# say where), `make real-cluster` in one shell, this in another, then the compiler's
+# complaints and `make difference`. KUBECONFIG is that fresh cluster's, for what
+# is recorded from it (its discovery, its bootstrap RBAC policy).
+KUBERNETES_KUBECONFIG ?= $(TARGET_DIR)/real-cluster/run/kubeconfig
+kubernetes-version:
+	tests/real-cluster/discovery $(KUBERNETES_KUBECONFIG) > runtime/src/mapper/kubernetes.json.new
+	mv runtime/src/mapper/kubernetes.json.new runtime/src/mapper/kubernetes.json
+	tests/real-cluster/bootstrap-rbac $(KUBERNETES_KUBECONFIG) > apiserver/src/store/bootstrap-rbac.json.new
+	mv apiserver/src/store/bootstrap-rbac.json.new apiserver/src/store/bootstrap-rbac.json
+	types/served-types "$$(dirname "$$($(CARGO) metadata --format-version 1 \
+		| jq -r '.packages[] | select(.name == "k8s-openapi") | .manifest_path')")" \
+		runtime/src/mapper/kubernetes.json > types/src/served.rs.new
+	mv types/src/served.rs.new types/src/served.rs
+	apiserver/protos/vendor
+	cd tests/real-cluster && go run ./gotypes > ../../apiserver/protos/gotypes.txt.new
+	mv apiserver/protos/gotypes.txt.new apiserver/protos/gotypes.txt
+	$(MAKE) --no-print-directory openapi-extensions
+	$(CARGO) build -p kubewasm
+	$(TARGET_DIR)/debug/kubewasm types --lang python > guest-sdk/python/kubewasm_guest/types.py
+	$(TARGET_DIR)/debug/kubewasm types --lang js > guest-sdk/js/src/types.js
+	$(TARGET_DIR)/debug/kubewasm types --lang go > guest-sdk/go/builtin_types.go
+
+# Starts both servers itself; ONLY=PREFIX runs some sequences, SHOW=1 prints each difference,
+# FUZZ=N sends N mutants of them instead (SEED=S).
 difference: build
 	$(CARGO) run -p kubewasm-tests --bin difference -- $(if $(ONLY),--only $(ONLY)) $(if $(SHOW),--show) \
 		$(if $(FUZZ),--fuzz $(FUZZ) $(if $(SEED),--seed $(SEED)))

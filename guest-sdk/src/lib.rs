@@ -31,6 +31,20 @@
 //! Reads come from the host's caches and are limited to the declared types;
 //! writes are desired actions the host checks and performs. A plugin never
 //! holds a client.
+//!
+//! # The Kubernetes release of the types
+//!
+//! [`k8s_openapi`]'s types are those of the newest Kubernetes release the
+//! host speaks (1.37) by default. A plugin written against another release
+//! k8s-openapi covers chooses it, one at a time:
+//!
+//! ```toml
+//! kubewasm-guest = { version = "0.1", default-features = false, features = ["v1_33"] }
+//! ```
+//!
+//! The host runs a plugin built with any of them unchanged: objects cross
+//! the boundary as JSON, and what a server of the host's release sends that
+//! the plugin's types lack is ignored when it decodes them.
 
 mod backend;
 mod context;

@@ -1,5 +1,6 @@
 //! The resource types kubewasm knows: every built-in type of the Kubernetes
-//! version it speaks (1.33, as k8s-openapi describes it), and the types a
+//! release it speaks ([`KUBERNETES_RELEASE`], as k8s-openapi describes it and
+//! its real server serves it by default), and the types a
 //! CustomResourceDefinition serves.
 //!
 //! Both sides of the cluster read this one table: the embedded API server
@@ -10,7 +11,7 @@
 mod builtin;
 pub mod crd;
 
-pub use builtin::field_schema;
+pub use builtin::{KUBERNETES_RELEASE, field_schema};
 pub mod info;
 pub mod registry;
 pub mod value;

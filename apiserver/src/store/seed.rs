@@ -96,7 +96,7 @@ pub fn node(name: &str, address: &str, pod_cidr: &str, control_plane: bool) -> V
            "status": {"conditions": [ready], "capacity": capacity.clone(), "allocatable": capacity,
                       "addresses": [{"type": "InternalIP", "address": address}, {"type": "Hostname", "address": name}],
                       "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-                      "nodeInfo": {"kubeletVersion": "v1.33.0", "kubeProxyVersion": "v1.33.0",
+                      "nodeInfo": {"kubeletVersion": kubewasm_types::KUBERNETES_RELEASE, "kubeProxyVersion": kubewasm_types::KUBERNETES_RELEASE,
                                    "containerRuntimeVersion": "kubewasm://simulated", "operatingSystem": "linux",
                                    "architecture": "amd64", "osImage": "kubewasm", "kernelVersion": "",
                                    "machineID": "", "systemUUID": "", "bootID": ""}}})

@@ -125,7 +125,7 @@ impl Access {
     async fn review(&self, token: &str) -> Result<Decision, AccessError> {
         let review = TokenReview {
             spec: TokenReviewSpec {
-                token: Some(token.to_owned()),
+                token: token.to_owned(),
                 audiences: None,
             },
             ..TokenReview::default()

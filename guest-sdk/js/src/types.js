@@ -25,22 +25,12 @@ export const core_v1 = Object.freeze({
 
 /** admissionregistration.k8s.io/v1 */
 export const admissionregistration_v1 = Object.freeze({
+  MutatingAdmissionPolicy: new ResourceType("admissionregistration.k8s.io", "v1", "MutatingAdmissionPolicy", "mutatingadmissionpolicies", false),
+  MutatingAdmissionPolicyBinding: new ResourceType("admissionregistration.k8s.io", "v1", "MutatingAdmissionPolicyBinding", "mutatingadmissionpolicybindings", false),
   MutatingWebhookConfiguration: new ResourceType("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations", false),
   ValidatingAdmissionPolicy: new ResourceType("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies", false),
   ValidatingAdmissionPolicyBinding: new ResourceType("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings", false),
   ValidatingWebhookConfiguration: new ResourceType("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations", false),
-});
-
-/** admissionregistration.k8s.io/v1alpha1 */
-export const admissionregistration_v1alpha1 = Object.freeze({
-  MutatingAdmissionPolicy: new ResourceType("admissionregistration.k8s.io", "v1alpha1", "MutatingAdmissionPolicy", "mutatingadmissionpolicies", false),
-  MutatingAdmissionPolicyBinding: new ResourceType("admissionregistration.k8s.io", "v1alpha1", "MutatingAdmissionPolicyBinding", "mutatingadmissionpolicybindings", false),
-});
-
-/** admissionregistration.k8s.io/v1beta1 */
-export const admissionregistration_v1beta1 = Object.freeze({
-  ValidatingAdmissionPolicy: new ResourceType("admissionregistration.k8s.io", "v1beta1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies", false),
-  ValidatingAdmissionPolicyBinding: new ResourceType("admissionregistration.k8s.io", "v1beta1", "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings", false),
 });
 
 /** apiextensions.k8s.io/v1 */
@@ -81,31 +71,13 @@ export const batch_v1 = Object.freeze({
 /** certificates.k8s.io/v1 */
 export const certificates_v1 = Object.freeze({
   CertificateSigningRequest: new ResourceType("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests", false),
-});
-
-/** certificates.k8s.io/v1alpha1 */
-export const certificates_v1alpha1 = Object.freeze({
-  ClusterTrustBundle: new ResourceType("certificates.k8s.io", "v1alpha1", "ClusterTrustBundle", "clustertrustbundles", false),
-});
-
-/** certificates.k8s.io/v1beta1 */
-export const certificates_v1beta1 = Object.freeze({
-  ClusterTrustBundle: new ResourceType("certificates.k8s.io", "v1beta1", "ClusterTrustBundle", "clustertrustbundles", false),
+  ClusterTrustBundle: new ResourceType("certificates.k8s.io", "v1", "ClusterTrustBundle", "clustertrustbundles", false),
+  PodCertificateRequest: new ResourceType("certificates.k8s.io", "v1", "PodCertificateRequest", "podcertificaterequests", true),
 });
 
 /** coordination.k8s.io/v1 */
 export const coordination_v1 = Object.freeze({
   Lease: new ResourceType("coordination.k8s.io", "v1", "Lease", "leases", true),
-});
-
-/** coordination.k8s.io/v1alpha2 */
-export const coordination_v1alpha2 = Object.freeze({
-  LeaseCandidate: new ResourceType("coordination.k8s.io", "v1alpha2", "LeaseCandidate", "leasecandidates", true),
-});
-
-/** coordination.k8s.io/v1beta1 */
-export const coordination_v1beta1 = Object.freeze({
-  LeaseCandidate: new ResourceType("coordination.k8s.io", "v1beta1", "LeaseCandidate", "leasecandidates", true),
 });
 
 /** discovery.k8s.io/v1 */
@@ -124,11 +96,6 @@ export const flowcontrol_v1 = Object.freeze({
   PriorityLevelConfiguration: new ResourceType("flowcontrol.apiserver.k8s.io", "v1", "PriorityLevelConfiguration", "prioritylevelconfigurations", false),
 });
 
-/** internal.apiserver.k8s.io/v1alpha1 */
-export const internal_v1alpha1 = Object.freeze({
-  StorageVersion: new ResourceType("internal.apiserver.k8s.io", "v1alpha1", "StorageVersion", "storageversions", false),
-});
-
 /** networking.k8s.io/v1 */
 export const networking_v1 = Object.freeze({
   IPAddress: new ResourceType("networking.k8s.io", "v1", "IPAddress", "ipaddresses", false),
@@ -136,12 +103,6 @@ export const networking_v1 = Object.freeze({
   IngressClass: new ResourceType("networking.k8s.io", "v1", "IngressClass", "ingressclasses", false),
   NetworkPolicy: new ResourceType("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", true),
   ServiceCIDR: new ResourceType("networking.k8s.io", "v1", "ServiceCIDR", "servicecidrs", false),
-});
-
-/** networking.k8s.io/v1beta1 */
-export const networking_v1beta1 = Object.freeze({
-  IPAddress: new ResourceType("networking.k8s.io", "v1beta1", "IPAddress", "ipaddresses", false),
-  ServiceCIDR: new ResourceType("networking.k8s.io", "v1beta1", "ServiceCIDR", "servicecidrs", false),
 });
 
 /** node.k8s.io/v1 */
@@ -162,29 +123,13 @@ export const rbac_v1 = Object.freeze({
   RoleBinding: new ResourceType("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", true),
 });
 
-/** resource.k8s.io/v1alpha3 */
-export const resource_v1alpha3 = Object.freeze({
-  DeviceClass: new ResourceType("resource.k8s.io", "v1alpha3", "DeviceClass", "deviceclasses", false),
-  DeviceTaintRule: new ResourceType("resource.k8s.io", "v1alpha3", "DeviceTaintRule", "devicetaintrules", false),
-  ResourceClaim: new ResourceType("resource.k8s.io", "v1alpha3", "ResourceClaim", "resourceclaims", true),
-  ResourceClaimTemplate: new ResourceType("resource.k8s.io", "v1alpha3", "ResourceClaimTemplate", "resourceclaimtemplates", true),
-  ResourceSlice: new ResourceType("resource.k8s.io", "v1alpha3", "ResourceSlice", "resourceslices", false),
-});
-
-/** resource.k8s.io/v1beta1 */
-export const resource_v1beta1 = Object.freeze({
-  DeviceClass: new ResourceType("resource.k8s.io", "v1beta1", "DeviceClass", "deviceclasses", false),
-  ResourceClaim: new ResourceType("resource.k8s.io", "v1beta1", "ResourceClaim", "resourceclaims", true),
-  ResourceClaimTemplate: new ResourceType("resource.k8s.io", "v1beta1", "ResourceClaimTemplate", "resourceclaimtemplates", true),
-  ResourceSlice: new ResourceType("resource.k8s.io", "v1beta1", "ResourceSlice", "resourceslices", false),
-});
-
-/** resource.k8s.io/v1beta2 */
-export const resource_v1beta2 = Object.freeze({
-  DeviceClass: new ResourceType("resource.k8s.io", "v1beta2", "DeviceClass", "deviceclasses", false),
-  ResourceClaim: new ResourceType("resource.k8s.io", "v1beta2", "ResourceClaim", "resourceclaims", true),
-  ResourceClaimTemplate: new ResourceType("resource.k8s.io", "v1beta2", "ResourceClaimTemplate", "resourceclaimtemplates", true),
-  ResourceSlice: new ResourceType("resource.k8s.io", "v1beta2", "ResourceSlice", "resourceslices", false),
+/** resource.k8s.io/v1 */
+export const resource_v1 = Object.freeze({
+  DeviceClass: new ResourceType("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", false),
+  DeviceTaintRule: new ResourceType("resource.k8s.io", "v1", "DeviceTaintRule", "devicetaintrules", false),
+  ResourceClaim: new ResourceType("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", true),
+  ResourceClaimTemplate: new ResourceType("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", true),
+  ResourceSlice: new ResourceType("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", false),
 });
 
 /** scheduling.k8s.io/v1 */
@@ -199,19 +144,10 @@ export const storage_v1 = Object.freeze({
   CSIStorageCapacity: new ResourceType("storage.k8s.io", "v1", "CSIStorageCapacity", "csistoragecapacities", true),
   StorageClass: new ResourceType("storage.k8s.io", "v1", "StorageClass", "storageclasses", false),
   VolumeAttachment: new ResourceType("storage.k8s.io", "v1", "VolumeAttachment", "volumeattachments", false),
+  VolumeAttributesClass: new ResourceType("storage.k8s.io", "v1", "VolumeAttributesClass", "volumeattributesclasses", false),
 });
 
-/** storage.k8s.io/v1alpha1 */
-export const storage_v1alpha1 = Object.freeze({
-  VolumeAttributesClass: new ResourceType("storage.k8s.io", "v1alpha1", "VolumeAttributesClass", "volumeattributesclasses", false),
-});
-
-/** storage.k8s.io/v1beta1 */
-export const storage_v1beta1 = Object.freeze({
-  VolumeAttributesClass: new ResourceType("storage.k8s.io", "v1beta1", "VolumeAttributesClass", "volumeattributesclasses", false),
-});
-
-/** storagemigration.k8s.io/v1alpha1 */
-export const storagemigration_v1alpha1 = Object.freeze({
-  StorageVersionMigration: new ResourceType("storagemigration.k8s.io", "v1alpha1", "StorageVersionMigration", "storageversionmigrations", false),
+/** storagemigration.k8s.io/v1 */
+export const storagemigration_v1 = Object.freeze({
+  StorageVersionMigration: new ResourceType("storagemigration.k8s.io", "v1", "StorageVersionMigration", "storageversionmigrations", false),
 });

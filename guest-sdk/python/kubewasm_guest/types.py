@@ -30,24 +30,12 @@ class core_v1:
 class admissionregistration_v1:
     """admissionregistration.k8s.io/v1"""
 
+    MutatingAdmissionPolicy = ResourceType("admissionregistration.k8s.io", "v1", "MutatingAdmissionPolicy", "mutatingadmissionpolicies", False)
+    MutatingAdmissionPolicyBinding = ResourceType("admissionregistration.k8s.io", "v1", "MutatingAdmissionPolicyBinding", "mutatingadmissionpolicybindings", False)
     MutatingWebhookConfiguration = ResourceType("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations", False)
     ValidatingAdmissionPolicy = ResourceType("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies", False)
     ValidatingAdmissionPolicyBinding = ResourceType("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings", False)
     ValidatingWebhookConfiguration = ResourceType("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations", False)
-
-
-class admissionregistration_v1alpha1:
-    """admissionregistration.k8s.io/v1alpha1"""
-
-    MutatingAdmissionPolicy = ResourceType("admissionregistration.k8s.io", "v1alpha1", "MutatingAdmissionPolicy", "mutatingadmissionpolicies", False)
-    MutatingAdmissionPolicyBinding = ResourceType("admissionregistration.k8s.io", "v1alpha1", "MutatingAdmissionPolicyBinding", "mutatingadmissionpolicybindings", False)
-
-
-class admissionregistration_v1beta1:
-    """admissionregistration.k8s.io/v1beta1"""
-
-    ValidatingAdmissionPolicy = ResourceType("admissionregistration.k8s.io", "v1beta1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies", False)
-    ValidatingAdmissionPolicyBinding = ResourceType("admissionregistration.k8s.io", "v1beta1", "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings", False)
 
 
 class apiextensions_v1:
@@ -95,36 +83,14 @@ class certificates_v1:
     """certificates.k8s.io/v1"""
 
     CertificateSigningRequest = ResourceType("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests", False)
-
-
-class certificates_v1alpha1:
-    """certificates.k8s.io/v1alpha1"""
-
-    ClusterTrustBundle = ResourceType("certificates.k8s.io", "v1alpha1", "ClusterTrustBundle", "clustertrustbundles", False)
-
-
-class certificates_v1beta1:
-    """certificates.k8s.io/v1beta1"""
-
-    ClusterTrustBundle = ResourceType("certificates.k8s.io", "v1beta1", "ClusterTrustBundle", "clustertrustbundles", False)
+    ClusterTrustBundle = ResourceType("certificates.k8s.io", "v1", "ClusterTrustBundle", "clustertrustbundles", False)
+    PodCertificateRequest = ResourceType("certificates.k8s.io", "v1", "PodCertificateRequest", "podcertificaterequests", True)
 
 
 class coordination_v1:
     """coordination.k8s.io/v1"""
 
     Lease = ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True)
-
-
-class coordination_v1alpha2:
-    """coordination.k8s.io/v1alpha2"""
-
-    LeaseCandidate = ResourceType("coordination.k8s.io", "v1alpha2", "LeaseCandidate", "leasecandidates", True)
-
-
-class coordination_v1beta1:
-    """coordination.k8s.io/v1beta1"""
-
-    LeaseCandidate = ResourceType("coordination.k8s.io", "v1beta1", "LeaseCandidate", "leasecandidates", True)
 
 
 class discovery_v1:
@@ -146,12 +112,6 @@ class flowcontrol_v1:
     PriorityLevelConfiguration = ResourceType("flowcontrol.apiserver.k8s.io", "v1", "PriorityLevelConfiguration", "prioritylevelconfigurations", False)
 
 
-class internal_v1alpha1:
-    """internal.apiserver.k8s.io/v1alpha1"""
-
-    StorageVersion = ResourceType("internal.apiserver.k8s.io", "v1alpha1", "StorageVersion", "storageversions", False)
-
-
 class networking_v1:
     """networking.k8s.io/v1"""
 
@@ -160,13 +120,6 @@ class networking_v1:
     IngressClass = ResourceType("networking.k8s.io", "v1", "IngressClass", "ingressclasses", False)
     NetworkPolicy = ResourceType("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True)
     ServiceCIDR = ResourceType("networking.k8s.io", "v1", "ServiceCIDR", "servicecidrs", False)
-
-
-class networking_v1beta1:
-    """networking.k8s.io/v1beta1"""
-
-    IPAddress = ResourceType("networking.k8s.io", "v1beta1", "IPAddress", "ipaddresses", False)
-    ServiceCIDR = ResourceType("networking.k8s.io", "v1beta1", "ServiceCIDR", "servicecidrs", False)
 
 
 class node_v1:
@@ -190,32 +143,14 @@ class rbac_v1:
     RoleBinding = ResourceType("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True)
 
 
-class resource_v1alpha3:
-    """resource.k8s.io/v1alpha3"""
+class resource_v1:
+    """resource.k8s.io/v1"""
 
-    DeviceClass = ResourceType("resource.k8s.io", "v1alpha3", "DeviceClass", "deviceclasses", False)
-    DeviceTaintRule = ResourceType("resource.k8s.io", "v1alpha3", "DeviceTaintRule", "devicetaintrules", False)
-    ResourceClaim = ResourceType("resource.k8s.io", "v1alpha3", "ResourceClaim", "resourceclaims", True)
-    ResourceClaimTemplate = ResourceType("resource.k8s.io", "v1alpha3", "ResourceClaimTemplate", "resourceclaimtemplates", True)
-    ResourceSlice = ResourceType("resource.k8s.io", "v1alpha3", "ResourceSlice", "resourceslices", False)
-
-
-class resource_v1beta1:
-    """resource.k8s.io/v1beta1"""
-
-    DeviceClass = ResourceType("resource.k8s.io", "v1beta1", "DeviceClass", "deviceclasses", False)
-    ResourceClaim = ResourceType("resource.k8s.io", "v1beta1", "ResourceClaim", "resourceclaims", True)
-    ResourceClaimTemplate = ResourceType("resource.k8s.io", "v1beta1", "ResourceClaimTemplate", "resourceclaimtemplates", True)
-    ResourceSlice = ResourceType("resource.k8s.io", "v1beta1", "ResourceSlice", "resourceslices", False)
-
-
-class resource_v1beta2:
-    """resource.k8s.io/v1beta2"""
-
-    DeviceClass = ResourceType("resource.k8s.io", "v1beta2", "DeviceClass", "deviceclasses", False)
-    ResourceClaim = ResourceType("resource.k8s.io", "v1beta2", "ResourceClaim", "resourceclaims", True)
-    ResourceClaimTemplate = ResourceType("resource.k8s.io", "v1beta2", "ResourceClaimTemplate", "resourceclaimtemplates", True)
-    ResourceSlice = ResourceType("resource.k8s.io", "v1beta2", "ResourceSlice", "resourceslices", False)
+    DeviceClass = ResourceType("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", False)
+    DeviceTaintRule = ResourceType("resource.k8s.io", "v1", "DeviceTaintRule", "devicetaintrules", False)
+    ResourceClaim = ResourceType("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True)
+    ResourceClaimTemplate = ResourceType("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", True)
+    ResourceSlice = ResourceType("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", False)
 
 
 class scheduling_v1:
@@ -232,21 +167,10 @@ class storage_v1:
     CSIStorageCapacity = ResourceType("storage.k8s.io", "v1", "CSIStorageCapacity", "csistoragecapacities", True)
     StorageClass = ResourceType("storage.k8s.io", "v1", "StorageClass", "storageclasses", False)
     VolumeAttachment = ResourceType("storage.k8s.io", "v1", "VolumeAttachment", "volumeattachments", False)
+    VolumeAttributesClass = ResourceType("storage.k8s.io", "v1", "VolumeAttributesClass", "volumeattributesclasses", False)
 
 
-class storage_v1alpha1:
-    """storage.k8s.io/v1alpha1"""
+class storagemigration_v1:
+    """storagemigration.k8s.io/v1"""
 
-    VolumeAttributesClass = ResourceType("storage.k8s.io", "v1alpha1", "VolumeAttributesClass", "volumeattributesclasses", False)
-
-
-class storage_v1beta1:
-    """storage.k8s.io/v1beta1"""
-
-    VolumeAttributesClass = ResourceType("storage.k8s.io", "v1beta1", "VolumeAttributesClass", "volumeattributesclasses", False)
-
-
-class storagemigration_v1alpha1:
-    """storagemigration.k8s.io/v1alpha1"""
-
-    StorageVersionMigration = ResourceType("storagemigration.k8s.io", "v1alpha1", "StorageVersionMigration", "storageversionmigrations", False)
+    StorageVersionMigration = ResourceType("storagemigration.k8s.io", "v1", "StorageVersionMigration", "storageversionmigrations", False)

@@ -65,8 +65,9 @@ impl Reconciler for ConfigRollout {
         let configmaps = ctx.list::<ConfigMap>(ctx.namespace(), &selector)?;
         let current = deployment
             .spec
+            .template
+            .metadata
             .as_ref()
-            .and_then(|s| s.template.metadata.as_ref())
             .and_then(|m| m.annotations.as_ref())
             .and_then(|a| a.get(&config.annotation))
             .cloned();

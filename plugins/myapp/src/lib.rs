@@ -80,7 +80,7 @@ pub fn desired_deployment(app: &MyApp) -> Deployment {
     pod_labels.extend(selector(app));
     Deployment {
         metadata: child_metadata(app),
-        spec: Some(DeploymentSpec {
+        spec: DeploymentSpec {
             replicas: Some(app.spec.replicas),
             selector: LabelSelector {
                 match_labels: Some(selector(app)),
@@ -106,7 +106,7 @@ pub fn desired_deployment(app: &MyApp) -> Deployment {
                 }),
             },
             ..DeploymentSpec::default()
-        }),
+        },
         status: None,
     }
 }

@@ -58,7 +58,7 @@ fn kubectl_get_should_print_the_servers_columns() {
     let rows = table(&server.ok(&["get", "nodes"]));
     assert_eq!(rows[0], ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]);
     assert_eq!(rows[1][..3], ["kubewasm-node", "Ready", "control-plane"]);
-    assert_eq!(rows[1][4], "v1.33.0");
+    assert_eq!(rows[1][4], kubewasm_types::KUBERNETES_RELEASE);
     let rows = table(&server.ok(&["get", "services", "kubernetes"]));
     assert_eq!(
         rows[0],

@@ -35,7 +35,10 @@ fn kubectl_should_treat_the_embedded_server_as_a_cluster() {
             kubeconfig.contains("server: https://127.0.0.1:")
                 && kubeconfig.contains("namespace: default")
         );
-        assert!(server.ok(&["version"]).contains("Server Version: v1.33"));
+        assert!(server.ok(&["version"]).contains(&format!(
+            "Server Version: {}-kubewasm",
+            kubewasm_types::KUBERNETES_RELEASE
+        )));
     }
     let namespaces = server.ok(&["get", "namespaces", "-o", "name"]);
     assert_eq!(

@@ -38,4 +38,5 @@ mod signatures;
 mod soak;
 mod tenancy;
 mod traces;
+mod version;
 mod watches;

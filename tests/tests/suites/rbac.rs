@@ -72,7 +72,7 @@ async fn a_service_account_token_should_get_what_its_role_grants_and_nothing_els
     let issued = accounts
         .create_token_request("bot", &PostParams::default(), &request)
         .await?;
-    let token = issued.status.map(|s| s.token).unwrap_or_default();
+    let token = issued.status.and_then(|s| s.token).unwrap_or_default();
     assert!(token.split('.').count() == 3, "a JWT: {token}");
 
     let dir = tempfile::tempdir()?;
@@ -258,7 +258,7 @@ async fn a_token_review_should_check_audiences_and_bearers_need_the_api_audience
 
     // A token for another audience: valid for it, refused as a bearer.
     let vault = issue(json!(["vault"])).await?;
-    let token = vault.status.map(|s| s.token).unwrap_or_default();
+    let token = vault.status.and_then(|s| s.token).unwrap_or_default();
     let status = review(token.clone(), json!(["vault", "other"])).await?;
     assert_eq!(status.authenticated, Some(true));
     assert_eq!(status.audiences, Some(vec!["vault".to_owned()]));
@@ -286,9 +286,13 @@ async fn a_token_review_should_check_audiences_and_bearers_need_the_api_audience
 
     // With no audience the API server's own is issued, reviewed and accepted.
     let default = issue(json!([])).await?;
-    let audiences = default.spec.audiences.clone();
+    let audiences = default
+        .spec
+        .clone()
+        .and_then(|s| s.audiences)
+        .unwrap_or_default();
     assert_eq!(audiences, ["https://kubernetes.default.svc.cluster.local"]);
-    let token = default.status.map(|s| s.token).unwrap_or_default();
+    let token = default.status.and_then(|s| s.token).unwrap_or_default();
     assert_eq!(
         review(token.clone(), json!([])).await?.authenticated,
         Some(true)

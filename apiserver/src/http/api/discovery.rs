@@ -15,8 +15,11 @@ use super::route::{REVIEW_GROUPS, reviews};
 impl Api {
     /// What `/version` says: the Kubernetes release whose API this serves.
     pub(super) fn version() -> Value {
+        let release = kubewasm_types::KUBERNETES_RELEASE;
+        let mut numbers = release.trim_start_matches('v').split('.');
+        let (major, minor) = (numbers.next(), numbers.next());
         json!({
-            "major": "1", "minor": "33", "gitVersion": "v1.33.0-kubewasm", "gitCommit": "0000000000000000000000000000000000000000",
+            "major": major, "minor": minor, "gitVersion": format!("{release}-kubewasm"), "gitCommit": "0000000000000000000000000000000000000000",
             "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
             "goVersion": "go1.24.0", "compiler": "rustc", "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
         })

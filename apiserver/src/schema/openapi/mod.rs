@@ -21,8 +21,11 @@ use serde_json::{Map, Value, json};
 
 use kubewasm_types::info::ResourceInfo;
 
-/// The version the documents' `info` carries.
-const INFO_VERSION: &str = "v1.33.0-kubewasm";
+/// The version the documents' `info` carries: the release's, as the
+/// server's `/version` says it.
+fn info_version() -> String {
+    format!("{}-kubewasm", kubewasm_types::KUBERNETES_RELEASE)
+}
 
 /// `info`'s kind as `x-kubernetes-group-version-kind` lists it.
 fn gvk(info: &ResourceInfo) -> Value {
@@ -197,7 +200,8 @@ mod tests {
             add_builtin(&mut definitions, deployments, "#/definitions/").expect("a field schema");
         assert_eq!(name, "io.k8s.api.apps.v1.Deployment");
         let deployment = &definitions[&name];
-        assert!(deployment.get("required").is_none(), "{deployment}");
+        // As Kubernetes 1.37's swagger.json says (1.33's required nothing).
+        assert_eq!(deployment["required"], json!(["spec"]), "{deployment}");
         assert_eq!(
             deployment["x-kubernetes-group-version-kind"],
             json!([{"group": "apps", "version": "v1", "kind": "Deployment"}])

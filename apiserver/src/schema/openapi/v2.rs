@@ -90,7 +90,7 @@ pub fn document(registry: &Registry) -> Value {
     }
     json!({
         "swagger": "2.0",
-        "info": {"title": "Kubernetes", "version": super::INFO_VERSION},
+        "info": {"title": "Kubernetes", "version": super::info_version()},
         "paths": paths,
         "definitions": definitions,
     })

@@ -125,7 +125,7 @@ pub fn document(registry: &Registry, group: &str, version: &str) -> Option<Value
     }
     Some(json!({
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": super::INFO_VERSION},
+        "info": {"title": "Kubernetes", "version": super::info_version()},
         "paths": paths,
         "components": {"schemas": schemas},
     }))

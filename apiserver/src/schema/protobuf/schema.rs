@@ -89,6 +89,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../../protos/api/scheduling/v1/generated.proto"),
     ),
     (
+        "api/scheduling/v1alpha3",
+        include_str!("../../../protos/api/scheduling/v1alpha3/generated.proto"),
+    ),
+    (
         "api/storage/v1",
         include_str!("../../../protos/api/storage/v1/generated.proto"),
     ),
