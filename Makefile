@@ -347,13 +347,13 @@ openapi-extensions:
 # is recorded from it (its discovery, its bootstrap RBAC policy).
 KUBERNETES_KUBECONFIG ?= $(TARGET_DIR)/real-cluster/run/kubeconfig
 kubernetes-version:
-	tests/real-cluster/discovery $(KUBERNETES_KUBECONFIG) > runtime/src/mapper/kubernetes.json.new
-	mv runtime/src/mapper/kubernetes.json.new runtime/src/mapper/kubernetes.json
+	tests/real-cluster/discovery $(KUBERNETES_KUBECONFIG) > types/src/release.json.new
+	mv types/src/release.json.new types/src/release.json
 	tests/real-cluster/bootstrap-rbac $(KUBERNETES_KUBECONFIG) > apiserver/src/store/bootstrap-rbac.json.new
 	mv apiserver/src/store/bootstrap-rbac.json.new apiserver/src/store/bootstrap-rbac.json
 	types/served-types "$$(dirname "$$($(CARGO) metadata --format-version 1 \
 		| jq -r '.packages[] | select(.name == "k8s-openapi") | .manifest_path')")" \
-		runtime/src/mapper/kubernetes.json > types/src/served.rs.new
+		types/src/release.json > types/src/served.rs.new
 	mv types/src/served.rs.new types/src/served.rs
 	apiserver/protos/vendor
 	cd tests/real-cluster && go run ./gotypes > ../../apiserver/protos/gotypes.txt.new

@@ -26,11 +26,6 @@ use serde_json::Value;
 
 use kubewasm_core::resource::{ResourceType, split_api_version};
 
-/// What a real Kubernetes release serves by default (`version`, then its
-/// `groupVersions`, each an `APIResourceList` reduced to name, kind and
-/// scope), recorded by `tests/real-cluster/discovery`.
-const RELEASE_DISCOVERY: &str = include_str!("mapper/kubernetes.json");
-
 /// Group, version, kind.
 type Gvk = (String, String, String);
 
@@ -95,7 +90,7 @@ impl RestMapper {
     /// Every built-in type of the Kubernetes version kubewasm speaks: those
     /// the embedded API server serves, and those a real Kubernetes release
     /// serves by default (its discovery as recorded in
-    /// `mapper/kubernetes.json` by `tests/real-cluster/discovery`; create-only
+    /// `types/src/release.json` by `tests/real-cluster/discovery`; create-only
     /// types such as `bindings` and the reviews among them).
     pub fn builtin() -> Self {
         // Recorded from a real server; a test beside checks that it reads whole.
@@ -112,16 +107,20 @@ impl RestMapper {
         mapper
     }
 
-    /// The types a real Kubernetes release serves by default, as recorded.
+    /// The types a real Kubernetes release serves by default, as recorded
+    /// ([`kubewasm_types::release`]).
     fn release() -> Result<Self, MapperError> {
-        let recorded: Value =
-            serde_json::from_str(RELEASE_DISCOVERY).map_err(|error| MapperError::Invalid {
-                what: "discovery document",
-                reason: error.to_string(),
-            })?;
         let mut mapper = Self::default();
-        for list in recorded["groupVersions"].as_array().into_iter().flatten() {
-            mapper.add_discovery(list)?;
+        for (group, version, resources) in kubewasm_types::release::release().lists() {
+            let api_version = if group.is_empty() {
+                version.to_owned()
+            } else {
+                format!("{group}/{version}")
+            };
+            mapper.add_discovery(&serde_json::json!({
+                "groupVersion": api_version,
+                "resources": resources,
+            }))?;
         }
         Ok(mapper)
     }

@@ -4,9 +4,11 @@
 //! kubernetes-version`): every type of k8s-openapi's feature for the
 //! release kubewasm speaks that implements `ListableResource` and that the
 //! release's real server serves by default (its discovery, recorded in
-//! `runtime/src/mapper/kubernetes.json`); the flags say which have a
-//! `status` field. Short names, `scale` subresources and the `all` category
-//! follow `kubectl api-resources` on a real cluster.
+//! `types/src/release.json`). What k8s-openapi does not say of a type
+//! (its singular name, short names, categories, `status` and `scale`
+//! subresources) is that discovery's ([`crate::release`]); what neither
+//! says (its registry strategy's choices) is listed here, from the
+//! release's `pkg/registry`.
 
 use k8s_openapi::{ListableResource, NamespaceResourceScope, Resource};
 
@@ -34,33 +36,34 @@ fn info<
         + serde::de::DeserializeOwned
         + serde::Serialize
         + schemars::JsonSchema,
->(
-    status: bool,
-) -> ResourceInfo
+>() -> ResourceInfo
 where
     K::Scope: 'static,
 {
     let plural = K::URL_PATH_SEGMENT;
+    let release = crate::release::release();
+    let entry = release.resource(K::GROUP, K::VERSION, plural);
+    let has = |sub: &str| {
+        release
+            .subresources(K::GROUP, K::VERSION, plural)
+            .any(|s| s.subresource() == Some(sub))
+    };
     ResourceInfo {
         group: K::GROUP.to_owned(),
         version: K::VERSION.to_owned(),
         kind: K::KIND.to_owned(),
         list_kind: K::LIST_KIND.to_owned(),
         plural: plural.to_owned(),
-        singular: K::KIND.to_lowercase(),
+        singular: entry
+            .map(|e| e.singular().to_owned())
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| K::KIND.to_lowercase()),
         namespaced: std::any::TypeId::of::<K::Scope>()
             == std::any::TypeId::of::<NamespaceResourceScope>(),
-        short_names: short_names(plural)
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect(),
-        categories: if ALL.contains(&plural) {
-            vec!["all".to_owned()]
-        } else {
-            Vec::new()
-        },
-        status,
-        scale: SCALE.contains(&plural),
+        short_names: entry.map(|e| e.short_names()).unwrap_or_default(),
+        categories: entry.map(|e| e.categories()).unwrap_or_default(),
+        status: has("status"),
+        scale: has("scale"),
         generation: GENERATION.contains(&plural),
         create_on_update: CREATE_ON_UPDATE.contains(&plural),
         unconditional_update: !CONDITIONAL_UPDATE.contains(&plural),
@@ -120,20 +123,6 @@ const CONDITIONAL_UPDATE: [&str; 24] = [
     "apiservices",
 ];
 
-/// Plurals in the `all` category.
-const ALL: [&str; 10] = [
-    "pods",
-    "replicationcontrollers",
-    "services",
-    "daemonsets",
-    "deployments",
-    "replicasets",
-    "statefulsets",
-    "horizontalpodautoscalers",
-    "cronjobs",
-    "jobs",
-];
-
 /// Plurals whose objects carry `metadata.generation`: those whose registry
 /// strategy sets it on create, in Kubernetes v1.37 (`Generation = 1` in
 /// `pkg/registry/*/*/strategy.go`; customresourcedefinitions in
@@ -167,47 +156,6 @@ const GENERATION: [&str; 27] = [
     "priorityclasses",
     "customresourcedefinitions",
 ];
-
-/// Plurals with a `scale` subresource.
-const SCALE: [&str; 4] = [
-    "deployments",
-    "replicasets",
-    "statefulsets",
-    "replicationcontrollers",
-];
-
-fn short_names(plural: &str) -> &'static [&'static str] {
-    match plural {
-        "certificatesigningrequests" => &["csr"],
-        "componentstatuses" => &["cs"],
-        "configmaps" => &["cm"],
-        "cronjobs" => &["cj"],
-        "customresourcedefinitions" => &["crd", "crds"],
-        "daemonsets" => &["ds"],
-        "deployments" => &["deploy"],
-        "endpoints" => &["ep"],
-        "events" => &["ev"],
-        "horizontalpodautoscalers" => &["hpa"],
-        "ingresses" => &["ing"],
-        "limitranges" => &["limits"],
-        "namespaces" => &["ns"],
-        "networkpolicies" => &["netpol"],
-        "nodes" => &["no"],
-        "persistentvolumeclaims" => &["pvc"],
-        "persistentvolumes" => &["pv"],
-        "poddisruptionbudgets" => &["pdb"],
-        "pods" => &["po"],
-        "priorityclasses" => &["pc"],
-        "replicasets" => &["rs"],
-        "replicationcontrollers" => &["rc"],
-        "resourcequotas" => &["quota"],
-        "serviceaccounts" => &["sa"],
-        "services" => &["svc"],
-        "statefulsets" => &["sts"],
-        "storageclasses" => &["sc"],
-        _ => &[],
-    }
-}
 
 // `all()`: the types k8s-openapi describes for the release kubewasm speaks
 // that its real server serves by default, written by types/served-types.

@@ -14,4 +14,5 @@ pub mod crd;
 pub use builtin::{KUBERNETES_RELEASE, field_schema};
 pub mod info;
 pub mod registry;
+pub mod release;
 pub mod value;

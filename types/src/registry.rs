@@ -107,8 +107,9 @@ impl Registry {
         self.resources.values()
     }
 
-    /// The served groups (the core group first, then by name), each with
-    /// its versions, preferred first.
+    /// The served groups, each with its versions, preferred first: those
+    /// its release serves in that server's order (the core group first),
+    /// then the others (custom resources') by name.
     pub fn groups(&self) -> Vec<Group> {
         let mut groups: BTreeMap<&str, Vec<String>> = BTreeMap::new();
         for r in self.resources.values() {
@@ -117,16 +118,30 @@ impl Registry {
                 versions.push(r.version.clone());
             }
         }
-        groups
+        let release = crate::release::release();
+        let recorded: Vec<(&str, &str)> = release
+            .lists()
+            .map(|(group, version, _)| (group, version))
+            .collect();
+        let position = |group: &str, version: &str| {
+            recorded
+                .iter()
+                .position(|(g, v)| *g == group && *v == version)
+                .unwrap_or(usize::MAX)
+        };
+        let mut groups: Vec<Group> = groups
             .into_iter()
             .map(|(name, mut versions)| {
-                versions.sort_by_key(|v| version_priority(v));
+                versions.sort_by_key(|v| (position(name, v), version_priority(v)));
                 Group {
                     name: name.to_owned(),
                     versions,
                 }
             })
-            .collect()
+            .collect();
+        // Stable: the groups no release serves stay in name order.
+        groups.sort_by_key(|g| release.group_position(&g.name).unwrap_or(usize::MAX));
+        groups
     }
 }
 
@@ -140,8 +155,7 @@ mod tests {
         // The real server's discovery, recorded: every type it serves but
         // the create-only reviews and bindings, which k8s-openapi lists not.
         let recorded: serde_json::Value =
-            serde_json::from_str(include_str!("../../runtime/src/mapper/kubernetes.json"))
-                .expect("JSON");
+            serde_json::from_str(include_str!("release.json")).expect("JSON");
         let mut served: Vec<(String, String, bool)> = recorded["groupVersions"]
             .as_array()
             .into_iter()
@@ -162,7 +176,9 @@ mod tests {
                         )
                     })
             })
-            .filter(|(_, kind, _)| !kind.ends_with("Review") && kind != "Binding")
+            .filter(|(path, kind, _)| {
+                !kind.ends_with("Review") && kind != "Binding" && !is_subresource(path)
+            })
             .collect();
         let mut listed: Vec<(String, String, bool)> = registry
             .all()
@@ -180,6 +196,10 @@ mod tests {
             .collect();
         served.sort();
         listed.sort();
+        fn is_subresource(path: &str) -> bool {
+            // `GROUP/VERSION/PLURAL/SUB`, or the core group's `v1/PLURAL/SUB`.
+            path.split('/').count() > if path.starts_with("v1/") { 2 } else { 3 }
+        }
         assert_eq!(listed, served);
         let cm = registry.get("", "v1", "configmaps").expect("configmaps");
         assert_eq!(

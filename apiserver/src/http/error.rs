@@ -215,9 +215,32 @@ impl ApiError {
         )
     }
 
+    /// 422 Invalid for a review of `group`, named with no kind and no name
+    /// as a real server names a LocalSubjectAccessReview it refuses
+    /// (`.authorization.k8s.io "" is invalid: …`).
+    pub fn invalid_review(group: &str, errors: &[String]) -> Self {
+        let why = match errors {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        let mut error = Self::new(422, "Invalid", format!(".{group} \"\" is invalid: {why}"));
+        error.details = Some(json!({"group": group, "causes": causes(errors)}));
+        error
+    }
+
     /// 405 MethodNotAllowed.
     pub fn method_not_allowed(message: impl Into<String>) -> Self {
         Self::new(405, "MethodNotAllowed", message)
+    }
+
+    /// 405 for a verb the resource does not serve, in a real server's words
+    /// (a Namespace's deletecollection, a review's GET).
+    pub fn not_allowed() -> Self {
+        let mut refused = Self::method_not_allowed(
+            "the server does not allow this method on the requested resource",
+        );
+        refused.details = Some(serde_json::json!({}));
+        refused
     }
 
     /// 415 UnsupportedMediaType for a PATCH: the patch types the type

@@ -6,11 +6,14 @@
 //! embedded server and `replay` serve, the release the embedded server
 //! reports, k8s-openapi's feature for the host and the Rust SDK's default,
 //! the Go modules that use Kubernetes' types, and the protobuf schemas.
-//! And a plugin is free of it: one built against an older release's types
-//! (the guest SDK's `v1_33`) runs on this host unchanged.
+//! The server serves what the release serves: every group version's
+//! discovery is the recorded one (on the embedded server, but for the core
+//! group's streaming subresources it cannot serve). And a plugin is free of
+//! it: one built against an older release's types (the guest SDK's
+//! `v1_33`) runs on this host unchanged.
 
 use kubewasm_tests::host::{Host, eventually, get_json};
-use kubewasm_tests::{Apiserver, test_plugin, workspace_root};
+use kubewasm_tests::{Apiserver, TestCluster, test_plugin, workspace_root};
 use serde_json::Value;
 
 fn read(path: &str) -> String {
@@ -54,7 +57,7 @@ fn every_place_should_speak_the_pinned_kubernetes_release() {
 
     // Recorded from the real server of the pinned release.
     for recorded in [
-        "runtime/src/mapper/kubernetes.json",
+        "types/src/release.json",
         "apiserver/src/store/bootstrap-rbac.json",
     ] {
         let value: Value = serde_json::from_str(&read(recorded)).expect("JSON");
@@ -187,4 +190,55 @@ fn a_plugin_built_against_an_older_releases_types_should_run_unchanged() {
     eventually("a change reconciled the same way", &host, || {
         deployment(&server, "web") == Some((3, "3".to_owned()))
     });
+}
+
+/// The core group's subresources the embedded server does not serve: it
+/// has no containers and no kubelet to stream from, no eviction and no
+/// in-place resize.
+const NOT_SERVED_HERE: [&str; 8] = [
+    "nodes/proxy",
+    "pods/attach",
+    "pods/eviction",
+    "pods/exec",
+    "pods/portforward",
+    "pods/proxy",
+    "pods/resize",
+    "services/proxy",
+];
+
+#[test]
+fn every_group_versions_discovery_should_be_the_releases() {
+    let server = Apiserver::start();
+    let embedded = TestCluster::chosen() == TestCluster::Embedded;
+    let release = kubewasm_types::release::release();
+    let mut disagreeing = Vec::new();
+    for (group, version, recorded) in release.lists() {
+        let path = if group.is_empty() {
+            format!("/api/{version}")
+        } else {
+            format!("/apis/{group}/{version}")
+        };
+        let served: Value =
+            serde_json::from_str(&server.ok(&["get", "--raw", &path])).expect("a resource list");
+        let expected: Vec<&Value> = recorded
+            .iter()
+            .filter(|entry| {
+                let name = entry["name"].as_str().unwrap_or_default();
+                !(embedded && group.is_empty() && NOT_SERVED_HERE.contains(&name))
+            })
+            .collect();
+        let served: Vec<&Value> = served["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .collect();
+        if served != expected {
+            disagreeing.push(format!(
+                "{path}: served {}\n  recorded {}",
+                serde_json::to_string(&served).unwrap_or_default(),
+                serde_json::to_string(&expected).unwrap_or_default()
+            ));
+        }
+    }
+    assert!(disagreeing.is_empty(), "{}", disagreeing.join("\n"));
 }

@@ -155,18 +155,7 @@ impl Api {
 
     /// Answers a self-review.
     pub(super) fn review(&self, review: Review, request: &Request<'_>) -> Result<Reply, ApiError> {
-        if request.method != "POST" {
-            return Err(ApiError::method_not_allowed(format!(
-                "the server does not allow this method on the requested resource ({} {})",
-                request.method, request.path
-            )));
-        }
-        let mut body = request.document()?;
-        if !body.is_object() {
-            return Err(ApiError::bad_request(
-                "the body of the request must be a JSON object",
-            ));
-        }
+        let mut body = review_body(request)?;
         let user = &request.user;
         let policy = Policy::of(&self.store);
         match review {
@@ -242,6 +231,70 @@ impl Api {
         Ok(Reply::Json(201, body))
     }
 
+    /// A `LocalSubjectAccessReview` in `namespace`: may this user, with
+    /// these groups, do this there? Needs `create localsubjectaccessreviews`
+    /// in the namespace (`admin` grants it); refused as a real server
+    /// refuses it when the attributes name another namespace, name none, or
+    /// are non-resource ones.
+    pub(super) fn local_review(
+        &self,
+        namespace: &str,
+        request: &Request<'_>,
+    ) -> Result<Reply, ApiError> {
+        const GROUP: &str = "authorization.k8s.io";
+        let mut body = review_body(request)?;
+        let policy = Policy::of(&self.store);
+        let create = Attributes {
+            verb: "create".into(),
+            group: GROUP.into(),
+            resource: "localsubjectaccessreviews".into(),
+            namespace: namespace.into(),
+            ..Attributes::default()
+        };
+        if !policy.allows(&request.user, &create) {
+            return Err(ApiError::forbidden(create.forbidden_message(&request.user)));
+        }
+        let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
+        let subject = User {
+            name: text(&spec, "user"),
+            uid: spec.get("uid").and_then(Value::as_str).map(str::to_owned),
+            groups: strings_at(&spec, "/groups"),
+        };
+        let mut errors = Vec::new();
+        if subject.name.is_empty() && subject.groups.is_empty() {
+            errors.push(
+                "spec.user: Invalid value: \"\": at least one of user or group must be specified"
+                    .to_owned(),
+            );
+        }
+        if let Some(attributes) = spec.get("nonResourceAttributes") {
+            // Go prints the struct's fields in its order, capitalized.
+            let printed =
+                json!({"Path": text(attributes, "path"), "Verb": text(attributes, "verb")});
+            errors.push(format!(
+                "spec.nonResourceAttributes: Invalid value: {printed}: disallowed on this kind of request"
+            ));
+        } else {
+            let named = body
+                .pointer("/spec/resourceAttributes/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if named != namespace {
+                errors.push(format!(
+                    "spec.resourceAttributes.namespace: Invalid value: {}: must match metadata.namespace",
+                    Value::from(named)
+                ));
+            }
+        }
+        if !errors.is_empty() {
+            return Err(ApiError::invalid_review(GROUP, &errors));
+        }
+        let allowed = policy.allows(&subject, &reviewed_attributes(&body));
+        body["metadata"] = json!({"namespace": namespace});
+        body["status"] = access_status(allowed);
+        Ok(Reply::Json(201, body))
+    }
+
     /// TokenRequest: a token for a ServiceAccount (`kubectl create token`).
     pub(super) fn request_token(
         &self,
@@ -314,6 +367,21 @@ fn delegated(policy: &Policy, user: &User, resource: &str, group: &str) -> Resul
         Ok(())
     } else {
         Err(ApiError::forbidden(create.forbidden_message(user)))
+    }
+}
+
+/// A review's body: POSTed, and a JSON object.
+fn review_body(request: &Request<'_>) -> Result<Value, ApiError> {
+    if request.method != "POST" {
+        return Err(ApiError::not_allowed());
+    }
+    let body = request.document()?;
+    if body.is_object() {
+        Ok(body)
+    } else {
+        Err(ApiError::bad_request(
+            "the body of the request must be a JSON object",
+        ))
     }
 }
 

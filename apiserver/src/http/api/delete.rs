@@ -207,13 +207,6 @@ impl Api {
         request: &Request<'_>,
     ) -> Result<Reply, ApiError> {
         let info = &target.info;
-        if info.group.is_empty() && info.plural == "namespaces" {
-            let mut refused = ApiError::method_not_allowed(
-                "the server does not allow this method on the requested resource",
-            );
-            refused.details = Some(json!({}));
-            return Err(refused);
-        }
         let filter = Filter::from_query(&request.query, info, self.config.shard_selectors)?;
         let options = DeleteOptions::of(request)?;
         let snapshot = self.store.list(

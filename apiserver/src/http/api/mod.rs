@@ -191,6 +191,8 @@ impl Api {
         request.user = self.acting_user(&request.user, &request.impersonate)?;
         match self.route(request.path)? {
             Route::Review(review) => self.review(review, &request),
+            Route::LocalReview(namespace) => self.local_review(&namespace, &request),
+            Route::Binding(namespace) => self.create_binding(&namespace, &request),
             Route::Version => Ok(Reply::Json(200, Self::version())),
             Route::Health => Ok(Reply::Text(200, "ok".into())),
             Route::OpenApiIndex => Ok(Reply::Json(
@@ -281,11 +283,24 @@ impl Api {
             ["apis", "authorization.k8s.io", "v1", "subjectaccessreviews"] => {
                 return Ok(Route::Review(Review::Subject));
             }
+            [
+                "apis",
+                "authorization.k8s.io",
+                "v1",
+                "namespaces",
+                namespace,
+                "localsubjectaccessreviews",
+            ] => {
+                return Ok(Route::LocalReview((*namespace).to_owned()));
+            }
             ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"] => {
                 return Ok(Route::Review(Review::WhoAmI));
             }
             ["apis", "authentication.k8s.io", "v1", "tokenreviews"] => {
                 return Ok(Route::Review(Review::Token));
+            }
+            ["api", "v1", "namespaces", namespace, "bindings"] => {
+                return Ok(Route::Binding((*namespace).to_owned()));
             }
             ["api"] => return Ok(Route::CoreVersions),
             ["apis"] => return Ok(Route::Groups),
@@ -357,6 +372,29 @@ impl Api {
         if request.method == "GET" && target.name.is_none() && target.subresource.is_none() {
             query::list_options(&request.query, watching)?;
         }
+        // A verb the type or subresource does not serve, as its release's
+        // discovery lists its verbs (a Namespace's collection is not deleted
+        // at once; its `finalize` is only replaced).
+        let verb = match (request.method, &target.name, target.subresource.as_deref()) {
+            ("GET", None, None) if watching => Some("watch"),
+            ("GET", None, None) => Some("list"),
+            ("GET", Some(_), _) => Some("get"),
+            ("POST", _, _) => Some("create"),
+            ("PUT", Some(_), _) => Some("update"),
+            ("PATCH", Some(_), _) => Some("patch"),
+            ("DELETE", Some(_), None) => Some("delete"),
+            ("DELETE", None, None) => Some("deletecollection"),
+            _ => None,
+        };
+        if let Some(verb) = verb
+            && !target
+                .info
+                .verbs_of(target.subresource.as_deref())
+                .iter()
+                .any(|v| v == verb)
+        {
+            return Err(ApiError::not_allowed());
+        }
         let reply = match (request.method, &target.name, target.subresource.as_deref()) {
             ("GET", None, None) if watching => {
                 self.watch(&target, &request.query, representation, &request.user.name)
@@ -397,10 +435,7 @@ impl Api {
             }
             ("DELETE", Some(name), None) => self.delete(&target, name, &request),
             ("DELETE", None, None) => self.delete_collection(&target, &request),
-            (method, _, _) => Err(ApiError::method_not_allowed(format!(
-                "the server does not allow this method on the requested resource ({method} {})",
-                request.path
-            ))),
+            _ => Err(ApiError::not_allowed()),
         }?;
         Ok(match reply {
             // A write answers with the object in the representation asked

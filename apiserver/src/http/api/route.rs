@@ -14,6 +14,10 @@ pub(super) enum Route {
     Group(String),
     ResourceList(String, String),
     Review(Review),
+    /// A `LocalSubjectAccessReview` in a namespace.
+    LocalReview(String),
+    /// A `Binding` created in a namespace.
+    Binding(String),
     Resource(Box<Target>),
 }
 
@@ -44,15 +48,20 @@ pub(super) enum Review {
     Subject,
 }
 
-/// The review resources served (`Route::Review`): group, plural, kind. All
-/// in version `v1`.
-pub(super) const REVIEWS: [(&str, &str, &str); 5] = [
+/// The review resources served (`Route::Review`, `Route::LocalReview`):
+/// group, plural, kind. All in version `v1`.
+pub(super) const REVIEWS: [(&str, &str, &str); 6] = [
     (
         "authentication.k8s.io",
         "selfsubjectreviews",
         "SelfSubjectReview",
     ),
     ("authentication.k8s.io", "tokenreviews", "TokenReview"),
+    (
+        "authorization.k8s.io",
+        "localsubjectaccessreviews",
+        "LocalSubjectAccessReview",
+    ),
     (
         "authorization.k8s.io",
         "selfsubjectaccessreviews",
@@ -74,6 +83,13 @@ pub(super) const REVIEWS: [(&str, &str, &str); 5] = [
 pub(super) const REVIEW_GROUPS: [&str; 2] = ["authentication.k8s.io", "authorization.k8s.io"];
 
 /// The reviews of `group` at `version`: plural and kind.
+/// Whether `plural` of `group`/`version` is a resource served by a route
+/// of its own and never stored: a review, or the core group's `bindings`.
+pub(super) fn served_apart(group: &str, version: &str, plural: &str) -> bool {
+    reviews(group, version).any(|(p, _)| p == plural)
+        || (group.is_empty() && version == "v1" && plural == "bindings")
+}
+
 pub(super) fn reviews<'a>(
     group: &'a str,
     version: &'a str,

@@ -49,14 +49,29 @@ pub(super) fn rv_of(object: &Value) -> Option<&str> {
         .and_then(Value::as_str)
 }
 
+/// Whether this server serves `subresource` of `info`'s objects: the part
+/// of an object a subresource writes ([`part_of`]), `scale` where the type
+/// has it, a Pod's `log` and `binding`, a ServiceAccount's `token`.
+pub(super) fn serves(info: &ResourceInfo, subresource: &str) -> bool {
+    part_of(info, subresource).is_some()
+        || match (info.group.as_str(), info.plural.as_str(), subresource) {
+            (_, _, "scale") => info.scale,
+            ("", "pods", "log" | "binding") | ("", "serviceaccounts", "token") => true,
+            _ => false,
+        }
+}
+
 /// The part of an object a subresource writes: `/status` its status (and a
 /// CertificateSigningRequest's `/approval` its status conditions), a Pod's
-/// `/ephemeralcontainers` its `spec.ephemeralContainers`.
+/// `/ephemeralcontainers` its `spec.ephemeralContainers`, a Namespace's
+/// `/finalize` its spec, its finalizers (and its metadata, as an update's:
+/// what unsticks a Namespace whose finalizer no controller removes).
 pub(super) fn part_of(info: &ResourceInfo, subresource: &str) -> Option<&'static str> {
     match (info.group.as_str(), info.plural.as_str(), subresource) {
         (_, _, "status") => Some("/status"),
         ("certificates.k8s.io", "certificatesigningrequests", "approval") => Some("/status"),
         ("", "pods", "ephemeralcontainers") => Some("/spec/ephemeralContainers"),
+        ("", "namespaces", "finalize") => Some("/spec"),
         _ => None,
     }
 }

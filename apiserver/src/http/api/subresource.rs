@@ -1,11 +1,13 @@
 //! Subresources beyond `/status`: `/scale` (as `autoscaling/v1` Scale) and
-//! a Pod's `/binding` (the scheduler's write).
+//! a Pod's `/binding` (the scheduler's write), also reached as the core
+//! group's `bindings` resource (the Binding names its Pod).
 
 use serde_json::{Value, json};
 
 use super::Api;
 use super::request::{Reply, Request};
 use super::route::Target;
+use crate::http::auth::rbac::{Attributes, Policy};
 use crate::http::error::ApiError;
 use crate::mutation::patch::{json_patch, merge_patch};
 use kubewasm_types::info::ResourceInfo;
@@ -174,6 +176,53 @@ impl Api {
             201,
             json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
         ))
+    }
+
+    /// A `Binding` created in `namespace` (`POST …/namespaces/NS/bindings`):
+    /// the Pod it names bound as through its `binding` subresource, for a
+    /// user who may create `bindings` there.
+    pub(super) fn create_binding(
+        &self,
+        namespace: &str,
+        request: &Request<'_>,
+    ) -> Result<Reply, ApiError> {
+        if request.method != "POST" {
+            return Err(ApiError::not_allowed());
+        }
+        let create = Attributes {
+            verb: "create".into(),
+            resource: "bindings".into(),
+            namespace: namespace.into(),
+            ..Attributes::default()
+        };
+        if !Policy::of(&self.store).allows(&request.user, &create) {
+            return Err(ApiError::forbidden(create.forbidden_message(&request.user)));
+        }
+        let binding: Value = request.document()?;
+        let name = binding
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| {
+                ApiError::invalid_kind(
+                    "Binding",
+                    "",
+                    "metadata.name: Required value: name is required",
+                )
+            })?
+            .to_owned();
+        let pods = self
+            .registry()
+            .get("", "v1", "pods")
+            .cloned()
+            .ok_or_else(ApiError::no_route)?;
+        let target = Target {
+            info: pods,
+            namespace: Some(namespace.to_owned()),
+            name: Some(name.clone()),
+            subresource: Some("binding".to_owned()),
+        };
+        self.bind(&target, &name, request)
     }
 }
 

@@ -244,9 +244,12 @@ impl Api {
         // A built-in type's status strategy takes the object as sent, its
         // spec as it was; a custom resource's takes the status alone.
         let builtin_status = subresource == Some("status") && !info.custom;
+        // A Namespace's `finalize` takes the object as sent, its status as
+        // it was (the namespace finalize strategy): its finalizers change.
+        let finalize = subresource == Some("finalize");
         if let Some(part) = subresource
             .and_then(|s| part_of(info, s))
-            .filter(|_| !builtin_status)
+            .filter(|_| !builtin_status && !finalize)
         {
             // A subresource writes its part of the object, and nothing else
             // (and the fields' owners: an apply's entry for it).
