@@ -6,9 +6,9 @@
 //! short names, categories, storage version hash), then those of its
 //! subresources this server serves, in that server's order, its groups in
 //! its order. A custom resource is listed as a real server lists a CRD's.
-//! The review resources are listed as a real server lists them, create-only
-//! and cluster-scoped in their groups, though nothing of them is stored
-//! ([`super::route::REVIEWS`]): `kubectl auth can-i create
+//! The review resources and the core group's `bindings` are listed as a
+//! real server lists them, create-only, though nothing of them is stored
+//! ([`super::route::served_apart`]): `kubectl auth can-i create
 //! subjectaccessreviews` and clients that check discovery first find them.
 //! A subresource a real server serves and this one does not (`pods/exec`,
 //! `pods/eviction`) is not listed.
