@@ -93,8 +93,7 @@ impl RestMapper {
     /// `types/src/release.json` by `tests/real-cluster/discovery`; create-only
     /// types such as `bindings` and the reviews among them).
     pub fn builtin() -> Self {
-        // Recorded from a real server; a test beside checks that it reads whole.
-        let mut mapper = Self::release().unwrap_or_default();
+        let mut mapper = Self::release();
         for info in kubewasm_types::registry::Registry::builtin().all() {
             mapper.insert(
                 &info.group,
@@ -109,20 +108,24 @@ impl RestMapper {
 
     /// The types a real Kubernetes release serves by default, as recorded
     /// ([`kubewasm_types::release`]).
-    fn release() -> Result<Self, MapperError> {
+    fn release() -> Self {
+        let release = kubewasm_types::release::release();
         let mut mapper = Self::default();
-        for (group, version, resources) in kubewasm_types::release::release().lists() {
-            let api_version = if group.is_empty() {
-                version.to_owned()
-            } else {
-                format!("{group}/{version}")
-            };
-            mapper.add_discovery(&serde_json::json!({
-                "groupVersion": api_version,
-                "resources": resources,
-            }))?;
+        for (group, version, _) in release.lists() {
+            for entry in release
+                .entries(group, version)
+                .filter(|e| e.subresource().is_none())
+            {
+                mapper.insert(
+                    group,
+                    version,
+                    entry.kind(),
+                    entry.name(),
+                    entry.namespaced(),
+                );
+            }
         }
-        Ok(mapper)
+        mapper
     }
 
     /// The built-in types plus those the CustomResourceDefinitions among
@@ -313,7 +316,7 @@ mod tests {
 
     #[test]
     fn the_recorded_release_should_read_whole_and_agree_with_the_built_in_types() {
-        let release = RestMapper::release().expect("the recorded discovery reads");
+        let release = RestMapper::release();
         let builtin = RestMapper::builtin();
         assert!(release.len() > 60, "{} types", release.len());
         // What only a real server serves: create-only types, 1.37's GA groups.

@@ -13,18 +13,6 @@
 /// The group of the second view of Events.
 pub const EVENTS_GROUP: &str = "events.k8s.io";
 
-/// The verbs of a resource that has them all, in discovery's order.
-pub const ALL_VERBS: [&str; 8] = [
-    "create",
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "update",
-    "watch",
-];
-
 /// Where a resource type's objects are filed: its group and plural.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ResourceKey {
@@ -134,30 +122,23 @@ impl ResourceInfo {
         self.group == EVENTS_GROUP && self.plural == "events"
     }
 
-    /// Its verbs: a built-in type's as its release's discovery lists them
-    /// (a Namespace has no `deletecollection`, a ComponentStatus only `get`
-    /// and `list`), a custom resource's all eight.
-    pub fn verbs(&self) -> Vec<String> {
-        self.verbs_of(None)
-    }
-
-    /// The verbs of its `subresource` (`status`: `get`, `patch`, `update`),
-    /// or of itself: a built-in type's as its release's discovery lists
-    /// them, a custom resource's all eight of itself and every verb of a
-    /// subresource (the routes say which it serves).
-    pub fn verbs_of(&self, subresource: Option<&str>) -> Vec<String> {
+    /// Whether it (or its `subresource`) serves `verb`: a built-in type
+    /// what its release's discovery lists (a Namespace has no
+    /// `deletecollection`, a ComponentStatus only `get` and `list`, a
+    /// Namespace's `finalize` only `update`), a custom resource every verb
+    /// (the routes say which subresources it has).
+    pub fn serves(&self, subresource: Option<&str>, verb: &str) -> bool {
+        if self.custom {
+            return true;
+        }
         let release = crate::release::release();
         let recorded = match subresource {
-            _ if self.custom => None,
             None => release.resource(&self.group, &self.version, &self.plural),
             Some(sub) => release
                 .subresources(&self.group, &self.version, &self.plural)
                 .find(|entry| entry.subresource() == Some(sub)),
         };
-        recorded
-            .map(|entry| entry.verbs())
-            .filter(|verbs| !verbs.is_empty())
-            .unwrap_or_else(|| ALL_VERBS.iter().map(|v| (*v).to_owned()).collect())
+        recorded.is_none_or(|entry| entry.has_verb(verb))
     }
 
     /// The `apiVersion` of its objects.

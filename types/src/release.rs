@@ -179,6 +179,13 @@ impl<'a> Entry<'a> {
             .collect()
     }
 
+    /// Whether it lists `verb`.
+    pub fn has_verb(self, verb: &str) -> bool {
+        self.0["verbs"]
+            .as_array()
+            .is_some_and(|verbs| verbs.iter().any(|v| v == verb))
+    }
+
     /// Its verbs (`get`, `list`, `watch`, …).
     pub fn verbs(self) -> Vec<String> {
         self.strings("verbs")

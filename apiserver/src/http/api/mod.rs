@@ -387,11 +387,7 @@ impl Api {
             _ => None,
         };
         if let Some(verb) = verb
-            && !target
-                .info
-                .verbs_of(target.subresource.as_deref())
-                .iter()
-                .any(|v| v == verb)
+            && !target.info.serves(target.subresource.as_deref(), verb)
         {
             return Err(ApiError::not_allowed());
         }
