@@ -31,7 +31,7 @@ NPM_STAMP := node_modules/.package-lock.json
 COMPONENTIZE_PY := componentize-py -d wit -w controller componentize
 COMPONENTIZE_JS := node_modules/.bin/kubewasm-componentize
 
-.PHONY: help stress setup plugins test-plugins rust-plugins rust-test-plugins build test-build go-plugins sdk publish-sdk test lint format-check go-vet guest-tests new-project-tests fmt dev bench soak fuzz real-cluster deps-check test-real openapi-extensions kubernetes-version difference kube-rs-tests manifests image clean
+.PHONY: help stress setup plugins test-plugins rust-plugins rust-test-plugins build test-build go-plugins sdk publish-sdk test lint format-check go-vet guest-tests new-project-tests fmt dev bench soak fuzz real-cluster deps-check test-real kubernetes-version difference kube-rs-tests manifests image clean
 
 help:
 	@echo "make setup         install the wasm target, componentize-py and the npm toolchain (make dev and make test do it)"
@@ -51,7 +51,6 @@ help:
 	@echo "make test-real     the host's suites against a real control plane (CI=true: their reduced form)"
 	@echo "make real-cluster  a real control plane on loopback (Kubernetes, etcd, kwok Nodes; built from Go modules), until Ctrl-C;"
 	@echo "                   REAL_NODES=1 adds a real node (containerd, runc, kubelet, kube-proxy; root), NODES=N the kwok ones"
-	@echo "make openapi-extensions  the built-in kinds' list and patch extensions from the pinned Kubernetes' swagger.json"
 	@echo "make kubernetes-version  all that derives from the pinned Kubernetes (recorded from a fresh make real-cluster)"
 	@echo "make difference    the same request sequences to the embedded server and a real one; the table and the figure"
 	@echo "make stress        every unit test and suite, 10 rounds of two copies side by side (STRESS=... narrows)"
@@ -331,20 +330,12 @@ deps-check:
 real-cluster:
 	tests/real-cluster/up $(TARGET_DIR)/real-cluster/run --nodes $(or $(NODES),3) --real-nodes $(or $(REAL_NODES),0)
 
-# apiserver/src/schema/openapi/extensions.txt from the swagger.json of the
-# Kubernetes release tests/real-cluster pins.
-openapi-extensions:
-	$(PYTHON) apiserver/src/schema/openapi/extensions.py \
-		"$$(cd tests/real-cluster && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/api/openapi-spec/swagger.json" \
-		> apiserver/src/schema/openapi/extensions.txt.new
-	mv apiserver/src/schema/openapi/extensions.txt.new apiserver/src/schema/openapi/extensions.txt
-
 # Everything that derives from the Kubernetes release tests/real-cluster/go.mod
 # pins (k8s.io/kubernetes), written again; moving to another release is: change
 # the pin (and k8s-openapi's feature: the compiler and tests/tests/suites/version.rs
 # say where), `make real-cluster` in one shell, this in another, then the compiler's
 # complaints and `make difference`. KUBECONFIG is that fresh cluster's, for what
-# is recorded from it (its discovery, its bootstrap RBAC policy).
+# is recorded from it (its discovery, its OpenAPI documents, its bootstrap RBAC policy).
 KUBERNETES_KUBECONFIG ?= $(TARGET_DIR)/real-cluster/run/kubeconfig
 kubernetes-version:
 	tests/real-cluster/discovery $(KUBERNETES_KUBECONFIG) > types/src/release.json.new
@@ -358,7 +349,8 @@ kubernetes-version:
 	apiserver/protos/vendor
 	cd tests/real-cluster && go run ./gotypes > ../../apiserver/protos/gotypes.txt.new
 	mv apiserver/protos/gotypes.txt.new apiserver/protos/gotypes.txt
-	$(MAKE) --no-print-directory openapi-extensions
+	tests/real-cluster/openapi $(KUBERNETES_KUBECONFIG) | gzip -9n > apiserver/src/schema/openapi/release.json.gz.new
+	mv apiserver/src/schema/openapi/release.json.gz.new apiserver/src/schema/openapi/release.json.gz
 	$(CARGO) build -p kubewasm
 	$(TARGET_DIR)/debug/kubewasm types --lang python > guest-sdk/python/kubewasm_guest/types.py
 	$(TARGET_DIR)/debug/kubewasm types --lang js > guest-sdk/js/src/types.js

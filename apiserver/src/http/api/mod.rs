@@ -195,15 +195,17 @@ impl Api {
             Route::Binding(namespace) => self.create_binding(&namespace, &request),
             Route::Version => Ok(Reply::Json(200, Self::version())),
             Route::Health => Ok(Reply::Text(200, "ok".into())),
-            Route::OpenApiIndex => Ok(Reply::Json(
-                200,
-                crate::schema::openapi::v3::index(&self.registry()),
+            // A real server writes the index without a content type, so Go
+            // sniffs one.
+            Route::OpenApiIndex => Ok(Reply::Encoded(
+                "text/plain; charset=utf-8",
+                crate::schema::openapi::v3::index(&self.registry())
+                    .to_string()
+                    .into_bytes(),
             )),
-            Route::OpenApi(group, version) => {
-                crate::schema::openapi::v3::document(&self.registry(), &group, &version)
-                    .map(|doc| Reply::Json(200, doc))
-                    .ok_or_else(ApiError::no_route)
-            }
+            Route::OpenApi(path) => crate::schema::openapi::v3::document(&self.registry(), &path)
+                .map(|text| Reply::Encoded("application/json", text.into_bytes()))
+                .ok_or_else(ApiError::no_route),
             Route::OpenApiV2 => {
                 let document = crate::schema::openapi::v2::document(&self.registry());
                 // client-go's `OpenAPISchema()` asks for gnostic's protobuf.
@@ -258,12 +260,7 @@ impl Api {
             ["healthz" | "readyz" | "livez", ..] => return Ok(Route::Health),
             ["openapi", "v2"] => return Ok(Route::OpenApiV2),
             ["openapi", "v3"] => return Ok(Route::OpenApiIndex),
-            ["openapi", "v3", "api", version] => {
-                return Ok(Route::OpenApi(String::new(), (*version).to_owned()));
-            }
-            ["openapi", "v3", "apis", group, version] => {
-                return Ok(Route::OpenApi((*group).to_owned(), (*version).to_owned()));
-            }
+            ["openapi", "v3", document @ ..] => return Ok(Route::OpenApi(document.join("/"))),
             [
                 "apis",
                 "authorization.k8s.io",

@@ -7,7 +7,8 @@ pub(super) enum Route {
     Version,
     Health,
     OpenApiIndex,
-    OpenApi(String, String),
+    /// A document `/openapi/v3` lists, by its path there (`apis/apps/v1`).
+    OpenApi(String),
     OpenApiV2,
     CoreVersions,
     Groups,
