@@ -60,9 +60,15 @@ fn artifact(dir: &str, file: &str, make_target: &str) -> PathBuf {
 }
 
 /// A directory of precompiled components shared by the tests, so each test
-/// binary compiles a plugin once rather than once per load.
+/// binary compiles a plugin once rather than once per load:
+/// `$KUBEWASM_TEST_CACHE` if set (`tests/stress` gives each copy its own,
+/// as a test may remove an artifact it then expects its host to cache),
+/// else the target directory's.
 pub fn compiled_cache_dir() -> PathBuf {
-    target_dir().join("kubewasm-test-cache")
+    match std::env::var_os("KUBEWASM_TEST_CACHE") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => target_dir().join("kubewasm-test-cache"),
+    }
 }
 
 /// An example plugin built by `make plugins`.
