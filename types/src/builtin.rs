@@ -68,6 +68,7 @@ where
         create_on_update: CREATE_ON_UPDATE.contains(&plural),
         unconditional_update: !CONDITIONAL_UPDATE.contains(&plural),
         custom: false,
+        storage_version_hash: None,
         schema: None,
         typed: Some(typed::<K>),
         field_schema: Some(field_schema::<K>),

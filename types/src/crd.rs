@@ -67,6 +67,11 @@ pub fn served_types(crd: &Value) -> Result<Vec<ResourceInfo>, String> {
     for (i, version) in versions.iter().enumerate() {
         check_metadata_schema(i, version)?;
     }
+    let storage_version_hash = versions
+        .iter()
+        .find(|v| v.get("storage") == Some(&Value::Bool(true)))
+        .and_then(|v| v.get("name")?.as_str())
+        .map(|storage| storage_version_hash(group, storage, kind));
     Ok(versions
         .iter()
         .filter(|v| v.get("served") != Some(&Value::Bool(false)))
@@ -90,6 +95,7 @@ pub fn served_types(crd: &Value) -> Result<Vec<ResourceInfo>, String> {
                 create_on_update: false,
                 unconditional_update: false,
                 custom: true,
+                storage_version_hash: storage_version_hash.clone(),
                 schema: v
                     .pointer("/schema/openAPIV3Schema")
                     .cloned()
@@ -104,6 +110,16 @@ pub fn served_types(crd: &Value) -> Result<Vec<ResourceInfo>, String> {
             })
         })
         .collect())
+}
+
+/// apimachinery's `StorageVersionHash`: the first 8 bytes of the SHA-256 of
+/// `group/version/kind` (`core` for the core group), in base64.
+fn storage_version_hash(group: &str, version: &str, kind: &str) -> String {
+    use base64::Engine;
+    use sha2::Digest;
+    let group = if group.is_empty() { "core" } else { group };
+    let digest = sha2::Sha256::digest(format!("{group}/{version}/{kind}"));
+    base64::engine::general_purpose::STANDARD.encode(&digest[..8])
 }
 
 /// A version's schema may say of `metadata` only that it is an object and

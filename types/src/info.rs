@@ -87,6 +87,9 @@ pub struct ResourceInfo {
     pub unconditional_update: bool,
     /// Whether it is a custom resource (served for a CRD).
     pub custom: bool,
+    /// A custom resource's storage version hash, as a real server lists it
+    /// in discovery (built-in types' are the release's recorded ones).
+    pub storage_version_hash: Option<String>,
     /// A custom resource's structural schema (`openAPIV3Schema`).
     pub schema: Option<std::sync::Arc<serde_json::Value>>,
     /// A built-in type's typed round trip (decode into its k8s-openapi type,

@@ -200,6 +200,7 @@ fn custom_entries(r: &ResourceInfo) -> Vec<Value> {
         "verbs": CUSTOM_VERBS,
         "shortNames": r.short_names,
         "categories": r.categories,
+        "storageVersionHash": r.storage_version_hash,
     })];
     for (sub, served) in [("status", r.status), ("scale", r.scale)] {
         if served {
@@ -214,11 +215,11 @@ fn custom_entries(r: &ResourceInfo) -> Vec<Value> {
         }
     }
     for entry in &mut entries {
-        for list in ["shortNames", "categories"] {
-            if entry[list].as_array().is_some_and(Vec::is_empty)
-                && let Some(map) = entry.as_object_mut()
-            {
-                map.shift_remove(list);
+        for field in ["shortNames", "categories", "storageVersionHash"] {
+            let empty =
+                entry[field].is_null() || entry[field].as_array().is_some_and(Vec::is_empty);
+            if empty && let Some(map) = entry.as_object_mut() {
+                map.shift_remove(field);
             }
         }
     }
