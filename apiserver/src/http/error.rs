@@ -358,6 +358,7 @@ fn causes(errors: &[String]) -> Vec<Value> {
                 "Forbidden" => "FieldValueForbidden",
                 "Unsupported value" => "FieldValueNotSupported",
                 "Too long" => "FieldValueTooLong",
+                "Too many" => "FieldValueTooMany",
                 "Duplicate value" => "FieldValueDuplicate",
                 _ => "FieldValueInvalid",
             };

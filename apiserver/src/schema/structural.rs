@@ -5,9 +5,11 @@
 //! `properties`, `additionalProperties` (a schema or `false`), `items`,
 //! `required`, `enum`, `nullable`, `minimum`/`maximum` (and their
 //! `exclusive` forms), `minLength`/`maxLength`, `minItems`/`maxItems`,
+//! `minProperties`/`maxProperties`,
 //! `default`, `x-kubernetes-preserve-unknown-fields`,
+//! `pattern` (as Go's `regexp` reads it: [`super::pattern`]),
 //! `x-kubernetes-int-or-string` and `x-kubernetes-embedded-resource`.
-//! Not supported yet: `pattern`, `format`, CEL validation rules.
+//! Not supported yet: `format`, CEL validation rules.
 //!
 //! `apiVersion`, `kind` and `metadata` at the root (and of an embedded
 //! resource) are never pruned. A schema of `metadata` is read as the API
@@ -96,38 +98,15 @@ fn walk(value: &mut Value, schema: &Value, path: &str, root: bool, findings: &mu
     match value {
         Value::Object(map) => object(map, schema, path, root, findings),
         Value::Array(items) => {
-            let count = items.len() as f64;
-            bound(
-                schema,
-                "minItems",
-                "maxItems",
-                count,
-                display,
-                "must have at least",
-                "must have at most",
-                "items",
-                findings,
-            );
             if let Some(item_schema) = schema.get("items") {
                 for (i, item) in items.iter_mut().enumerate() {
                     walk(item, item_schema, &format!("{path}[{i}]"), false, findings);
                 }
             }
+            // After the items, as kube-openapi's slice validator checks.
+            counted(schema, "Items", "items", items.len(), display, findings);
         }
-        Value::String(s) => {
-            let len = s.chars().count() as f64;
-            bound(
-                schema,
-                "minLength",
-                "maxLength",
-                len,
-                display,
-                "should be at least",
-                "should be at most",
-                "chars long",
-                findings,
-            );
-        }
+        Value::String(s) => string(s, schema, display, findings),
         Value::Number(n) => {
             let x = n.as_f64().unwrap_or(0.0);
             if let Some(min) = schema.get("minimum").and_then(Value::as_f64) {
@@ -153,33 +132,57 @@ fn walk(value: &mut Value, schema: &Value, path: &str, root: bool, findings: &mu
     }
 }
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one call shape for lengths and item counts"
-)]
-fn bound(
-    schema: &Value,
-    min_key: &str,
-    max_key: &str,
-    actual: f64,
-    display: &str,
-    at_least: &str,
-    at_most: &str,
-    unit: &str,
-    findings: &mut Findings,
-) {
-    if let Some(min) = schema.get(min_key).and_then(Value::as_f64)
-        && actual < min
+/// A string's `maxLength`, `minLength` and `pattern`, in that order, the
+/// first that fails ending the checks (kube-openapi's string validator),
+/// worded as the API server words each (lengths in characters).
+fn string(s: &str, schema: &Value, display: &str, findings: &mut Findings) {
+    let length = s.chars().count() as u64;
+    let quoted = Value::String(s.to_owned());
+    if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
+        && length > max
     {
         findings.errors.push(format!(
-            "{display}: Invalid value: {display} in body {at_least} {min} {unit}"
+            "{display}: Too long: may not be more than {max} bytes"
+        ));
+    } else if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
+        && length < min
+    {
+        findings.errors.push(format!(
+            "{display}: Invalid value: {quoted}: {display} in body should be at least {min} chars long"
+        ));
+    } else if let Some(pattern) = schema.get("pattern").and_then(Value::as_str)
+        && super::pattern::matches(pattern, s) == Some(false)
+    {
+        findings.errors.push(format!(
+            "{display}: Invalid value: {quoted}: {display} in body should match '{pattern}'"
         ));
     }
-    if let Some(max) = schema.get(max_key).and_then(Value::as_f64)
-        && actual > max
+}
+
+/// An array's `minItems` and `maxItems` (`what` `Items`, `noun` `items`)
+/// or an object's `minProperties` and `maxProperties`, as the API server
+/// words them: too few as an invalid count, too many as `TooMany`.
+fn counted(
+    schema: &Value,
+    what: &str,
+    noun: &str,
+    count: usize,
+    display: &str,
+    findings: &mut Findings,
+) {
+    if let Some(min) = schema.get(format!("min{what}")).and_then(Value::as_u64)
+        && (count as u64) < min
     {
         findings.errors.push(format!(
-            "{display}: Too long: {display} in body {at_most} {max} {unit}"
+            "{display}: Invalid value: {count}: {display} in body should have at least {min} {noun}"
+        ));
+    }
+    if let Some(max) = schema.get(format!("max{what}")).and_then(Value::as_u64)
+        && (count as u64) > max
+    {
+        let items = if max == 1 { "item" } else { "items" };
+        findings.errors.push(format!(
+            "{display}: Too many: {count}: must have at most {max} {items}"
         ));
     }
 }
@@ -191,6 +194,9 @@ fn object(
     root: bool,
     findings: &mut Findings,
 ) {
+    // The count is checked after defaulting and pruning, and reported
+    // before the fields' findings (kube-openapi's object validator).
+    let first_finding = findings.errors.len();
     let properties = schema.get("properties").and_then(Value::as_object);
     // Defaulting: missing properties with a default.
     if let Some(properties) = properties {
@@ -231,6 +237,19 @@ fn object(
             }
         }
     }
+    let mut counts = Findings::default();
+    let display = if path.is_empty() { "<root>" } else { path };
+    counted(
+        schema,
+        "Properties",
+        "properties",
+        map.len(),
+        display,
+        &mut counts,
+    );
+    findings
+        .errors
+        .splice(first_finding..first_finding, counts.errors);
     if let Some(required) = schema.get("required").and_then(Value::as_array) {
         for field in required.iter().filter_map(Value::as_str) {
             if !map.contains_key(field) {
@@ -334,7 +353,7 @@ mod tests {
         let mut long = json!({"metadata": {"name": "too-long"}});
         assert_eq!(
             process(&mut long, &schema).errors,
-            ["metadata.name: Too long: metadata.name in body should be at most 5 chars long"]
+            ["metadata.name: Too long: may not be more than 5 bytes"]
         );
     }
 
@@ -367,5 +386,68 @@ mod tests {
                 .errors
                 .contains(&"spec.image: Required value".to_owned())
         );
+    }
+
+    /// As a real server (v1.37.2) words them: the first of the lengths and
+    /// the pattern to fail, each item of a list by its index.
+    #[test]
+    fn a_string_should_match_its_pattern() {
+        let schema = json!({"type": "object", "properties": {
+            "name": {"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$", "maxLength": 4},
+            "list": {"type": "array", "items": {"type": "string", "pattern": "^x"}},
+        }});
+        let mut object = json!({"name": "Bad_Name", "list": ["xa", "b"]});
+        assert_eq!(
+            process(&mut object, &schema).errors,
+            [
+                "name: Too long: may not be more than 4 bytes",
+                "list[1]: Invalid value: \"b\": list[1] in body should match '^x'",
+            ]
+        );
+        let mut unmatched = json!({"name": "Bad"});
+        assert_eq!(
+            process(&mut unmatched, &schema).errors,
+            ["name: Invalid value: \"Bad\": name in body should match '^[a-z]+(-[a-z]+)*$'"]
+        );
+        let mut good = json!({"name": "ok", "list": ["x"]});
+        assert!(process(&mut good, &schema).errors.is_empty());
+    }
+
+    /// As a real server (v1.37.2) words them, `kubectl create` of each.
+    #[test]
+    fn counts_should_be_worded_as_the_api_server() {
+        let schema = json!({"type": "object", "properties": {
+            "short": {"type": "string", "minLength": 3, "pattern": "^z"},
+            "few": {"type": "array", "minItems": 2, "items": {"type": "string"}},
+            "many": {"type": "array", "maxItems": 1, "items": {"type": "integer"}},
+            "props": {"type": "object", "maxProperties": 1, "additionalProperties": {"type": "string"}},
+            "minprops": {"type": "object", "minProperties": 2,
+                "additionalProperties": {"type": "string"}},
+        }});
+        for (object, error) in [
+            (
+                json!({"short": "ab"}),
+                "short: Invalid value: \"ab\": short in body should be at least 3 chars long",
+            ),
+            (
+                json!({"few": ["a"]}),
+                "few: Invalid value: 1: few in body should have at least 2 items",
+            ),
+            (
+                json!({"many": [1, 2, 3]}),
+                "many: Too many: 3: must have at most 1 item",
+            ),
+            (
+                json!({"props": {"a": "1", "b": "2"}}),
+                "props: Too many: 2: must have at most 1 item",
+            ),
+            (
+                json!({"minprops": {"a": "1"}}),
+                "minprops: Invalid value: 1: minprops in body should have at least 2 properties",
+            ),
+        ] {
+            let mut object = object;
+            assert_eq!(process(&mut object, &schema).errors, [error]);
+        }
     }
 }
