@@ -349,8 +349,9 @@ kubernetes-version:
 	apiserver/protos/vendor
 	cd tests/real-cluster && go run ./gotypes > ../../apiserver/protos/gotypes.txt.new
 	mv apiserver/protos/gotypes.txt.new apiserver/protos/gotypes.txt
-	tests/real-cluster/openapi $(KUBERNETES_KUBECONFIG) | gzip -9n > apiserver/src/schema/openapi/release.json.gz.new
-	mv apiserver/src/schema/openapi/release.json.gz.new apiserver/src/schema/openapi/release.json.gz
+	tests/real-cluster/openapi $(KUBERNETES_KUBECONFIG) > apiserver/src/schema/openapi/release.json.new
+	gzip -9n < apiserver/src/schema/openapi/release.json.new > apiserver/src/schema/openapi/release.json.gz
+	rm apiserver/src/schema/openapi/release.json.new
 	$(CARGO) build -p kubewasm
 	$(TARGET_DIR)/debug/kubewasm types --lang python > guest-sdk/python/kubewasm_guest/types.py
 	$(TARGET_DIR)/debug/kubewasm types --lang js > guest-sdk/js/src/types.js
