@@ -53,6 +53,11 @@ pub fn process(object: &mut Value, schema: &Value) -> Findings {
     findings
 }
 
+/// How findings name the field at `path`: the root as `<root>`.
+fn shown(path: &str) -> &str {
+    if path.is_empty() { "<root>" } else { path }
+}
+
 fn child(path: &str, key: &str) -> String {
     if path.is_empty() {
         key.to_owned()
@@ -62,7 +67,7 @@ fn child(path: &str, key: &str) -> String {
 }
 
 fn walk(value: &mut Value, schema: &Value, path: &str, root: bool, findings: &mut Findings) {
-    let display = if path.is_empty() { "<root>" } else { path };
+    let display = shown(path);
     if value.is_null() {
         if !flag(schema, "nullable") && schema.get("type").is_some() && !root {
             findings.errors.push(format!(
@@ -238,7 +243,7 @@ fn object(
         }
     }
     let mut counts = Findings::default();
-    let display = if path.is_empty() { "<root>" } else { path };
+    let display = shown(path);
     counted(
         schema,
         "Properties",

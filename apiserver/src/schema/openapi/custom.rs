@@ -29,6 +29,8 @@
 //!   nullable property is not required;
 //! - a root that keeps unknown fields is an open object.
 
+use std::sync::LazyLock;
+
 use serde_json::{Map, Value, json};
 
 use kubewasm_types::info::ResourceInfo;
@@ -66,12 +68,19 @@ fn template(info: &ResourceInfo) -> &'static Template {
     }
 }
 
+/// The templates' v3 documents (namespaced, cluster-scoped), parsed once.
+static V3_TEMPLATES: LazyLock<[Option<Value>; 2]> = LazyLock::new(|| {
+    let custom = &release().custom;
+    [&custom.namespaced, &custom.cluster].map(|t| serde_json::from_str(&t.v3).ok())
+});
+
 /// The group version document `/openapi/v3` serves for custom resources
 /// `infos` (of one group version), or `None` for none.
 pub(super) fn v3_document(infos: &[&ResourceInfo]) -> Option<Value> {
     let mut merged: Option<Value> = None;
     for info in infos {
-        let Ok(mut document) = serde_json::from_str::<Value>(&template(info).v3) else {
+        let parsed = &V3_TEMPLATES[usize::from(!info.namespaced)];
+        let Some(mut document) = parsed.clone() else {
             continue;
         };
         let names = Names::of(info);
